@@ -1,0 +1,1 @@
+"""Everything that touches the world: the tool activities and the probe activity."""

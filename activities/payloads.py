@@ -1,0 +1,78 @@
+"""The typed inputs and outputs of the probe and tool activities."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field, JsonValue
+
+from plans.model import Condition
+
+
+class Outcome(StrEnum):
+    HOLDS = "holds"
+    VIOLATED = "violated"
+    UNKNOWN = "unknown"  # the probe could not answer: never a pass
+
+
+class StepRef(BaseModel):
+    """Which step of which run a call belongs to."""
+
+    run_id: str
+    plan_version: int
+    n: int
+    tool: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ProbeRequest(BaseModel):
+    step: StepRef
+    conditions: list[Condition]
+    idempotency_key: str = ""
+    output: dict[str, JsonValue] | None = None  # the tool's result, for readers in the post phase
+
+
+class ProbeResult(BaseModel):
+    condition: Condition
+    outcome: Outcome
+    observed: JsonValue = None  # e.g. an ETag, a row count, a record version
+    detail: str = ""
+    elapsed_ms: float = 0.0
+
+
+class ProbeReport(BaseModel):
+    results: list[ProbeResult]
+    read_at: datetime
+    elapsed_ms: float
+
+    @property
+    def all_hold(self) -> bool:
+        return all(r.outcome is Outcome.HOLDS for r in self.results)
+
+    @property
+    def unknown(self) -> list[ProbeResult]:
+        return [r for r in self.results if r.outcome is Outcome.UNKNOWN]
+
+
+class ToolCall(BaseModel):
+    step: StepRef
+    idempotency_key: str
+
+
+class ToolResult(BaseModel):
+    output: dict[str, JsonValue]
+    started_at: datetime
+    finished_at: datetime
+    attempt: int = 1
+
+
+class ToolFailure(BaseModel):
+    """What a final tool failure looked like; carried as ApplicationError details."""
+
+    code: str
+    status: int
+    retryable: bool
+    detail: str = ""
+    data: JsonValue = None
+    attempt: int = 1

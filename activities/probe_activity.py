@@ -1,0 +1,63 @@
+"""The probe activity: evaluates a step's bound conditions against the world, concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.payloads import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from activities.world import World
+from plans.model import Condition
+from probes.registry import PROBES, ProbeContext
+
+PROBE_TIMEOUT_S = 15.0
+
+
+class ProbeActivities:
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def _one(self, cond: Condition, ctx: ProbeContext) -> ProbeResult:
+        t0 = time.perf_counter()
+
+        def done(outcome: Outcome, observed: object = None, detail: str = "") -> ProbeResult:
+            ms = (time.perf_counter() - t0) * 1000
+            return ProbeResult.model_validate(
+                {"condition": cond, "outcome": outcome, "observed": observed,
+                 "detail": detail, "elapsed_ms": ms}
+            )
+
+        spec = PROBES.get(cond.probe)
+        if spec is None:
+            return done(Outcome.UNKNOWN, detail=f"no probe named {cond.probe!r}")
+        try:
+            args = spec.args.model_validate(cond.args)
+            verdict = await asyncio.wait_for(spec.fn(args, self.world, ctx), PROBE_TIMEOUT_S)
+        except Exception as e:  # could not answer: unknown, which fails the step, never passes
+            return done(Outcome.UNKNOWN, detail=f"{type(e).__name__}: {e}"[:500])
+        outcome = Outcome.HOLDS if verdict.holds else Outcome.VIOLATED
+        return done(outcome, verdict.observed, verdict.detail)
+
+    @activity.defn(name="probe.evaluate")
+    async def evaluate(self, req: ProbeRequest) -> ProbeReport:
+        ctx = ProbeContext(req.step.tool, req.step.args, req.idempotency_key, req.output)
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(self._one(c, ctx) for c in req.conditions))
+        report = ProbeReport(
+            results=list(results),
+            read_at=datetime.now(UTC),
+            elapsed_ms=(time.perf_counter() - t0) * 1000,
+        )
+        if report.unknown:
+            # Retryable: the activity's RetryPolicy bounds how often we ask again.
+            names = ", ".join(f"{r.condition.key()}: {r.detail}" for r in report.unknown)
+            raise ApplicationError(
+                f"probes could not answer: {names}",
+                report.model_dump(mode="json"),
+                type="probe_unknown",
+            )
+        return report

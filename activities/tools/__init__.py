@@ -1,0 +1,27 @@
+"""Tools: named Temporal activities, each with the contract true of every use of it.
+
+Importing this package registers the built-in tools.
+"""
+
+from activities.tools import s3, warehouse  # noqa: F401  (registration)
+from activities.tools.registry import (
+    TOOLS,
+    CallContext,
+    Contract,
+    Reader,
+    Term,
+    ToolSpec,
+    conditions_for,
+    tool,
+)
+
+__all__ = [
+    "TOOLS",
+    "CallContext",
+    "Contract",
+    "Reader",
+    "Term",
+    "ToolSpec",
+    "conditions_for",
+    "tool",
+]

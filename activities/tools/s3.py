@@ -1,0 +1,95 @@
+"""S3 tools: ``s3.get`` (object to a local file) and ``s3.put`` (conditional writes)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import JsonValue, model_validator
+
+from activities.errors import ToolError
+from activities.tools._s3errors import to_tool_error
+from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
+from activities.world import World
+from plans.model import Effect
+from plans.names import BucketName, NonEmpty
+
+
+class GetArgs(ToolArgs):
+    bucket: BucketName
+    key: NonEmpty
+    dest: NonEmpty
+    if_match: str | None = None
+
+
+class PutArgs(ToolArgs):
+    bucket: BucketName
+    key: NonEmpty
+    source: NonEmpty | None = None  # a local file, or
+    body: str | None = None  # literal content
+    if_match: str | None = None  # the ETag a probe observed
+    if_none_match: str | None = None  # "*": only if the key does not exist yet
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PutArgs:
+        if (self.source is None) == (self.body is None):
+            raise ValueError("give exactly one of source and body")
+        return self
+
+
+@tool(
+    "s3.get",
+    GetArgs,
+    Effect.READ,
+    Contract(
+        pre=(Term("object_exists", {"bucket": "bucket", "key": "key"}),),
+        post=(Term("local_file_nonempty", {"path": "dest"}),),
+    ),
+)
+async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
+    dest = world.path(args.dest)
+
+    def fetch() -> dict[str, Any]:
+        extra = {"IfMatch": args.if_match} if args.if_match else {}
+        obj = world.s3.get_object(Bucket=args.bucket, Key=args.key, **extra)  # type: ignore[arg-type]
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".part")
+        with tmp.open("wb") as f:
+            for chunk in obj["Body"].iter_chunks(1 << 20):
+                f.write(chunk)
+        tmp.replace(dest)  # never leave a half-written file under the real name
+        return {"etag": obj["ETag"], "size": dest.stat().st_size, "dest": str(dest)}
+
+    try:
+        return await asyncio.to_thread(fetch)
+    except (ClientError, BotoCoreError) as e:
+        raise to_tool_error(e, f"s3://{args.bucket}/{args.key}") from e
+
+
+@tool(
+    "s3.put",
+    PutArgs,
+    Effect.WRITE,
+    Contract(post=(Term("object_exists", {"bucket": "bucket", "key": "key"}),)),
+)
+async def s3_put(args: PutArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
+    def put() -> dict[str, Any]:
+        if args.source is not None:
+            body = world.path(args.source).read_bytes()
+        else:
+            body = (args.body or "").encode()
+        extra: dict[str, str] = {}
+        if args.if_match:
+            extra["IfMatch"] = args.if_match
+        if args.if_none_match:
+            extra["IfNoneMatch"] = args.if_none_match
+        out = world.s3.put_object(Bucket=args.bucket, Key=args.key, Body=body, **extra)  # type: ignore[arg-type]
+        return {"etag": out["ETag"], "size": len(body)}
+
+    try:
+        return await asyncio.to_thread(put)
+    except FileNotFoundError as e:
+        raise ToolError("not_found", f"source file {args.source}") from e
+    except (ClientError, BotoCoreError) as e:
+        raise to_tool_error(e, f"s3://{args.bucket}/{args.key}") from e

@@ -1,0 +1,114 @@
+"""Warehouse tools on Postgres: ``warehouse.load`` (CSV with COPY) and ``warehouse.run_sql``.
+
+``run_sql`` runs a *named* statement the operator registered in ``statements``; a plan chooses
+the name and the parameters, never the SQL text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import re
+
+import psycopg
+from psycopg import sql
+from pydantic import Field, JsonValue
+
+from activities.errors import ToolError
+from activities.pg import ident, to_tool_error
+from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
+from activities.tools.statements import STATEMENTS
+from activities.world import World
+from plans.model import Effect
+from plans.names import NonEmpty, QualifiedName
+
+_COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+class LoadArgs(ToolArgs):
+    target: QualifiedName
+    source: NonEmpty
+    # Fused condition: fewer rows than this roll the load back instead of committing.
+    min_rows: int | None = Field(default=None, ge=0)
+
+
+class RunSqlArgs(ToolArgs):
+    statement: str
+    params: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+def _read_csv(path: str, world: World) -> tuple[list[str], bytes]:
+    data = world.path(path).read_bytes()
+    header = next(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))), [])
+    bad = [c for c in header if not _COLUMN.match(c)]
+    if not header or bad:
+        raise ToolError("bad_arguments", f"{path}: header columns not usable as names: {bad}")
+    return header, data
+
+
+@tool(
+    "warehouse.load",
+    LoadArgs,
+    Effect.WRITE,
+    Contract(post=(Term("table_rowcount", {"table": "target"}, {"min": 1}),)),
+)
+async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
+    try:
+        header, data = await asyncio.to_thread(_read_csv, args.source, world)
+    except FileNotFoundError as e:
+        raise ToolError("not_found", f"source file {args.source}") from e
+    table = ident(args.target)
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in header)
+    try:
+        pool = await world.pool()
+        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if "." in args.target:
+                schema = args.target.split(".", 1)[0]
+                await cur.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
+            coldefs = sql.SQL(", ").join(
+                sql.SQL("{} text").format(sql.Identifier(c)) for c in header
+            )
+            await cur.execute(
+                sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(table, coldefs)
+            )
+            # A load replaces the table's contents: running it twice leaves one copy.
+            await cur.execute(sql.SQL("TRUNCATE {}").format(table))
+            copy_stmt = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv, HEADER true)")
+            async with cur.copy(copy_stmt.format(table, cols)) as copy:
+                await copy.write(data)
+            rows = cur.rowcount
+            if args.min_rows is not None and rows < args.min_rows:
+                # Raising inside the transaction rolls the load back: check and act are one.
+                raise ToolError(
+                    "too_few_rows",
+                    f"{args.target}: {rows} rows loaded, at least {args.min_rows} required",
+                    {"rows": rows, "min_rows": args.min_rows},
+                )
+    except ToolError:
+        raise
+    except (psycopg.Error, OSError) as e:
+        raise to_tool_error(e, f"load {args.target}") from e
+    return {"rows": rows, "target": args.target}
+
+
+@tool("warehouse.run_sql", RunSqlArgs, Effect.WRITE)
+async def warehouse_run_sql(
+    args: RunSqlArgs, world: World, call: CallContext
+) -> dict[str, JsonValue]:
+    stmt = STATEMENTS.get(args.statement)
+    if stmt is None:
+        raise ToolError("bad_arguments", f"no registered statement {args.statement!r}")
+    params = stmt.params.model_validate(args.params)
+    try:
+        pool = await world.pool()
+        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            await cur.execute(stmt.build(params))
+            rows: list[list[JsonValue]] = []
+            if cur.description is not None:
+                rows = [list(r) for r in await cur.fetchall()]
+            return {"rowcount": cur.rowcount, "rows": rows}
+    except psycopg.Error as e:
+        raise to_tool_error(e, f"statement {args.statement}") from e

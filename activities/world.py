@@ -1,0 +1,73 @@
+"""Clients for the systems tools and probes touch, built once per worker from Settings."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+from psycopg_pool import AsyncConnectionPool
+
+from plangate.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+# Temporal owns retries: the clients fail fast and say so.
+_S3_CONFIG = Config(connect_timeout=3, read_timeout=20, retries={"max_attempts": 1})
+PG_CONNECT_TIMEOUT_S = 5.0
+
+
+class PathOutsideWorkdir(ValueError):
+    pass
+
+
+def confine(workdir: Path, path: str) -> Path:
+    """``path`` resolved under ``workdir``; anything that escapes it is refused."""
+    p = Path(path)
+    full = (p if p.is_absolute() else workdir / p).resolve()
+    if not full.is_relative_to(workdir.resolve()):
+        raise PathOutsideWorkdir(f"{path!r} is outside the work directory {workdir}")
+    return full
+
+
+class World:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.workdir = settings.workdir
+        self._s3: S3Client | None = None
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._pool_lock = asyncio.Lock()
+
+    @property
+    def s3(self) -> S3Client:
+        if self._s3 is None:
+            self._s3 = boto3.client(
+                "s3", endpoint_url=self.settings.s3_endpoint_url, config=_S3_CONFIG
+            )
+        return self._s3
+
+    async def pool(self) -> AsyncConnectionPool[Any]:
+        async with self._pool_lock:
+            if self._pool is None:
+                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                    self.settings.database_url,
+                    min_size=1,
+                    max_size=8,
+                    open=False,
+                    timeout=PG_CONNECT_TIMEOUT_S,
+                    kwargs={"autocommit": True, "connect_timeout": int(PG_CONNECT_TIMEOUT_S)},
+                )
+                await pool.open(wait=False)
+                self._pool = pool
+            return self._pool
+
+    def path(self, path: str) -> Path:
+        return confine(self.workdir, path)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None

@@ -1,0 +1,28 @@
+"""Local file probes (paths resolve under the work directory)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from plans.names import NonEmpty
+from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
+
+if TYPE_CHECKING:
+    from activities.world import World
+
+
+class FileArgs(ProbeArgs):
+    path: NonEmpty
+
+
+@probe("local_file_nonempty", FileArgs, system="file")
+async def local_file_nonempty(args: FileArgs, world: World, ctx: ProbeContext) -> Verdict:
+    path = world.path(args.path)
+    try:
+        size = (await asyncio.to_thread(path.stat)).st_size
+    except FileNotFoundError:
+        return Verdict(False, None, f"{args.path} does not exist")
+    if size <= 0:
+        return Verdict(False, {"size": 0}, f"{args.path} is empty")
+    return Verdict(True, {"size": size})

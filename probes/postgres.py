@@ -1,0 +1,100 @@
+"""Postgres probes: catalogue reads and small aggregates, identifiers never formatted as text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
+from pydantic import Field, model_validator
+
+from activities.pg import ident
+from plans.names import Identifier, NonEmpty, QualifiedName
+from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
+
+if TYPE_CHECKING:
+    from activities.world import World
+
+
+class RowcountArgs(ProbeArgs):
+    table: QualifiedName
+    min: int = Field(default=1, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _range(self) -> RowcountArgs:
+        if self.max is not None and self.max < self.min:
+            raise ValueError("max is below min")
+        return self
+
+
+class ColumnArgs(ProbeArgs):
+    table: QualifiedName
+    column: Identifier
+
+
+class IndexArgs(ProbeArgs):
+    name: QualifiedName
+
+
+class JobArgs(ProbeArgs):
+    job_id: NonEmpty
+    want: NonEmpty
+
+
+async def _one(world: World, query: sql.Composable | str, params: tuple[Any, ...] = ()) -> Any:
+    pool = await world.pool()
+    async with pool.connection() as conn, conn.cursor() as cur:
+        await cur.execute(query, params)
+        row = await cur.fetchone()
+        return None if row is None else row[0]
+
+
+@probe("table_rowcount", RowcountArgs, system="postgres")
+async def table_rowcount(args: RowcountArgs, world: World, ctx: ProbeContext) -> Verdict:
+    if await _one(world, "SELECT to_regclass(%s)::text", (args.table,)) is None:
+        return Verdict(False, {"rows": 0}, f"table {args.table} does not exist")
+    count = int(await _one(world, sql.SQL("SELECT count(*) FROM {}").format(ident(args.table))))
+    observed = {"rows": count}
+    if count < args.min:
+        return Verdict(False, observed, f"{args.table} has {count} rows, at least {args.min} due")
+    if args.max is not None and count > args.max:
+        return Verdict(False, observed, f"{args.table} has {count} rows, at most {args.max} due")
+    return Verdict(True, observed)
+
+
+@probe("column_exists", ColumnArgs, system="postgres")
+async def column_exists(args: ColumnArgs, world: World, ctx: ProbeContext) -> Verdict:
+    schema, _, table = args.table.rpartition(".")
+    n = await _one(
+        world,
+        "SELECT count(*) FROM information_schema.columns "
+        "WHERE table_schema = %s AND table_name = %s AND column_name = %s",
+        (schema or "public", table, args.column),
+    )
+    if int(n) == 1:
+        return Verdict(True, {"column": args.column})
+    return Verdict(False, None, f"{args.table}.{args.column} does not exist")
+
+
+@probe("index_valid", IndexArgs, system="postgres")
+async def index_valid(args: IndexArgs, world: World, ctx: ProbeContext) -> Verdict:
+    valid = await _one(
+        world,
+        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+        (args.name,),
+    )
+    if valid is None:
+        return Verdict(False, None, f"index {args.name} does not exist")
+    if valid is not True:
+        return Verdict(False, {"indisvalid": False}, f"index {args.name} is not valid")
+    return Verdict(True, {"indisvalid": True})
+
+
+@probe("job_state", JobArgs, system="postgres")
+async def job_state(args: JobArgs, world: World, ctx: ProbeContext) -> Verdict:
+    state = await _one(world, "SELECT state FROM plangate_jobs WHERE job_id = %s", (args.job_id,))
+    if state is None:
+        return Verdict(False, None, f"job {args.job_id} does not exist")
+    if state != args.want:
+        return Verdict(False, {"state": state}, f"job {args.job_id} is {state}, not {args.want}")
+    return Verdict(True, {"state": state})

@@ -1,0 +1,70 @@
+"""What every step of one plan version shares: the plan, bindings, step states, the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import JsonValue
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.tools.registry import conditions_for
+    from plans import bindings
+    from plans.model import Condition, Plan, Step
+    from workflows.report import RunReport, StepReport, StepState, Transition
+
+
+@dataclass
+class VersionContext:
+    run_id: str
+    plan: Plan
+    version: int
+    plan_made_at: datetime
+    report: RunReport
+    # Values bound by completed steps of every version so far.
+    bound: dict[str, JsonValue] = field(default_factory=dict)
+    # condition key -> the step (n) whose verified post condition established it.
+    verified: dict[str, int] = field(default_factory=dict)
+
+    def step_report(self, n: int) -> StepReport:
+        return self.report.step(n, self.version)
+
+    def set_state(self, n: int, state: StepState) -> None:
+        rep = self.step_report(n)
+        rep.state = state
+        rep.transitions.append(Transition(state=state, at=workflow.now()))
+
+    def state(self, n: int) -> StepState:
+        return self.step_report(n).state
+
+    def idempotency_key(self, n: int) -> str:
+        return f"{self.run_id}/v{self.version}/{n}"
+
+    def resolve_conditions(self, conds: list[Condition], where: str) -> list[Condition]:
+        return [
+            Condition(
+                probe=c.probe,
+                args=bindings.resolve(c.args, self.bound, f"{where}[{i}]"),
+                wait=c.wait,
+            )
+            for i, c in enumerate(conds)
+        ]
+
+    def promised_post(self, step: Step) -> list[Condition]:
+        """The post conditions a step will be held to, as far as they can be bound now."""
+        try:
+            args = bindings.resolve(step.args, self.bound)
+            plan_post = self.resolve_conditions(step.post, "post")
+        except bindings.BindingError:
+            return []
+        return conditions_for(step, "post", args, plan_post)
+
+    def unfinished_owner(self, cond: Condition, asking: int) -> int | None:
+        """A step of this plan, not finished yet, whose post condition is this very claim."""
+        for s in self.plan.steps:
+            if s.n == asking or self.state(s.n).final:
+                continue
+            if any(p.key() == cond.key() for p in self.promised_post(s)):
+                return s.n
+        return None

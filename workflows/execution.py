@@ -1,0 +1,52 @@
+"""Running one plan version: steps start when their dependencies are done, independent steps
+run concurrently, and after a final failure nothing more is dispatched (the rest is VOID)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.context import VersionContext
+    from workflows.report import FailureRecord, StepState
+    from workflows.step import StepOutcome, StepRunner
+
+_SUCCEEDED = (StepState.DONE, StepState.SKIPPED)
+
+
+@dataclass(frozen=True)
+class VersionOutcome:
+    failure: FailureRecord | None
+    failed_state: StepState | None = None  # REPLANNING or HALTED
+
+
+async def execute_version(ctx: VersionContext) -> VersionOutcome:
+    tasks: dict[int, asyncio.Task[StepOutcome]] = {}
+    failure: StepOutcome | None = None
+    while True:
+        if failure is None:
+            for step in ctx.plan.steps:
+                if step.n not in tasks and all(ctx.state(d) in _SUCCEEDED for d in step.depends_on):
+                    tasks[step.n] = asyncio.create_task(StepRunner(ctx, step).run())
+        running = [t for t in tasks.values() if not t.done()]
+        if not running:
+            break
+        try:
+            await workflow.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The run was cancelled: in-flight steps (and their activities) are cancelled too.
+            for t in running:
+                t.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+        for t in tasks.values():
+            if t.done() and failure is None and not t.result().ok:
+                failure = t.result()
+    for step in ctx.plan.steps:
+        if step.n not in tasks:
+            ctx.set_state(step.n, StepState.VOID)
+    if failure is None:
+        return VersionOutcome(None)
+    return VersionOutcome(failure.failure, failure.state)

@@ -1,0 +1,61 @@
+"""Activity options: timeouts and retry policies, decided here and nowhere else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+from activities.errors import PERMANENT_CODES, with_non_retryable_errors
+from plans.model import Effect
+
+PROBE_ATTEMPTS = 3
+TOOL_ATTEMPTS = 3
+STEP_ATTEMPTS = 3  # workflow-level: the whole step again, probes first (RETRY answers)
+DEFAULT_WAIT = timedelta(hours=1)  # how long a pre condition owed by a concurrent step may wait
+
+_BACKOFF = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+)
+
+
+@dataclass(frozen=True)
+class ActivityOptions:
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+    heartbeat_timeout: timedelta | None = None
+
+
+PROBE = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=_BACKOFF.initial_interval,
+        backoff_coefficient=_BACKOFF.backoff_coefficient,
+        maximum_interval=_BACKOFF.maximum_interval,
+        maximum_attempts=PROBE_ATTEMPTS,
+    ),
+)
+
+
+def tool_options(effect: Effect) -> ActivityOptions:
+    # An unknown outcome of a money or external step must reach a person, not a blind retry:
+    # those are attempted once by Temporal, and retried (probes first) only by the workflow.
+    attempts = 1 if effect.outcome_must_be_known else TOOL_ATTEMPTS
+    base = RetryPolicy(
+        initial_interval=_BACKOFF.initial_interval,
+        backoff_coefficient=_BACKOFF.backoff_coefficient,
+        maximum_interval=_BACKOFF.maximum_interval,
+        maximum_attempts=attempts,
+    )
+    return ActivityOptions(
+        start_to_close_timeout=timedelta(minutes=10),
+        heartbeat_timeout=timedelta(seconds=30),
+        retry_policy=with_non_retryable_errors(base, PERMANENT_CODES),
+    )
+
+
+def step_backoff(attempt: int) -> timedelta:
+    return timedelta(seconds=min(30.0, 1.0 * 2 ** (attempt - 1)))

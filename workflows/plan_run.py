@@ -1,0 +1,101 @@
+"""The plan-run workflow: runs plan versions until one succeeds, a person must look, or the
+re-planning budget is spent. The run report is always available by query."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from pydantic import BaseModel
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.tools.registry import effective_effect
+    from plans.model import Plan
+    from workflows.context import VersionContext
+    from workflows.execution import VersionOutcome, execute_version
+    from workflows.report import RunReport, RunStatus, StepReport, StepState, StepTimings
+
+
+class RunInput(BaseModel):
+    plan: Plan
+    plan_made_at: datetime | None = None  # when the plan was written, if the caller knows
+
+
+@workflow.defn(name="PlanRun")
+class PlanRunWorkflow:
+    @workflow.init
+    def __init__(self, inp: RunInput) -> None:
+        self._report = RunReport(
+            run_id=workflow.info().workflow_id,
+            goal=inp.plan.goal,
+            replans_max=inp.plan.budget.replans_max,
+        )
+
+    @workflow.query(name="report")
+    def report(self) -> RunReport:
+        return self._report
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> RunReport:
+        plan: Plan | None = inp.plan
+        made_at = inp.plan_made_at or workflow.now()
+        ctx: VersionContext | None = None
+        try:
+            version = 0
+            while plan is not None:
+                version += 1
+                ctx = self._begin(plan, version, made_at, ctx)
+                outcome = await execute_version(ctx)
+                plan = await self._next_plan(ctx, outcome)
+                made_at = workflow.now()
+        except asyncio.CancelledError:
+            self._cancelled()
+            raise
+        return self._report
+
+    def _begin(
+        self, plan: Plan, version: int, made_at: datetime, prev: VersionContext | None
+    ) -> VersionContext:
+        self._report.plan_version = version
+        for s in plan.steps:
+            self._report.steps.append(
+                StepReport(
+                    n=s.n, tool=s.tool, plan_version=version,
+                    effect=effective_effect(s).value, timings=StepTimings(plan_made_at=made_at),
+                )
+            )
+        ctx = VersionContext(
+            run_id=self._report.run_id, plan=plan, version=version,
+            plan_made_at=made_at, report=self._report,
+        )
+        if prev is not None:  # bindings and verified states carry over to the next version
+            ctx.bound.update(prev.bound)
+            ctx.verified.update(prev.verified)
+        return ctx
+
+    async def _next_plan(self, ctx: VersionContext, outcome: VersionOutcome) -> Plan | None:
+        r = self._report
+        if outcome.failure is None:
+            r.status = RunStatus.SUCCEEDED
+            return None
+        r.failure = outcome.failure
+        if outcome.failed_state is StepState.HALTED:
+            r.status = RunStatus.HALTED
+            r.escalation = f"step {outcome.failure.step} halted: a person must look"
+            return None
+        return await self._replan(ctx)
+
+    async def _replan(self, ctx: VersionContext) -> Plan | None:
+        # Seam for re-planning (a child workflow); until then a final failure ends the run.
+        r = self._report
+        r.status = RunStatus.FAILED
+        if r.failure is not None:
+            ctx.step_report(r.failure.step).state = StepState.FAILED
+        return None
+
+    def _cancelled(self) -> None:
+        self._report.status = RunStatus.CANCELLED
+        for s in self._report.steps:
+            if not s.state.final:
+                s.state = StepState.CANCELLED
