@@ -10,7 +10,8 @@ from datetime import timedelta
 
 from pydantic import JsonValue
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from activities.payloads import (
@@ -83,7 +84,7 @@ class StepRunner:
             await workflow.wait_condition(
                 lambda: self.ctx.state(w.owner).final, timeout=timedelta(seconds=limit)
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             d = route(self._situation(Kind.PRE_VIOLATED))
             detail = f"{w.cond.key()}: step {w.owner} did not establish it within {limit:.0f}s"
             return self._fail(d, self._failure("wait_expired", False, detail))
@@ -138,7 +139,8 @@ class StepRunner:
             )
         except bindings.BindingError as e:
             d = self._situation(Kind.TOOL_ERROR, status=400)
-            raise _Final(route(d), self._failure("unbound_reference", False, str(e), status=400))
+            failure = self._failure("unbound_reference", False, str(e), status=400)
+            raise _Final(route(d), failure) from e
         ref = StepRef(
             run_id=self.ctx.run_id, plan_version=self.ctx.version, n=n, tool=self.step.tool,
             args=args,
@@ -271,7 +273,7 @@ class StepRunner:
                 raise _Final(
                     d, self._failure(tf.code, tf.retryable, tf.detail, status=tf.status)
                 ) from e
-            kind = "timed out" if isinstance(cause, TimeoutError) else "failed without an answer"
+            kind = "timed out" if isinstance(cause, ActivityTimeout) else "failed without an answer"
             d = route(self._situation(Kind.OUTCOME_UNKNOWN))
             raise _Final(d, self._failure("outcome_unknown", False, f"the call {kind}")) from e
         self.rep.attempts += result.attempt

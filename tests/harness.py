@@ -1,0 +1,87 @@
+"""Helpers for integration tests: an in-process worker on its own task queue, and readings of
+the Temporal history (what was scheduled, how often it was attempted)."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
+
+from activities.world import World
+from plangate import runs
+from plangate.checking import check
+from plangate.settings import Settings
+from plangate.worker_factory import WORKFLOWS, activities_for
+from activities.bootstrap import ensure_schema
+from plans.load import parse_plan
+from workflows.report import RunReport
+
+
+@dataclass
+class Harness:
+    client: Client
+    settings: Settings
+
+    async def run(self, plan: dict[str, Any], run_id: str | None = None) -> RunReport:
+        handle = await self.start(plan, run_id)
+        return await handle.result()
+
+    async def start(
+        self, plan: dict[str, Any], run_id: str | None = None
+    ) -> WorkflowHandle[Any, RunReport]:
+        checked = check(parse_plan(plan), self.settings.workdir)
+        return await runs.start(self.client, self.settings, checked, run_id)
+
+
+@asynccontextmanager
+async def running_worker(
+    client: Client,
+    settings: Settings,
+    replace_activities: Sequence[Callable[..., Any]] = (),
+    world: World | None = None,
+) -> AsyncIterator[Harness]:
+    """A worker on a fresh task queue. Activities in ``replace_activities`` stand in for the
+    real ones registered under the same name (test doubles, injected rather than patched)."""
+    s = replace(settings, task_queue=f"test-{uuid.uuid4().hex[:8]}")
+    world = world or World(s)
+    s.workdir.mkdir(parents=True, exist_ok=True)
+    await ensure_schema(world)
+    doubles = {_name(a): a for a in replace_activities}
+    acts = [doubles.pop(_name(a), a) for a in activities_for(world)] + list(doubles.values())
+    async with Worker(client, task_queue=s.task_queue, workflows=WORKFLOWS, activities=acts):
+        yield Harness(client, s)
+    await world.close()
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    defn = getattr(fn, "__temporal_activity_definition")
+    return str(defn.name)
+
+
+async def scheduled(client: Client, run_id: str) -> Counter[str]:
+    """Activity tasks scheduled, by type, read from the workflow's history."""
+    out: Counter[str] = Counter()
+    async for e in client.get_workflow_handle(run_id).fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            out[e.activity_task_scheduled_event_attributes.activity_type.name] += 1
+    return out
+
+
+async def attempts(client: Client, run_id: str) -> dict[str, list[int]]:
+    """For each activity type, the attempt count of each of its executions, from the history."""
+    types: dict[int, str] = {}
+    out: dict[str, list[int]] = {}
+    async for e in client.get_workflow_handle(run_id).fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            types[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            a = e.activity_task_started_event_attributes
+            out.setdefault(types[a.scheduled_event_id], []).append(a.attempt)
+    return out
