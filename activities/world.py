@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # Temporal owns retries: the clients fail fast and say so.
 _S3_CONFIG = Config(connect_timeout=3, read_timeout=20, retries={"max_attempts": 1})
-PG_CONNECT_TIMEOUT_S = 5.0
+PG_CONNECT_TIMEOUT_S = 3.0
 
 
 class PathOutsideWorkdir(ValueError):

@@ -50,9 +50,11 @@ async def running_worker(
     """A worker on a fresh task queue. Activities in ``replace_activities`` stand in for the
     real ones registered under the same name (test doubles, injected rather than patched)."""
     s = replace(settings, task_queue=f"test-{uuid.uuid4().hex[:8]}")
-    world = world or World(s)
     s.workdir.mkdir(parents=True, exist_ok=True)
-    await ensure_schema(world)
+    setup = World(s)
+    await ensure_schema(setup)
+    await setup.close()
+    world = world or World(s)
     doubles = {_name(a): a for a in replace_activities}
     acts = [doubles.pop(_name(a), a) for a in activities_for(world)] + list(doubles.values())
     async with Worker(client, task_queue=s.task_queue, workflows=WORKFLOWS, activities=acts):

@@ -68,10 +68,9 @@ def route(s: Situation) -> Decision:
             return Decision(Answer.WAIT, "the post condition declares a wait")
         case Kind.POST_VIOLATED:
             return _unmet(s, "the step did not establish its post condition")
-        case Kind.PROBE_UNKNOWN if s.retries_left:
-            return Decision(Answer.RETRY, "a probe could not answer")
         case Kind.PROBE_UNKNOWN:
-            # Never a pass: after its retries the step fails and recovery follows on_unmet.
+            # Retried by the probe activity's policy already. Never a pass: the step fails
+            # and recovery follows on_unmet.
             return _unmet(s, "a probe could not answer after its retries")
         case Kind.OUTCOME_UNKNOWN if s.effect.outcome_must_be_known:
             return Decision(

@@ -1,0 +1,91 @@
+"""Seed 000's Saturday reconciliation against real S3 and Postgres."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.harness import running_worker, scheduled
+
+BUCKET = "vendor-drops"
+
+
+def saturday(key: str, target: str, min_rows: int = 2) -> dict[str, Any]:
+    return {
+        "goal": "reconcile March vendor invoices",
+        "budget": {"replans_max": 0},
+        "steps": [
+            {"n": 1, "tool": "s3.get", "effect": "read",
+             "args": {"bucket": BUCKET, "key": key, "dest": f"sat/{target}.csv"},
+             "binds": {"export_etag": "$.etag"}},
+            {"n": 2, "tool": "warehouse.load", "depends_on": [1],
+             "args": {"target": target, "source": f"sat/{target}.csv"},
+             "post": [{"probe": "table_rowcount", "table": target, "min": min_rows}]},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def bucket(s3: Any) -> str:
+    s3.create_bucket(Bucket=BUCKET)
+    return BUCKET
+
+
+async def rows(pg: Any, table: str) -> int:
+    cur = await pg.execute(f"SELECT count(*) FROM {table}")  # test's own literal name
+    return int((await cur.fetchone())[0])
+
+
+async def test_export_present_loads_the_rows(client, settings, s3, pg, bucket):
+    s3.put_object(Bucket=bucket, Key="exp/present.csv", Body=b"id,amount\n1,10\n2,20\n3,30\n")
+    async with running_worker(client, settings) as h:
+        rep = await h.run(saturday("exp/present.csv", "staging.sat_present"))
+    assert rep.status == "succeeded"
+    assert await rows(pg, "staging.sat_present") == 3
+    assert await scheduled(client, rep.run_id) == {"probe.evaluate": 4, "s3.get": 1,
+                                                   "warehouse.load": 1}
+    assert rep.completed[0].binds["export_etag"] == s3.head_object(
+        Bucket=bucket, Key="exp/present.csv")["ETag"]
+
+
+async def test_deleted_export_stops_before_the_load(client, settings, s3, pg, bucket):
+    s3.put_object(Bucket=bucket, Key="exp/deleted.csv", Body=b"id\n1\n")
+    s3.delete_object(Bucket=bucket, Key="exp/deleted.csv")  # the lifecycle rule fires
+    async with running_worker(client, settings) as h:
+        rep = await h.run(saturday("exp/deleted.csv", "staging.sat_deleted"))
+    calls = await scheduled(client, rep.run_id)
+    assert calls["s3.get"] == 0 and calls["warehouse.load"] == 0
+    assert rep.status == "failed"
+    assert rep.failure is not None and rep.failure.step == 1 and rep.failure.tool == "s3.get"
+    assert "object_exists" in rep.failure.detail and rep.failure.retryable is False
+    assert [s.state for s in rep.steps] == ["FAILED", "VOID"]
+    cur = await pg.execute("SELECT to_regclass('staging.sat_deleted')")
+    assert (await cur.fetchone())[0] is None  # nothing was loaded, not even an empty table
+
+
+async def test_empty_export_fails_the_post_check(client, settings, s3, pg, bucket):
+    # A header and no lines: a legal load of zero rows that the tool reports as fine.
+    s3.put_object(Bucket=bucket, Key="exp/empty.csv", Body=b"id,amount\n")
+    async with running_worker(client, settings) as h:
+        rep = await h.run(saturday("exp/empty.csv", "staging.sat_empty"))
+    assert (await scheduled(client, rep.run_id))["warehouse.load"] == 1
+    load = rep.step(2)
+    assert load.result == {"rows": 0, "target": "staging.sat_empty"}  # the tool said "ok"
+    assert rep.status == "failed" and load.state == "FAILED"
+    assert rep.failure is not None and rep.failure.step == 2
+    assert rep.failure.code == "postcondition_unmet" and "table_rowcount" in rep.failure.detail
+    assert rep.failure.attribution == "not_established"
+    assert await rows(pg, "staging.sat_empty") == 0
+
+
+async def test_min_rows_rolls_back_in_the_same_transaction(client, settings, s3, pg, bucket):
+    s3.put_object(Bucket=bucket, Key="exp/short.csv", Body=b"id\n1\n2\n")
+    plan = saturday("exp/short.csv", "staging.sat_short")
+    plan["steps"][1]["args"]["min_rows"] = 60000
+    async with running_worker(client, settings) as h:
+        rep = await h.run(plan)
+    assert rep.failure is not None and rep.failure.code == "too_few_rows"
+    assert rep.step(2).attempts == 1  # permanent: never retried
+    cur = await pg.execute("SELECT to_regclass('staging.sat_short')")
+    assert (await cur.fetchone())[0] is None  # rolled back, table creation included

@@ -1,0 +1,50 @@
+"""A probe that cannot answer fails its step: the guarded tool is never called."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import replace
+
+from activities.world import World
+from tests.harness import running_worker, scheduled
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens here once the socket closes
+
+
+async def test_s3_unreachable_never_calls_the_tool(client, settings):
+    dead = World(replace(settings, s3_endpoint_url=f"http://127.0.0.1:{closed_port()}"))
+    plan = {"goal": "fetch", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.get", "effect": "read",
+         "args": {"bucket": "vendor-drops", "key": "k.csv", "dest": "dead/k.csv"}},
+        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+         "args": {"statement": "select_one"}},
+    ]}
+    async with running_worker(client, settings, world=dead) as h:
+        rep = await h.run(plan)
+    calls = await scheduled(client, rep.run_id)
+    assert calls["s3.get"] == 0 and calls["warehouse.run_sql"] == 0
+    assert calls["probe.evaluate"] >= 1
+    assert rep.status == "failed"
+    assert rep.failure is not None and rep.failure.code == "probe_unknown"
+    results = [r for c in rep.step(1).checks for r in c.results]
+    assert results and all(r.outcome == "unknown" for r in results)
+
+
+async def test_postgres_unreachable_never_calls_the_tool(client, settings):
+    url = f"postgresql://postgres@127.0.0.1:{closed_port()}/postgres"
+    dead = World(replace(settings, database_url=url))
+    plan = {"goal": "index", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "create_index",
+                  "params": {"name": "ix_dead", "table": "dead_table", "column": "id"}},
+         "pre": [{"probe": "column_exists", "table": "dead_table", "column": "id"}]},
+    ]}
+    async with running_worker(client, settings, world=dead) as h:
+        rep = await h.run(plan)
+    assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 0
+    assert rep.failure is not None and rep.failure.code == "probe_unknown"
+    assert rep.status == "failed" and rep.step(1).state == "FAILED"
