@@ -1,0 +1,89 @@
+"""The plan language: loading, bindings, JSON paths, contracts."""
+
+from __future__ import annotations
+
+import pytest
+
+from activities.errors import PERMANENT_CODES, ToolError, with_non_retryable_errors
+from activities.tools.registry import conditions_for, effective_effect
+from plans import bindings, jsonpath
+from plans.load import PlanError, load_text
+from plans.model import Condition, Effect, Step
+from temporalio.common import RetryPolicy
+
+
+def test_yaml_and_json_load_the_same_plan():
+    js = '{"goal": "g", "steps": [{"n": 1, "tool": "s3.get", "args": {"bucket": "b"}}]}'
+    ym = "goal: g\nsteps:\n  - n: 1\n    tool: s3.get\n    args: {bucket: b}\n"
+    assert load_text(js) == load_text(ym)
+
+
+def test_model_errors_name_the_step_by_its_n():
+    with pytest.raises(PlanError) as e:
+        load_text('{"goal": "g", "steps": [{"n": 7, "tool": "x", "effect": "telepathy"}]}')
+    assert "step 7, field effect" in str(e.value)
+
+
+def test_whole_reference_keeps_the_type_and_inline_interpolates():
+    bound = {"amount": 612.4, "who": "ar@northwind.example"}
+    out = bindings.resolve({"a": "${amount}", "b": "to ${who}!", "c": ["${amount}"]}, bound)
+    assert out == {"a": 612.4, "b": "to ar@northwind.example!", "c": [612.4]}
+
+
+def test_unresolved_reference_raises_never_empties():
+    with pytest.raises(bindings.BindingError) as e:
+        bindings.resolve({"to": "mail ${billing_contact}"}, {}, "args")
+    assert "billing_contact" in str(e.value) and "args.to" in str(e.value)
+
+
+def test_jsonpath():
+    doc = {"a": [{"b": 1}, {"b": None}], "c d": 2}
+    assert jsonpath.get(doc, "$.a[0].b") == 1
+    assert jsonpath.get(doc, "$.a[1].b") is None
+    assert jsonpath.get(doc, "$['c d']") == 2
+    for bad in ("$.a[5]", "$.x", "a.b", "$..a"):
+        with pytest.raises(jsonpath.PathError):
+            jsonpath.get(doc, bad) if bad.startswith("$") else jsonpath.parse(bad)
+
+
+def test_contract_bound_from_the_steps_own_arguments():
+    step = Step(n=1, tool="s3.get", args={"bucket": "b", "key": "k", "dest": "d"})
+    pre = conditions_for(step, "pre", step.args, [])
+    post = conditions_for(step, "post", step.args, [])
+    assert [c.model_dump() for c in pre] == [{"probe": "object_exists", "bucket": "b", "key": "k"}]
+    assert [c.model_dump() for c in post] == [{"probe": "local_file_nonempty", "path": "d"}]
+
+
+def test_plan_conditions_follow_the_contract_once_each():
+    step = Step(n=2, tool="warehouse.load", args={"target": "s.t", "source": "f"})
+    plan_post = [Condition(probe="table_rowcount", args={"table": "s.t", "min": 60000}),
+                 Condition(probe="table_rowcount", args={"table": "s.t", "min": 1})]
+    post = conditions_for(step, "post", step.args, plan_post)
+    assert [c.args["min"] for c in post] == [1, 60000]
+
+
+def test_run_sql_has_no_contract():
+    step = Step(n=1, tool="warehouse.run_sql", args={"statement": "select_one"})
+    assert conditions_for(step, "pre", step.args, []) == []
+    assert conditions_for(step, "post", step.args, []) == []
+
+
+def test_effect_is_never_weaker_than_the_tools():
+    assert effective_effect(Step(n=1, tool="s3.put", effect=Effect.READ)) is Effect.WRITE
+    assert effective_effect(Step(n=1, tool="s3.get", effect=Effect.MONEY)) is Effect.MONEY
+
+
+def test_retry_classification_copies_the_policy():
+    base = RetryPolicy(maximum_attempts=3, non_retryable_error_types=["Other"])
+    derived = with_non_retryable_errors(base, PERMANENT_CODES)
+    assert base.non_retryable_error_types == ["Other"]
+    assert derived.non_retryable_error_types is not None
+    assert {"Other", "record_archived", "too_few_rows"} <= set(derived.non_retryable_error_types)
+    assert "unavailable" not in derived.non_retryable_error_types
+
+
+def test_tool_error_codes_come_from_one_table():
+    e = ToolError("record_archived", "acct_3319f")
+    assert (e.status, e.retryable) == (409, False)
+    with pytest.raises(ValueError):
+        ToolError("made_up")
