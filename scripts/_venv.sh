@@ -1,0 +1,28 @@
+# Sourced by scripts/test.sh and scripts/demo.sh (bash, with `set -euo pipefail` already on).
+# Creates .venv at the repository root if it is missing and (re)installs the project with its dev
+# extras whenever pyproject.toml changed since the last install. Needs only Python 3.11+.
+# Afterwards: ROOT is the repository root (and the current directory), VENV the venv.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+cd "$ROOT"
+
+_python="${PYTHON:-python3}"
+if ! "$_python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "plangate needs Python 3.11 or newer as \`$_python\` (set PYTHON=... to choose one)" >&2
+    exit 1
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "# creating $VENV" >&2
+    "$_python" -m venv "$VENV"
+fi
+
+_stamp="$VENV/.plangate-install-stamp"
+_want="$("$VENV/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' <pyproject.toml)"
+if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_want" ]; then
+    echo "# installing plangate and its dev tools into $VENV" >&2
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -e '.[dev]'
+    echo "$_want" >"$_stamp"
+fi
+unset _python _stamp _want

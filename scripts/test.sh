@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test command: sets up .venv, then ruff, mypy --strict and pytest. Extra arguments go to pytest.
+# The services the tests need (Temporal dev server, Postgres, S3) are started by tests/conftest.py.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+
+echo "# ruff" >&2
+"$VENV/bin/ruff" check .
+
+echo "# mypy" >&2
+targets=()
+for t in plangate plans probes activities workflows replanner worker.py tests bench; do
+    # only paths that hold Python (mypy refuses an empty package)
+    if [ -f "$t" ] || { [ -d "$t" ] && [ -n "$(find "$t" -name '*.py' -print -quit)" ]; }; then
+        targets+=("$t")
+    fi
+done
+"$VENV/bin/mypy" "${targets[@]}"
+
+echo "# pytest" >&2
+rc=0
+"$VENV/bin/python" -m pytest -q "$@" || rc=$?
+if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests: that is a failure" >&2
+    exit 1
+fi
+exit "$rc"

