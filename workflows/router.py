@@ -53,7 +53,7 @@ def _unmet(s: Situation, what: str) -> Decision:
         return Decision(Answer.HALT, f"{what}; the step says on_unmet: halt")
     if s.on_unmet is OnUnmet.RETRY and s.retries_left:
         return Decision(Answer.RETRY, f"{what}; the step says on_unmet: retry")
-    return Decision(Answer.REPLAN, f"{what}; nothing left in the plan produces it")
+    return Decision(Answer.REPLAN, f"{what}; the rest of the plan is void: re-plan")
 
 
 def route(s: Situation) -> Decision:
