@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ToolError
 from activities.payloads import ToolCall, ToolFailure, ToolResult
 from activities.tools.registry import TOOLS, CallContext, ToolSpec
-from activities.world import World, PathOutsideWorkdir
+from activities.world import PathOutsideWorkdir, World
 
 HEARTBEAT_EVERY_S = 1.0
 

@@ -22,9 +22,7 @@ from probes import PROBES
 _PATH_ARGS = ("dest", "source", "path")
 
 
-def _model_problems(
-    model: type[BaseModel], args: Mapping[str, Any], where: str
-) -> Iterator[str]:
+def _model_problems(model: type[BaseModel], args: Mapping[str, Any], where: str) -> Iterator[str]:
     deferred = {k for k, v in args.items() if any(bindings.references(v))}
     try:
         model.model_validate(dict(args))
@@ -64,7 +62,9 @@ def _conditions(step: Step, phase: str, conds: list[Condition]) -> Iterator[str]
         if spec is None:
             yield f"{where}.probe: unknown probe {c.probe!r} (known: {', '.join(sorted(PROBES))})"
             continue
-        if spec.system == "record" and (TOOLS.get(step.tool) is None or not TOOLS[step.tool].reader):
+        if spec.system == "record" and (
+            TOOLS.get(step.tool) is None or not TOOLS[step.tool].reader
+        ):
             yield f"{where}.probe: {c.probe} needs a tool with a reader; {step.tool} has none"
         yield from _model_problems(spec.args, c.args, where)
 
@@ -113,9 +113,7 @@ def problems(plan: Plan, workdir: Any = None) -> list[str]:
                 out.append(f"step {s.n}, field binds.{name}: {e}")
         out += _conditions(s, "pre", s.pre)
         out += _conditions(s, "post", s.post)
-        refs = [
-            (f"args.{k}", r) for k, v in s.args.items() for r in bindings.references(v)
-        ] + [
+        refs = [(f"args.{k}", r) for k, v in s.args.items() for r in bindings.references(v)] + [
             (f"{phase}[{i}]", r)
             for phase, conds in (("pre", s.pre), ("post", s.post))
             for i, c in enumerate(conds)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,7 +48,9 @@ def _summary(rep: RunReport) -> str:
 
 
 def _progress(rep: RunReport) -> None:
-    states = " ".join(f"{s.n}:{s.state.value}" for s in rep.steps if s.plan_version == rep.plan_version)
+    states = " ".join(
+        f"{s.n}:{s.state.value}" for s in rep.steps if s.plan_version == rep.plan_version
+    )
     print(f"\r\x1b[K{rep.run_id} v{rep.plan_version} {states}", end="", flush=True)
 
 
@@ -156,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        return asyncio.run(args.fn(args, settings))
+        code: int = asyncio.run(args.fn(args, settings))
+        return code
     except PlanError as e:
         _print_problems(getattr(args, "plan", "?"), e.problems)
         return EXIT_USAGE

@@ -6,6 +6,7 @@ three states of the bucket, and prints what happened to the world after each.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import tempfile
@@ -18,12 +19,12 @@ import boto3
 import psycopg
 from temporalio.worker import Worker
 
+from activities.bootstrap import ensure_schema
 from activities.world import World
 from plangate import runs
 from plangate.checking import check
 from plangate.settings import Settings
 from plangate.worker_factory import WORKFLOWS, activities_for, connect
-from activities.bootstrap import ensure_schema
 from plans.load import parse_plan
 from workflows.report import RunReport
 
@@ -36,12 +37,20 @@ def saturday_plan(target: str) -> dict[str, Any]:
         "goal": "reconcile March vendor invoices",
         "budget": {"replans_max": 0},
         "steps": [
-            {"n": 1, "tool": "s3.get", "effect": "read",
-             "args": {"bucket": BUCKET, "key": KEY, "dest": f"work/{target}.csv"},
-             "binds": {"export_etag": "$.etag"}},
-            {"n": 2, "tool": "warehouse.load", "depends_on": [1],
-             "args": {"target": target, "source": f"work/{target}.csv"},
-             "post": [{"probe": "table_rowcount", "table": target, "min": 600}]},
+            {
+                "n": 1,
+                "tool": "s3.get",
+                "effect": "read",
+                "args": {"bucket": BUCKET, "key": KEY, "dest": f"work/{target}.csv"},
+                "binds": {"export_etag": "$.etag"},
+            },
+            {
+                "n": 2,
+                "tool": "warehouse.load",
+                "depends_on": [1],
+                "args": {"target": target, "source": f"work/{target}.csv"},
+                "post": [{"probe": "table_rowcount", "table": target, "min": 600}],
+            },
         ],
     }
 
@@ -75,7 +84,7 @@ def _print(title: str, rep: RunReport, world: str) -> None:
 async def run_demo(state_dir: Path) -> int:
     from plangate.stack import EmbeddedStack
 
-    state_dir.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(state_dir.mkdir, parents=True, exist_ok=True)
     # Failed activities are part of the story here; the report says what failed and why.
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(dir=state_dir) as tmp:
@@ -84,7 +93,8 @@ async def run_demo(state_dir: Path) -> int:
             os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
             settings = replace(Settings.from_env(env), task_queue=f"demo-{uuid.uuid4().hex[:6]}")
             s3 = boto3.client(
-                "s3", endpoint_url=stack.s3_endpoint_url,
+                "s3",
+                endpoint_url=stack.s3_endpoint_url,
                 aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
                 aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
                 region_name=env["AWS_DEFAULT_REGION"],
@@ -94,14 +104,24 @@ async def run_demo(state_dir: Path) -> int:
             await ensure_schema(world)
             client = await connect(settings)
             print("plangate demo: Saturday reconciliation (seed 000) on real S3 and Postgres")
-            async with Worker(client, task_queue=settings.task_queue, workflows=WORKFLOWS,
-                              activities=activities_for(world)):
+            async with Worker(
+                client,
+                task_queue=settings.task_queue,
+                workflows=WORKFLOWS,
+                activities=activities_for(world),
+            ):
                 cases = [
                     ("export present (614 lines)", invoice_csv(614), "staging.inv_present"),
-                    ("export deleted by a lifecycle rule before the run", None,
-                     "staging.inv_deleted"),
-                    ("export truncated to its header: a legal load of zero rows",
-                     invoice_csv(0), "staging.inv_empty"),
+                    (
+                        "export deleted by a lifecycle rule before the run",
+                        None,
+                        "staging.inv_deleted",
+                    ),
+                    (
+                        "export truncated to its header: a legal load of zero rows",
+                        invoice_csv(0),
+                        "staging.inv_empty",
+                    ),
                 ]
                 ok = True
                 for title, body, target in cases:

@@ -31,7 +31,9 @@ class Settings:
         api_key = e.get("OPENAI_API_KEY") or None
         replanner = e.get("PLANGATE_REPLANNER") or ("openai" if base_url or api_key else "playbook")
         if replanner not in ("openai", "playbook"):
-            raise ValueError(f"PLANGATE_REPLANNER must be 'openai' or 'playbook', not {replanner!r}")
+            raise ValueError(
+                f"PLANGATE_REPLANNER must be 'openai' or 'playbook', not {replanner!r}"
+            )
         return cls(
             temporal_address=e.get("TEMPORAL_ADDRESS") or cls.temporal_address,
             temporal_namespace=e.get("TEMPORAL_NAMESPACE") or cls.temporal_namespace,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,8 @@ def _where(loc: tuple[int | str, ...], raw: Any) -> str:
     # Turn pydantic's ('steps', 2, 'args') into "step 3, field args" using the step's own n.
     if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
         n: Any = loc[1] + 1
-        try:
+        with contextlib.suppress(KeyError, IndexError, TypeError):
             n = raw["steps"][loc[1]]["n"]
-        except (KeyError, IndexError, TypeError):
-            pass
         field = ".".join(str(p) for p in loc[2:]) or "(step)"
         return f"step {n}, field {field}"
     return "plan, field " + (".".join(str(p) for p in loc) or "(root)")

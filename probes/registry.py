@@ -25,7 +25,7 @@ class ProbeArgs(BaseModel):
 @dataclass(frozen=True)
 class Verdict:
     holds: bool
-    observed: JsonValue = None
+    observed: Any = None  # JSON-ready: a count, an ETag, a record field
     detail: str = ""
 
 

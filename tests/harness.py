@@ -14,12 +14,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from activities.bootstrap import ensure_schema
 from activities.world import World
 from plangate import runs
 from plangate.checking import check
 from plangate.settings import Settings
 from plangate.worker_factory import WORKFLOWS, activities_for
-from activities.bootstrap import ensure_schema
 from plans.load import parse_plan
 from workflows.report import RunReport
 

@@ -13,13 +13,24 @@ from plangate.cli import main
 
 
 def base() -> dict[str, Any]:
-    return {"goal": "g", "steps": [
-        {"n": 1, "tool": "s3.get", "effect": "read",
-         "args": {"bucket": "vendor-drops", "key": "k.csv", "dest": "w/k.csv"},
-         "binds": {"etag": "$.etag"}},
-        {"n": 2, "tool": "warehouse.load", "depends_on": [1],
-         "args": {"target": "staging.t", "source": "w/k.csv"}},
-    ]}
+    return {
+        "goal": "g",
+        "steps": [
+            {
+                "n": 1,
+                "tool": "s3.get",
+                "effect": "read",
+                "args": {"bucket": "vendor-drops", "key": "k.csv", "dest": "w/k.csv"},
+                "binds": {"etag": "$.etag"},
+            },
+            {
+                "n": 2,
+                "tool": "warehouse.load",
+                "depends_on": [1],
+                "args": {"target": "staging.t", "source": "w/k.csv"},
+            },
+        ],
+    }
 
 
 def mutate(path: str, value: Any) -> dict[str, Any]:
@@ -38,17 +49,23 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
 CASES = {
     "unknown tool": (mutate("steps/1/tool", "warehouse.explode"), "step 2, field tool"),
     "unknown probe": (
-        mutate("steps/1/pre", [{"probe": "vibes_ok", "table": "t"}]), "step 2, field pre[0].probe"
+        mutate("steps/1/pre", [{"probe": "vibes_ok", "table": "t"}]),
+        "step 2, field pre[0].probe",
     ),
     "missing argument": (mutate("steps/1/args/source", ...), "step 2, field args.source"),
     "extra argument": (mutate("steps/0/args/region", "eu"), "step 1, field args.region"),
     "cycle": (mutate("steps/0/depends_on", [2]), "field depends_on: cycle"),
-    "dangling dependency": (mutate("steps/1/depends_on", [7]), "step 2, field depends_on: no step 7"),
+    "dangling dependency": (
+        mutate("steps/1/depends_on", [7]),
+        "step 2, field depends_on: no step 7",
+    ),
     "bad reference": (
-        mutate("steps/1/args/source", "${nothing}"), "step 2, field args.source: ${nothing}"
+        mutate("steps/1/args/source", "${nothing}"),
+        "step 2, field args.source: ${nothing}",
     ),
     "injection as a table": (
-        mutate("steps/1/args/target", "x; drop table y"), "step 2, field args.target"
+        mutate("steps/1/args/target", "x; drop table y"),
+        "step 2, field args.target",
     ),
     "bad probe argument type": (
         mutate("steps/1/post", [{"probe": "table_rowcount", "table": "staging.t", "min": "many"}]),
@@ -56,7 +73,8 @@ CASES = {
     ),
     "bad json path": (mutate("steps/0/binds", {"etag": "etag"}), "step 1, field binds.etag"),
     "path outside the work directory": (
-        mutate("steps/0/args/dest", "../../etc/passwd"), "step 1, field args.dest"
+        mutate("steps/0/args/dest", "../../etc/passwd"),
+        "step 1, field args.dest",
     ),
 }
 

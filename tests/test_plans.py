@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from temporalio.common import RetryPolicy
 
 from activities.errors import PERMANENT_CODES, ToolError, with_non_retryable_errors
 from activities.tools.registry import conditions_for, effective_effect
 from plans import bindings, jsonpath
 from plans.load import PlanError, load_text
 from plans.model import Condition, Effect, Step
-from temporalio.common import RetryPolicy
 
 
 def test_yaml_and_json_load_the_same_plan():

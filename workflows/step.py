@@ -4,7 +4,6 @@ only from a VERIFYING whose every post condition held on a fresh read."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -122,7 +121,7 @@ class StepRunner:
             code=code,
             retryable=retryable,
             detail=detail,
-            **kw,  # type: ignore[arg-type]
+            **kw,
         )
 
     # -- one attempt ----------------------------------------------------------------------------
@@ -203,7 +202,7 @@ class StepRunner:
     ) -> ProbeReport:
         req = ProbeRequest(step=ref, conditions=conds, idempotency_key=key, output=output)
         try:
-            report = await workflow.execute_activity(
+            report: ProbeReport = await workflow.execute_activity(
                 "probe.evaluate",
                 req,
                 result_type=ProbeReport,
@@ -254,7 +253,7 @@ class StepRunner:
     async def _call(self, ref: StepRef, key: str) -> ToolResult:
         opts = options.tool_options(self.effect)
         try:
-            result = await workflow.execute_activity(
+            result: ToolResult = await workflow.execute_activity(
                 self.step.tool,
                 ToolCall(step=ref, idempotency_key=key),
                 result_type=ToolResult,
