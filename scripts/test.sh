@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The test command: sets up .venv, then ruff, mypy --strict and pytest. Extra arguments go to pytest.
 # The services the tests need (Temporal dev server, Postgres, S3) are started by tests/conftest.py.
+# Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 
-echo "# ruff" >&2
-"$VENV/bin/ruff" check .
+failed=()
+
+echo "# ruff check" >&2
+"$VENV/bin/ruff" check . || failed+=(ruff)
 
 echo "# mypy" >&2
 targets=()
@@ -15,13 +18,19 @@ for t in plangate plans probes activities workflows replanner worker.py tests be
         targets+=("$t")
     fi
 done
-"$VENV/bin/mypy" "${targets[@]}"
+"$VENV/bin/mypy" "${targets[@]}" || failed+=(mypy)
 
 echo "# pytest" >&2
 rc=0
 "$VENV/bin/python" -m pytest -q "$@" || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure" >&2
+    failed+=("pytest (no tests)")
+elif [ "$rc" -ne 0 ]; then
+    failed+=(pytest)
+fi
+
+if [ "${#failed[@]}" -ne 0 ]; then
+    echo "FAILED: ${failed[*]}" >&2
     exit 1
 fi
-exit "$rc"
