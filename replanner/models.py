@@ -1,0 +1,42 @@
+"""What the re-planner is handed and what it hands back."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, JsonValue
+
+from plans.model import Plan, Step
+from workflows.report import CompletedStep, FailureRecord
+
+
+class ReplanBudget(BaseModel):
+    replans_used: int
+    replans_max: int
+
+
+class ReplanRequest(BaseModel):
+    """Goal, the work already done (with its bindings and results), the failure, the steps the
+    failed plan still had (a proposal to keep, amend or discard), and the budget."""
+
+    goal: str
+    completed: list[CompletedStep]
+    failure: FailureRecord
+    remaining: list[Step]
+    budget: ReplanBudget
+    bound: dict[str, JsonValue] = Field(default_factory=dict)  # every binding so far
+
+
+class ReplanProposal(BaseModel):
+    """A backend's answer: a plan (not yet validated), or none with the reason."""
+
+    plan: Plan | None = None
+    reason: str = ""
+    backend: str = ""
+
+
+class ReplanOutcome(BaseModel):
+    """The child workflow's answer to the parent: a validated plan, or why there is none."""
+
+    plan: Plan | None = None
+    reason: str = ""
+    backend: str = ""
+    problems: list[str] = Field(default_factory=list)  # validation problems of a rejected plan
