@@ -137,3 +137,36 @@ def check(plan: Plan, workdir: Any = None) -> Plan:
     if found:
         raise PlanError(found)
     return plan
+
+
+def lint(plan: Plan) -> list[str]:
+    """Warnings: legal plans that guard less than they appear to, or more than they need to."""
+    from activities.tools.registry import contract_conditions, effective_effect
+
+    out: list[str] = []
+    for s in plan.steps:
+        effect = effective_effect(s)
+        post = [*contract_conditions(s.tool, "post", s.args), *s.post]
+        pre = [*contract_conditions(s.tool, "pre", s.args), *s.pre]
+        if effect.rank > 0 and not post:
+            out.append(
+                f"step {s.n}: a {effect} step with no post condition (from the plan or the "
+                f"{s.tool} contract) passes VERIFYING unexamined"
+            )
+        if effect.outcome_must_be_known and not (pre or post) and s.approval != "required":
+            out.append(
+                f"step {s.n}: an {effect} step with neither a probe nor approval: required "
+                "guards nothing"
+            )
+        for phase, conds in (("pre", s.pre), ("post", s.post)):
+            for i, c in enumerate(conds):
+                if (
+                    c.probe == "table_rowcount"
+                    and c.args.get("max") is not None
+                    and c.args.get("max") == c.args.get("min", 1)
+                ):
+                    out.append(
+                        f"step {s.n}, field {phase}[{i}]: an exact row count stops healthy runs; "
+                        "a minimum rules out the same failure"
+                    )
+    return out

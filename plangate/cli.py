@@ -14,6 +14,7 @@ from pathlib import Path
 
 from plangate.settings import Settings
 from plans.load import PlanError, load_file
+from plans.model import Plan
 from workflows.report import RunReport, RunStatus
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE = 0, 1, 2
@@ -25,7 +26,7 @@ def _print_problems(path: str, problems: list[str]) -> None:
         print(f"  - {p}", file=sys.stderr)
 
 
-def _load_checked(path: str, settings: Settings) -> object:
+def _load_checked(path: str, settings: Settings) -> Plan:
     from plangate.checking import check
 
     return check(load_file(path), settings.workdir)
@@ -59,8 +60,18 @@ def _exit_for(rep: RunReport) -> int:
 
 
 async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    _load_checked(args.plan, settings)
-    print(f"plangate: plan {args.plan} is valid")
+    from plangate.checking import lint
+
+    plan = _load_checked(args.plan, settings)
+    warnings = lint(plan)
+    if warnings and args.strict:
+        raise PlanError([f"(strict) {w}" for w in warnings])
+    for w in warnings:
+        print(f"plangate: warning: {w}", file=sys.stderr)
+    print(
+        f"plangate: plan {args.plan} is valid"
+        + (f" ({len(warnings)} warnings)" if warnings else "")
+    )
     return EXIT_OK
 
 
@@ -70,7 +81,7 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     plan = _load_checked(args.plan, settings)
     client = await connect(settings)
-    handle = await runs.start(client, settings, plan, args.id)  # type: ignore[arg-type]
+    handle = await runs.start(client, settings, plan, args.id)
     if not args.wait:
         print(handle.id)
         return EXIT_OK
@@ -127,6 +138,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="validate and lint a plan; starts nothing")
     c.add_argument("plan")
+    c.add_argument("--strict", action="store_true", help="treat lint warnings as errors")
     c.set_defaults(fn=_cmd_check)
     r = sub.add_parser("run", help="start a run of a plan")
     r.add_argument("plan")
