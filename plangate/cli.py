@@ -123,8 +123,7 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 async def _cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.dev import run_dev
 
-    await run_dev(Path(args.state_dir))
-    return EXIT_OK
+    return await run_dev(Path(args.state_dir))
 
 
 async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:

@@ -60,10 +60,20 @@ class VersionContext:
             return []
         return conditions_for(step, "post", args, plan_post)
 
+    def descendants(self, n: int) -> set[int]:
+        out: set[int] = set()
+        frontier = {n}
+        while frontier:
+            frontier = {s.n for s in self.plan.steps if set(s.depends_on) & frontier} - out
+            out |= frontier
+        return out
+
     def unfinished_owner(self, cond: Condition, asking: int) -> int | None:
-        """A step of this plan, not finished yet, whose post condition is this very claim."""
+        """A step of this plan, not finished yet and not waiting on the asking step, whose
+        post condition is this very claim."""
+        later = self.descendants(asking)
         for s in self.plan.steps:
-            if s.n == asking or self.state(s.n).final:
+            if s.n == asking or s.n in later or self.state(s.n).final:
                 continue
             if any(p.key() == cond.key() for p in self.promised_post(s)):
                 return s.n

@@ -1,0 +1,111 @@
+"""The answers to a failed check, asserted on the world: skip (resume), halt, attribution."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+from temporalio import activity
+
+from activities.payloads import ToolCall, ToolResult
+from tests.harness import attempts, running_worker, scheduled
+
+
+def job_step(n: int, job: str, state: str = "done", **extra: Any) -> dict[str, Any]:
+    return {
+        "n": n, "tool": "warehouse.run_sql", "depends_on": [n - 1] if n > 1 else [],
+        "args": {"statement": "set_job_state", "params": {"job_id": job, "state": state}},
+        "post": [{"probe": "job_state", "job_id": job, "want": state}],
+        **extra,
+    }
+
+
+async def job_states(pg: Any, prefix: str) -> dict[str, str]:
+    cur = await pg.execute(
+        "SELECT job_id, state FROM plangate_jobs WHERE job_id LIKE %s", (prefix + "%",)
+    )
+    return {j: s for j, s in await cur.fetchall()}
+
+
+async def test_resume_skips_done_steps_and_resumes_at_the_failure(client, settings, pg):
+    tag = uuid.uuid4().hex[:8]
+    table = f"resume_{tag}"
+    await pg.execute(f"CREATE TABLE {table} (id int)")  # the test's own literal name
+    steps = [job_step(n, f"{tag}-{n}") for n in range(1, 8)]
+    steps[4]["pre"] = [{"probe": "column_exists", "table": table, "column": "ready"}]
+    plan = {"goal": "seven steps", "budget": {"replans_max": 0}, "steps": steps}
+    async with running_worker(client, settings) as h:
+        first = await h.run(plan)
+        assert [s.state for s in first.steps] == ["DONE"] * 4 + ["FAILED", "VOID", "VOID"]
+        assert (await scheduled(client, first.run_id))["warehouse.run_sql"] == 4
+        assert len(await job_states(pg, tag)) == 4
+
+        await pg.execute(f"ALTER TABLE {table} ADD COLUMN ready bool")  # someone fixes the world
+        second = await h.run(plan)
+    assert second.status == "succeeded"
+    assert [s.state for s in second.steps] == ["SKIPPED"] * 4 + ["DONE"] * 3
+    assert all(s.attempts == 0 and s.answer == "skip" for s in second.steps[:4])
+    # Zero tool calls for steps 1-4: the only run_sql calls are steps 5, 6 and 7.
+    assert (await scheduled(client, second.run_id))["warehouse.run_sql"] == 3
+    assert len(await job_states(pg, tag)) == 7
+
+
+async def test_destroyed_state_is_attributed_to_the_step_that_established_it(client, settings):
+    job = f"attr-{uuid.uuid4().hex[:8]}"
+    plan = {"goal": "attribution", "budget": {"replans_max": 0}, "steps": [
+        job_step(1, job, "done"),
+        job_step(2, job, "failed"),  # the world moves after step 1 verified it
+        {"n": 3, "tool": "warehouse.run_sql", "depends_on": [2],
+         "args": {"statement": "select_one"},
+         "pre": [{"probe": "job_state", "job_id": job, "want": "done"}]},
+    ]}
+    async with running_worker(client, settings) as h:
+        rep = await h.run(plan)
+    assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 2
+    assert rep.failure is not None and rep.failure.step == 3
+    assert (rep.failure.attribution, rep.failure.established_by) == ("destroyed", 1)
+
+
+async def test_on_unmet_halt_stops_for_a_person(client, settings, pg):
+    job = f"halt-{uuid.uuid4().hex[:8]}"
+    plan = {"goal": "halt", "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
+         "pre": [{"probe": "job_state", "job_id": job, "want": "done"}], "on_unmet": "halt"},
+        job_step(2, job),
+    ]}
+    async with running_worker(client, settings) as h:
+        rep = await h.run(plan)
+    assert rep.status == "halted" and rep.escalation
+    assert [s.state for s in rep.steps] == ["HALTED", "VOID"]
+    assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 0
+    assert await job_states(pg, job) == {}
+
+
+class LostAnswer:
+    """A money tool whose request left and whose answer never came back."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[int] = Counter()
+
+    @activity.defn(name="warehouse.run_sql")
+    async def run(self, call: ToolCall) -> ToolResult:
+        self.calls[call.step.n] += 1
+        raise ConnectionResetError("connection reset after the request was sent")
+
+
+async def test_unknown_outcome_of_a_money_step_halts(client, settings):
+    tool = LostAnswer()
+    plan = {"goal": "pay", "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "effect": "money",
+         "args": {"statement": "select_one"}, "on_unmet": "replan"},
+        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+         "args": {"statement": "select_one"}},
+    ]}
+    async with running_worker(client, settings, [tool.run]) as h:
+        rep = await h.run(plan)
+    assert rep.status == "halted"
+    assert rep.failure is not None and rep.failure.code == "outcome_unknown"
+    assert tool.calls == {1: 1}  # attempted once, never blindly again
+    assert (await attempts(client, rep.run_id))["warehouse.run_sql"] == [1]
+    assert rep.steps[1].state == "VOID"
