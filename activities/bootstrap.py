@@ -1,7 +1,9 @@
-"""Tables plangate itself keeps in Postgres (the jobs table ``job_state`` reads)."""
+"""Tables plangate itself keeps in Postgres (the jobs table ``job_state`` reads), then the demo
+systems' tables (``activities.demo_schema``)."""
 
 from __future__ import annotations
 
+from activities.demo_schema import ensure_demo_schema
 from activities.world import World
 
 SCHEMA = """
@@ -17,3 +19,4 @@ async def ensure_schema(world: World) -> None:
     pool = await world.pool()
     async with pool.connection() as conn:
         await conn.execute(SCHEMA)
+    await ensure_demo_schema(world)

@@ -34,7 +34,11 @@ CODES: dict[str, Code] = {
     "precondition_failed": Code(412, False, "a precondition of the write no longer holds"),
     "authority_revoked": Code(403, False, "the authority the step acts under was revoked"),
     "too_few_rows": Code(422, False, "the load would commit fewer rows than required"),
-    "invalid_state": Code(422, False, "the target is not in a state the tool can act on"),
+    # 400, as the billing system answers voiding an already-void invoice (seed 001)
+    "invalid_state": Code(400, False, "the target is not in a state the tool can act on"),
+    "idempotency_conflict": Code(
+        422, False, "the idempotency key was already used for a call with other arguments"
+    ),
     # transient: another attempt may succeed
     "unavailable": Code(503, True, "the system did not answer"),
     "throttled": Code(429, True, "the system asked us to slow down"),

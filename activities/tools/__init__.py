@@ -3,7 +3,7 @@
 Importing this package registers the built-in tools.
 """
 
-from activities.tools import s3, warehouse  # noqa: F401  (registration)
+from activities.tools import billing, crm, email, s3, warehouse  # noqa: F401  (registration)
 from activities.tools.registry import (
     TOOLS,
     CallContext,
