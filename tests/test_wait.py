@@ -15,8 +15,8 @@ from temporalio import activity
 from activities.payloads import ToolCall, ToolResult
 from activities.tool_activity import tool_activities
 from activities.world import World
-from workflows.plan_run import PlanRunWorkflow
 from tests.harness import running_worker, scheduled
+from workflows.plan_run import PlanRunWorkflow
 
 
 class SlowFirstStep:
