@@ -12,6 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.tools.registry import conditions_for
     from plans import bindings
     from plans.model import Condition, Plan, Step
+    from probes import PROBES
     from workflows.report import RunReport, StepReport, StepState, Transition
 
 
@@ -52,13 +53,19 @@ class VersionContext:
         ]
 
     def promised_post(self, step: Step) -> list[Condition]:
-        """The post conditions a step will be held to, as far as they can be bound now."""
+        """The shared-world claims a step will be held to, as far as they can be bound now.
+        Field probes are left out: they read the step's own record, so no other step can owe
+        or destroy the same claim by name."""
         try:
             args = bindings.resolve(step.args, self.bound)
             plan_post = self.resolve_conditions(step.post, "post")
         except bindings.BindingError:
             return []
-        return conditions_for(step, "post", args, plan_post)
+        return [
+            c
+            for c in conditions_for(step, "post", args, plan_post)
+            if c.probe in PROBES and PROBES[c.probe].system != "record"
+        ]
 
     def descendants(self, n: int) -> set[int]:
         out: set[int] = set()
