@@ -7,7 +7,7 @@ step depends on binds the name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -79,7 +79,9 @@ def _paths(step: Step, workdir: Any) -> Iterator[str]:
                 yield f"step {step.n}, field args.{name}: {e}"
 
 
-def problems(plan: Plan, workdir: Any = None) -> list[str]:
+def problems(plan: Plan, workdir: Any = None, bound: Collection[str] = ()) -> list[str]:
+    """Every problem of ``plan``. ``bound``: names earlier plan versions of the run bound,
+    which a new version may reference without binding them again."""
     out: list[str] = []
     ns = [s.n for s in plan.steps]
     dupes = sorted({n for n in ns if ns.count(n) > 1})
@@ -120,6 +122,8 @@ def problems(plan: Plan, workdir: Any = None) -> list[str]:
             for r in bindings.references(c.args)
         ]
         for field, name in refs:
+            if name in bound and name not in binder:
+                continue
             if name not in binder:
                 out.append(f"step {s.n}, field {field}: ${{{name}}} is bound by no step")
             elif binder[name] not in ancestors[s.n]:

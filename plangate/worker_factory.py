@@ -14,9 +14,11 @@ from activities.probe_activity import ProbeActivities
 from activities.tool_activity import tool_activities
 from activities.world import World
 from plangate.settings import Settings
+from replanner.activity import ReplanActivities
+from replanner.workflow import ReplanWorkflow
 from workflows.plan_run import PlanRunWorkflow
 
-WORKFLOWS: list[type] = [PlanRunWorkflow]
+WORKFLOWS: list[type] = [PlanRunWorkflow, ReplanWorkflow]
 
 
 async def connect(settings: Settings) -> Client:
@@ -28,7 +30,11 @@ async def connect(settings: Settings) -> Client:
 
 
 def activities_for(world: World) -> list[Callable[..., Any]]:
-    return [ProbeActivities(world).evaluate, *tool_activities(world)]
+    return [
+        ProbeActivities(world).evaluate,
+        *tool_activities(world),
+        ReplanActivities(world.settings).propose,
+    ]
 
 
 async def build_worker(client: Client, settings: Settings, world: World | None = None) -> Worker:

@@ -14,7 +14,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from plangate.settings import Settings
-from replanner.backends import Backend, backend_for
+from replanner.backends import Backend, PlaybookBackend, backend_for
 from replanner.backends.openai import ModelUnavailable
 from replanner.models import ReplanProposal, ReplanRequest
 
@@ -36,6 +36,8 @@ class ReplanActivities:
             ) from None
         if not answer.backend:
             answer = answer.model_copy(update={"backend": self.backend.name})
+        if answer.plan is None and isinstance(self.backend, PlaybookBackend):
+            answer = answer.model_copy(update={"final": True})  # deterministic: same answer again
         if answer.plan is None:
             activity.logger.info(
                 "re-planner %s: no plan for %s at step %d: %s",

@@ -31,6 +31,8 @@ class ReplanProposal(BaseModel):
     plan: Plan | None = None
     reason: str = ""
     backend: str = ""
+    # No plan, and asking again cannot give another answer (a deterministic backend).
+    final: bool = False
 
 
 class ReplanOutcome(BaseModel):
@@ -40,3 +42,4 @@ class ReplanOutcome(BaseModel):
     reason: str = ""
     backend: str = ""
     problems: list[str] = Field(default_factory=list)  # validation problems of a rejected plan
+    final: bool = False

@@ -8,13 +8,24 @@ from datetime import datetime
 
 from pydantic import BaseModel
 from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.tools.registry import effective_effect
     from plans.model import Plan
+    from replanner.models import ReplanBudget, ReplanOutcome, ReplanRequest
+    from replanner.workflow import ReplanWorkflow
     from workflows.context import VersionContext
     from workflows.execution import VersionOutcome, execute_version
-    from workflows.report import RunReport, RunStatus, StepReport, StepState, StepTimings
+    from workflows.report import (
+        FailureRecord,
+        ReplanRecord,
+        RunReport,
+        RunStatus,
+        StepReport,
+        StepState,
+        StepTimings,
+    )
 
 
 class RunInput(BaseModel):
@@ -84,15 +95,59 @@ class PlanRunWorkflow:
             r.status = RunStatus.HALTED
             r.escalation = f"step {outcome.failure.step} halted: a person must look"
             return None
-        return await self._replan(ctx)
+        return await self._replan(ctx, outcome.failure)
 
-    async def _replan(self, ctx: VersionContext) -> Plan | None:
-        # Seam for re-planning (a child workflow); until then a final failure ends the run.
+    async def _replan(self, ctx: VersionContext, failure: FailureRecord) -> Plan | None:
+        """Ask the replan child for the next plan version, within the run's budget."""
         r = self._report
-        r.status = RunStatus.FAILED
-        if r.failure is not None:
-            ctx.step_report(r.failure.step).state = StepState.FAILED
+        failed = ctx.step_report(failure.step)
+        if r.replans_max == 0:  # the plan allows no recovery: the run has failed
+            r.status = RunStatus.FAILED
+            failed.state = StepState.FAILED
+            return None
+        remaining = [
+            s for s in ctx.plan.steps if s.n == failure.step or ctx.state(s.n) is StepState.VOID
+        ]
+        last = ""
+        while r.replans_used < r.replans_max:
+            r.replans_used += 1
+            req = ReplanRequest(
+                goal=r.goal,
+                completed=r.completed,
+                failure=failure,
+                remaining=remaining,
+                budget=ReplanBudget(replans_used=r.replans_used - 1, replans_max=r.replans_max),
+                bound=ctx.bound,
+            )
+            out = await self._ask(req, r.replans_used)
+            r.replans.append(
+                ReplanRecord(
+                    attempt=r.replans_used, after_step=failure.step, after_version=ctx.version,
+                    backend=out.backend, accepted=out.plan is not None, reason=out.reason,
+                    problems=out.problems,
+                )
+            )
+            if out.plan is not None:
+                return out.plan
+            last = out.reason
+            if out.final:
+                break
+        r.status = RunStatus.HALTED
+        failed.state = StepState.HALTED
+        r.escalation = (
+            f"no route around step {failure.step} ({failure.code}) after "
+            f"{r.replans_used} of {r.replans_max} replans: {last}"
+        )
         return None
+
+    async def _ask(self, req: ReplanRequest, attempt: int) -> ReplanOutcome:
+        try:
+            out: ReplanOutcome = await workflow.execute_child_workflow(
+                ReplanWorkflow.run, req, id=f"{self._report.run_id}/replan-{attempt}"
+            )
+        except ChildWorkflowError as e:
+            return ReplanOutcome(reason=f"the replan workflow failed: {e.cause or e}")
+        return out
 
     def _cancelled(self) -> None:
         self._report.status = RunStatus.CANCELLED

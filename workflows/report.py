@@ -120,6 +120,18 @@ class CompletedStep(BaseModel):
     result: dict[str, JsonValue] | None = None
 
 
+class ReplanRecord(BaseModel):
+    """One call of the re-planner, counted against the run's budget."""
+
+    attempt: int
+    after_step: int
+    after_version: int
+    backend: str = ""
+    accepted: bool
+    reason: str = ""
+    problems: list[str] = Field(default_factory=list)
+
+
 class Metrics(BaseModel):
     probe_ms: float = 0.0
     probes_run: int = 0
@@ -137,6 +149,7 @@ class RunReport(BaseModel):
     failure: FailureRecord | None = None
     replans_used: int = 0
     replans_max: int = 2
+    replans: list[ReplanRecord] = Field(default_factory=list)
     approvals: list[JsonValue] = Field(default_factory=list)
     escalation: str | None = None
     metrics: Metrics = Field(default_factory=Metrics)
