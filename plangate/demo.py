@@ -1,7 +1,7 @@
-"""``plangate demo``: seed 000's Saturday reconciliation replayed against real services.
+"""``plangate demo``: the seeds' two incidents replayed against real services, each once as the
+naive executor went and once as plangate goes, with what happened to the world after each.
 
-Starts the embedded stack and a worker in this process, runs the same two-step plan against
-three states of the bucket, and prints what happened to the world after each.
+Starts the embedded stack and a worker (playbook re-planner) in this process.
 """
 
 from __future__ import annotations
@@ -17,12 +17,17 @@ from typing import Any
 
 import boto3
 import psycopg
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
+from activities.demo_schema import seed_acct_3319f
+from activities.pg import ident
 from activities.world import World
 from plangate import runs
 from plangate.checking import check
+from plangate.naive import run_naive
+from plangate.scenarios import closeout_facts, closeout_plan
 from plangate.settings import Settings
 from plangate.worker_factory import WORKFLOWS, activities_for, connect
 from plans.load import parse_plan
@@ -60,25 +65,93 @@ def invoice_csv(lines: int) -> bytes:
     return ("invoice_id,amount_eur\n" + "\n".join(rows) + ("\n" if rows else "")).encode()
 
 
-async def _rows(url: str, table: str) -> str:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute("SELECT to_regclass(%s)::text", (table,))
-        if (await cur.fetchone() or [None])[0] is None:
-            return "table does not exist"
-        from activities.pg import ident
+class Demo:
+    def __init__(self, client: Client, settings: Settings, world: World, s3: Any) -> None:
+        self.client, self.settings, self.world, self.s3 = client, settings, world, s3
+        self.ok = True
 
-        cur = await conn.execute(psycopg.sql.SQL("SELECT count(*) FROM {}").format(ident(table)))
-        return f"{(await cur.fetchone() or [0])[0]} rows"
+    async def run(self, body: dict[str, Any]) -> RunReport:
+        p = check(parse_plan(body), self.settings.workdir)
+        return await (await runs.start(self.client, self.settings, p)).result()
+
+    async def rows(self, table: str) -> str:
+        async with await psycopg.AsyncConnection.connect(
+            self.settings.database_url, autocommit=True
+        ) as conn:
+            cur = await conn.execute("SELECT to_regclass(%s)::text", (table,))
+            if (await cur.fetchone() or [None])[0] is None:
+                return "no table"
+            q = psycopg.sql.SQL("SELECT count(*) FROM {}").format(ident(table))
+            cur = await conn.execute(q)
+            return f"{(await cur.fetchone() or [0])[0]} rows in {table}"
+
+    async def closeout_world(self) -> str:
+        async with await psycopg.AsyncConnection.connect(
+            self.settings.database_url, autocommit=True
+        ) as conn:
+            f = await closeout_facts(conn)
+        status, archived, contact = f["customer"]
+        return (
+            f"customer {status}{' (archived)' if archived else ''}, contact {contact}; "
+            f"invoices {f['invoices']}; subscription {f['subscriptions']}; "
+            f"credits {f['credits']}; emails {f['emails']}"
+        )
+
+    def expect(self, what: bool) -> None:
+        self.ok = self.ok and what
+
+    async def saturday(self) -> None:
+        print("\n#### Incident 1 (seed 000): the Saturday reconciliation")
+        self.s3.put_object(Bucket=BUCKET, Key=KEY, Body=invoice_csv(0))
+        naive = await run_naive(parse_plan(saturday_plan("staging.naive_inv")), self.world)
+        print("\n== naive executor, export truncated to its header")
+        for line in naive.lines:
+            print(f"   {line}")
+        print(f"   run: {naive.verdict}; world: {await self.rows('staging.naive_inv')}")
+        cases = [
+            ("export present (614 lines)", invoice_csv(614), "staging.inv_present", True),
+            ("export deleted by a lifecycle rule", None, "staging.inv_deleted", False),
+            ("export truncated to its header", invoice_csv(0), "staging.inv_empty", False),
+        ]
+        for title, body, target, should_succeed in cases:
+            if body is None:
+                self.s3.delete_object(Bucket=BUCKET, Key=KEY)
+            else:
+                self.s3.put_object(Bucket=BUCKET, Key=KEY, Body=body)
+            rep = await self.run(saturday_plan(target))
+            show(f"plangate, {title}", rep, await self.rows(target))
+            self.expect((rep.status == "succeeded") == should_succeed)
+
+    async def closeout(self) -> None:
+        print("\n#### Incident 2 (seed 001): closing out acct_3319f, archived at 02:14")
+        await seed_acct_3319f(self.world)
+        naive = await run_naive(parse_plan(closeout_plan()), self.world)
+        print("\n== naive executor")
+        for line in naive.lines:
+            print(f"   {line}")
+        print(f"   run: {naive.verdict}\n   world: {await self.closeout_world()}")
+        await seed_acct_3319f(self.world)
+        rep = await self.run(closeout_plan())
+        show("plangate (playbook re-planner)", rep, await self.closeout_world())
+        self.expect(rep.status == "succeeded")
 
 
-def _print(title: str, rep: RunReport, world: str) -> None:
+def show(title: str, rep: RunReport, world: str) -> None:
     print(f"\n== {title}")
     for s in rep.steps:
         why = f"  ({s.answer}: {s.reason})" if s.answer else ""
-        print(f"   step {s.n} {s.tool:<15} {s.state.value:<10} calls={s.attempts}{why}")
+        print(
+            f"   v{s.plan_version} step {s.n} {s.tool:<27} {s.state.value:<10} "
+            f"calls={s.attempts}{why}"
+        )
     if rep.failure:
         print(f"   failure: step {rep.failure.step} {rep.failure.code}: {rep.failure.detail}")
-    print(f"   run: {rep.status.value}; world: {world}")
+    for r in rep.replans:
+        print(
+            f"   replan {r.attempt} ({r.backend}): {'accepted' if r.accepted else 'refused'}"
+            f" - {r.reason}"
+        )
+    print(f"   run: {rep.status.value}\n   world: {world}")
 
 
 async def run_demo(state_dir: Path) -> int:
@@ -91,48 +164,26 @@ async def run_demo(state_dir: Path) -> int:
         async with EmbeddedStack(tmp, ui=False) as stack:
             env = stack.env()
             os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
-            settings = replace(Settings.from_env(env), task_queue=f"demo-{uuid.uuid4().hex[:6]}")
-            s3 = boto3.client(
-                "s3",
-                endpoint_url=stack.s3_endpoint_url,
-                aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                region_name=env["AWS_DEFAULT_REGION"],
+            settings = replace(
+                Settings.from_env(env),
+                task_queue=f"demo-{uuid.uuid4().hex[:6]}",
+                replanner="playbook",
             )
+            s3 = boto3.client("s3", endpoint_url=stack.s3_endpoint_url)
             s3.create_bucket(Bucket=BUCKET)
             world = World(settings)
             await ensure_schema(world)
             client = await connect(settings)
-            print("plangate demo: Saturday reconciliation (seed 000) on real S3 and Postgres")
+            demo = Demo(client, settings, world, s3)
+            print("plangate demo: the seeds' incidents on real S3, Postgres and Temporal")
             async with Worker(
                 client,
                 task_queue=settings.task_queue,
                 workflows=WORKFLOWS,
                 activities=activities_for(world),
             ):
-                cases = [
-                    ("export present (614 lines)", invoice_csv(614), "staging.inv_present"),
-                    (
-                        "export deleted by a lifecycle rule before the run",
-                        None,
-                        "staging.inv_deleted",
-                    ),
-                    (
-                        "export truncated to its header: a legal load of zero rows",
-                        invoice_csv(0),
-                        "staging.inv_empty",
-                    ),
-                ]
-                ok = True
-                for title, body, target in cases:
-                    if body is None:
-                        s3.delete_object(Bucket=BUCKET, Key=KEY)
-                    else:
-                        s3.put_object(Bucket=BUCKET, Key=KEY, Body=body)
-                    p = check(parse_plan(saturday_plan(target)), settings.workdir)
-                    rep = await (await runs.start(client, settings, p)).result()
-                    _print(title, rep, await _rows(stack.database_url, target))
-                    ok = ok and (rep.status == "succeeded") == (target == "staging.inv_present")
+                await demo.saturday()
+                await demo.closeout()
             await world.close()
-    print("\nplangate demo: " + ("every outcome as expected" if ok else "UNEXPECTED outcome"))
-    return 0 if ok else 1
+    print("\nplangate demo: " + ("every outcome as expected" if demo.ok else "UNEXPECTED outcome"))
+    return 0 if demo.ok else 1

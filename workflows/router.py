@@ -84,8 +84,8 @@ def route(s: Situation) -> Decision:
             return Decision(Answer.RETRY, "precondition superseded (412): re-evaluate")
         case Kind.TOOL_ERROR if s.status == 409:
             if s.on_unmet is OnUnmet.HALT:
-                return Decision(Answer.HALT, "resource moved (409); on_unmet: halt")
-            return Decision(Answer.REPLAN, "resource moved (409): re-plan, do not retry blindly")
+                return Decision(Answer.HALT, "conflict (409); on_unmet: halt")
+            return Decision(Answer.REPLAN, "conflict (409): re-plan, do not retry blindly")
         case Kind.TOOL_ERROR if s.retryable and s.retries_left:
             return Decision(Answer.RETRY, "transient tool error")
         case Kind.TOOL_ERROR:

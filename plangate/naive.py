@@ -1,0 +1,59 @@
+"""The executor the seeds' incidents happened under, kept for the demo's side-by-side replay:
+no probes, retries every error three times (200, 400, 800 ms), then marks the step failed and
+carries on with the next one. Do not use it for anything else."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from activities.errors import ToolError
+from activities.tools import TOOLS
+from activities.tools.registry import CallContext
+from activities.world import World
+from plans import bindings, jsonpath
+from plans.model import Plan
+
+
+@dataclass
+class NaiveRun:
+    lines: list[str] = field(default_factory=list)
+    failed: int = 0
+    calls: int = 0
+
+    @property
+    def verdict(self) -> str:
+        steps = len(self.lines)
+        return f"SUCCESS ({steps} steps, {self.failed} failed, {steps - self.failed} succeeded)"
+
+
+async def _call(world: World, tool: str, args: dict[str, Any], run: NaiveRun) -> Any:
+    spec = TOOLS[tool]
+    parsed = spec.args.model_validate(args)
+    for delay in (0.2, 0.4, 0.8, None):
+        run.calls += 1
+        try:
+            return await spec.fn(parsed, world, CallContext("naive", 0, uuid.uuid4().hex))
+        except ToolError:
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)
+    return None
+
+
+async def run_naive(plan: Plan, world: World) -> NaiveRun:
+    run = NaiveRun()
+    bound: dict[str, Any] = {}
+    for step in plan.steps:
+        try:
+            args = bindings.resolve(step.args, bound)
+            out = await _call(world, step.tool, args, run)
+            for name, path in step.binds.items():
+                bound[name] = jsonpath.get(out, path)
+            run.lines.append(f"step {step.n} {step.tool}: ok")
+        except (ToolError, bindings.BindingError) as e:
+            run.failed += 1
+            run.lines.append(f"step {step.n} {step.tool}: {e} - retries exhausted, continuing")
+    return run
