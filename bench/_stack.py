@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import uuid
@@ -41,6 +42,8 @@ async def bench_stack(
     replace_activities: Sequence[Callable[..., Any]] = (),
     **overrides: Any,
 ) -> AsyncIterator[Bench]:
+    # Scripted failures are the point of some benchmarks; their tracebacks are noise here.
+    logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedStack(tmp, ui=False) as stack:
             env = stack.env()
@@ -51,11 +54,15 @@ async def bench_stack(
             world = World(settings)
             await ensure_schema(world)
             client = await connect(settings)
-            doubles = {getattr(a, "__temporal_activity_definition").name: a
-                       for a in replace_activities}
-            acts = [doubles.get(getattr(a, "__temporal_activity_definition").name, a)
-                    for a in activities_for(world)]
-            async with Worker(client, task_queue=settings.task_queue, workflows=WORKFLOWS,
-                              activities=acts):
+            doubles = {
+                getattr(a, "__temporal_activity_definition").name: a for a in replace_activities
+            }
+            acts = [
+                doubles.get(getattr(a, "__temporal_activity_definition").name, a)
+                for a in activities_for(world)
+            ]
+            async with Worker(
+                client, task_queue=settings.task_queue, workflows=WORKFLOWS, activities=acts
+            ):
                 yield Bench(client, settings, world, stack.database_url)
             await world.close()

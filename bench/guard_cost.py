@@ -37,7 +37,9 @@ def plan(steps: int, guarded: bool) -> dict[str, Any]:
     for n in range(1, steps + 1):
         job = f"bench-{tag}-{n}"
         step: dict[str, Any] = {
-            "n": n, "tool": "warehouse.run_sql", "depends_on": [n - 1] if n > 1 else [],
+            "n": n,
+            "tool": "warehouse.run_sql",
+            "depends_on": [n - 1] if n > 1 else [],
             "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
         }
         if guarded:
@@ -70,8 +72,12 @@ async def main(pairs: int, steps: int) -> None:
             world = World(settings)
             await ensure_schema(world)
             client = await connect(settings)
-            async with Worker(client, task_queue=settings.task_queue, workflows=WORKFLOWS,
-                              activities=activities_for(world)):
+            async with Worker(
+                client,
+                task_queue=settings.task_queue,
+                workflows=WORKFLOWS,
+                activities=activities_for(world),
+            ):
                 await timed_run(client, settings, plan(steps, True))  # warm-up
                 await timed_run(client, settings, plan(steps, False))
                 g: list[float] = []
@@ -85,8 +91,10 @@ async def main(pairs: int, steps: int) -> None:
     print(f"unguarded per step: median {um:.1f} ms  (runs: {[round(x, 3) for x in u]} s)")
     print(f"guarded   per step: median {gm:.1f} ms  (runs: {[round(x, 3) for x in g]} s)")
     ratios = [a / b for a, b in zip(g, u, strict=True)]
-    print(f"guarded/unguarded per-step ratio: median {statistics.median(ratios):.2f} "
-          f"(pairs: {[round(r, 2) for r in ratios]})")
+    print(
+        f"guarded/unguarded per-step ratio: median {statistics.median(ratios):.2f} "
+        f"(pairs: {[round(r, 2) for r in ratios]})"
+    )
 
 
 if __name__ == "__main__":

@@ -22,11 +22,15 @@ def resume_plan(tag: str, table: str) -> dict[str, Any]:
     steps: list[dict[str, Any]] = []
     for n in range(1, 8):
         job = f"{tag}-{n}"
-        steps.append({
-            "n": n, "tool": "warehouse.run_sql", "depends_on": [n - 1] if n > 1 else [],
-            "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
-            "post": [{"probe": "job_state", "job_id": job, "want": "done"}],
-        })
+        steps.append(
+            {
+                "n": n,
+                "tool": "warehouse.run_sql",
+                "depends_on": [n - 1] if n > 1 else [],
+                "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
+                "post": [{"probe": "job_state", "job_id": job, "want": "done"}],
+            }
+        )
     steps[4]["pre"] = [{"probe": "column_exists", "table": table, "column": "ready"}]
     return {"goal": "seven steps", "budget": {"replans_max": 0}, "steps": steps}
 
@@ -58,10 +62,14 @@ async def main(repeats: int) -> None:
         await conn.close()
     f, s = statistics.median(first_ms), statistics.median(second_ms)
     print(f"repeats: {repeats}")
-    print(f"first run, start -> step 5 reached (steps 1-4 done for real): median {f:.0f} ms "
-          f"{[round(x) for x in first_ms]}")
-    print(f"second run, start -> step 5's tool started (steps 1-4 skipped): median {s:.0f} ms "
-          f"{[round(x) for x in second_ms]}")
+    print(
+        f"first run, start -> step 5 reached (steps 1-4 done for real): median {f:.0f} ms "
+        f"{[round(x) for x in first_ms]}"
+    )
+    print(
+        f"second run, start -> step 5's tool started (steps 1-4 skipped): median {s:.0f} ms "
+        f"{[round(x) for x in second_ms]}"
+    )
     print(f"second/first ratio: {s / f:.2f}")
 
 

@@ -1,0 +1,67 @@
+"""Replan turnaround: from the final failure of the close-out's step 3 to the first dispatch of
+the new plan's first step, with the playbook and with a model that answers at once (the local
+OpenAI-compatible server the tests use).
+
+    .venv/bin/python -m bench.replan [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+
+from activities.demo_schema import seed_acct_3319f
+from bench._stack import Bench, bench_stack
+from plangate.scenarios import closeout_plan, seed_replanned_plan
+from plangate.settings import Settings
+from replanner.activity import ReplanActivities
+from replanner.backends.openai import OpenAIBackend
+from tests.fake_openai import FakeOpenAI
+from workflows.report import RunReport, StepState
+
+
+def turnaround_ms(rep: RunReport) -> float:
+    if rep.status != "succeeded" or rep.plan_version != 2:
+        raise SystemExit(f"run {rep.run_id} did not recover: {rep.status} {rep.escalation}")
+    failed = rep.step(3, 1)
+    at_failure = next(t.at for t in failed.transitions if t.state == StepState.REPLANNING)
+    first = rep.step(1, 2)
+    dispatched = min(t.at for t in first.transitions)
+    return (dispatched - at_failure).total_seconds() * 1000
+
+
+async def measure(b: Bench, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        await seed_acct_3319f(b.world)
+        out.append(turnaround_ms(await b.run(closeout_plan())))
+    return out
+
+
+async def main(repeats: int) -> None:
+    async with bench_stack(replanner="playbook") as b:
+        playbook = await measure(b, repeats)
+    with FakeOpenAI(responses=[json.dumps(seed_replanned_plan())] * repeats) as fake:
+        s = Settings(
+            replanner="openai",
+            openai_base_url=fake.base_url,
+            openai_api_key="sk-bench",
+            model="fake-model",
+        )
+        # The model alone (no playbook first line), so every turnaround asks it.
+        model = ReplanActivities(s, backend=OpenAIBackend.from_settings(s))
+        async with bench_stack([model.propose]) as b:
+            modelled = await measure(b, repeats)
+    for name, xs in (("playbook", playbook), ("model (answers at once)", modelled)):
+        print(
+            f"replan turnaround, {name}: median {statistics.median(xs):.0f} ms "
+            f"{[round(x) for x in xs]}"
+        )
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=5)
+    asyncio.run(main(ap.parse_args().repeats))
