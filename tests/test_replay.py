@@ -1,0 +1,34 @@
+"""Every recorded history replays against the current workflow code: a change that would break
+a running workflow fails here (add a `workflow.patched` branch instead)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from plangate.worker_factory import WORKFLOWS
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+def test_histories_were_recorded():
+    names = {p.stem for p in HISTORIES}
+    assert {
+        "saturday_succeeded",
+        "saturday_export_deleted",
+        "closeout_replanned",
+        "closeout_replanned_replan1",
+    } <= names
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_replay(path: Path):
+    record = json.loads(path.read_text())
+    history = WorkflowHistory.from_json(record["workflow_id"], record["history"])
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
