@@ -3,6 +3,7 @@ a running workflow fails here (add a `workflow.patched` branch instead)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def test_histories_were_recorded():
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_replay(path: Path):
-    record = json.loads(path.read_text())
+    record = json.loads(await asyncio.to_thread(path.read_text))
     history = WorkflowHistory.from_json(record["workflow_id"], record["history"])
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)
