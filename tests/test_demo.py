@@ -1,0 +1,16 @@
+"""`plangate demo`, the README's first command, runs its own embedded stack and says how the
+world ended up after each incident."""
+
+from __future__ import annotations
+
+from plangate.demo import run_demo
+
+
+async def test_demo_replays_both_incidents(tmp_path, capsys):
+    assert await run_demo(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "run: SUCCESS (2 steps, 0 failed, 2 succeeded); world: 0 rows" in out  # naive
+    assert "614 rows in staging.inv_present" in out
+    assert "credits [(612.4, 'suspense')]" in out  # what the naive executor did
+    assert "credits [(612.4, 'account')]" in out  # what plangate did
+    assert out.rstrip().endswith("every outcome as expected")
