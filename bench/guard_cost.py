@@ -9,22 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import uuid
-from dataclasses import replace
 from typing import Any
 
 import psycopg
-from temporalio.worker import Worker
 
-from activities.bootstrap import ensure_schema
-from activities.world import World
-from plangate import runs
-from plangate.checking import check
-from plangate.settings import Settings
-from plangate.stack import EmbeddedStack
-from plangate.worker_factory import WORKFLOWS, activities_for, connect
-from plans.load import parse_plan
+from bench._stack import Bench, bench_stack
 
 TABLE = "bench_guard"
 
@@ -49,47 +39,41 @@ def plan(steps: int, guarded: bool) -> dict[str, Any]:
     return {"goal": "bench", "budget": {"replans_max": 0}, "steps": out}
 
 
-async def timed_run(client: Any, settings: Settings, body: dict[str, Any]) -> float:
+PROBE_MS: list[float] = []  # time inside the probes themselves, per guarded step
+
+
+async def timed_run(b: Bench, body: dict[str, Any]) -> float:
     """Seconds from the first step's first transition to the last step's last, as the
     workflow recorded them (the client's result long-poll adds noise of its own)."""
-    handle = await runs.start(client, settings, check(parse_plan(body)))
-    rep = await handle.result()
+    rep = await b.run(body)
     if rep.status != "succeeded" or any(s.state != "DONE" for s in rep.steps):
         raise SystemExit(f"bench run {rep.run_id} did not run every step: {rep.status}")
+    if rep.metrics.probes_run:
+        PROBE_MS.append(rep.metrics.probe_ms / len(rep.steps))
     at = [t.at for s in rep.steps for t in s.transitions]
     return (max(at) - min(at)).total_seconds()
 
 
 async def main(pairs: int, steps: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedStack(tmp, ui=False) as stack:
-            settings = replace(Settings.from_env(stack.env()), task_queue=f"bench-{uuid.uuid4()}")
-            async with await psycopg.AsyncConnection.connect(
-                stack.database_url, autocommit=True
-            ) as conn:
-                await conn.execute(f"CREATE TABLE {TABLE} (id int)")  # bench's own literal name
-                await conn.execute(f"INSERT INTO {TABLE} VALUES (1)")
-            world = World(settings)
-            await ensure_schema(world)
-            client = await connect(settings)
-            async with Worker(
-                client,
-                task_queue=settings.task_queue,
-                workflows=WORKFLOWS,
-                activities=activities_for(world),
-            ):
-                await timed_run(client, settings, plan(steps, True))  # warm-up
-                await timed_run(client, settings, plan(steps, False))
-                g: list[float] = []
-                u: list[float] = []
-                for _ in range(pairs):
-                    u.append(await timed_run(client, settings, plan(steps, False)))
-                    g.append(await timed_run(client, settings, plan(steps, True)))
-            await world.close()
+    async with bench_stack() as b:
+        async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as conn:
+            await conn.execute(f"CREATE TABLE {TABLE} (id int)")  # bench's own literal name
+            await conn.execute(f"INSERT INTO {TABLE} VALUES (1)")
+        await timed_run(b, plan(steps, True))  # warm-up
+        await timed_run(b, plan(steps, False))
+        g: list[float] = []
+        u: list[float] = []
+        for _ in range(pairs):
+            u.append(await timed_run(b, plan(steps, False)))
+            g.append(await timed_run(b, plan(steps, True)))
     gm, um = statistics.median(g) / steps * 1000, statistics.median(u) / steps * 1000
     print(f"steps per plan: {steps}, pairs: {pairs}")
     print(f"unguarded per step: median {um:.1f} ms  (runs: {[round(x, 3) for x in u]} s)")
     print(f"guarded   per step: median {gm:.1f} ms  (runs: {[round(x, 3) for x in g]} s)")
+    print(
+        f"of which inside the probes (two reads a step): median "
+        f"{statistics.median(PROBE_MS):.1f} ms a step; the rest is two more activity dispatches"
+    )
     ratios = [a / b for a, b in zip(g, u, strict=True)]
     print(
         f"guarded/unguarded per-step ratio: median {statistics.median(ratios):.2f} "
