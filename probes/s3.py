@@ -6,6 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
+from pydantic import model_validator
 
 from plans.names import BucketName, NonEmpty
 from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
@@ -17,6 +18,17 @@ if TYPE_CHECKING:
 class ObjectArgs(ProbeArgs):
     bucket: BucketName
     key: NonEmpty
+
+
+class ContentArgs(ObjectArgs):
+    body: str | None = None  # the bytes a write meant to leave, or
+    source: NonEmpty | None = None  # the local file they came from
+
+    @model_validator(mode="after")
+    def _one(self) -> ContentArgs:
+        if (self.body is None) == (self.source is None):
+            raise ValueError("give exactly one of body and source")
+        return self
 
 
 @probe("object_exists", ObjectArgs, system="s3")
@@ -33,4 +45,30 @@ async def object_exists(args: ObjectArgs, world: World, ctx: ProbeContext) -> Ve
     observed = {"etag": head.get("ETag"), "size": size}
     if size <= 0:
         return Verdict(False, observed, f"s3://{args.bucket}/{args.key} is empty")
+    return Verdict(True, observed)
+
+
+@probe("object_content_equals", ContentArgs, system="s3")
+async def object_content_equals(args: ContentArgs, world: World, ctx: ProbeContext) -> Verdict:
+    """GET the object and compare it with what the write meant to leave there: existence alone
+    would let a replacing write be skipped as done."""
+    if args.body is not None:
+        want = args.body.encode()
+    else:
+        want = await asyncio.to_thread(world.path(args.source or "").read_bytes)
+
+    def read() -> tuple[bytes, str]:
+        obj = world.s3.get_object(Bucket=args.bucket, Key=args.key)
+        return obj["Body"].read(), str(obj.get("ETag"))
+
+    try:
+        have, etag = await asyncio.to_thread(read)
+    except ClientError as e:
+        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+        if status == 404:
+            return Verdict(False, None, f"s3://{args.bucket}/{args.key} does not exist")
+        raise
+    observed = {"etag": etag, "size": len(have)}
+    if have != want:
+        return Verdict(False, observed, f"s3://{args.bucket}/{args.key} holds other content")
     return Verdict(True, observed)

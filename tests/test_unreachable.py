@@ -6,7 +6,7 @@ import socket
 from dataclasses import replace
 
 from activities.world import World
-from tests.harness import running_worker, scheduled
+from tests.harness import attempts, running_worker, scheduled
 
 
 def closed_port() -> int:
@@ -30,6 +30,7 @@ async def test_s3_unreachable_never_calls_the_tool(client, settings):
     assert calls["probe.evaluate"] >= 1
     assert rep.status == "failed"
     assert rep.failure is not None and rep.failure.code == "probe_unknown"
+    assert (await attempts(client, rep.run_id))["probe.evaluate"] == [3]  # bounded, then fails
     results = [r for c in rep.step(1).checks for r in c.results]
     assert results and all(r.outcome == "unknown" for r in results)
 

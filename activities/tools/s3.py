@@ -71,7 +71,13 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
     "s3.put",
     PutArgs,
     Effect.WRITE,
-    Contract(post=(Term("object_exists", {"bucket": "bucket", "key": "key"}),)),
+    # The content, not mere existence: a replacing write must not be skipped as already done.
+    Contract(
+        post=(
+            Term("object_content_equals", {"bucket": "bucket", "key": "key", "body": "body"}),
+            Term("object_content_equals", {"bucket": "bucket", "key": "key", "source": "source"}),
+        )
+    ),
 )
 async def s3_put(args: PutArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     def put() -> dict[str, Any]:
