@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ def bucket(s3):
     return BUCKET
 
 
-def put_plan(key: str, **put_args: str) -> dict:
+def put_plan(key: str, **put_args: str) -> dict[str, Any]:
     return {"goal": "replace a report", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.get", "effect": "read",
          "args": {"bucket": BUCKET, "key": key, "dest": f"cli/{key}"},
