@@ -131,6 +131,12 @@ def problems(plan: Plan, workdir: Any = None, bound: Collection[str] = ()) -> li
                     f"step {s.n}, field {field}: ${{{name}}} is bound by step {binder[name]}, "
                     f"which step {s.n} does not depend on"
                 )
+        if s.approval is not None:
+            # Until approval cards exist, accepting this would run the step with no person.
+            out.append(
+                f"step {s.n}, field approval: approvals are not available in this version; "
+                "the step would run without a person"
+            )
         if workdir is not None:
             out += _paths(s, workdir)
     return out

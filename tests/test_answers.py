@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from typing import Any
@@ -108,4 +109,35 @@ async def test_unknown_outcome_of_a_money_step_halts(client, settings):
     assert rep.failure is not None and rep.failure.code == "outcome_unknown"
     assert tool.calls == {1: 1}  # attempted once, never blindly again
     assert (await attempts(client, rep.run_id))["warehouse.run_sql"] == [1]
+    assert rep.steps[1].state == "VOID"
+
+
+class NoAnswer:
+    """An external tool whose request left and which then went silent: no result, no heartbeat."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @activity.defn(name="warehouse.run_sql")
+    async def run(self, call: ToolCall) -> ToolResult:
+        self.calls += 1
+        await asyncio.sleep(3600)
+        raise AssertionError("the heartbeat timeout ends this attempt first")
+
+
+async def test_a_timed_out_external_step_halts(client, settings):
+    # Costs the 30 s heartbeat timeout in real time: timeouts are what is under test.
+    tool = NoAnswer()
+    plan = {"goal": "notify the vendor", "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "effect": "external",
+         "args": {"statement": "select_one"}},
+        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+         "args": {"statement": "select_one"}},
+    ]}
+    async with running_worker(client, settings, [tool.run]) as h:
+        rep = await h.run(plan)
+    assert rep.status == "halted" and tool.calls == 1
+    assert rep.failure is not None and rep.failure.code == "outcome_unknown"
+    assert "timed out" in rep.failure.detail
+    assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 1
     assert rep.steps[1].state == "VOID"

@@ -72,6 +72,9 @@ CASES = {
         "step 2, field post[0].min",
     ),
     "bad json path": (mutate("steps/0/binds", {"etag": "etag"}), "step 1, field binds.etag"),
+    "approval not yet available": (
+        mutate("steps/1/approval", "required"), "step 2, field approval"
+    ),
     "path outside the work directory": (
         mutate("steps/0/args/dest", "../../etc/passwd"),
         "step 1, field args.dest",
