@@ -37,6 +37,8 @@ __all__ = ["EmbeddedStack", "StackError"]
 
 log = logging.getLogger("plangate.stack")
 
+TEMPORAL_START_ATTEMPTS = 3
+
 
 class EmbeddedStack:
     """Temporal dev server + Postgres + S3 for one machine. See the module docstring.
@@ -140,18 +142,33 @@ class EmbeddedStack:
         await self.stop()
 
     async def _start_temporal(self) -> None:
-        port = choose_port("Temporal", self._ports["temporal"], fallback=self._fallback)
-        ui_port = None
-        if self._want_ui:
-            ui_port = choose_port("Temporal Web UI", self._ports["ui"], fallback=self._fallback)
-        self._temporal = TemporalDevServer(
-            port=port,
-            ui_port=ui_port,
-            db_file=self.state_dir / "temporal.db",
-            log_file=self.state_dir / "temporal.log",
-            namespace=self.namespace,
-        )
-        await self._temporal.start()
+        # The dev server also binds ports it picks itself (HTTP API, metrics), and a port found
+        # free can be taken by any outgoing connection before the server binds it: a start that
+        # loses that race is tried again, on fresh ports where none were asked for.
+        for attempt in range(1, TEMPORAL_START_ATTEMPTS + 1):
+            port = choose_port("Temporal", self._ports["temporal"], fallback=self._fallback)
+            ui_port = None
+            if self._want_ui:
+                ui_port = choose_port(
+                    "Temporal Web UI", self._ports["ui"], fallback=self._fallback
+                )
+            server = TemporalDevServer(
+                port=port,
+                ui_port=ui_port,
+                db_file=self.state_dir / "temporal.db",
+                log_file=self.state_dir / "temporal.log",
+                namespace=self.namespace,
+            )
+            try:
+                await server.start()
+            except StackError as e:
+                if attempt == TEMPORAL_START_ATTEMPTS:
+                    raise
+                log.warning("Temporal dev server did not start (attempt %d): %s", attempt, e)
+                await _in_thread(server.stop)
+                continue
+            self._temporal = server
+            return
 
     async def _start_postgres(self) -> None:
         port = choose_port("Postgres", self._ports["postgres"], fallback=self._fallback)
