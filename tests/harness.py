@@ -3,6 +3,7 @@ the Temporal history (what was scheduled, how often it was attempted)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -21,6 +22,7 @@ from plangate.checking import check
 from plangate.settings import Settings
 from plangate.worker_factory import WORKFLOWS, activities_for
 from plans.load import parse_plan
+from workflows.plan_run import PlanRunWorkflow
 from workflows.report import RunReport
 
 
@@ -87,3 +89,25 @@ async def attempts(client: Client, run_id: str) -> dict[str, list[int]]:
             a = e.activity_task_started_event_attributes
             out.setdefault(types[a.scheduled_event_id], []).append(a.attempt)
     return out
+
+
+def polling_plan(job: str, replans_max: int = 0) -> dict[str, Any]:
+    """Request a job, then wait up to an hour (a read a minute) for it to be done; then a
+    second step."""
+    return {"goal": "re-export and load", "budget": {"replans_max": replans_max}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "requested"}},
+         "post": [{"probe": "job_state", "job_id": job, "want": "done",
+                   "wait": {"timeout_s": 3600, "interval_s": 60}}]},
+        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+         "args": {"statement": "select_one"}},
+    ]}
+
+
+async def until_state(handle: WorkflowHandle[Any, RunReport], n: int, state: str) -> None:
+    """Poll the run report until step ``n`` is in ``state`` (10 s at most)."""
+    for _ in range(200):
+        if (await handle.query(PlanRunWorkflow.report)).step(n).state == state:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"step {n} never reached {state}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 import psycopg
 from temporalio import activity
@@ -15,8 +14,7 @@ from temporalio import activity
 from activities.payloads import ToolCall, ToolResult
 from activities.tool_activity import tool_activities
 from activities.world import World
-from tests.harness import running_worker, scheduled
-from workflows.plan_run import PlanRunWorkflow
+from tests.harness import polling_plan, running_worker, scheduled, until_state
 
 
 class SlowFirstStep:
@@ -60,27 +58,13 @@ async def test_a_state_owed_by_a_concurrent_step_is_waited_for(client, settings)
     assert [r.outcome for c in waited.checks for r in c.results] == ["violated", "holds"]
 
 
-def polling_plan(job: str) -> dict[str, Any]:
-    return {"goal": "re-export and load", "budget": {"replans_max": 0}, "steps": [
-        {"n": 1, "tool": "warehouse.run_sql",
-         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "requested"}},
-         "post": [{"probe": "job_state", "job_id": job, "want": "done",
-                   "wait": {"timeout_s": 3600, "interval_s": 60}}]},
-        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
-         "args": {"statement": "select_one"}},
-    ]}
-
 
 async def test_post_wait_proceeds_when_the_world_catches_up(time_skipping_env, settings):
     env = time_skipping_env
     job = f"poll-{uuid.uuid4().hex[:8]}"
     async with running_worker(env.client, settings) as h:
         handle = await h.start(polling_plan(job))
-        for _ in range(200):  # until the first poll has seen "requested"
-            rep = await handle.query(PlanRunWorkflow.report)
-            if rep.step(1).state == "WAITING":
-                break
-            await asyncio.sleep(0.05)
+        await until_state(handle, 1, "WAITING")  # the first poll has seen "requested"
         async with await psycopg.AsyncConnection.connect(
             settings.database_url, autocommit=True
         ) as conn:  # the vendor's export lands

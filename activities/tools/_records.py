@@ -92,3 +92,21 @@ def json_row(row: Row, drop: tuple[str, ...] = ()) -> dict[str, JsonValue]:
         else:
             out[k] = v
     return out
+
+
+async def read_by_key_or_id(
+    world: World,
+    table: sql.Composable,
+    cols: sql.Composable,
+    id_column: str,
+    key: str | None,
+    record_id: str | None,
+    what: str,
+) -> Row:
+    """The record a call with idempotency key ``key`` made, or the one with ``record_id``."""
+    column = sql.Identifier("idempotency_key" if key is not None else id_column)
+    value = key if key is not None else record_id
+    async with transaction(world, f"read {what}") as cur:
+        query = sql.SQL("SELECT {} FROM {} WHERE {} = %s").format(cols, table, column)
+        await cur.execute(query, (value,))
+        return await fetch_one(cur, f"no {what} for {value}")

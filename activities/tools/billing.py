@@ -26,6 +26,7 @@ from activities.tools._records import (
     euros,
     fetch_one,
     json_row,
+    read_by_key_or_id,
     transaction,
 )
 from activities.tools.crm import CUSTOMER_READER
@@ -125,14 +126,16 @@ async def list_invoices(args: AccountArgs, world: World, call: CallContext) -> d
         )
         customer = await fetch_one(cur, f"no customer {aid}", {"account_id": aid})
         await cur.execute(
-            sql.SQL("SELECT {} FROM demo.invoices WHERE account_id = %s ORDER BY invoice_id")
-            .format(_INVOICE),
+            sql.SQL(
+                "SELECT {} FROM demo.invoices WHERE account_id = %s ORDER BY invoice_id"
+            ).format(_INVOICE),
             (aid,),
         )
         invoice_rows = await cur.fetchall()
         await cur.execute(
-            sql.SQL("SELECT {} FROM demo.subscriptions WHERE account_id = %s ORDER BY sub_id")
-            .format(_SUBSCRIPTION),
+            sql.SQL(
+                "SELECT {} FROM demo.subscriptions WHERE account_id = %s ORDER BY sub_id"
+            ).format(_SUBSCRIPTION),
             (aid,),
         )
         subscriptions = [json_row(r) for r in await cur.fetchall()]
@@ -174,14 +177,11 @@ async def get_subscription(
 @tool("billing.get_credit", GetCreditArgs, Effect.READ)
 async def get_credit(args: GetCreditArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     """credit_id, account_id, amount_eur, applied_to, idempotency_key, created_at."""
-    by_key = args.idempotency_key is not None
-    column = sql.Identifier("idempotency_key" if by_key else "credit_id")
-    value = args.idempotency_key if by_key else args.credit_id
-    async with transaction(world, "read credit") as cur:
-        await cur.execute(
-            sql.SQL("SELECT {} FROM demo.credits WHERE {} = %s").format(_CREDIT, column), (value,)
-        )
-        return json_row(await fetch_one(cur, f"no credit for {value}"))
+    table = sql.Identifier("demo", "credits")
+    row = await read_by_key_or_id(
+        world, table, _CREDIT, "credit_id", args.idempotency_key, args.credit_id, "credit"
+    )
+    return json_row(row)
 
 
 # -- writes ---------------------------------------------------------------------------------------
@@ -210,8 +210,11 @@ async def void_invoice(args: VoidArgs, world: World, call: CallContext) -> dict[
             raise ToolError(
                 "resource_moved",
                 f"invoice {args.invoice_id} is at version {row['version']}, not {args.if_version}",
-                {"invoice_id": args.invoice_id, "expected": args.if_version,
-                 "current": row["version"]},
+                {
+                    "invoice_id": args.invoice_id,
+                    "expected": args.if_version,
+                    "current": row["version"],
+                },
             )
         await cur.execute(
             sql.SQL(

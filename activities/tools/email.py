@@ -20,6 +20,7 @@ from activities.tools._records import (
     derived_id,
     fetch_one,
     json_row,
+    read_by_key_or_id,
     transaction,
 )
 from activities.tools.registry import CallContext, Contract, Reader, Term, ToolArgs, tool
@@ -61,14 +62,11 @@ def message_json(row: Row) -> dict[str, JsonValue]:
 async def get_message(
     args: GetMessageArgs, world: World, call: CallContext
 ) -> dict[str, JsonValue]:
-    by_key = args.idempotency_key is not None
-    column = sql.Identifier("idempotency_key" if by_key else "message_id")
-    value = args.idempotency_key if by_key else args.message_id
-    async with transaction(world, "read message") as cur:
-        await cur.execute(
-            sql.SQL("SELECT {} FROM demo.outbox WHERE {} = %s").format(_MESSAGE, column), (value,)
-        )
-        return message_json(await fetch_one(cur, f"no message for {value}"))
+    table = sql.Identifier("demo", "outbox")
+    row = await read_by_key_or_id(
+        world, table, _MESSAGE, "message_id", args.idempotency_key, args.message_id, "message"
+    )
+    return message_json(row)
 
 
 @tool(
@@ -100,7 +98,9 @@ async def send(args: SendArgs, world: World, call: CallContext) -> dict[str, Jso
             )
             row = await fetch_one(cur, f"no message for {key}")
             if (row["to_address"], row["template"], row["account_id"]) != (
-                args.to, args.template, args.account_id
+                args.to,
+                args.template,
+                args.account_id,
             ):
                 raise ToolError(
                     "idempotency_conflict",
