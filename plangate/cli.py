@@ -133,7 +133,12 @@ async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="plangate", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="plangate",
+        description="Run agent plans on Temporal, every step guarded by probes of the world.",
+        epilog="Exit codes: 0 a succeeded run or a valid plan; 1 a run that did not succeed or "
+        "a service that could not be reached; 2 a rejected plan or bad usage.",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="validate and lint a plan; starts nothing")
     c.add_argument("plan")
@@ -151,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_status)
     k = sub.add_parser("cancel", help="cancel a run")
     k.add_argument("id")
-    k.add_argument("--reason", default="")
+    k.add_argument("--reason", default="", help="printed with the request (not yet stored)")
     k.set_defaults(fn=_cmd_cancel)
     w = sub.add_parser("worker", help="run a worker against the configured services")
     w.set_defaults(fn=_cmd_worker)
