@@ -21,6 +21,8 @@ class Code:
     status: int
     retryable: bool
     meaning: str
+    # The system may have acted before the error reached us: the call's outcome is unknown.
+    may_have_acted: bool = False
 
 
 CODES: dict[str, Code] = {
@@ -33,6 +35,7 @@ CODES: dict[str, Code] = {
     "resource_moved": Code(409, False, "the version the write assumed is no longer current"),
     "precondition_failed": Code(412, False, "a precondition of the write no longer holds"),
     "authority_revoked": Code(403, False, "the authority the step acts under was revoked"),
+    "out_of_scope": Code(403, False, "the target is outside what tools of this deployment write"),
     "too_few_rows": Code(422, False, "the load would commit fewer rows than required"),
     # 400, as the billing system answers voiding an already-void invoice (seed 001)
     "invalid_state": Code(400, False, "the target is not in a state the tool can act on"),
@@ -40,9 +43,11 @@ CODES: dict[str, Code] = {
         422, False, "the idempotency key was already used for a call with other arguments"
     ),
     # transient: another attempt may succeed
-    "unavailable": Code(503, True, "the system did not answer"),
+    "unavailable": Code(503, True, "the system did not answer", may_have_acted=True),
     "throttled": Code(429, True, "the system asked us to slow down"),
     "probe_unknown": Code(503, True, "a probe could not answer"),
+    # an exception the tool did not classify: a bug, or a failure after the request left
+    "internal": Code(500, False, "the tool raised an unexpected error", may_have_acted=True),
 }
 
 PERMANENT_CODES: tuple[str, ...] = tuple(c for c, v in CODES.items() if not v.retryable)
@@ -56,6 +61,7 @@ class ToolError(Exception):
         self.code = code
         self.status = CODES[code].status
         self.retryable = CODES[code].retryable
+        self.may_have_acted = CODES[code].may_have_acted
         self.detail = detail
         self.data = data
 

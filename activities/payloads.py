@@ -30,7 +30,8 @@ class ProbeRequest(BaseModel):
     step: StepRef
     conditions: list[Condition]
     idempotency_key: str = ""
-    output: dict[str, JsonValue] | None = None  # the tool's result, for readers in the post phase
+    # In the post phase, the fields of the tool's result its reader needs (``ToolResult.refs``).
+    output: dict[str, JsonValue] | None = None
 
 
 class ProbeResult(BaseModel):
@@ -65,6 +66,9 @@ class ToolResult(BaseModel):
     started_at: datetime
     finished_at: datetime
     attempt: int = 1
+    # The fields of ``output`` the tool's reader needs to re-read its record (field probes), so
+    # the post check is handed those, not the whole result again.
+    refs: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 class ToolFailure(BaseModel):
@@ -76,3 +80,6 @@ class ToolFailure(BaseModel):
     detail: str = ""
     data: JsonValue = None
     attempt: int = 1
+    # The request may have reached the system and acted (a connection lost mid-call, an
+    # unexpected error): the outcome is unknown, not a failure that left nothing behind.
+    may_have_acted: bool = False

@@ -1,14 +1,21 @@
-"""One Temporal activity per registered tool, named after the tool."""
+"""One Temporal activity per registered tool, named after the tool.
+
+Whatever a tool raises leaves here classified: a ``ToolError`` as it is; arguments that do not
+fit the tool as ``bad_arguments`` (permanent, nothing was sent); anything else as ``internal``,
+an outcome nobody can vouch for (the request may have left), with its cause, truncated.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -18,6 +25,11 @@ from activities.tools.registry import TOOLS, CallContext, ToolSpec
 from activities.world import PathOutsideWorkdir, World
 
 HEARTBEAT_EVERY_S = 1.0
+# Far below Temporal's 2 MB payload limit (and its 512 KiB warning): a larger result is
+# replaced by its size, SHA-256 and a preview, and a binds path into it fails loudly.
+MAX_RESULT_BYTES = 256 * 1024
+RESULT_PREVIEW_BYTES = 16 * 1024
+DETAIL_MAX = 500
 
 
 def as_application_error(e: ToolError) -> ApplicationError:
@@ -28,9 +40,38 @@ def as_application_error(e: ToolError) -> ApplicationError:
         detail=e.detail,
         data=e.data,
         attempt=activity.info().attempt,
+        may_have_acted=e.may_have_acted,
     )
     # The type is the code: the RetryPolicy decides from it (activities.errors.CODES).
     return ApplicationError(str(e), failure.model_dump(mode="json"), type=e.code)
+
+
+def classify(e: BaseException, tool: str) -> ToolError:
+    if isinstance(e, ToolError):
+        return e
+    if isinstance(e, ValidationError | PathOutsideWorkdir):
+        return ToolError("bad_arguments", f"{tool}: {e}"[:DETAIL_MAX])
+    return ToolError("internal", f"{tool}: {type(e).__name__}: {e}"[:DETAIL_MAX])
+
+
+def bounded(output: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    data = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(data) <= MAX_RESULT_BYTES:
+        return output
+    return {
+        "result_cut": True,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "preview": data[:RESULT_PREVIEW_BYTES].decode(errors="ignore"),
+    }
+
+
+def reader_refs(spec: ToolSpec[Any], output: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """The fields of ``output`` the tool's reader takes (``output.NAME``)."""
+    if spec.reader is None:
+        return {}
+    names = [src.split(".", 1)[1] for src in spec.reader.args.values() if src.startswith("output.")]
+    return {n: output[n] for n in names if n in output}
 
 
 async def _heartbeat() -> None:
@@ -46,15 +87,12 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
         ctx = CallContext(call.step.run_id, call.step.n, call.idempotency_key)
         beat = asyncio.create_task(_heartbeat())
         try:
-            try:
-                args = spec.args.model_validate(call.step.args)
-            except ValidationError as e:
-                raise ToolError("bad_arguments", f"{spec.name}: {e}") from e
-            output = await spec.fn(args, world, ctx)
-        except PathOutsideWorkdir as e:
-            raise as_application_error(ToolError("bad_arguments", str(e))) from e
-        except ToolError as e:
-            raise as_application_error(e) from e
+            args = spec.args.model_validate(call.step.args)
+            output = bounded(await spec.fn(args, world, ctx))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            raise as_application_error(classify(e, spec.name)) from e
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -64,6 +102,7 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
             started_at=started,
             finished_at=datetime.now(UTC),
             attempt=activity.info().attempt,
+            refs=reader_refs(spec, output),
         )
 
     run_tool.__name__ = run_tool.__qualname__ = "tool_" + spec.name.replace(".", "_")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -36,6 +38,11 @@ class IndexArgs(ProbeArgs):
     name: QualifiedName
 
 
+class LoadedFromArgs(ProbeArgs):
+    table: QualifiedName
+    source: NonEmpty
+
+
 class JobArgs(ProbeArgs):
     job_id: NonEmpty
     want: NonEmpty
@@ -59,6 +66,51 @@ async def table_rowcount(args: RowcountArgs, world: World, ctx: ProbeContext) ->
         return Verdict(False, observed, f"{args.table} has {count} rows, at least {args.min} due")
     if args.max is not None and count > args.max:
         return Verdict(False, observed, f"{args.table} has {count} rows, at most {args.max} due")
+    return Verdict(True, observed)
+
+
+def _sha256(world: World, source: str) -> str | None:
+    path = world.path(source)
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@probe("table_loaded_from", LoadedFromArgs, system="postgres")
+async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContext) -> Verdict:
+    """The table holds what a load of ``source`` put there: the load recorded this source's
+    SHA-256 and row count, and the table still has exactly that many rows."""
+    want = await asyncio.to_thread(_sha256, world, args.source)
+    if want is None:
+        return Verdict(False, None, f"source file {args.source} is not there to compare with")
+    pool = await world.pool()
+    async with pool.connection() as conn, conn.cursor() as cur:
+        await cur.execute(
+            "SELECT source_sha256, rows FROM plangate.loads WHERE target = %s", (args.table,)
+        )
+        rec = await cur.fetchone()
+        if rec is None:
+            return Verdict(False, None, f"no load into {args.table} is recorded")
+        if await _one(world, "SELECT to_regclass(%s)::text", (args.table,)) is None:
+            return Verdict(False, None, f"table {args.table} does not exist")
+        await cur.execute(sql.SQL("SELECT count(*) FROM {}").format(ident(args.table)))
+        count_row = await cur.fetchone()
+    have, rows = rec
+    count = int(count_row[0]) if count_row else 0
+    observed = {"source_sha256": have[:16], "rows": count}
+    if have != want:
+        return Verdict(
+            False, observed, f"{args.table} holds a load of other content ({have[:12]}…, "
+            f"not {args.source}'s {want[:12]}…)"
+        )
+    if count != rows:
+        return Verdict(
+            False, observed, f"{args.table} has {count} rows; the load of {args.source} left {rows}"
+        )
     return Verdict(True, observed)
 
 
@@ -92,7 +144,7 @@ async def index_valid(args: IndexArgs, world: World, ctx: ProbeContext) -> Verdi
 
 @probe("job_state", JobArgs, system="postgres")
 async def job_state(args: JobArgs, world: World, ctx: ProbeContext) -> Verdict:
-    state = await _one(world, "SELECT state FROM plangate_jobs WHERE job_id = %s", (args.job_id,))
+    state = await _one(world, "SELECT state FROM plangate.jobs WHERE job_id = %s", (args.job_id,))
     if state is None:
         return Verdict(False, None, f"job {args.job_id} does not exist")
     if state != args.want:

@@ -78,6 +78,32 @@ async def _field(world: World, ctx: ProbeContext, path: str) -> tuple[bool, Any,
         return False, None, str(e)
 
 
+class RecordedArgs(ProbeArgs):
+    pass
+
+
+def _reads_by_key(tool: str) -> bool:
+    spec = TOOLS.get(tool)
+    if spec is None or spec.reader is None:
+        return False
+    sources = spec.reader.args.values()
+    return "key" in sources and all(s == "key" or s.startswith("args.") for s in sources)
+
+
+@probe("effect_recorded", RecordedArgs, system="record")
+async def effect_recorded(args: RecordedArgs, world: World, ctx: ProbeContext) -> Verdict:
+    """Whether the record this call makes exists, read by the call's idempotency key: found
+    holds (observed: the record), not found is violated (the call certainly did not act).
+    A tool whose reader does not read by key cannot tell: the probe cannot answer."""
+    if not _reads_by_key(ctx.tool):
+        raise LookupError(f"{ctx.tool} has no reader by idempotency key to tell what happened")
+    try:
+        record = await read_record(world, ctx)
+    except NoRecord as e:
+        return Verdict(False, None, f"nothing recorded under this call's key: {e}")
+    return Verdict(True, record)
+
+
 @probe("field_present", PresentArgs, system="record")
 async def field_present(args: PresentArgs, world: World, ctx: ProbeContext) -> Verdict:
     found, value, why = await _field(world, ctx, args.path)

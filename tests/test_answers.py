@@ -24,7 +24,7 @@ def job_step(n: int, job: str, state: str = "done", **extra: Any) -> dict[str, A
 
 async def job_states(pg: Any, prefix: str) -> dict[str, str]:
     cur = await pg.execute(
-        "SELECT job_id, state FROM plangate_jobs WHERE job_id LIKE %s", (prefix + "%",)
+        "SELECT job_id, state FROM plangate.jobs WHERE job_id LIKE %s", (prefix + "%",)
     )
     return {j: s for j, s in await cur.fetchall()}
 

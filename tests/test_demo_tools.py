@@ -7,35 +7,21 @@ not depend on one another's rows.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from pydantic import JsonValue, ValidationError
 
-from activities.bootstrap import ensure_schema
 from activities.demo_schema import Account, seed_account, seed_acct_3319f
 from activities.errors import ToolError
 from activities.tools import TOOLS, CallContext
 from activities.world import World
-from plangate.settings import Settings
 from probes import PROBES, ProbeContext, Verdict
 from tests.harness import running_worker, scheduled
 
 ARCHIVED_AT = datetime(2026, 3, 12, 2, 14, 7, tzinfo=UTC)
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def world(settings: Settings) -> AsyncIterator[World]:
-    w = World(settings)
-    await ensure_schema(w)
-    try:
-        yield w
-    finally:
-        await w.close()
 
 
 async def call(world: World, tool: str, args: dict[str, Any], key: str) -> dict[str, JsonValue]:

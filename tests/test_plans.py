@@ -6,7 +6,7 @@ import pytest
 from temporalio.common import RetryPolicy
 
 from activities.errors import PERMANENT_CODES, ToolError, with_non_retryable_errors
-from activities.tools.registry import conditions_for, effective_effect
+from activities.tools.registry import conditions_for, effective_effect, skip_evidence
 from plans import bindings, jsonpath
 from plans.load import PlanError, load_text
 from plans.model import Condition, Effect, Step
@@ -59,13 +59,27 @@ def test_plan_conditions_follow_the_contract_once_each():
     plan_post = [Condition(probe="table_rowcount", args={"table": "s.t", "min": 60000}),
                  Condition(probe="table_rowcount", args={"table": "s.t", "min": 1})]
     post = conditions_for(step, "post", step.args, plan_post)
-    assert [c.args["min"] for c in post] == [1, 60000]
+    assert [(c.probe, c.args.get("min")) for c in post] == [
+        ("table_rowcount", 1), ("table_loaded_from", None), ("table_rowcount", 60000)
+    ]
 
 
-def test_run_sql_has_no_contract():
+def test_run_sql_has_no_contract_but_its_statements_may():
     step = Step(n=1, tool="warehouse.run_sql", args={"statement": "select_one"})
     assert conditions_for(step, "pre", step.args, []) == []
     assert conditions_for(step, "post", step.args, []) == []
+    assert skip_evidence("warehouse.run_sql", step.args) == []
+    job = {"statement": "set_job_state", "params": {"job_id": "j1", "state": "done"}}
+    assert conditions_for(Step(n=1, tool="warehouse.run_sql", args=job), "post", job, []) == []
+    assert [c.model_dump() for c in skip_evidence("warehouse.run_sql", job)] == [
+        {"probe": "job_state", "job_id": "j1", "want": "done"}
+    ]
+
+
+def test_only_identifying_terms_are_skip_evidence():
+    load = {"target": "s.t", "source": "f"}
+    assert [c.probe for c in skip_evidence("warehouse.load", load)] == ["table_loaded_from"]
+    assert skip_evidence("s3.get", {"bucket": "b", "key": "k", "dest": "d"}) == []
 
 
 def test_effect_is_never_weaker_than_the_tools():

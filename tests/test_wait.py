@@ -68,7 +68,7 @@ async def test_post_wait_proceeds_when_the_world_catches_up(time_skipping_env, s
         async with await psycopg.AsyncConnection.connect(
             settings.database_url, autocommit=True
         ) as conn:  # the vendor's export lands
-            await conn.execute("UPDATE plangate_jobs SET state = 'done' WHERE job_id = %s", (job,))
+            await conn.execute("UPDATE plangate.jobs SET state = 'done' WHERE job_id = %s", (job,))
         rep = await handle.result()
     assert rep.status == "succeeded"
     assert (await scheduled(env.client, rep.run_id))["warehouse.run_sql"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -13,7 +14,14 @@ with workflow.unsafe.imports_passed_through():
     from plans import bindings
     from plans.model import Condition, Plan, Step
     from probes import PROBES
-    from workflows.report import RunReport, StepReport, StepState, Transition
+    from workflows.report import (
+        RESULTS_BUDGET,
+        RunReport,
+        StepReport,
+        StepState,
+        Transition,
+        summarize,
+    )
 
 
 @dataclass
@@ -40,7 +48,22 @@ class VersionContext:
         return self.step_report(n).state
 
     def idempotency_key(self, n: int) -> str:
-        return f"{self.run_id}/v{self.version}/{n}"
+        """Stable across retries, worker crashes and replays; unique per run (a reused workflow
+        id gets a new first execution) and per plan version; at most about 90 characters."""
+        if not workflow.patched("run-scoped-keys"):
+            return f"{self.run_id}/v{self.version}/{n}"
+        info = workflow.info()
+        tag = hashlib.sha256(f"{info.workflow_id}/{info.first_execution_run_id}".encode())
+        return f"{self.run_id[:48]}~{tag.hexdigest()[:16]}/v{self.version}/{n}"
+
+    def record_result(self, rep: StepReport, output: dict[str, JsonValue]) -> None:
+        """Keep a bounded view of a tool's result in the report: the whole result while it is
+        small and the run's budget for results lasts, else its size, SHA-256 and a preview.
+        The full result is stored once, in the history, as the activity's result."""
+        summary = summarize(output, self.report.metrics.result_bytes < RESULTS_BUDGET)
+        rep.result = summary.value
+        rep.result_digest = summary.digest
+        self.report.metrics.result_bytes += summary.kept
 
     def resolve_conditions(self, conds: list[Condition], where: str) -> list[Condition]:
         return [

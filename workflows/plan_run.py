@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context import VersionContext
     from workflows.execution import VersionOutcome, execute_version
     from workflows.report import (
+        CompletedStep,
         FailureRecord,
         ReplanRecord,
         RunReport,
@@ -113,7 +114,7 @@ class PlanRunWorkflow:
             r.replans_used += 1
             req = ReplanRequest(
                 goal=r.goal,
-                completed=r.completed,
+                completed=self._completed_with_results(),
                 failure=failure,
                 remaining=remaining,
                 budget=ReplanBudget(replans_used=r.replans_used - 1, replans_max=r.replans_max),
@@ -139,6 +140,15 @@ class PlanRunWorkflow:
             f"{r.replans_used} of {r.replans_max} replans: {last}"
         )
         return None
+
+    def _completed_with_results(self) -> list[CompletedStep]:
+        """The completed steps with their bounded results, which the report keeps per step."""
+        out = []
+        for c in self._report.completed:
+            rep = self._report.step(c.n, c.plan_version)
+            kept = {"result": rep.result, "result_digest": rep.result_digest}
+            out.append(c.model_copy(update=kept))
+        return out
 
     async def _ask(self, req: ReplanRequest, attempt: int) -> ReplanOutcome:
         try:

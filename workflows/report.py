@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -77,6 +80,38 @@ class StepTimings(BaseModel):
         return (self.tool_started_at - self.plan_made_at).total_seconds() * 1000
 
 
+PREVIEW_BYTES = 16 * 1024  # of one tool result, in the report and the replan request
+RESULTS_BUDGET = 128 * 1024  # of results kept whole or previewed, across one run's report
+
+
+class ResultDigest(BaseModel):
+    """A tool result by size and SHA-256 (of its canonical JSON), and a preview of its text when
+    it was too large to keep whole."""
+
+    size: int
+    sha256: str
+    preview: str | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    value: dict[str, JsonValue] | None
+    digest: ResultDigest
+    kept: int  # bytes of the value or preview kept in the report
+
+
+def summarize(output: dict[str, JsonValue], room: bool) -> Summary:
+    text = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = text.encode()
+    digest = ResultDigest(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    if not room:
+        return Summary(None, digest, 0)
+    if len(data) <= PREVIEW_BYTES:
+        return Summary(output, digest, len(data))
+    preview = data[:PREVIEW_BYTES].decode(errors="ignore")
+    return Summary(None, digest.model_copy(update={"preview": preview}), PREVIEW_BYTES)
+
+
 class StepReport(BaseModel):
     n: int
     tool: str
@@ -90,7 +125,8 @@ class StepReport(BaseModel):
     timings: StepTimings
     check_to_use_ms: float | None = None
     staleness_ms: float | None = None
-    result: dict[str, JsonValue] | None = None
+    result: dict[str, JsonValue] | None = None  # whole, when small (see result_digest)
+    result_digest: ResultDigest | None = None
     binds: dict[str, JsonValue] = Field(default_factory=dict)
     transitions: list[Transition] = Field(default_factory=list)
 
@@ -111,6 +147,9 @@ class FailureRecord(BaseModel):
 
 
 class CompletedStep(BaseModel):
+    """A step done or skipped. In the run report its result is left out (the step's report has
+    it); the replan request carries it, bounded, with its digest."""
+
     n: int
     tool: str
     plan_version: int
@@ -118,6 +157,7 @@ class CompletedStep(BaseModel):
     args: dict[str, JsonValue] = Field(default_factory=dict)
     binds: dict[str, JsonValue] = Field(default_factory=dict)
     result: dict[str, JsonValue] | None = None
+    result_digest: ResultDigest | None = None
 
 
 class ReplanRecord(BaseModel):
@@ -135,6 +175,7 @@ class ReplanRecord(BaseModel):
 class Metrics(BaseModel):
     probe_ms: float = 0.0
     probes_run: int = 0
+    result_bytes: int = 0  # of tool results kept in this report (RESULTS_BUDGET)
     check_to_use_ms_max: float | None = None
     staleness_ms_max: float | None = None
 

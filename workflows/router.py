@@ -66,6 +66,13 @@ def route(s: Situation) -> Decision:
             return _unmet(s, "a pre condition does not hold")
         case Kind.POST_VIOLATED if s.waits:
             return Decision(Answer.WAIT, "the post condition declares a wait")
+        case Kind.POST_VIOLATED if s.effect.outcome_must_be_known:
+            # It acted: a new plan version (a new key) could do it a second time.
+            return Decision(
+                Answer.HALT,
+                f"the {s.effect} step acted but its post condition does not hold: "
+                "a person must look",
+            )
         case Kind.POST_VIOLATED:
             return _unmet(s, "the step did not establish its post condition")
         case Kind.PROBE_UNKNOWN:

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ToolFailure,
         ToolResult,
     )
-    from activities.tools.registry import conditions_for, effective_effect
+    from activities.tools.registry import conditions_for, effective_effect, skip_evidence
     from plans import bindings, jsonpath
     from plans.model import Condition, Step
     from workflows import options
@@ -47,6 +47,16 @@ class _Final(Exception):
     def __init__(self, decision: Decision, failure: FailureRecord) -> None:
         self.decision = decision
         self.failure = failure
+
+
+class _OutcomeUnknown(_Final):
+    """The call may have acted and nobody can say: for a money or external step, the world is
+    read by idempotency key before anything else (``if_absent`` is the answer when it did not
+    act)."""
+
+    def __init__(self, decision: Decision, failure: FailureRecord, if_absent: Decision) -> None:
+        super().__init__(decision, failure)
+        self.if_absent = if_absent
 
 
 class StepRunner:
@@ -147,25 +157,81 @@ class StepRunner:
         key = self.ctx.idempotency_key(n)
 
         self.ctx.set_state(n, StepState.PROBING)
-        skippable = bool(post) and self.effect.rank > 0 and not self.step.binds
-        first = (post if skippable else []) + pre
+        done = self._skip_check(args, post)
+        first = done + pre
         if first:
-            report = await self._probe("skip+pre" if skippable else "pre", ref, first, key, None)
+            report = await self._probe("skip+pre" if done else "pre", ref, first, key, None)
             self.rep.timings.precheck_read_at = report.read_at
-            if skippable and all(r.outcome is Outcome.HOLDS for r in report.results[: len(post)]):
+            if done and all(r.outcome is Outcome.HOLDS for r in report.results[: len(done)]):
                 self._decide(route(self._situation(Kind.ALREADY_DONE)))
                 return self._finish(StepState.SKIPPED, args, None)
-            self._judge_pre(report.results[len(post) if skippable else 0 :])
+            self._judge_pre(report.results[len(done) :])
 
         self.ctx.set_state(n, StepState.EXECUTING)
-        result = await self._call(ref, key)
-        output = result.output
-        self.rep.result = output
-
-        self.ctx.set_state(n, StepState.VERIFYING)
-        if post:
-            await self._verify(ref, post, key, output)
+        try:
+            result = await self._call(ref, key)
+            output: dict[str, JsonValue] | None = result.output
+            self.ctx.record_result(self.rep, result.output)
+            self.ctx.set_state(n, StepState.VERIFYING)
+            if post:
+                await self._verify(ref, post, key, result.refs)
+        except _OutcomeUnknown as u:
+            if not self.effect.outcome_must_be_known:
+                raise
+            output = await self._read_back(ref, post, key, u)
         return self._finish(StepState.DONE, args, output)
+
+    def _skip_check(self, args: dict[str, JsonValue], post: list[Condition]) -> list[Condition]:
+        """What must hold before the call for the step to be skipped as already done: every post
+        condition and the tool's evidence that *this* call's effect is in place. Nothing when
+        the step cannot be skipped (a read, a step that binds values, no such evidence)."""
+        if self.effect.rank == 0 or self.step.binds:
+            return []
+        if not workflow.patched("earned-skips"):
+            return post  # runs started before skips had to be earned
+        evidence = skip_evidence(self.step.tool, args)
+        if not evidence:
+            return []
+        keys = {c.key() for c in post}
+        return post + [c for c in evidence if c.key() not in keys]
+
+    async def _read_back(
+        self, ref: StepRef, post: list[Condition], key: str, unknown: _OutcomeUnknown
+    ) -> dict[str, JsonValue]:
+        """A money or external call whose outcome is unknown: read the world by idempotency key
+        before anything else. Found: the call acted, and its post conditions judge it. Certainly
+        absent: it did not act, so it may be tried again with the same key. Still unknown: halt.
+        Never a new key while the first call's effect may exist."""
+        self.rep.reason = f"{unknown.failure.detail}: reading the world by idempotency key"
+        cond = Condition(probe="effect_recorded")
+        try:
+            report = await self._probe("read-back", ref, [cond], key, None)
+        except _Final as f:
+            raise self._halt_unknown(unknown, f.failure.detail) from None
+        found = report.results[0]
+        if found.outcome is not Outcome.HOLDS:
+            # Nothing was done under this key: the failure is what the tool said it was.
+            raise _Final(unknown.if_absent, unknown.failure)
+        output = found.observed if isinstance(found.observed, dict) else {}
+        self.ctx.record_result(self.rep, output)
+        self.ctx.set_state(self.step.n, StepState.VERIFYING)
+        if post:
+            try:
+                await self._verify(ref, post, key, None)
+            except _OutcomeUnknown as again:
+                raise self._halt_unknown(unknown, again.failure.detail) from None
+        return output
+
+    def _halt_unknown(self, unknown: _OutcomeUnknown, why: str) -> _Final:
+        d = route(self._situation(Kind.OUTCOME_UNKNOWN))
+        f = unknown.failure.model_copy(
+            update={
+                "code": "outcome_unknown",
+                "retryable": False,
+                "detail": f"{unknown.failure.detail}; the world could not tell: {why}",
+            }
+        )
+        return _Final(d, f)
 
     def _finish(
         self, state: StepState, args: dict[str, JsonValue], output: dict[str, JsonValue] | None
@@ -186,7 +252,7 @@ class StepRunner:
         self.ctx.report.completed.append(
             CompletedStep(
                 n=self.step.n, tool=self.step.tool, plan_version=self.ctx.version, state=state,
-                args=args, binds=binds, result=output,
+                args=args, binds=binds,
             )
         )
         return StepOutcome(self.step.n, state)
@@ -216,7 +282,10 @@ class StepRunner:
                 self._record(phase, failed)
                 detail = "; ".join(f"{r.condition.key()}: {r.detail}" for r in failed.unknown)
             d = route(self._situation(Kind.PROBE_UNKNOWN))
-            raise _Final(d, self._failure("probe_unknown", True, detail, status=503)) from e
+            failure = self._failure("probe_unknown", True, detail, status=503)
+            if phase == "post":  # the call ran: whether it acted is what nobody can tell now
+                raise _OutcomeUnknown(d, failure, d) from e
+            raise _Final(d, failure) from e
         self._record(phase, report)
         return report
 
@@ -269,12 +338,16 @@ class StepRunner:
                 d = route(
                     self._situation(Kind.TOOL_ERROR, status=tf.status, retryable=tf.retryable)
                 )
-                raise _Final(
-                    d, self._failure(tf.code, tf.retryable, tf.detail, status=tf.status)
-                ) from e
+                failure = self._failure(tf.code, tf.retryable, tf.detail, status=tf.status)
+                if tf.may_have_acted:
+                    raise _OutcomeUnknown(d, failure, d) from e
+                raise _Final(d, failure) from e
             kind = "timed out" if isinstance(cause, ActivityTimeout) else "failed without an answer"
             d = route(self._situation(Kind.OUTCOME_UNKNOWN))
-            raise _Final(d, self._failure("outcome_unknown", False, f"the call {kind}")) from e
+            failure = self._failure("outcome_unknown", False, f"the call {kind}")
+            # Certainly not done: the failure is a transient one, retried with the same key.
+            absent = route(self._situation(Kind.TOOL_ERROR, status=503, retryable=True))
+            raise _OutcomeUnknown(d, failure, absent) from e
         self.rep.attempts += result.attempt
         t = self.rep.timings
         t.tool_started_at, t.tool_finished_at = result.started_at, result.finished_at
@@ -289,13 +362,13 @@ class StepRunner:
 
     # -- verification -----------------------------------------------------------------------------
     async def _verify(
-        self, ref: StepRef, post: list[Condition], key: str, output: dict[str, JsonValue]
+        self, ref: StepRef, post: list[Condition], key: str, refs: dict[str, JsonValue] | None
     ) -> None:
         waits = [c.wait for c in post if c.wait is not None]
         deadline = workflow.now() + timedelta(seconds=max((w.timeout_s for w in waits), default=0))
         interval = timedelta(seconds=min((w.interval_s for w in waits), default=60))
         while True:
-            report = await self._probe("post", ref, post, key, output)
+            report = await self._probe("post", ref, post, key, refs)
             failed = [r for r in report.results if r.outcome is not Outcome.HOLDS]
             if not failed:
                 return

@@ -189,7 +189,9 @@ async def get_credit(args: GetCreditArgs, world: World, call: CallContext) -> di
     "billing.void_invoice",
     VoidArgs,
     Effect.WRITE,
-    Contract(post=(Term("field_equals", {}, {"path": "$.status", "value": "void"}),)),
+    Contract(
+        post=(Term("field_equals", {}, {"path": "$.status", "value": "void"}, identifies=True),)
+    ),
     reader=INVOICE_READER,
 )
 async def void_invoice(args: VoidArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
@@ -231,7 +233,14 @@ async def void_invoice(args: VoidArgs, world: World, call: CallContext) -> dict[
     CancelArgs,
     Effect.WRITE,
     Contract(
-        post=(Term("field_equals", {}, {"path": "$.status", "value": "pending_cancellation"}),)
+        post=(
+            Term(
+                "field_equals",
+                {},
+                {"path": "$.status", "value": "pending_cancellation"},
+                identifies=True,
+            ),
+        )
     ),
     reader=SUBSCRIPTION_READER,
 )
@@ -269,7 +278,8 @@ async def cancel_subscription(
     # exists, and it did not land in suspense, where nobody reconciles it (seed 001).
     Contract(
         post=(
-            Term("field_present", {}, {"path": "$.credit_id"}),
+            # read by this call's idempotency key: only this call's credit can make it hold
+            Term("field_present", {}, {"path": "$.credit_id"}, identifies=True),
             Term("field_not_equals", {}, {"path": "$.applied_to", "value": "suspense"}),
         )
     ),

@@ -81,8 +81,13 @@ async def customer_get(args: CustomerArgs, world: World, call: CallContext) -> d
     # what the call sets is what a fresh read finds afterwards (a term binds only when given)
     Contract(
         post=(
-            Term("field_equals", {"value": "status"}, {"path": "$.status"}),
-            Term("field_equals", {"value": "billing_contact"}, {"path": "$.billing_contact"}),
+            Term("field_equals", {"value": "status"}, {"path": "$.status"}, identifies=True),
+            Term(
+                "field_equals",
+                {"value": "billing_contact"},
+                {"path": "$.billing_contact"},
+                identifies=True,
+            ),
         )
     ),
     reader=CUSTOMER_READER,
@@ -127,7 +132,9 @@ async def customer_update(
     "customer.restore",
     CustomerArgs,
     Effect.WRITE,
-    Contract(post=(Term("field_equals", {}, {"path": "$.archived", "value": False}),)),
+    Contract(
+        post=(Term("field_equals", {}, {"path": "$.archived", "value": False}, identifies=True),)
+    ),
     reader=CUSTOMER_READER,
 )
 async def customer_restore(

@@ -73,7 +73,8 @@ async def get_message(
     "email.send",
     SendArgs,
     Effect.EXTERNAL,
-    Contract(post=(Term("field_present", {}, {"path": "$.message_id"}),)),
+    # read by this call's idempotency key: only this call's message can make it hold
+    Contract(post=(Term("field_present", {}, {"path": "$.message_id"}, identifies=True),)),
     reader=MESSAGE_READER,
 )
 async def send(args: SendArgs, world: World, call: CallContext) -> dict[str, JsonValue]:

@@ -32,18 +32,40 @@ class Term:
     probe: str
     from_args: Mapping[str, str]  # probe argument <- step argument
     fixed: Mapping[str, JsonValue] = field(default_factory=dict)
+    # True when holding proves *this* call's effect is in place, not merely a state an older
+    # effect also satisfies (a row count does not; the loaded content's fingerprint does).
+    # Only such terms let a step be skipped as already done.
+    identifies: bool = False
+    # The term applies only to calls whose arguments have these values (``run_sql``: the
+    # contract of one registered statement).
+    when: Mapping[str, JsonValue] = field(default_factory=dict)
 
     def bind(self, args: Mapping[str, Any]) -> Condition | None:
-        if any(args.get(src) is None for src in self.from_args.values()):
+        if any(_arg(args, k) != v for k, v in self.when.items()):
+            return None
+        bound = {dst: _arg(args, src) for dst, src in self.from_args.items()}
+        if any(v is None for v in bound.values()):
             return None  # the optional argument this term reads was not given
-        bound = {dst: args[src] for dst, src in self.from_args.items()}
         return Condition(probe=self.probe, args={**self.fixed, **bound})
+
+
+def _arg(args: Mapping[str, Any], path: str) -> Any:
+    """``name`` or ``name.inner``: a step argument, or a field inside one."""
+    value: Any = args
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
 
 
 @dataclass(frozen=True)
 class Contract:
     pre: tuple[Term, ...] = ()
     post: tuple[Term, ...] = ()
+    # Evidence read only before the call: when it holds, the call would change nothing (a job
+    # already at the state the call sets). Post terms marked ``identifies`` are evidence too.
+    done: tuple[Term, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +130,16 @@ def contract_conditions(tool_name: str, phase: Phase, args: Mapping[str, Any]) -
         return []
     terms = spec.contract.pre if phase == "pre" else spec.contract.post
     return [c for c in (t.bind(args) for t in terms) if c is not None]
+
+
+def skip_evidence(tool_name: str, args: Mapping[str, Any]) -> list[Condition]:
+    """The post conditions of the tool's contract that identify this call's effect. A step may
+    be skipped as already done only when these exist and hold (with every other post)."""
+    spec = TOOLS.get(tool_name)
+    if spec is None:
+        return []
+    terms = [*(t for t in spec.contract.post if t.identifies), *spec.contract.done]
+    return [c for t in terms if (c := t.bind(args)) is not None]
 
 
 def conditions_for(

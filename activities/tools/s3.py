@@ -74,8 +74,16 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
     # The content, not mere existence: a replacing write must not be skipped as already done.
     Contract(
         post=(
-            Term("object_content_equals", {"bucket": "bucket", "key": "key", "body": "body"}),
-            Term("object_content_equals", {"bucket": "bucket", "key": "key", "source": "source"}),
+            Term(
+                "object_content_equals",
+                {"bucket": "bucket", "key": "key", "body": "body"},
+                identifies=True,
+            ),
+            Term(
+                "object_content_equals",
+                {"bucket": "bucket", "key": "key", "source": "source"},
+                identifies=True,
+            ),
         )
     ),
 )

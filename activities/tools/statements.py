@@ -1,5 +1,9 @@
 """Statements ``warehouse.run_sql`` may run: written here by the operator, chosen by name in a
-plan. Identifiers go through ``psycopg.sql.Identifier``, values through ``sql.Literal``."""
+plan. Identifiers go through ``psycopg.sql.Identifier``, values through ``sql.Literal``.
+
+A statement may declare the post conditions every use of it ends with and the evidence that a
+use would change nothing; ``run_sql`` has no contract of its own (it is too general), only its
+statements' ones."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from psycopg import sql
 from pydantic import BaseModel, ConfigDict
 
 from activities.pg import ident
+from activities.tools.registry import Term
 from plans.names import Identifier, QualifiedName
 
 
@@ -41,6 +46,11 @@ class JobParams(Params):
 class Statement:
     params: type[Params]
     build: Callable[[Any], sql.Composable]
+    # What every use of this statement ends with, and the evidence that a use would change
+    # nothing (``Contract.done``), bound from ``params.NAME``; ``run_sql`` takes these as its
+    # contract.
+    post: tuple[Term, ...] = ()
+    done: tuple[Term, ...] = ()
 
 
 STATEMENTS: dict[str, Statement] = {
@@ -51,12 +61,17 @@ STATEMENTS: dict[str, Statement] = {
         lambda p: sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
             sql.Identifier(p.name), ident(p.table), sql.Identifier(p.column)
         ),
+        # an index of that name may be an older one on other columns: checked, never skipped
+        post=(Term("index_valid", {"name": "params.name"}),),
     ),
     "set_job_state": Statement(
         JobParams,
         lambda p: sql.SQL(
-            "INSERT INTO plangate_jobs (job_id, state) VALUES ({}, {}) "
+            "INSERT INTO plangate.jobs (job_id, state) VALUES ({}, {}) "
             "ON CONFLICT (job_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()"
         ).format(sql.Literal(p.job_id), sql.Literal(p.state)),
+        # Setting a state the job already has changes nothing. Not a post: others move a job
+        # on (requested -> done), and a plan's own post says which state it waits for.
+        done=(Term("job_state", {"job_id": "params.job_id", "want": "params.state"}),),
     ),
 }

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import io
 import re
+from dataclasses import replace
 
 import psycopg
 from psycopg import sql
 from pydantic import Field, JsonValue
 
 from activities.errors import ToolError
-from activities.pg import ident, to_tool_error
+from activities.pg import ident, refuse_own_table, to_tool_error
 from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
 from activities.tools.statements import STATEMENTS
 from activities.world import World
@@ -24,6 +26,14 @@ from plans.model import Effect
 from plans.names import NonEmpty, QualifiedName
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+# In the load's own transaction: what the table now holds is this source, this many rows.
+RECORD_LOAD = """
+INSERT INTO plangate.loads (target, source_sha256, rows, idempotency_key)
+VALUES (%s, %s, %s, %s)
+ON CONFLICT (target) DO UPDATE SET source_sha256 = EXCLUDED.source_sha256,
+    rows = EXCLUDED.rows, idempotency_key = EXCLUDED.idempotency_key, loaded_at = now()
+"""
 
 
 class LoadArgs(ToolArgs):
@@ -38,24 +48,32 @@ class RunSqlArgs(ToolArgs):
     params: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-def _read_csv(path: str, world: World) -> tuple[list[str], bytes]:
+def _read_csv(path: str, world: World) -> tuple[list[str], bytes, str]:
     data = world.path(path).read_bytes()
     header = next(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))), [])
     bad = [c for c in header if not _COLUMN.match(c)]
     if not header or bad:
         raise ToolError("bad_arguments", f"{path}: header columns not usable as names: {bad}")
-    return header, data
+    return header, data, hashlib.sha256(data).hexdigest()
 
 
 @tool(
     "warehouse.load",
     LoadArgs,
     Effect.WRITE,
-    Contract(post=(Term("table_rowcount", {"table": "target"}, {"min": 1}),)),
+    Contract(
+        post=(
+            Term("table_rowcount", {"table": "target"}, {"min": 1}),
+            # The content this call was asked to load, not merely "some rows": a table still
+            # holding last month's rows is never this month's load already done.
+            Term("table_loaded_from", {"table": "target", "source": "source"}, identifies=True),
+        )
+    ),
 )
 async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
+    refuse_own_table(args.target)
     try:
-        header, data = await asyncio.to_thread(_read_csv, args.source, world)
+        header, data, sha256 = await asyncio.to_thread(_read_csv, args.source, world)
     except FileNotFoundError as e:
         raise ToolError("not_found", f"source file {args.source}") from e
     table = ident(args.target)
@@ -87,14 +105,26 @@ async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dic
                     f"{args.target}: {rows} rows loaded, at least {args.min_rows} required",
                     {"rows": rows, "min_rows": args.min_rows},
                 )
+            await cur.execute(RECORD_LOAD, (args.target, sha256, rows, call.idempotency_key))
     except ToolError:
         raise
     except (psycopg.Error, OSError) as e:
         raise to_tool_error(e, f"load {args.target}") from e
-    return {"rows": rows, "target": args.target}
+    return {"rows": rows, "target": args.target, "source_sha256": sha256}
 
 
-@tool("warehouse.run_sql", RunSqlArgs, Effect.WRITE)
+def _statement_contract() -> Contract:
+    def each(terms: str) -> tuple[Term, ...]:
+        return tuple(
+            replace(t, when={"statement": name})
+            for name, stmt in STATEMENTS.items()
+            for t in getattr(stmt, terms)
+        )
+
+    return Contract(post=each("post"), done=each("done"))
+
+
+@tool("warehouse.run_sql", RunSqlArgs, Effect.WRITE, _statement_contract())
 async def warehouse_run_sql(
     args: RunSqlArgs, world: World, call: CallContext
 ) -> dict[str, JsonValue]:
