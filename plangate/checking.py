@@ -156,6 +156,11 @@ def lint(plan: Plan) -> list[str]:
     out: list[str] = []
     for s in plan.steps:
         effect = effective_effect(s)
+        if "effect" in s.model_fields_set and effect is not s.effect:
+            out.append(
+                f"step {s.n}, field effect: declares {s.effect}, weaker than what {s.tool} does "
+                f"({effect}); it runs as {effect}"
+            )
         post = [*contract_conditions(s.tool, "post", s.args), *s.post]
         pre = [*contract_conditions(s.tool, "pre", s.args), *s.pre]
         if effect.rank > 0 and not post:

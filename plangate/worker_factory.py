@@ -15,6 +15,7 @@ from activities.tool_activity import tool_activities
 from activities.world import World
 from plangate.settings import Settings
 from replanner.activity import ReplanActivities
+from replanner.review import ReviewActivities
 from replanner.workflow import ReplanWorkflow
 from workflows.plan_run import PlanRunWorkflow
 
@@ -34,6 +35,7 @@ def activities_for(world: World) -> list[Callable[..., Any]]:
         ProbeActivities(world).evaluate,
         *tool_activities(world),
         ReplanActivities(world.settings).propose,
+        ReviewActivities(world.settings).review,
     ]
 
 

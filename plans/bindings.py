@@ -35,23 +35,28 @@ def references(value: Any) -> Iterator[str]:
             yield from references(v)
 
 
-def resolve(value: Any, bound: Mapping[str, Any], where: str = "args") -> Any:
+def resolve(value: Any, bound: Mapping[str, Any], where: str = "args", strict: bool = True) -> Any:
+    """``value`` with its references resolved. Not ``strict``: a reference ``bound`` cannot
+    answer is left as written (to compare two steps' arguments before every name is bound)."""
     if isinstance(value, str):
         whole = _WHOLE.match(value)
-        if whole:
+        if whole and (strict or whole.group(1) in bound):
             name = whole.group(1)
             if name not in bound:
                 raise BindingError(name, where)
             return bound[name]
 
         def _sub(m: re.Match[str]) -> str:
-            if m.group(1) not in bound:
+            if m.group(1) in bound:
+                return str(bound[m.group(1)])
+            if strict:
                 raise BindingError(m.group(1), where)
-            return str(bound[m.group(1)])
+            return m.group(0)
 
         return REF.sub(_sub, value)
     if isinstance(value, dict):
-        return {k: resolve(v, bound, f"{where}.{k}") for k, v in value.items()}
+        return {k: resolve(v, bound, f"{where}.{k}", strict) for k, v in value.items()}
     if isinstance(value, list):
-        return [resolve(v, bound, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [resolve(v, bound, f"{where}[{i}]", strict) for i, v in enumerate(value)]
     return value
+

@@ -5,7 +5,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 
 class Effect(StrEnum):
@@ -94,6 +102,15 @@ class Step(BaseModel):
     post: list[Condition] = Field(default_factory=list)
     on_unmet: OnUnmet = OnUnmet.REPLAN
     approval: Literal["required"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _declared_only(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # An effect the plan did not declare stays undeclared through a round trip, so "declares
+        # an effect weaker than its tool" is judged on what was written, not on the default.
+        out = handler(self)
+        if isinstance(out, dict) and "effect" not in self.model_fields_set:
+            out.pop("effect", None)
+        return out
 
     @model_validator(mode="before")
     @classmethod

@@ -1,5 +1,6 @@
-"""The replan child workflow: asks the re-planner, validates its plan like any plan, and hands
-back a plan the parent may run, or the reason there is none. Never executes anything itself."""
+"""The replan child workflow: asks the re-planner, has its plan reviewed (``check --strict`` and
+the mandate of a re-plan, ``replanner.review``), and hands back a plan the parent may run, or
+the reason there is none. Never executes anything itself."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.checking import problems
     from plans.model import Plan, Step
     from replanner.models import ReplanOutcome, ReplanProposal, ReplanRequest
+    from replanner.review import Review, ReviewRequest
 
 PROPOSE_TIMEOUT = timedelta(minutes=3)
 PROPOSE_RETRY = RetryPolicy(
@@ -21,6 +23,10 @@ PROPOSE_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=3,
 )
+REVIEW_TIMEOUT = timedelta(seconds=30)
+REVIEW_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# The whole child, the model's retries included: a re-plan never holds a run forever.
+EXECUTION_TIMEOUT = timedelta(minutes=15)
 
 
 def _shape(steps: list[Step]) -> list[tuple[str, str]]:
@@ -52,7 +58,17 @@ class ReplanWorkflow:
         out = ReplanOutcome(backend=proposal.backend, reason=proposal.reason, final=proposal.final)
         if proposal.plan is None:
             return out
-        found = problems(proposal.plan, None, bound=set(req.bound))
+        if workflow.patched("review-activity"):
+            review: Review = await workflow.execute_activity(
+                "replanner.review",
+                ReviewRequest(plan=proposal.plan, request=req),
+                result_type=Review,
+                start_to_close_timeout=REVIEW_TIMEOUT,
+                retry_policy=REVIEW_RETRY,
+            )
+            found = review.problems
+        else:  # runs started before proposals were reviewed as `check --strict` with a mandate
+            found = problems(proposal.plan, None, bound=set(req.bound))
         if found:
             out.reason = f"the proposed plan was rejected ({len(found)} problems)"
             out.problems = found

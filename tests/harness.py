@@ -22,6 +22,9 @@ from plangate.checking import check
 from plangate.settings import Settings
 from plangate.worker_factory import WORKFLOWS, activities_for
 from plans.load import parse_plan
+from replanner.activity import ReplanActivities
+from replanner.backends.openai import OpenAIBackend
+from tests.fake_openai import FakeOpenAI
 from workflows.plan_run import PlanRunWorkflow
 from workflows.report import RunReport
 
@@ -62,6 +65,18 @@ async def running_worker(
     async with Worker(client, task_queue=s.task_queue, workflows=WORKFLOWS, activities=acts):
         yield Harness(client, s)
     await world.close()
+
+
+def model_backed(settings: Settings, fake: FakeOpenAI) -> ReplanActivities:
+    """The real re-planner activity, on the real OpenAI client, against the local fake."""
+    s = replace(
+        settings,
+        replanner="openai",
+        openai_base_url=fake.base_url,
+        openai_api_key="sk-test",
+        model="fake-model",
+    )
+    return ReplanActivities(s, backend=OpenAIBackend.from_settings(s))
 
 
 def _name(fn: Callable[..., Any]) -> str:

@@ -4,17 +4,14 @@ void, the re-planner routes around it, and the world ends where the goal wanted 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
 from activities.demo_schema import seed_acct_3319f
 from activities.world import World
 from plangate.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
-from replanner.activity import ReplanActivities
-from replanner.backends.openai import OpenAIBackend
 from tests.fake_openai import FakeOpenAI
-from tests.harness import attempts, running_worker, scheduled
+from tests.harness import attempts, model_backed, running_worker, scheduled
 
 CLOSED = {
     "customer": ("closed", False, NEW_CONTACT),
@@ -30,18 +27,6 @@ async def seeded(settings):
     world = World(settings)
     await seed_acct_3319f(world)
     await world.close()
-
-
-def model_backed(settings, fake: FakeOpenAI) -> ReplanActivities:
-    """The real re-planner activity, on the real OpenAI client, against the local fake."""
-    s = replace(
-        settings,
-        replanner="openai",
-        openai_base_url=fake.base_url,
-        openai_api_key="sk-test",
-        model="fake-model",
-    )
-    return ReplanActivities(s, backend=OpenAIBackend.from_settings(s))
 
 
 async def test_closeout_with_the_playbook(client, settings, pg, seeded):

@@ -4,6 +4,7 @@ run concurrently, and after a final failure nothing more is dispatched (the rest
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from temporalio import workflow
@@ -37,16 +38,28 @@ async def execute_version(ctx: VersionContext) -> VersionOutcome:
             await workflow.wait(running, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             # The run was cancelled: in-flight steps (and their activities) are cancelled too.
-            for t in running:
-                t.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+            await _stop(running)
             raise
         for t in tasks.values():
+            crash = t.exception() if t.done() and not t.cancelled() else None
+            if crash is not None:  # not a failed step: a bug, which fails the run (plan_run)
+                await _stop(t for t in tasks.values() if not t.done())
+                raise crash
             if t.done() and failure is None and not t.result().ok:
                 failure = t.result()
     for step in ctx.plan.steps:
         if step.n not in tasks:
             ctx.set_state(step.n, StepState.VOID)
     if failure is None:
+        never = [s.n for s in ctx.plan.steps if s.n not in tasks]
+        if never:  # a dependency that can never be met: nothing ran, nothing succeeded
+            raise RuntimeError(f"steps {never} could never start: their dependencies never ended")
         return VersionOutcome(None)
     return VersionOutcome(failure.failure, failure.state)
+
+
+async def _stop(running: Iterable[asyncio.Task[StepOutcome]]) -> None:
+    pending = list(running)
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)

@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.tools.registry import effective_effect
     from plans.model import Plan
     from replanner.models import ReplanBudget, ReplanOutcome, ReplanRequest
+    from replanner.workflow import EXECUTION_TIMEOUT as REPLAN_EXECUTION_TIMEOUT
     from replanner.workflow import ReplanWorkflow
     from workflows.context import VersionContext
     from workflows.execution import VersionOutcome, execute_version
@@ -64,6 +65,10 @@ class PlanRunWorkflow:
         except asyncio.CancelledError:
             self._cancelled()
             raise
+        except Exception as e:
+            # A bug, or input no check caught: retrying the workflow task could never change
+            # it. The run fails, with its report, instead of hanging as "running".
+            self._crashed(e)
         return self._report
 
     def _begin(
@@ -153,11 +158,29 @@ class PlanRunWorkflow:
     async def _ask(self, req: ReplanRequest, attempt: int) -> ReplanOutcome:
         try:
             out: ReplanOutcome = await workflow.execute_child_workflow(
-                ReplanWorkflow.run, req, id=f"{self._report.run_id}/replan-{attempt}"
+                ReplanWorkflow.run,
+                req,
+                id=f"{self._report.run_id}/replan-{attempt}",
+                execution_timeout=REPLAN_EXECUTION_TIMEOUT,
             )
         except ChildWorkflowError as e:
             return ReplanOutcome(reason=f"the replan workflow failed: {e.cause or e}")
         return out
+
+    def _crashed(self, e: Exception) -> None:
+        r = self._report
+        r.status = RunStatus.FAILED
+        detail = f"{type(e).__name__}: {e}"[:500]
+        open_steps = [s for s in r.steps if not s.state.final]
+        first = open_steps[0] if open_steps else None
+        r.failure = FailureRecord(
+            step=first.n if first else 0, tool=first.tool if first else "",
+            plan_version=r.plan_version, code="internal", status=500, retryable=False,
+            detail=f"the run stopped on an unexpected error: {detail}",
+        )
+        r.escalation = f"plangate failed on an unexpected error: {detail}"
+        for s in open_steps:
+            s.state = StepState.FAILED if s.state is not StepState.PENDING else StepState.VOID
 
     def _cancelled(self) -> None:
         self._report.status = RunStatus.CANCELLED

@@ -154,6 +154,7 @@ class CompletedStep(BaseModel):
     tool: str
     plan_version: int
     state: StepState
+    effect: str | None = None  # the effect it was run as (its tool's, or a stronger declared one)
     args: dict[str, JsonValue] = Field(default_factory=dict)
     binds: dict[str, JsonValue] = Field(default_factory=dict)
     result: dict[str, JsonValue] | None = None

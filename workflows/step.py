@@ -252,7 +252,7 @@ class StepRunner:
         self.ctx.report.completed.append(
             CompletedStep(
                 n=self.step.n, tool=self.step.tool, plan_version=self.ctx.version, state=state,
-                args=args, binds=binds,
+                effect=self.effect.value, args=args, binds=binds,
             )
         )
         return StepOutcome(self.step.n, state)
@@ -286,6 +286,14 @@ class StepRunner:
             if phase == "post":  # the call ran: whether it acted is what nobody can tell now
                 raise _OutcomeUnknown(d, failure, d) from e
             raise _Final(d, failure) from e
+        asked = [c.key() for c in conds]
+        if workflow.patched("probe-answers-checked") and [
+            r.condition.key() for r in report.results
+        ] != asked:
+            # An answer that is not about the conditions asked is no answer: never a pass.
+            d = route(self._situation(Kind.PROBE_UNKNOWN))
+            detail = "the probe report does not answer the conditions asked"
+            raise _Final(d, self._failure("probe_unknown", True, detail, status=503))
         self._record(phase, report)
         return report
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from activities.pg import ident
 from activities.tools.registry import Term
@@ -37,6 +37,11 @@ class IndexParams(Params):
     column: Identifier
 
 
+class SampleParams(Params):
+    table: QualifiedName
+    limit: int = Field(default=100, ge=1, le=100_000)
+
+
 class JobParams(Params):
     job_id: str
     state: str
@@ -55,6 +60,11 @@ class Statement:
 
 STATEMENTS: dict[str, Statement] = {
     "select_one": Statement(NoParams, lambda p: sql.SQL("SELECT 1")),
+    # read-only: a look at a table's rows (run_sql returns at most its row and size bounds)
+    "sample_rows": Statement(
+        SampleParams,
+        lambda p: sql.SQL("SELECT * FROM {} LIMIT {}").format(ident(p.table), sql.Literal(p.limit)),
+    ),
     "analyze": Statement(TableParams, lambda p: sql.SQL("ANALYZE {}").format(ident(p.table))),
     "create_index": Statement(
         IndexParams,

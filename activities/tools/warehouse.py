@@ -10,8 +10,10 @@ import asyncio
 import csv
 import hashlib
 import io
+import json
 import re
 from dataclasses import replace
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -113,6 +115,33 @@ async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dic
     return {"rows": rows, "target": args.target, "source_sha256": sha256}
 
 
+# What a run_sql result may carry: a step's result lives in the workflow's history.
+MAX_ROWS = 1000
+MAX_ROWS_BYTES = 128 * 1024
+
+
+def _cell(v: object) -> JsonValue:
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    return str(v)  # dates, decimals, UUIDs: as Postgres would print them
+
+
+async def _bounded_rows(cur: psycopg.AsyncCursor[Any]) -> tuple[list[JsonValue], bool]:
+    """At most MAX_ROWS rows and MAX_ROWS_BYTES of them as JSON; whether any were cut."""
+    out: list[JsonValue] = []
+    size = 0
+    while True:
+        batch = await cur.fetchmany(200)
+        if not batch:
+            return out, False
+        for r in batch:
+            row: list[JsonValue] = [_cell(v) for v in r]
+            size += len(json.dumps(row, default=str))
+            if len(out) >= MAX_ROWS or size > MAX_ROWS_BYTES:
+                return out, True
+            out.append(row)
+
+
 def _statement_contract() -> Contract:
     def each(terms: str) -> tuple[Term, ...]:
         return tuple(
@@ -136,9 +165,11 @@ async def warehouse_run_sql(
         pool = await world.pool()
         async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.execute(stmt.build(params))
-            rows: list[list[JsonValue]] = []
-            if cur.description is not None:
-                rows = [list(r) for r in await cur.fetchall()]
-            return {"rowcount": cur.rowcount, "rows": rows}
+            if cur.description is None:
+                return {"rowcount": cur.rowcount, "rows": [], "truncated": False}
+            columns: list[JsonValue] = [c.name for c in cur.description]
+            rows, truncated = await _bounded_rows(cur)
+            return {"rowcount": cur.rowcount, "columns": columns, "rows": list[JsonValue](rows),
+                    "truncated": truncated}
     except psycopg.Error as e:
         raise to_tool_error(e, f"statement {args.statement}") from e

@@ -1,0 +1,69 @@
+"""What a re-planned plan may do: route forward from the world the completed steps left, within
+the mandate the failed plan had. A proposal is untrusted input (OWASP LLM06, excessive agency):
+
+- no ``money`` or ``external`` step whose tool and arguments were not in the failed remainder
+  (each remainder step licenses one);
+- no repeat of a completed ``write``, ``money`` or ``external`` step (same tool, same arguments).
+
+Arguments are compared with every value bound so far substituted, so ``${amount_eur}`` in the
+remainder and ``612.4`` in the proposal are the same argument.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from activities.tools.registry import TOOLS, effective_effect
+from plans.bindings import resolve
+from plans.model import Effect, Plan, Step
+from replanner.models import ReplanRequest
+
+
+def _identity(tool: str, args: Mapping[str, Any], bound: Mapping[str, Any]) -> str:
+    resolved = resolve(dict(args), bound, strict=False)
+    return f"{tool} {json.dumps(resolved, sort_keys=True, separators=(',', ':'))}"
+
+
+def mandate_problems(plan: Plan, req: ReplanRequest) -> list[str]:
+    bound = req.bound
+    licensed = Counter(
+        _identity(s.tool, s.args, bound)
+        for s in req.remaining
+        if effective_effect(s).outcome_must_be_known
+    )
+    done = {
+        _identity(c.tool, c.args, bound): c.n
+        for c in req.completed
+        if Effect(c.effect or _tool_effect(c.tool)).rank > 0
+    }
+    out: list[str] = []
+    for s in plan.steps:
+        effect = effective_effect(s)
+        ident = _identity(s.tool, s.args, bound)
+        if effect.rank > 0 and ident in done:
+            out.append(
+                f"step {s.n}, field tool: repeats completed step {done[ident]} ({s.tool} with "
+                "the same arguments): its effect is real; recovery is forward-only"
+            )
+        if effect.outcome_must_be_known:
+            if licensed[ident] > 0:
+                licensed[ident] -= 1
+            else:
+                out.append(
+                    f"step {s.n}, field tool: a {effect} step ({s.tool} {_args(s)}) that was not "
+                    "in the failed remainder: a re-plan may not add money or external effects"
+                )
+    return out
+
+
+def _tool_effect(tool: str) -> str:
+    spec = TOOLS.get(tool)
+    return (spec.effect if spec else Effect.WRITE).value
+
+
+def _args(step: Step) -> str:
+    text = json.dumps(step.args, sort_keys=True)
+    return text if len(text) <= 120 else text[:119] + "…"

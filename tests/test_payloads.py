@@ -1,0 +1,101 @@
+"""Payload discipline: a tool result is stored once (the activity's result, in the history); the
+report carries it bounded with its size and SHA-256; run_sql returns a bounded number of rows and
+says when it cut. Every payload of the run stays far below Temporal's 512 KiB warning."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+
+from activities.tool_activity import MAX_RESULT_BYTES, bounded
+from activities.tools.warehouse import MAX_ROWS, MAX_ROWS_BYTES
+from tests.harness import running_worker
+
+WARN = 512 * 1024
+
+
+def wide_csv(lines: int) -> bytes:
+    pad = "x" * 240
+    rows = [f"R-{i:06d},{pad}" for i in range(lines)]
+    return ("row_id,filler\n" + "\n".join(rows) + "\n").encode()
+
+
+async def payload_sizes(client: Any, run_id: str) -> list[int]:
+    """The size of every payload the run's history holds."""
+    sizes: list[int] = []
+    async for e in client.get_workflow_handle(run_id).fetch_history_events():
+        for attrs, field in (
+            (e.activity_task_scheduled_event_attributes, "input"),
+            (e.activity_task_completed_event_attributes, "result"),
+            (e.workflow_execution_started_event_attributes, "input"),
+            (e.workflow_execution_completed_event_attributes, "result"),
+        ):
+            sizes += [len(p.data) for p in getattr(attrs, field).payloads]
+    return sizes
+
+
+async def tool_outputs(client: Any, run_id: str, tool: str) -> list[dict[str, Any]]:
+    """The outputs of every completed call of ``tool``, read from the history."""
+    types: dict[int, str] = {}
+    out: list[dict[str, Any]] = []
+    async for e in client.get_workflow_handle(run_id).fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            types[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            a = e.activity_task_completed_event_attributes
+            if types[a.scheduled_event_id] == tool:
+                out.append(json.loads(a.result.payloads[0].data)["output"])
+    return out
+
+
+async def test_a_megabyte_of_rows_leaves_a_run_under_the_limits(client, settings, s3):
+    s3.create_bucket(Bucket="wide-drops")
+    body = wide_csv(4000)
+    assert len(body) > 1_000_000
+    s3.put_object(Bucket="wide-drops", Key="wide.csv", Body=body)
+    target = f"staging.wide_{uuid.uuid4().hex[:8]}"
+    plan = {"goal": "look at a wide table", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.get", "effect": "read",
+         "args": {"bucket": "wide-drops", "key": "wide.csv", "dest": "wide/wide.csv"}},
+        {"n": 2, "tool": "warehouse.load", "depends_on": [1],
+         "args": {"target": target, "source": "wide/wide.csv"}},
+        {"n": 3, "tool": "warehouse.run_sql", "depends_on": [2],
+         "args": {"statement": "sample_rows", "params": {"table": target, "limit": 4000}},
+         "binds": {"first": "$.rows[0][0]"}},
+    ]}
+    async with running_worker(client, settings) as h:
+        rep = await h.run(plan)
+    assert rep.status == "succeeded", rep.failure
+    sample = rep.step(3)
+    assert sample.binds == {"first": "R-000000"}
+    digest = sample.result_digest
+    assert digest is not None and digest.preview is not None and sample.result is None
+    assert digest.preview.startswith('{"columns":["row_id","filler"],"rowcount":4000,')
+    assert len(digest.preview.encode()) <= 16 * 1024
+    (output,) = await tool_outputs(client, rep.run_id, "warehouse.run_sql")
+    assert output["truncated"] is True and output["rowcount"] == 4000
+    assert 0 < len(output["rows"]) <= MAX_ROWS
+    text = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert digest.size == len(text.encode()) <= MAX_ROWS_BYTES + 4096
+    assert digest.sha256 == hashlib.sha256(text.encode()).hexdigest()
+    report = rep.model_dump_json().encode()
+    assert len(report) < 64 * 1024
+    sizes = await payload_sizes(client, rep.run_id)
+    assert max(sizes) < WARN // 2, sorted(sizes)[-3:]
+    # the result is stored once: only one payload of the history is as large as it
+    assert sum(1 for s in sizes if s >= digest.size) == 1
+
+
+def test_a_result_too_large_is_replaced_by_its_digest():
+    big: dict[str, Any] = {"blob": "y" * (MAX_RESULT_BYTES + 10)}
+    out = bounded(big)
+    data = json.dumps(big, sort_keys=True, separators=(",", ":")).encode()
+    assert out["result_cut"] is True and out["size"] == len(data)
+    assert out["sha256"] == hashlib.sha256(data).hexdigest()
+    assert len(str(out["preview"])) <= 16 * 1024
+    small: dict[str, Any] = {"rows": 3}
+    assert bounded(small) is small
