@@ -15,16 +15,6 @@ def ident(name: str) -> sql.Identifier:
     return sql.Identifier(*split_qualified(name))
 
 
-# plangate's own tables and the system catalogues: never a target of a tool's write.
-PROTECTED_SCHEMAS = ("plangate", "pg_catalog", "information_schema")
-
-
-def refuse_own_table(name: str) -> None:
-    schema = name.split(".", 1)[0].lower() if "." in name else "public"
-    if schema in PROTECTED_SCHEMAS or schema.startswith("pg_"):
-        raise ToolError("out_of_scope", f"{name}: schema {schema} is not a target tools may write")
-
-
 def to_tool_error(e: Exception, what: str) -> ToolError:
     if isinstance(e, PoolTimeout | psycopg.OperationalError):
         return ToolError("unavailable", f"{what}: {e}")

@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import ToolError
 from activities.payloads import ToolCall, ToolFailure, ToolResult
+from activities.scope import Scope, targets
 from activities.tools.registry import TOOLS, CallContext, ToolSpec
 from activities.world import PathOutsideWorkdir, World
 
@@ -52,6 +53,13 @@ def classify(e: BaseException, tool: str) -> ToolError:
     if isinstance(e, ValidationError | PathOutsideWorkdir):
         return ToolError("bad_arguments", f"{tool}: {e}"[:DETAIL_MAX])
     return ToolError("internal", f"{tool}: {type(e).__name__}: {e}"[:DETAIL_MAX])
+
+
+def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:
+    for w, name in targets(spec.writes, args):
+        why = scope.refusal(w.kind, name)
+        if why is not None:
+            raise ToolError("out_of_scope", f"{spec.name}: {why}")
 
 
 def bounded(output: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -88,6 +96,7 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
         beat = asyncio.create_task(_heartbeat())
         try:
             args = spec.args.model_validate(call.step.args)
+            refuse_out_of_scope(spec, call.step.args, world.settings.scope)
             output = bounded(await spec.fn(args, world, ctx))
         except asyncio.CancelledError:
             raise

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from activities.scope import Scope
+
 Replanner = Literal["openai", "playbook"]
 
 
@@ -23,6 +25,13 @@ class Settings:
     openai_api_key: str | None = field(default=None, repr=False)
     model: str = "gpt-4o-mini"
     replanner: Replanner = "playbook"
+    # where tools may write (activities.scope); None: anywhere but plangate's own schema
+    allowed_buckets: str | None = None
+    allowed_schemas: str | None = None
+
+    @property
+    def scope(self) -> Scope:
+        return Scope.parse(self.allowed_buckets, self.allowed_schemas)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -45,4 +54,6 @@ class Settings:
             openai_api_key=api_key,
             model=e.get("PLANGATE_MODEL") or cls.model,
             replanner=replanner,  # type: ignore[arg-type]
+            allowed_buckets=e.get("PLANGATE_ALLOWED_BUCKETS") or None,
+            allowed_schemas=e.get("PLANGATE_ALLOWED_SCHEMAS") or None,
         )

@@ -60,3 +60,13 @@ def resolve(value: Any, bound: Mapping[str, Any], where: str = "args", strict: b
         return [resolve(v, bound, f"{where}[{i}]", strict) for i, v in enumerate(value)]
     return value
 
+
+
+def arg_at(args: Mapping[str, Any], path: str) -> Any:
+    """``name`` or ``name.inner``: a step argument, or a field inside one; None when absent."""
+    value: Any = args
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value

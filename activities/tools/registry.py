@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from activities.scope import Writes
+from plans.bindings import arg_at
 from plans.model import Condition, Effect, Step
 
 if TYPE_CHECKING:
@@ -41,22 +43,14 @@ class Term:
     when: Mapping[str, JsonValue] = field(default_factory=dict)
 
     def bind(self, args: Mapping[str, Any]) -> Condition | None:
-        if any(_arg(args, k) != v for k, v in self.when.items()):
+        if any(arg_at(args, k) != v for k, v in self.when.items()):
             return None
-        bound = {dst: _arg(args, src) for dst, src in self.from_args.items()}
+        bound = {dst: arg_at(args, src) for dst, src in self.from_args.items()}
         if any(v is None for v in bound.values()):
             return None  # the optional argument this term reads was not given
         return Condition(probe=self.probe, args={**self.fixed, **bound})
 
 
-def _arg(args: Mapping[str, Any], path: str) -> Any:
-    """``name`` or ``name.inner``: a step argument, or a field inside one."""
-    value: Any = args
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return None
-        value = value[part]
-    return value
 
 
 @dataclass(frozen=True)
@@ -96,6 +90,7 @@ class ToolSpec(Generic[A]):
     contract: Contract
     fn: ToolFn[A]
     reader: Reader | None = None
+    writes: tuple[Writes, ...] = ()  # the arguments that name what it writes (activities.scope)
 
 
 TOOLS: dict[str, ToolSpec[Any]] = {}
@@ -107,11 +102,12 @@ def tool(
     effect: Effect,
     contract: Contract | None = None,
     reader: Reader | None = None,
+    writes: tuple[Writes, ...] = (),
 ) -> Callable[[ToolFn[A]], ToolFn[A]]:
     def register(fn: ToolFn[A]) -> ToolFn[A]:
         if name in TOOLS:
             raise ValueError(f"tool {name!r} registered twice")
-        TOOLS[name] = ToolSpec(name, args, effect, contract or Contract(), fn, reader)
+        TOOLS[name] = ToolSpec(name, args, effect, contract or Contract(), fn, reader, writes)
         return fn
 
     return register

@@ -9,6 +9,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import JsonValue, model_validator
 
 from activities.errors import ToolError
+from activities.scope import Writes
 from activities.tools._s3errors import to_tool_error
 from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
 from activities.world import World
@@ -86,6 +87,7 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
             ),
         )
     ),
+    writes=(Writes("bucket", "bucket"),),
 )
 async def s3_put(args: PutArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     def put() -> dict[str, Any]:

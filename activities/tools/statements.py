@@ -15,6 +15,7 @@ from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field
 
 from activities.pg import ident
+from activities.scope import Writes
 from activities.tools.registry import Term
 from plans.names import Identifier, QualifiedName
 
@@ -56,6 +57,7 @@ class Statement:
     # contract.
     post: tuple[Term, ...] = ()
     done: tuple[Term, ...] = ()
+    writes: tuple[Writes, ...] = ()  # what it writes, from ``params.NAME`` (activities.scope)
 
 
 STATEMENTS: dict[str, Statement] = {
@@ -65,7 +67,11 @@ STATEMENTS: dict[str, Statement] = {
         SampleParams,
         lambda p: sql.SQL("SELECT * FROM {} LIMIT {}").format(ident(p.table), sql.Literal(p.limit)),
     ),
-    "analyze": Statement(TableParams, lambda p: sql.SQL("ANALYZE {}").format(ident(p.table))),
+    "analyze": Statement(
+        TableParams,
+        lambda p: sql.SQL("ANALYZE {}").format(ident(p.table)),
+        writes=(Writes("table", "params.table"),),
+    ),
     "create_index": Statement(
         IndexParams,
         lambda p: sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
@@ -73,6 +79,7 @@ STATEMENTS: dict[str, Statement] = {
         ),
         # an index of that name may be an older one on other columns: checked, never skipped
         post=(Term("index_valid", {"name": "params.name"}),),
+        writes=(Writes("table", "params.table"),),
     ),
     "set_job_state": Statement(
         JobParams,

@@ -20,7 +20,8 @@ from psycopg import sql
 from pydantic import Field, JsonValue
 
 from activities.errors import ToolError
-from activities.pg import ident, refuse_own_table, to_tool_error
+from activities.pg import ident, to_tool_error
+from activities.scope import Writes
 from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
 from activities.tools.statements import STATEMENTS
 from activities.world import World
@@ -71,9 +72,9 @@ def _read_csv(path: str, world: World) -> tuple[list[str], bytes, str]:
             Term("table_loaded_from", {"table": "target", "source": "source"}, identifies=True),
         )
     ),
+    writes=(Writes("table", "target"),),
 )
 async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
-    refuse_own_table(args.target)
     try:
         header, data, sha256 = await asyncio.to_thread(_read_csv, args.source, world)
     except FileNotFoundError as e:
@@ -153,7 +154,16 @@ def _statement_contract() -> Contract:
     return Contract(post=each("post"), done=each("done"))
 
 
-@tool("warehouse.run_sql", RunSqlArgs, Effect.WRITE, _statement_contract())
+@tool(
+    "warehouse.run_sql",
+    RunSqlArgs,
+    Effect.WRITE,
+    _statement_contract(),
+    writes=tuple(
+        replace(w, when={"statement": name}) for name, stmt in STATEMENTS.items()
+        for w in stmt.writes
+    ),
+)
 async def warehouse_run_sql(
     args: RunSqlArgs, world: World, call: CallContext
 ) -> dict[str, JsonValue]:

@@ -1,0 +1,89 @@
+"""Where tools may write: never plangate's own schema; within PLANGATE_ALLOWED_BUCKETS and
+PLANGATE_ALLOWED_SCHEMAS when a deployment sets them. Refused again by the tool at run time,
+after binding, with out_of_scope (403): the run halts for a person and nothing is written."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from activities.scope import Scope
+from plangate import runs
+from plans.load import parse_plan
+from tests.harness import running_worker, scheduled
+
+
+def test_scope_refusals():
+    anywhere = Scope.parse(None, None)
+    assert anywhere.refusal("bucket", "any-bucket") is None
+    assert anywhere.refusal("table", "staging.t") is None
+    for own in ("plangate.loads", "plangate.jobs", "pg_catalog.pg_class", "PLANGATE.x"):
+        assert "never a target" in str(anywhere.refusal("table", own))
+    narrow = Scope.parse("drops, reports", "staging,public.audit")
+    assert narrow.refusal("bucket", "reports") is None
+    assert "PLANGATE_ALLOWED_BUCKETS" in str(narrow.refusal("bucket", "payroll"))
+    assert narrow.refusal("table", "staging.anything") is None
+    assert narrow.refusal("table", "audit") is None  # public.audit
+    assert "PLANGATE_ALLOWED_SCHEMAS" in str(narrow.refusal("table", "public.other"))
+    assert "never a target" in str(Scope.parse(None, "plangate").refusal("table", "plangate.x"))
+
+
+async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
+    # The tool's own refusal is under test: the plan goes straight to the workflow.
+    handle = await runs.start(h.client, h.settings, parse_plan(plan))
+    return await handle.result()
+
+
+async def test_a_write_outside_the_allowed_buckets_is_refused_by_the_tool(client, settings, s3):
+    for b in ("scope-ok", "scope-payroll"):
+        s3.create_bucket(Bucket=b)
+    plan = {"goal": "publish", "budget": {"replans_max": 1}, "steps": [
+        {"n": 1, "tool": "s3.put", "args": {"bucket": "scope-payroll", "key": "r.txt",
+                                            "body": "hello"}},
+    ]}
+    narrow = replace(settings, allowed_buckets="scope-ok")
+    async with running_worker(client, narrow) as h:
+        rep = await start_unchecked(h, plan)
+    assert rep.status == "halted" and rep.replans_used == 0
+    assert rep.failure is not None and rep.failure.code == "out_of_scope"
+    assert rep.failure.status == 403 and "PLANGATE_ALLOWED_BUCKETS" in rep.failure.detail
+    assert (await scheduled(client, rep.run_id))["s3.put"] == 1
+    assert s3.list_objects_v2(Bucket="scope-payroll").get("KeyCount", 0) == 0
+
+
+@pytest.mark.parametrize("target", ["plangate.loads", "plangate.jobs"])
+async def test_plangates_own_tables_are_never_a_load_target(client, settings, pg, target):
+    (settings.workdir / "scope").mkdir(parents=True, exist_ok=True)
+    (settings.workdir / "scope" / "own.csv").write_text("target,source_sha256\nx,y\n")
+    cur = await pg.execute(f"SELECT count(*) FROM {target}")  # the test's own literal name
+    before = (await cur.fetchone())[0]
+    plan = {"goal": "load", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.load",
+         "args": {"target": target, "source": "scope/own.csv"}},
+    ]}
+    async with running_worker(client, settings) as h:
+        rep = await start_unchecked(h, plan)
+    assert rep.status == "halted"
+    assert rep.failure is not None and rep.failure.code == "out_of_scope"
+    cur = await pg.execute(f"SELECT count(*) FROM {target}")
+    assert (await cur.fetchone())[0] == before
+
+
+async def test_a_table_outside_the_allowed_schemas_is_refused(client, settings, pg):
+    tag = uuid.uuid4().hex[:8]
+    await pg.execute(f"CREATE TABLE public.scope_{tag} (id int)")
+    plan = {"goal": "index", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "create_index",
+                  "params": {"name": f"ix_scope_{tag}", "table": f"public.scope_{tag}",
+                             "column": "id"}}},
+    ]}
+    narrow = replace(settings, allowed_schemas="staging")
+    async with running_worker(client, narrow) as h:
+        rep = await start_unchecked(h, plan)
+    assert rep.failure is not None and rep.failure.code == "out_of_scope"
+    cur = await pg.execute("SELECT to_regclass(%s)", (f"public.ix_scope_{tag}",))
+    assert (await cur.fetchone())[0] is None
