@@ -59,7 +59,8 @@ class ReplanWorkflow:
         if proposal.plan is None:
             return out
         if workflow.patched("review-activity"):
-            review: Review = await workflow.execute_activity(
+            # Local: short, read-only, safe to repeat, and no server round trip to schedule it.
+            review: Review = await workflow.execute_local_activity(
                 "replanner.review",
                 ReviewRequest(plan=proposal.plan, request=req),
                 result_type=Review,
