@@ -1,0 +1,5 @@
+"""``python -m plangate``: the same as the ``plangate`` console script."""
+
+from plangate.cli import entry
+
+entry()
