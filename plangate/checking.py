@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from activities.tools import TOOLS
 from activities.world import PathOutsideWorkdir, confine_file
 from plans import bindings, jsonpath
-from plans.load import PlanError, limit_problems
+from plans.load import PlanError, field_name, limit_problems
 from plans.model import Condition, Plan, Step
 from probes import PROBES
 
@@ -30,11 +30,10 @@ def _model_problems(model: type[BaseModel], args: Mapping[str, Any], where: str)
         model.model_validate(dict(args))
     except ValidationError as e:
         for err in e.errors():
-            loc = [str(p) for p in err["loc"]]
+            loc = tuple(err["loc"])
             if loc and loc[0] in deferred:
                 continue
-            field = ".".join(loc) or "(arguments)"
-            yield f"{where}.{field}: {err['msg']}"
+            yield f"{where}{'.' if loc else ''}{field_name(loc)}: {err['msg']}"
 
 
 def _cycle(deps: Mapping[int, set[int]], left: set[int]) -> list[int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,31 +32,50 @@ class PlanError(ValueError):
         self.problems = problems
 
 
-def _field(loc: tuple[int | str, ...]) -> str:
-    # ('pre', 0, 'wait', 'timeout_s') -> "pre[0].wait.timeout_s"
+def field_name(loc: Sequence[int | str]) -> str:
+    """``('pre', 0, 'wait', 'timeout_s')`` as the plan spells it: ``pre[0].wait.timeout_s``."""
     out = ""
     for p in loc:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
 
 
+# Parts of a pydantic location the plan's text does not have: a flat condition's ``args`` and
+# the member of JsonValue's union that refused a value.
+_SYNTHETIC = frozenset({"args", "dict", "list", "str", "int", "float", "bool"})
+
+
+def _as_written(loc: tuple[int | str, ...], raw: Any) -> tuple[int | str, ...]:
+    out: list[int | str] = []
+    at = raw
+    for p in loc:
+        written = (isinstance(at, dict) and p in at) or (
+            isinstance(at, list) and isinstance(p, int) and -len(at) <= p < len(at)
+        )
+        if written:
+            at = at[p]
+        elif p in _SYNTHETIC:
+            continue
+        else:
+            at = None  # past what was written (a missing field): the rest as pydantic says
+        out.append(p)
+    return tuple(out)
+
+
 def _where(loc: tuple[int | str, ...], raw: Any) -> str:
     # Turn pydantic's ('steps', 2, 'args') into "step 3, field args" using the step's own n.
+    loc = _as_written(loc, raw)
     if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
         n: Any = loc[1] + 1
         with contextlib.suppress(KeyError, IndexError, TypeError):
             n = raw["steps"][loc[1]]["n"]
-        return f"step {n}, field {_field(loc[2:]) or '(step)'}"
-    return "plan, field " + (_field(loc) or "(root)")
+        return f"step {n}, field {field_name(loc[2:]) or '(step)'}"
+    return "plan, field " + (field_name(loc) or "(root)")
 
 
 def _problem(err: ErrorDetails, raw: Any) -> str:
-    loc, msg = tuple(err["loc"]), err["msg"]
-    if err["type"] == "finite_number":
-        msg = _NOT_FINITE
-        if loc and loc[-1] == "float":  # the member of JsonValue's union that refused it
-            loc = loc[:-1]
-    return f"{_where(loc, raw)}: {msg}"
+    msg = _NOT_FINITE if err["type"] == "finite_number" else err["msg"]
+    return f"{_where(tuple(err['loc']), raw)}: {msg}"
 
 
 def _size(n: int) -> str:
@@ -153,7 +173,9 @@ class _NoAliasLoader(yaml.SafeLoader):
 def _one_line(e: yaml.YAMLError) -> str:
     problem = getattr(e, "problem", None)
     if problem:
-        return f"{problem}{_at(getattr(e, 'problem_mark', None))}"
+        context = getattr(e, "context", None)
+        said = f"{context}, {problem}" if context else problem
+        return f"{said}{_at(getattr(e, 'problem_mark', None))}"
     return " ".join(str(e).split())
 
 
