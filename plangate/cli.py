@@ -38,7 +38,7 @@ exit codes:
        could not be reached (Temporal, Postgres, S3: named by host and port)
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
-       option, an unknown run id, a run id already in use)
+       option, an unknown run id, a run id already running, cancelling an ended run)
   130  interrupted (Ctrl-C)
 Errors are one line on stderr; --debug adds the traceback."""
 
