@@ -22,6 +22,7 @@ from plans.model import Condition, Plan, Step
 from probes import PROBES
 
 _PATH_ARGS = ("dest", "source", "path")
+_LOCAL_ARGS = ("dest", "source")  # local files in any condition (object_content_equals)
 
 
 def _model_problems(model: type[BaseModel], args: Mapping[str, Any], where: str) -> Iterator[str]:
@@ -96,14 +97,15 @@ def _conditions(step: Step, phase: str, conds: list[Condition]) -> Iterator[str]
 
 
 def _paths(step: Step, workdir: Path) -> Iterator[str]:
-    """Path arguments (of the step, and of its file probes) name files inside the work
-    directory; the same rule the tools and probes apply at run time after binding."""
+    """Local paths (of the step, and of its conditions) name files inside the work directory;
+    the same rule the tools and probes apply at run time after binding. A condition's ``path``
+    is a local path only for a file probe (for field probes it is a JSON path)."""
     found = [(f"args.{name}", step.args.get(name)) for name in _PATH_ARGS]
     for phase, conds in (("pre", step.pre), ("post", step.post)):
         for i, c in enumerate(conds):
             spec = PROBES.get(c.probe)
-            if spec is not None and spec.system == "file":
-                found += [(f"{phase}[{i}].{name}", c.args.get(name)) for name in _PATH_ARGS]
+            names = _PATH_ARGS if spec is not None and spec.system == "file" else _LOCAL_ARGS
+            found += [(f"{phase}[{i}].{name}", c.args.get(name)) for name in names]
     for field, value in found:
         if isinstance(value, str) and not any(bindings.references(value)):
             try:

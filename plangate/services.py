@@ -9,6 +9,7 @@ password.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from urllib.parse import urlsplit
 
@@ -32,11 +33,16 @@ class ServiceUnreachable(Exception):
 
 
 def _reason(e: BaseException, secret: str | None = None) -> str:
+    """The cause in a few words: the OS's own where there is one."""
+    if isinstance(e, OSError) and e.errno:
+        return os.strerror(e.errno)
     text = str(e)
     # the Rust core's transport errors end in the OS's own words
     os_message = re.search(r'message: "([^"]+)"', text)
     if os_message:
         text = os_message.group(1)
+    # libpq: 'connection failed: connection to server at "h", port 1 failed: <cause>\n<hint>'
+    text = text.strip().split("\n", 1)[0].rsplit(" failed: ", 1)[-1]
     text = " ".join(text.split()) or type(e).__name__
     if secret:
         text = text.replace(secret, "***")

@@ -85,8 +85,8 @@ async def test_worker_with_postgres_down_names_host_and_port_never_the_password(
     assert await asyncio.to_thread(main, ["worker"]) == 1
     err = capsys.readouterr().err
     line = one_line(err)
-    assert line.startswith(f"plangate: cannot reach Postgres at 127.0.0.1:{port}: ")
-    assert "Connection refused" in line and "s3cr3t-pw" not in err
+    assert line == f"plangate: cannot reach Postgres at 127.0.0.1:{port}: Connection refused"
+    assert "s3cr3t-pw" not in err
 
 
 async def test_worker_with_s3_down_names_host_and_port(stack_env, monkeypatch, capsys):
@@ -94,8 +94,7 @@ async def test_worker_with_s3_down_names_host_and_port(stack_env, monkeypatch, c
     monkeypatch.setenv("PLANGATE_S3_ENDPOINT_URL", f"http://127.0.0.1:{port}")
     assert await asyncio.to_thread(main, ["worker"]) == 1
     line = one_line(capsys.readouterr().err)
-    assert line == f"plangate: cannot reach S3 at 127.0.0.1:{port}: Connection refused" \
-        or line.startswith(f"plangate: cannot reach S3 at 127.0.0.1:{port}: ")
+    assert line == f"plangate: cannot reach S3 at 127.0.0.1:{port}: Connection refused"
 
 
 def test_oversized_and_binary_plan_files(tmp_path, capsys):
