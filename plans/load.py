@@ -82,8 +82,9 @@ def _size(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def _too_big(value: Any, most: int) -> str | None:
-    """Why ``value`` is over ``most`` bytes of canonical JSON (or nests too deeply), or None."""
+def _too_big(value: Any) -> str | None:
+    """Why an argument value is over its limits (size as canonical JSON, nesting), or None."""
+    most = limits.MAX_ARG_JSON_BYTES
     depth = limits.nesting(value)
     if depth > limits.MAX_NESTING:
         return f"nested {depth} levels deep; a value nests at most {limits.MAX_NESTING}"
@@ -101,7 +102,7 @@ def _condition_problems(n: int, phase: str, conds: list[Condition]) -> list[str]
         f"step {n}, field {phase}[{i}].{name}: {why}"
         for i, c in enumerate(conds)
         for name, value in c.args.items()
-        if (why := _too_big(value, limits.MAX_ARG_JSON_BYTES))
+        if (why := _too_big(value))
     ]
 
 
@@ -112,7 +113,7 @@ def limit_problems(plan: Plan) -> list[str]:
         out += [
             f"step {s.n}, field args.{name}: {why}"
             for name, value in s.args.items()
-            if (why := _too_big(value, limits.MAX_ARG_JSON_BYTES))
+            if (why := _too_big(value))
         ]
         out += _condition_problems(s.n, "pre", s.pre)
         out += _condition_problems(s.n, "post", s.post)
