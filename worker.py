@@ -1,19 +1,14 @@
-"""Starts a plangate worker against the configured services (same as `plangate worker`)."""
+"""Starts a plangate worker against the configured services (same as `plangate worker`).
+
+It leaves the way the ``plangate`` command does (``plangate.cli.entry``): one line for a
+service it cannot reach, exit codes as documented there, and no interpreter teardown.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import sys
 
-from plangate.settings import Settings
-from plangate.worker_factory import build_worker, connect
-
-
-async def main() -> None:
-    settings = Settings.from_env()
-    worker = await build_worker(await connect(settings), settings)
-    print(f"plangate: worker polling {settings.task_queue} on {settings.temporal_address}")
-    await worker.run()
-
+from plangate.cli import entry
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    entry(["worker", *sys.argv[1:]])

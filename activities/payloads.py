@@ -32,6 +32,9 @@ class ProbeRequest(BaseModel):
     idempotency_key: str = ""
     # In the post phase, the fields of the tool's result its reader needs (``ToolResult.refs``).
     output: dict[str, JsonValue] | None = None
+    # Conditions (by key) read only as evidence to skip: arguments that do not fit are "no
+    # evidence" (violated), not a malformed step.
+    lenient: list[str] = Field(default_factory=list)
 
 
 class ProbeResult(BaseModel):
@@ -40,6 +43,7 @@ class ProbeResult(BaseModel):
     observed: JsonValue = None  # e.g. an ETag, a row count, a record version
     detail: str = ""
     elapsed_ms: float = 0.0
+    invalid_args: bool = False  # the condition's (bound) arguments do not fit the probe
 
 
 class ProbeReport(BaseModel):

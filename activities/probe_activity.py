@@ -6,6 +6,7 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -21,7 +22,7 @@ class ProbeActivities:
     def __init__(self, world: World) -> None:
         self.world = world
 
-    async def _one(self, cond: Condition, ctx: ProbeContext) -> ProbeResult:
+    async def _one(self, cond: Condition, ctx: ProbeContext, lenient: bool) -> ProbeResult:
         t0 = time.perf_counter()
 
         def done(outcome: Outcome, observed: object = None, detail: str = "") -> ProbeResult:
@@ -36,6 +37,13 @@ class ProbeActivities:
             return done(Outcome.UNKNOWN, detail=f"no probe named {cond.probe!r}")
         try:
             args = spec.args.model_validate(cond.args)
+        except ValidationError as e:
+            # Arguments bound from a result that do not fit the probe: asking again cannot help.
+            if lenient:
+                return done(Outcome.VIOLATED, detail=f"no evidence: arguments: {e}"[:500])
+            bad = done(Outcome.UNKNOWN, detail=f"arguments: {e}"[:500])
+            return bad.model_copy(update={"invalid_args": True})
+        try:
             verdict = await asyncio.wait_for(spec.fn(args, self.world, ctx), PROBE_TIMEOUT_S)
         except Exception as e:  # could not answer: unknown, which fails the step, never passes
             return done(Outcome.UNKNOWN, detail=f"{type(e).__name__}: {e}"[:500])
@@ -46,12 +54,24 @@ class ProbeActivities:
     async def evaluate(self, req: ProbeRequest) -> ProbeReport:
         ctx = ProbeContext(req.step.tool, req.step.args, req.idempotency_key, req.output)
         t0 = time.perf_counter()
-        results = await asyncio.gather(*(self._one(c, ctx) for c in req.conditions))
+        lenient = set(req.lenient)
+        results = await asyncio.gather(
+            *(self._one(c, ctx, c.key() in lenient) for c in req.conditions)
+        )
         report = ProbeReport(
             results=list(results),
             read_at=datetime.now(UTC),
             elapsed_ms=(time.perf_counter() - t0) * 1000,
         )
+        if any(r.invalid_args for r in report.results):
+            names = ", ".join(f"{r.condition.key()}: {r.detail}" for r in report.results
+                              if r.invalid_args)
+            raise ApplicationError(
+                f"probe arguments do not fit: {names}",
+                report.model_dump(mode="json"),
+                type="bad_arguments",
+                non_retryable=True,
+            )
         if report.unknown:
             # Retryable: the activity's RetryPolicy bounds how often we ask again.
             names = ", ".join(f"{r.condition.key()}: {r.detail}" for r in report.unknown)

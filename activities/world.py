@@ -21,15 +21,33 @@ PG_CONNECT_TIMEOUT_S = 3.0
 
 
 class PathOutsideWorkdir(ValueError):
-    pass
+    """A path argument that leaves the work directory, or (``confine_file``) names no file in
+    it. A tool that meets one at run time fails with ``bad_arguments``, having written nothing."""
 
 
 def confine(workdir: Path, path: str) -> Path:
     """``path`` resolved under ``workdir``; anything that escapes it is refused."""
+    if "\0" in path:
+        raise PathOutsideWorkdir(f"{path!r} holds a NUL byte, which no file name does")
     p = Path(path)
     full = (p if p.is_absolute() else workdir / p).resolve()
     if not full.is_relative_to(workdir.resolve()):
         raise PathOutsideWorkdir(f"{path!r} is outside the work directory {workdir}")
+    return full
+
+
+def confine_file(workdir: Path, path: str) -> Path:
+    """``path`` as a file strictly inside ``workdir``: never the work directory itself, never a
+    directory (an existing one, or a path written as one: ``.``, ``..``, a trailing ``/``).
+
+    What a tool writes goes to this path (or to a temporary file beside it, in the same
+    directory), so nothing is written outside the work directory."""
+    full = confine(workdir, path)
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    if full == workdir.resolve():
+        raise PathOutsideWorkdir(f"{path!r} is the work directory itself, not a file in it")
+    if path.endswith("/") or last in (".", "..") or full.is_dir():
+        raise PathOutsideWorkdir(f"{path!r} is a directory, not a file in the work directory")
     return full
 
 
@@ -66,6 +84,9 @@ class World:
 
     def path(self, path: str) -> Path:
         return confine(self.workdir, path)
+
+    def file_path(self, path: str) -> Path:
+        return confine_file(self.workdir, path)
 
     async def close(self) -> None:
         if self._pool is not None:

@@ -7,19 +7,23 @@ step depends on binds the name.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from activities.tools import TOOLS
-from activities.world import PathOutsideWorkdir, confine
+from activities.scope import Scope, targets
+from activities.tools import TOOLS, ToolSpec
+from activities.world import PathOutsideWorkdir, confine_file
 from plans import bindings, jsonpath
-from plans.load import PlanError
+from plans.load import PlanError, field_name, limit_problems
 from plans.model import Condition, Plan, Step
 from probes import PROBES
 
 _PATH_ARGS = ("dest", "source", "path")
+_LOCAL_ARGS = ("dest", "source")  # local files in any condition (object_content_equals)
 
 
 def _model_problems(model: type[BaseModel], args: Mapping[str, Any], where: str) -> Iterator[str]:
@@ -28,30 +32,54 @@ def _model_problems(model: type[BaseModel], args: Mapping[str, Any], where: str)
         model.model_validate(dict(args))
     except ValidationError as e:
         for err in e.errors():
-            loc = [str(p) for p in err["loc"]]
+            loc = tuple(err["loc"])
             if loc and loc[0] in deferred:
                 continue
-            field = ".".join(loc) or "(arguments)"
-            yield f"{where}.{field}: {err['msg']}"
+            yield f"{where}{'.' if loc else ''}{field_name(loc)}: {err['msg']}"
+
+
+def _cycle(deps: Mapping[int, set[int]], left: set[int]) -> list[int]:
+    """A cycle among ``left`` (steps Kahn's algorithm could not order), found without
+    recursion: follow dependencies inside ``left`` until a step repeats."""
+    n = min(left)
+    seen: dict[int, int] = {}
+    trail: list[int] = []
+    while n not in seen:
+        seen[n] = len(trail)
+        trail.append(n)
+        # every step left over depends on at least one other step left over
+        n = min(d for d in deps[n] if d in left)
+    return [*trail[seen[n] :], n]
 
 
 def _ancestors(plan: Plan) -> dict[int, set[int]]:
+    """Each step's transitive dependencies, in topological order (Kahn's algorithm, no
+    recursion: a long chain of steps is as easy as a short one). A cycle is a PlanError that
+    names the steps on it."""
     deps = {s.n: set(s.depends_on) for s in plan.steps}
+    waiting = {n: len(d) for n, d in deps.items()}
+    dependents: dict[int, list[int]] = {n: [] for n in deps}
+    for n, ds in deps.items():
+        for d in ds:
+            dependents[d].append(n)
+    ready = [n for n, count in waiting.items() if count == 0]
     out: dict[int, set[int]] = {}
-
-    def walk(n: int, trail: tuple[int, ...]) -> set[int]:
-        if n in out:
-            return out[n]
-        if n in trail:
-            raise PlanError([f"step {n}, field depends_on: cycle {' -> '.join(map(str, trail))}"])
-        acc: set[int] = set()
-        for d in deps.get(n, ()):
-            acc |= {d} | walk(d, (*trail, n))
-        out[n] = acc
-        return acc
-
-    for n in deps:
-        walk(n, ())
+    while ready:
+        n = ready.pop()
+        out[n] = set(deps[n]).union(*(out[d] for d in deps[n]))
+        for m in dependents[n]:
+            waiting[m] -= 1
+            if waiting[m] == 0:
+                ready.append(m)
+    if len(out) < len(deps):
+        cycle = _cycle(deps, set(deps) - set(out))
+        shown = cycle if len(cycle) <= 12 else [*cycle[:5], "...", *cycle[-5:]]
+        raise PlanError(
+            [
+                f"step {cycle[0]}, field depends_on: cycle {' -> '.join(map(str, shown))}"
+                + (f" ({len(cycle) - 1} steps)" if len(cycle) > 12 else "")
+            ]
+        )
     return out
 
 
@@ -69,22 +97,43 @@ def _conditions(step: Step, phase: str, conds: list[Condition]) -> Iterator[str]
         yield from _model_problems(spec.args, c.args, where)
 
 
-def _paths(step: Step, workdir: Any) -> Iterator[str]:
-    for name in _PATH_ARGS:
-        value = step.args.get(name)
+def _paths(step: Step, workdir: Path) -> Iterator[str]:
+    """Local paths (of the step, and of its conditions) name files inside the work directory;
+    the same rule the tools and probes apply at run time after binding. A condition's ``path``
+    is a local path only for a file probe (for field probes it is a JSON path)."""
+    found = [(f"args.{name}", step.args.get(name)) for name in _PATH_ARGS]
+    for phase, conds in (("pre", step.pre), ("post", step.post)):
+        for i, c in enumerate(conds):
+            spec = PROBES.get(c.probe)
+            names = _PATH_ARGS if spec is not None and spec.system == "file" else _LOCAL_ARGS
+            found += [(f"{phase}[{i}].{name}", c.args.get(name)) for name in names]
+    for field, value in found:
         if isinstance(value, str) and not any(bindings.references(value)):
             try:
-                confine(workdir, value)
+                confine_file(workdir, value)
             except PathOutsideWorkdir as e:
-                yield f"step {step.n}, field args.{name}: {e}"
+                yield f"step {step.n}, field {field}: {e}"
 
 
-def problems(plan: Plan, workdir: Any = None, bound: Collection[str] = ()) -> list[str]:
+def _scope(step: Step, spec: ToolSpec[Any], scope: Scope) -> Iterator[str]:
+    """What the step writes is inside the deployment's scope (checked again by the tool)."""
+    for w, name in targets(spec.writes, step.args):
+        why = scope.refusal(w.kind, name)
+        if why is not None:
+            yield f"step {step.n}, field args.{w.arg}: {why}"
+
+
+def problems(
+    plan: Plan, workdir: Any = None, bound: Collection[str] = (), scope: Scope | None = None
+) -> list[str]:
     """Every problem of ``plan``. ``bound``: names earlier plan versions of the run bound,
-    which a new version may reference without binding them again."""
-    out: list[str] = []
+    which a new version may reference without binding them again. ``scope``: where tools may
+    write (default: anywhere but plangate's own schema)."""
+    out: list[str] = limit_problems(plan)
+    if out:
+        return out
     ns = [s.n for s in plan.steps]
-    dupes = sorted({n for n in ns if ns.count(n) > 1})
+    dupes = sorted(n for n, count in Counter(ns).items() if count > 1)
     out += [f"step {n}, field n: used by more than one step" for n in dupes]
     known = set(ns)
     for s in plan.steps:
@@ -108,6 +157,7 @@ def problems(plan: Plan, workdir: Any = None, bound: Collection[str] = ()) -> li
             out.append(f"step {s.n}, field tool: unknown tool {s.tool!r}")
         else:
             out += _model_problems(spec.args, s.args, f"step {s.n}, field args")
+            out += _scope(s, spec, scope or Scope())
         for name, path in s.binds.items():
             try:
                 jsonpath.parse(path)
@@ -138,12 +188,12 @@ def problems(plan: Plan, workdir: Any = None, bound: Collection[str] = ()) -> li
                 "the step would run without a person"
             )
         if workdir is not None:
-            out += _paths(s, workdir)
+            out += _paths(s, Path(workdir))
     return out
 
 
-def check(plan: Plan, workdir: Any = None) -> Plan:
-    found = problems(plan, workdir)
+def check(plan: Plan, workdir: Any = None, scope: Scope | None = None) -> Plan:
+    found = problems(plan, workdir, scope=scope)
     if found:
         raise PlanError(found)
     return plan

@@ -1,26 +1,57 @@
 """The ``plangate`` command line (DESIGN.md section 7).
 
-Exit codes: 0 only for a succeeded run (or a clean check); 1 for a run that did not succeed or
-a service that could not be reached; 2 for a rejected plan or bad usage.
+Exit codes (also in ``--help`` and the README): 0 only for a succeeded run (or a valid plan); 1
+for a run that did not succeed or a service that could not be reached; 2 for a rejected plan or
+bad usage (an unknown run id, a run id already in use). An error is one line on stderr; its
+traceback only with ``--debug``.
+
+:func:`main` does the work and returns the exit code (tests call it in-process). The console
+script is :func:`entry`: it calls ``main``, flushes stdout and stderr and leaves with
+``os._exit``, skipping interpreter teardown, during which the Temporal client's native runtime
+threads can crash a short-lived process (``Fatal Python error: PyGILState_Release``;
+temporalio/sdk-python issue 300) and turn a finished command's exit code into 134.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from plangate.settings import Settings
 from plans.load import PlanError, load_file
 from plans.model import Plan
 from workflows.report import RunReport, RunStatus
 
-EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+EXIT_CODES = """\
+exit codes:
+  0    a succeeded run (run --wait, status), a valid plan (check), a request sent (run, cancel)
+  1    a run that did not succeed (failed, halted, cancelled, still running); a service that
+       could not be reached (Temporal, Postgres, S3: named by host and port)
+  2    a rejected plan (each problem names the step and the field; no workflow is started;
+       also a plan file too big, binary or unreadable) or bad usage (unknown command or
+       option, an unknown run id, a run id already running, cancelling an ended run)
+  130  interrupted (Ctrl-C)
+Errors are one line on stderr; --debug adds the traceback."""
+
+
+class UsageError(Exception):
+    """Bad usage the user can correct: an unknown run id, a run id already in use."""
 
 
 def _print_problems(path: str, problems: list[str]) -> None:
+    problems = [p.removeprefix(f"{path}: ") for p in problems]  # the file is named once
+    if len(problems) == 1:
+        print(f"plangate: plan {path} rejected: {problems[0]}", file=sys.stderr)
+        return
     print(f"plangate: plan {path} rejected:", file=sys.stderr)
     for p in problems:
         print(f"  - {p}", file=sys.stderr)
@@ -29,7 +60,7 @@ def _print_problems(path: str, problems: list[str]) -> None:
 def _load_checked(path: str, settings: Settings) -> Plan:
     from plangate.checking import check
 
-    return check(load_file(path), settings.workdir)
+    return check(load_file(path), settings.workdir, settings.scope)
 
 
 def _summary(rep: RunReport) -> str:
@@ -76,12 +107,19 @@ async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
     from plangate import runs
-    from plangate.worker_factory import connect
+    from plangate.services import connect
 
     plan = _load_checked(args.plan, settings)
     client = await connect(settings)
-    handle = await runs.start(client, settings, plan, args.id)
+    try:
+        handle = await runs.start(client, settings, plan, args.id)
+    except WorkflowAlreadyStartedError:
+        raise UsageError(
+            f"a run with id {args.id!r} is already running; choose another --id"
+        ) from None
     if not args.wait:
         print(handle.id)
         return EXIT_OK
@@ -93,28 +131,59 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return _exit_for(rep)
 
 
-async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate import runs
-    from plangate.worker_factory import connect
+def _unknown_run(run_id: str, settings: Settings) -> UsageError:
+    return UsageError(
+        f"no run with id {run_id!r} in namespace {settings.temporal_namespace} "
+        f"on {settings.temporal_address}"
+    )
 
-    rep = await runs.report(await connect(settings), args.id)
+
+async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from plangate import runs
+    from plangate.services import connect
+
+    client = await connect(settings)
+    try:
+        rep = await runs.report(client, args.id)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise _unknown_run(args.id, settings) from None
+        raise
     print(rep.model_dump_json(indent=2) if args.json else _summary(rep))
     return _exit_for(rep)
 
 
 async def _cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.worker_factory import connect
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from plangate.services import connect
 
     client = await connect(settings)
-    await client.get_workflow_handle(args.id).cancel()
+    handle = client.get_workflow_handle(args.id)
+    try:
+        desc = await handle.describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise _unknown_run(args.id, settings) from None
+        raise
+    if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
+        # the server would accept the request and do nothing: say so instead
+        raise UsageError(f"run {args.id!r} has already ended ({desc.status.name.lower()})")
+    await handle.cancel()
     print(f"plangate: cancel requested for {args.id}" + (f": {args.reason}" if args.reason else ""))
     return EXIT_OK
 
 
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.worker_factory import build_worker, connect
+    from plangate.services import check_worker_services
+    from plangate.worker_factory import build_worker
 
-    worker = await build_worker(await connect(settings), settings)
+    # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
+    client = await check_worker_services(settings)
+    worker = await build_worker(client, settings)
     print(f"plangate: worker polling {settings.task_queue} on {settings.temporal_address}")
     await worker.run()
     return EXIT_OK
@@ -136,57 +205,110 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="plangate",
         description="Run agent plans on Temporal, every step guarded by probes of the world.",
-        epilog="Exit codes: 0 a succeeded run or a valid plan; 1 a run that did not succeed or "
-        "a service that could not be reached; 2 a rejected plan or bad usage.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    # --debug is accepted after the command too (the default stays the top level's)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="validate and lint a plan; starts nothing")
+    c = sub.add_parser("check", parents=[common], help="validate and lint a plan; starts nothing")
     c.add_argument("plan")
     c.add_argument("--strict", action="store_true", help="treat lint warnings as errors")
     c.set_defaults(fn=_cmd_check)
-    r = sub.add_parser("run", help="start a run of a plan")
+    r = sub.add_parser("run", parents=[common], help="start a run of a plan")
     r.add_argument("plan")
     r.add_argument("--id", help="the run id (the workflow id); default: generated")
     r.add_argument("--wait", action="store_true", help="follow the run to its end")
     r.add_argument("--json", action="store_true", help="print the run report as JSON")
     r.set_defaults(fn=_cmd_run)
-    s = sub.add_parser("status", help="the run report of a run")
+    s = sub.add_parser("status", parents=[common], help="the run report of a run")
     s.add_argument("id")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=_cmd_status)
-    k = sub.add_parser("cancel", help="cancel a run")
+    k = sub.add_parser("cancel", parents=[common], help="cancel a run")
     k.add_argument("id")
     k.add_argument("--reason", default="", help="printed with the request (not yet stored)")
     k.set_defaults(fn=_cmd_cancel)
-    w = sub.add_parser("worker", help="run a worker against the configured services")
+    w = sub.add_parser(
+        "worker", parents=[common], help="run a worker against the configured services"
+    )
     w.set_defaults(fn=_cmd_worker)
-    d = sub.add_parser("dev", help="start the embedded stack and a worker in the foreground")
+    d = sub.add_parser(
+        "dev", parents=[common], help="start the embedded stack and a worker in the foreground"
+    )
     d.add_argument("--state-dir", default=".plangate/dev")
     d.set_defaults(fn=_cmd_dev)
-    m = sub.add_parser("demo", help="replay the seeds' incidents against real services")
+    m = sub.add_parser(
+        "demo", parents=[common], help="replay the seeds' incidents against real services"
+    )
     m.add_argument("--state-dir", default=".plangate/demo")
     m.set_defaults(fn=_cmd_demo)
     return p
 
 
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    """Runs one command in-process and returns its exit code (never exits the process)."""
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as e:  # --help, or bad usage argparse has already explained
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    debug: bool = args.debug
     try:
         settings = Settings.from_env()
+    except ValueError as e:
+        print(f"plangate: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    from plangate.services import ServiceUnreachable
+
+    try:
         code: int = asyncio.run(args.fn(args, settings))
         return code
     except PlanError as e:
         _print_problems(getattr(args, "plan", "?"), e.problems)
         return EXIT_USAGE
-    except ValueError as e:
+    except UsageError as e:
         print(f"plangate: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except ServiceUnreachable as e:
+        print(f"plangate: {e}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        return EXIT_NOT_SUCCEEDED
     except KeyboardInterrupt:
-        return 130
-    except (OSError, RuntimeError) as e:
-        print(f"plangate: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        hint = "" if debug else " (--debug shows the traceback)"
+        print(f"plangate: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
         return EXIT_NOT_SUCCEEDED
 
 
+def leave(code: int) -> NoReturn:
+    """Flush stdout and stderr, then end the process with ``code`` at once: no interpreter
+    teardown, so no native thread of the Temporal client can crash it on the way out."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def entry(argv: Sequence[str] | None = None) -> NoReturn:
+    """The ``plangate`` console script (and ``python -m plangate``)."""
+    try:
+        code = main(argv)
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    leave(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

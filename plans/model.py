@@ -11,9 +11,17 @@ from pydantic import (
     Field,
     JsonValue,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
+
+from plans import limits
+
+# Every model of the language: unknown fields are errors, values are immutable, and NaN or an
+# infinity is never a number a plan may hold (JSON would not even carry it).
+_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Effect(StrEnum):
@@ -41,9 +49,44 @@ class OnUnmet(StrEnum):
 
 
 class WaitSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    timeout_s: float = Field(default=3600, gt=0)
-    interval_s: float = Field(default=60, gt=0)
+    """Poll for a state an action brings about: finite, and never faster than once a second
+    (``plans.limits``)."""
+
+    model_config = _CONFIG
+    timeout_s: float = 3600
+    interval_s: float = 60
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _finite_timeout(cls, v: float) -> float:
+        if not 0 < v <= limits.MAX_WAIT_TIMEOUT_S:
+            raise PydanticCustomError(
+                "wait_timeout",
+                "{value} s: a wait lasts more than 0 s and at most {max} s (7 days)",
+                {"value": v, "max": f"{limits.MAX_WAIT_TIMEOUT_S:.0f}"},
+            )
+        return v
+
+    @field_validator("interval_s")
+    @classmethod
+    def _sane_interval(cls, v: float) -> float:
+        if v < limits.MIN_WAIT_INTERVAL_S:
+            raise PydanticCustomError(
+                "wait_interval",
+                "{value} s: a wait polls at most once every {min} s",
+                {"value": v, "min": f"{limits.MIN_WAIT_INTERVAL_S:g}"},
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _interval_within_timeout(self) -> WaitSpec:
+        if self.interval_s > self.timeout_s:
+            raise PydanticCustomError(
+                "wait_interval",
+                "interval_s {interval} s is longer than timeout_s {timeout} s",
+                {"interval": self.interval_s, "timeout": self.timeout_s},
+            )
+        return self
 
 
 class Condition(BaseModel):
@@ -53,7 +96,7 @@ class Condition(BaseModel):
     the fields of the condition itself.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _CONFIG
     probe: str
     args: dict[str, JsonValue] = Field(default_factory=dict)
     wait: WaitSpec | None = None
@@ -91,7 +134,7 @@ def _as_list(value: Any) -> Any:
 
 
 class Step(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _CONFIG
     n: int = Field(gt=0)
     tool: str
     effect: Effect = Effect.WRITE
@@ -124,15 +167,27 @@ class Step(BaseModel):
 
 
 class Budget(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _CONFIG
     replans_max: int = Field(default=2, ge=0, le=10)
 
 
 class Plan(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _CONFIG
     goal: str = Field(min_length=1)
     budget: Budget = Field(default_factory=Budget)
     steps: list[Step] = Field(min_length=1)
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _not_too_many(cls, v: Any) -> Any:
+        # Before the steps are validated one by one: a huge list is refused at its length.
+        if isinstance(v, list) and len(v) > limits.MAX_STEPS:
+            raise PydanticCustomError(
+                "too_many_steps",
+                "{count} steps; a plan has at most {max} steps",
+                {"count": len(v), "max": limits.MAX_STEPS},
+            )
+        return v
 
     def step(self, n: int) -> Step:
         for s in self.steps:

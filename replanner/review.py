@@ -28,7 +28,7 @@ class Review(BaseModel):
 
 
 def review(plan: Plan, req: ReplanRequest, settings: Settings) -> list[str]:
-    found = problems(plan, settings.workdir, bound=set(req.bound))
+    found = problems(plan, settings.workdir, bound=set(req.bound), scope=settings.scope)
     if found:
         return found
     return [f"(strict) {w}" for w in lint(plan)] + mandate_problems(plan, req)

@@ -41,7 +41,7 @@ class Harness:
     async def start(
         self, plan: dict[str, Any], run_id: str | None = None
     ) -> WorkflowHandle[Any, RunReport]:
-        checked = check(parse_plan(plan), self.settings.workdir)
+        checked = check(parse_plan(plan), self.settings.workdir, self.settings.scope)
         return await runs.start(self.client, self.settings, checked, run_id)
 
 

@@ -4,6 +4,7 @@ after binding, with out_of_scope (403): the run halts for a person and nothing i
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -87,3 +88,26 @@ async def test_a_table_outside_the_allowed_schemas_is_refused(client, settings, 
     assert rep.failure is not None and rep.failure.code == "out_of_scope"
     cur = await pg.execute("SELECT to_regclass(%s)", (f"public.ix_scope_{tag}",))
     assert (await cur.fetchone())[0] is None
+
+
+def test_check_refuses_writes_outside_the_allowed_scope(tmp_path, monkeypatch, capsys):
+    from plangate.cli import main
+
+    plan = {"goal": "publish", "steps": [
+        {"n": 1, "tool": "s3.put", "args": {"bucket": "scope-payroll", "key": "r.txt",
+                                            "body": "hello"}},
+        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+         "args": {"statement": "analyze", "params": {"table": "finance.ledger"}}},
+    ]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    assert main(["check", str(path)]) == 0
+    monkeypatch.setenv("PLANGATE_ALLOWED_BUCKETS", "scope-ok")
+    monkeypatch.setenv("PLANGATE_ALLOWED_SCHEMAS", "staging")
+    capsys.readouterr()
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "step 1, field args.bucket: bucket scope-payroll is not in PLANGATE_ALLOWED_BUCKETS" \
+        in err
+    assert "step 2, field args.params.table: finance.ledger is not in PLANGATE_ALLOWED_SCHEMAS" \
+        in err

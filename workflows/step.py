@@ -160,7 +160,10 @@ class StepRunner:
         done = self._skip_check(args, post)
         first = done + pre
         if first:
-            report = await self._probe("skip+pre" if done else "pre", ref, first, key, None)
+            # evidence only read to skip: arguments that do not fit it mean "no evidence"
+            only = [c.key() for c in done[len(post) :]] if done else []
+            phase = "skip+pre" if done else "pre"
+            report = await self._probe(phase, ref, first, key, None, lenient=only)
             self.rep.timings.precheck_read_at = report.read_at
             if done and all(r.outcome is Outcome.HOLDS for r in report.results[: len(done)]):
                 self._decide(route(self._situation(Kind.ALREADY_DONE)))
@@ -265,8 +268,11 @@ class StepRunner:
         conds: list[Condition],
         key: str,
         output: dict[str, JsonValue] | None,
+        lenient: list[str] | None = None,
     ) -> ProbeReport:
-        req = ProbeRequest(step=ref, conditions=conds, idempotency_key=key, output=output)
+        req = ProbeRequest(
+            step=ref, conditions=conds, idempotency_key=key, output=output, lenient=lenient or []
+        )
         try:
             report: ProbeReport = await workflow.execute_activity(
                 "probe.evaluate",
@@ -281,6 +287,10 @@ class StepRunner:
                 failed = ProbeReport.model_validate(e.cause.details[0])
                 self._record(phase, failed)
                 detail = "; ".join(f"{r.condition.key()}: {r.detail}" for r in failed.unknown)
+                if e.cause.type == "bad_arguments":  # bound values that do not fit: permanent
+                    d = route(self._situation(Kind.TOOL_ERROR, status=400))
+                    failure = self._failure("bad_arguments", False, detail, status=400)
+                    raise _Final(d, failure) from e
             d = route(self._situation(Kind.PROBE_UNKNOWN))
             failure = self._failure("probe_unknown", True, detail, status=503)
             if phase == "post":  # the call ran: whether it acted is what nobody can tell now

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import tempfile
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -49,17 +52,25 @@ class PutArgs(ToolArgs):
     ),
 )
 async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
-    dest = world.path(args.dest)
+    dest = world.file_path(args.dest)  # a file inside the work directory, or bad_arguments
 
     def fetch() -> dict[str, Any]:
         extra = {"IfMatch": args.if_match} if args.if_match else {}
         obj = world.s3.get_object(Bucket=args.bucket, Key=args.key, **extra)  # type: ignore[arg-type]
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(dest.name + ".part")
-        with tmp.open("wb") as f:
-            for chunk in obj["Body"].iter_chunks(1 << 20):
-                f.write(chunk)
-        tmp.replace(dest)  # never leave a half-written file under the real name
+        # A uniquely named temporary file in dest's own directory (inside the work directory),
+        # renamed over dest when complete: never a half-written file under the real name, and
+        # concurrent attempts never share a temporary file.
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for chunk in obj["Body"].iter_chunks(1 << 20):
+                    f.write(chunk)
+            os.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         return {"etag": obj["ETag"], "size": dest.stat().st_size, "dest": str(dest)}
 
     try:
@@ -92,7 +103,7 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
 async def s3_put(args: PutArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     def put() -> dict[str, Any]:
         if args.source is not None:
-            body = world.path(args.source).read_bytes()
+            body = world.file_path(args.source).read_bytes()
         else:
             body = (args.body or "").encode()
         extra: dict[str, str] = {}

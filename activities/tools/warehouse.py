@@ -17,7 +17,8 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from activities.errors import ToolError
 from activities.pg import ident, to_tool_error
@@ -47,12 +48,39 @@ class LoadArgs(ToolArgs):
 
 
 class RunSqlArgs(ToolArgs):
+    """A registered statement's name and its parameters, checked against the statement's own
+    parameter model: at ``check`` (unless the parameters hold a ``${name}`` that binds later)
+    and again by the tool after binding, so a bad name or parameter is ``bad_arguments``."""
+
     statement: str
     params: dict[str, JsonValue] = Field(default_factory=dict)
 
+    @field_validator("statement")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        if v not in STATEMENTS:
+            raise PydanticCustomError(
+                "unknown_statement",
+                "no registered statement {name} (known: {known})",
+                {"name": repr(v), "known": ", ".join(sorted(STATEMENTS))},
+            )
+        return v
+
+    @field_validator("params")
+    @classmethod
+    def _fit_the_statement(
+        cls, v: dict[str, JsonValue], info: ValidationInfo
+    ) -> dict[str, JsonValue]:
+        stmt = STATEMENTS.get(info.data.get("statement", ""))
+        if stmt is None:
+            return v  # the statement's own error says it all
+        # Its errors come out under this field: args.params.<field>.
+        stmt.params.model_validate(v)
+        return v
+
 
 def _read_csv(path: str, world: World) -> tuple[list[str], bytes, str]:
-    data = world.path(path).read_bytes()
+    data = world.file_path(path).read_bytes()
     header = next(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))), [])
     bad = [c for c in header if not _COLUMN.match(c)]
     if not header or bad:
@@ -167,9 +195,7 @@ def _statement_contract() -> Contract:
 async def warehouse_run_sql(
     args: RunSqlArgs, world: World, call: CallContext
 ) -> dict[str, JsonValue]:
-    stmt = STATEMENTS.get(args.statement)
-    if stmt is None:
-        raise ToolError("bad_arguments", f"no registered statement {args.statement!r}")
+    stmt = STATEMENTS[args.statement]  # RunSqlArgs checked the name and the parameters
     params = stmt.params.model_validate(args.params)
     try:
         pool = await world.pool()

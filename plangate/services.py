@@ -1,0 +1,122 @@
+"""Reaching the configured services, with one clear line when one cannot be reached.
+
+The command line connects to Temporal through :func:`connect`; the worker also checks Postgres
+and (when ``PLANGATE_S3_ENDPOINT_URL`` is set) S3 before it polls, so a worker that could do no
+work says which service is missing, by host and port, and exits. Messages never carry a
+password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from temporalio.client import Client
+
+from plangate.settings import Settings
+from plangate.worker_factory import connect as _connect
+
+CONNECT_TIMEOUT_S = 3.0
+
+
+class ServiceUnreachable(Exception):
+    """A service plangate needs could not be reached (or would not let us in)."""
+
+    def __init__(self, service: str, where: str, reason: str) -> None:
+        super().__init__(f"cannot reach {service} at {where}: {reason}")
+        self.service = service
+        self.where = where
+
+
+def _reason(e: BaseException, secret: str | None = None) -> str:
+    """The cause in a few words: the OS's own where there is one."""
+    if isinstance(e, OSError) and e.errno:
+        return os.strerror(e.errno)
+    text = str(e)
+    # the Rust core's transport errors end in the OS's own words
+    os_message = re.search(r'message: "([^"]+)"', text)
+    if os_message:
+        text = os_message.group(1)
+    # libpq: 'connection failed: connection to server at "h", port 1 failed: <cause>\n<hint>'
+    text = text.strip().split("\n", 1)[0].rsplit(" failed: ", 1)[-1]
+    text = " ".join(text.split()) or type(e).__name__
+    if secret:
+        text = text.replace(secret, "***")
+    return text[:300]
+
+
+async def connect(settings: Settings) -> Client:
+    try:
+        return await _connect(settings)
+    except RuntimeError as e:
+        raise ServiceUnreachable("Temporal", settings.temporal_address, _reason(e)) from e
+
+
+def postgres_address(url: str) -> str:
+    """``host:port`` of a libpq URL or conninfo string (never the password)."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "(an unparsable PLANGATE_DATABASE_URL)"
+    host = str(info.get("host") or "localhost")
+    return f"{host}:{info.get('port') or 5432}"
+
+
+async def check_postgres(settings: Settings) -> None:
+    url = settings.database_url
+    try:
+        secret = conninfo_to_dict(url).get("password")
+    except psycopg.ProgrammingError:
+        secret = None
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            url, connect_timeout=int(CONNECT_TIMEOUT_S), autocommit=True
+        )
+    except psycopg.Error as e:
+        where = postgres_address(url)
+        raise ServiceUnreachable(
+            "Postgres", where, _reason(e, str(secret) if secret else None)
+        ) from None
+    await conn.close()
+
+
+def s3_address(endpoint_url: str) -> tuple[str, int]:
+    parts = urlsplit(endpoint_url)
+    default = 443 if parts.scheme == "https" else 80
+    try:
+        port = parts.port or default
+    except ValueError:
+        port = default
+    return parts.hostname or "", port
+
+
+async def check_s3(settings: Settings) -> None:
+    """A configured S3 endpoint accepts connections (AWS itself, unset, is not checked here:
+    credentials decide there, and the first probe says so)."""
+    if not settings.s3_endpoint_url:
+        return
+    host, port = s3_address(settings.s3_endpoint_url)
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port), CONNECT_TIMEOUT_S
+        )
+    except TimeoutError:
+        raise ServiceUnreachable(
+            "S3", f"{host}:{port}", f"no answer in {CONNECT_TIMEOUT_S:g} s"
+        ) from None
+    except OSError as e:
+        raise ServiceUnreachable("S3", f"{host}:{port}", _reason(e)) from None
+    writer.close()
+    await writer.wait_closed()
+
+
+async def check_worker_services(settings: Settings) -> Client:
+    """What a worker needs, in order: Temporal, Postgres, S3. The first missing one raises."""
+    client = await connect(settings)
+    await check_postgres(settings)
+    await check_s3(settings)
+    return client

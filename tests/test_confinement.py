@@ -1,0 +1,110 @@
+"""At run time, after ``${}`` binding: a path that leaves the work directory or names no file in
+it, and run_sql parameters that do not fit the statement, are ``bad_arguments``; nothing is
+written outside the work directory and no statement runs. Real worker, S3 and Postgres."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from activities.world import World
+from probes.files import FileArgs, local_file_nonempty
+from probes.registry import ProbeContext
+from tests.harness import attempts, running_worker, scheduled
+
+BUCKET = "confined-drops"
+
+
+@pytest.fixture(scope="module")
+def bucket(s3):
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key="k.csv", Body=b"id\n1\n")
+    return BUCKET
+
+
+def fetch_then(second: dict[str, Any], dest: str) -> dict[str, Any]:
+    """Fetch k.csv to ``dest``, binding where it went, then ``second``."""
+    return {"goal": "fetch twice", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.get", "effect": "read",
+         "args": {"bucket": BUCKET, "key": "k.csv", "dest": dest},
+         "binds": {"where": "$.dest", "size": "$.size"}},
+        {"n": 2, "depends_on": [1], **second},
+    ]}
+
+
+def get_to(dest: str) -> dict[str, Any]:
+    return {"tool": "s3.get", "effect": "read",
+            "args": {"bucket": BUCKET, "key": "k.csv", "dest": dest}}
+
+
+def entries_beside(workdir: Path) -> set[str]:
+    return {p.name for p in workdir.parent.iterdir()}
+
+
+def names_in(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+@pytest.mark.parametrize(("dest", "why"), [
+    # <workdir>/conf-N/k.csv/../.. is the work directory itself: this once wrote <workdir>.part
+    ("${where}/../..", "is the work directory itself"),
+    ("${where}/../../../escaped.csv", "is outside the work directory"),
+    ("${where}/..", "is a directory, not a file"),
+])
+async def test_a_bound_path_that_names_no_file_inside_is_refused(client, settings, bucket, dest,
+                                                                 why):
+    workdir = settings.workdir.resolve()
+    beside = entries_beside(workdir)
+    async with running_worker(client, settings) as h:
+        rep = await h.run(fetch_then(get_to(dest), f"conf-{len(dest)}/k.csv"))
+    assert rep.status == "failed" and rep.step(1).state == "DONE"
+    assert rep.failure is not None and rep.failure.step == 2
+    assert rep.failure.code == "bad_arguments" and why in rep.failure.detail
+    assert (await attempts(client, rep.run_id))["s3.get"] == [1, 1]  # permanent: not retried
+    # nothing new beside the work directory (no <workdir>.part, no escaped.csv); inside it,
+    # only step 1's file (no temporary file left behind)
+    assert entries_beside(workdir) == beside
+    assert names_in(workdir / f"conf-{len(dest)}") == ["k.csv"]
+
+
+async def test_run_sql_params_are_checked_after_binding(client, settings, bucket, pg):
+    # job_id is bound to the file's size, an integer: check cannot know, the tool refuses
+    run_sql = {"tool": "warehouse.run_sql",
+               "args": {"statement": "set_job_state",
+                        "params": {"job_id": "${size}", "state": "requested"}}}
+    async with running_worker(client, settings) as h:
+        rep = await h.run(fetch_then(run_sql, "conf-sql/k.csv"))
+    assert rep.failure is not None and rep.failure.code == "bad_arguments"
+    assert "params.job_id" in rep.failure.detail and "valid string" in rep.failure.detail
+    assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 1
+    cur = await pg.execute("SELECT count(*) FROM plangate.jobs WHERE job_id = '5'")
+    assert (await cur.fetchone())[0] == 0  # no statement ran
+
+
+async def test_probe_arguments_that_do_not_fit_after_binding_fail_at_once(client, settings,
+                                                                          bucket, pg):
+    # the pre condition's job_id is bound to an integer: asking again cannot change that
+    run_sql = {"tool": "warehouse.run_sql", "args": {"statement": "select_one"},
+               "pre": [{"probe": "job_state", "job_id": "${size}", "want": "done"}]}
+    async with running_worker(client, settings) as h:
+        rep = await h.run(fetch_then(run_sql, "conf-probe/k.csv"))
+    assert rep.failure is not None and rep.failure.code == "bad_arguments"
+    assert rep.failure.step == 2 and "job_id" in rep.failure.detail
+    probes = (await attempts(client, rep.run_id))["probe.evaluate"]
+    assert probes[-1] == 1  # not retried as if the probe were merely unavailable
+    assert (await scheduled(client, rep.run_id)).get("warehouse.run_sql", 0) == 0
+
+
+async def test_local_file_nonempty_holds_only_for_a_regular_file(settings):
+    world = World(settings)
+    (settings.workdir / "a-dir").mkdir(parents=True, exist_ok=True)
+    (settings.workdir / "a-file").write_text("x")
+    ctx = ProbeContext(tool="s3.get", args={})
+    on_dir = await local_file_nonempty(FileArgs(path="a-dir"), world, ctx)
+    on_workdir = await local_file_nonempty(FileArgs(path="."), world, ctx)
+    on_file = await local_file_nonempty(FileArgs(path="a-file"), world, ctx)
+    assert not on_dir.holds and on_dir.detail == "a-dir is a directory, not a file"
+    assert not on_workdir.holds
+    assert on_file.holds and on_file.observed == {"size": 1}
