@@ -9,7 +9,7 @@ the demo systems' tables (``activities.demo_schema``).
 from __future__ import annotations
 
 from activities.demo_schema import ensure_demo_schema
-from activities.world import World
+from world.clients import World
 
 OWN_SCHEMA = "plangate"
 

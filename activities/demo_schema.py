@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from activities.world import World
+from world.clients import World
 
 DEMO_SCHEMA = """
 CREATE SCHEMA IF NOT EXISTS demo;

@@ -10,10 +10,10 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.payloads import Outcome, ProbeReport, ProbeRequest, ProbeResult
-from activities.world import World
 from plans.model import Condition
 from probes.registry import PROBES, ProbeContext
+from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from world.clients import World
 
 PROBE_TIMEOUT_S = 15.0
 

@@ -19,11 +19,12 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import ToolError
-from activities.payloads import ToolCall, ToolFailure, ToolResult
-from activities.scope import Scope, targets
 from activities.tools.registry import TOOLS, CallContext, ToolSpec
-from activities.world import PathOutsideWorkdir, World
+from plans.scope import Scope, targets
+from records.calls import ToolCall, ToolFailure, ToolResult
+from world.clients import World
+from world.errors import ToolError
+from world.paths import PathOutsideWorkdir
 
 HEARTBEAT_EVERY_S = 1.0
 # Far below Temporal's 2 MB payload limit (and its 512 KiB warning): a larger result is
@@ -43,7 +44,7 @@ def as_application_error(e: ToolError) -> ApplicationError:
         attempt=activity.info().attempt,
         may_have_acted=e.may_have_acted,
     )
-    # The type is the code: the RetryPolicy decides from it (activities.errors.CODES).
+    # The type is the code: the RetryPolicy decides from it (records.codes.CODES).
     return ApplicationError(str(e), failure.model_dump(mode="json"), type=e.code)
 
 

@@ -15,14 +15,14 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
-from activities.world import World
 from plangate import runs
 from plangate.checking import check
-from plangate.settings import Settings
 from plangate.stack import EmbeddedStack
 from plangate.worker_factory import WORKFLOWS, activities_for, connect
 from plans.load import parse_plan
-from workflows.report import RunReport
+from records.report import RunReport
+from world.clients import World
+from world.settings import Settings
 
 
 @dataclass

@@ -15,11 +15,11 @@ import statistics
 from activities.demo_schema import seed_acct_3319f
 from bench._stack import Bench, bench_stack
 from plangate.scenarios import closeout_plan, seed_replanned_plan
-from plangate.settings import Settings
+from records.report import RunReport, StepState
 from replanner.activity import ReplanActivities
 from replanner.backends.openai import OpenAIBackend
 from tests.fake_openai import FakeOpenAI
-from workflows.report import RunReport, StepState
+from world.settings import Settings
 
 
 def turnaround_ms(rep: RunReport) -> float:

@@ -14,13 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from activities.scope import Scope, targets
 from activities.tools import TOOLS, ToolSpec
-from activities.world import PathOutsideWorkdir, confine_file
 from plans import bindings, jsonpath
 from plans.load import PlanError, field_name, limit_problems
 from plans.model import Condition, Plan, Step
+from plans.scope import Scope, targets
 from probes import PROBES
+from world.paths import PathOutsideWorkdir, confine_file
 
 _PATH_ARGS = ("dest", "source", "path")
 _LOCAL_ARGS = ("dest", "source")  # local files in any condition (object_content_equals)

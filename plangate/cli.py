@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from plangate.settings import Settings
 from plans.load import PlanError, load_file
 from plans.model import Plan
-from workflows.report import RunReport, RunStatus
+from records.report import RunReport, RunStatus
+from world.settings import Settings
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

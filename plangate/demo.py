@@ -22,16 +22,16 @@ from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
 from activities.demo_schema import seed_acct_3319f
-from activities.pg import ident
-from activities.world import World
 from plangate import runs
 from plangate.checking import check
 from plangate.naive import run_naive
 from plangate.scenarios import closeout_facts, closeout_plan
-from plangate.settings import Settings
 from plangate.worker_factory import WORKFLOWS, activities_for, connect
 from plans.load import parse_plan
-from workflows.report import RunReport
+from records.report import RunReport
+from world.clients import World
+from world.pg import ident
+from world.settings import Settings
 
 BUCKET = "vendor-drops"
 KEY = "vendor/exports/2026-03-invoice.csv"

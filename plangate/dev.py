@@ -23,8 +23,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from plangate.settings import Settings
 from plangate.stack import EmbeddedStack, StackError
+from world.settings import Settings
 
 BuildWorker = Callable[[Client, Settings], Awaitable[Worker]]
 

@@ -9,12 +9,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.errors import ToolError
 from activities.tools import TOOLS
 from activities.tools.registry import CallContext
-from activities.world import World
 from plans import bindings, jsonpath
 from plans.model import Plan
+from world.clients import World
+from world.errors import ToolError
 
 
 @dataclass

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
-from plangate.settings import Settings
 from plans.model import Plan
+from records.report import RunReport, RunStatus
 from workflows.plan_run import PlanRunWorkflow, RunInput
-from workflows.report import RunReport, RunStatus
+from world.settings import Settings
 
 _CLOSED_STATUS = {
     WorkflowExecutionStatus.CANCELED: RunStatus.CANCELLED,

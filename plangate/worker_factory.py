@@ -12,12 +12,12 @@ from temporalio.worker import Worker
 from activities.bootstrap import ensure_schema
 from activities.probe_activity import ProbeActivities
 from activities.tool_activity import tool_activities
-from activities.world import World
-from plangate.settings import Settings
 from replanner.activity import ReplanActivities
 from replanner.review import ReviewActivities
 from replanner.workflow import ReplanWorkflow
 from workflows.plan_run import PlanRunWorkflow
+from world.clients import World
+from world.settings import Settings
 
 WORKFLOWS: list[type] = [PlanRunWorkflow, ReplanWorkflow]
 

@@ -10,7 +10,7 @@ from plans.names import NonEmpty
 from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
 
 if TYPE_CHECKING:
-    from activities.world import World
+    from world.clients import World
 
 
 class FileArgs(ProbeArgs):

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 from pydantic import Field, model_validator
 
-from activities.pg import ident
 from plans.names import Identifier, NonEmpty, QualifiedName
 from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
+from world.pg import ident
 
 if TYPE_CHECKING:
-    from activities.world import World
+    from world.clients import World
 
 
 class RowcountArgs(ProbeArgs):

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue, field_validator
 
-from activities.errors import ToolError
 from activities.tools.registry import TOOLS, CallContext
 from plans import jsonpath
 from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
+from world.errors import ToolError
 
 if TYPE_CHECKING:
-    from activities.world import World
+    from world.clients import World
 
 
 class PresentArgs(ProbeArgs):

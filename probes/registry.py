@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 if TYPE_CHECKING:
-    from activities.world import World
+    from world.clients import World
 
 A = TypeVar("A", bound=BaseModel)
 

@@ -12,7 +12,7 @@ from plans.names import BucketName, NonEmpty
 from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
 
 if TYPE_CHECKING:
-    from activities.world import World
+    from world.clients import World
 
 
 class ObjectArgs(ProbeArgs):

@@ -13,10 +13,10 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from plangate.settings import Settings
+from records.replan import ReplanProposal, ReplanRequest
 from replanner.backends import Backend, PlaybookBackend, backend_for
 from replanner.backends.openai import ModelUnavailable
-from replanner.models import ReplanProposal, ReplanRequest
+from world.settings import Settings
 
 ACTIVITY_NAME = "replanner.propose"
 

@@ -19,7 +19,7 @@ from typing import Any
 from activities.tools.registry import TOOLS, effective_effect
 from plans.bindings import resolve
 from plans.model import Effect, Plan, Step
-from replanner.models import ReplanRequest
+from records.replan import ReplanRequest
 
 
 def _identity(tool: str, args: Mapping[str, Any], bound: Mapping[str, Any]) -> str:

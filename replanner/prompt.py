@@ -15,7 +15,7 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from activities.tools import TOOLS
 from probes import PROBES
-from replanner.models import ReplanRequest
+from records.replan import ReplanRequest
 
 RULES = """\
 You re-plan an agent run after a step failed for good. You are handed the goal, the steps \

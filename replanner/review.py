@@ -10,10 +10,10 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 
 from plangate.checking import lint, problems
-from plangate.settings import Settings
 from plans.model import Plan
+from records.replan import ReplanRequest
 from replanner.mandate import mandate_problems
-from replanner.models import ReplanRequest
+from world.settings import Settings
 
 ACTIVITY_NAME = "replanner.review"
 

@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from plangate.checking import problems
     from plans.model import Plan, Step
-    from replanner.models import ReplanOutcome, ReplanProposal, ReplanRequest
+    from records.replan import ReplanOutcome, ReplanProposal, ReplanRequest
     from replanner.review import Review, ReviewRequest
 
 PROPOSE_TIMEOUT = timedelta(minutes=3)

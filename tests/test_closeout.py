@@ -8,10 +8,10 @@ import json
 import pytest
 
 from activities.demo_schema import seed_acct_3319f
-from activities.world import World
 from plangate.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
 from tests.fake_openai import FakeOpenAI
 from tests.harness import attempts, model_backed, running_worker, scheduled
+from world.clients import World
 
 CLOSED = {
     "customer": ("closed", False, NEW_CONTACT),

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from activities.world import World
 from probes.files import FileArgs, local_file_nonempty
 from probes.registry import ProbeContext
 from tests.harness import attempts, running_worker, scheduled
+from world.clients import World
 
 BUCKET = "confined-drops"
 

@@ -15,11 +15,11 @@ import pytest
 from pydantic import JsonValue, ValidationError
 
 from activities.demo_schema import Account, seed_account, seed_acct_3319f
-from activities.errors import ToolError
 from activities.tools import TOOLS, CallContext
-from activities.world import World
 from probes import PROBES, ProbeContext, Verdict
 from tests.harness import running_worker, scheduled
+from world.clients import World
+from world.errors import ToolError
 
 ARCHIVED_AT = datetime(2026, 3, 12, 2, 14, 7, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from plangate.dev import run_dev
-from plangate.settings import Settings
+from world.settings import Settings
 
 
 @workflow.defn(name="DevSmoke")

@@ -10,12 +10,12 @@ from typing import Any
 from temporalio import activity
 
 from activities.demo_schema import Account, seed_account
-from activities.errors import ToolError
-from activities.payloads import ToolCall, ToolResult
 from activities.tool_activity import as_application_error
 from activities.tools import TOOLS, CallContext
-from activities.world import World
+from records.calls import ToolCall, ToolResult
 from tests.harness import attempts, running_worker, scheduled
+from world.clients import World
+from world.errors import ToolError
 
 
 async def closed_account(world: World) -> str:

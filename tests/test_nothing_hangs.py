@@ -11,9 +11,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 
-from activities.payloads import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from plans.model import Plan
-from replanner.models import ReplanProposal, ReplanRequest
+from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from records.replan import ReplanProposal, ReplanRequest
 from replanner.review import Review, ReviewRequest
 from tests.harness import running_worker, scheduled
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from temporalio.common import RetryPolicy
 
-from activities.errors import PERMANENT_CODES, ToolError, with_non_retryable_errors
 from activities.tools.registry import conditions_for, effective_effect, skip_evidence
 from plans import bindings, jsonpath
 from plans.load import PlanError, load_text
 from plans.model import Condition, Effect, Step
+from records.codes import PERMANENT_CODES
+from workflows.options import with_non_retryable_errors
+from world.errors import ToolError
 
 
 def test_yaml_and_json_load_the_same_plan():

@@ -13,16 +13,16 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from plangate.settings import Settings
 from plans.model import Condition, OnUnmet, Plan, Step
+from records.replan import ReplanBudget, ReplanRequest
+from records.report import CompletedStep, FailureRecord, StepState
 from replanner.activity import ACTIVITY_NAME, ReplanActivities
 from replanner.backends import Backend, FirstLine, PlaybookBackend, backend_for
 from replanner.backends.openai import ModelUnavailable, OpenAIBackend, plan_schema
 from replanner.backends.playbook import splice
-from replanner.models import ReplanBudget, ReplanRequest
 from replanner.prompt import build_messages
 from tests.fake_openai import FakeOpenAI, Reply
-from workflows.report import CompletedStep, FailureRecord, StepState
+from world.settings import Settings
 
 KEY = "sk-test-4f1c9e2b7a0d-SECRET"
 GOAL = (

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from activities.scope import Scope
 from plangate import runs
 from plans.load import parse_plan
+from plans.scope import Scope
 from tests.harness import running_worker, scheduled
 
 

@@ -14,8 +14,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from plangate.settings import Settings
 from plangate.stack import EmbeddedStack, StackError
+from world.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 from dataclasses import replace
 
-from activities.world import World
 from tests.harness import attempts, running_worker, scheduled
+from world.clients import World
 
 
 def closed_port() -> int:

@@ -11,10 +11,10 @@ import uuid
 import psycopg
 from temporalio import activity
 
-from activities.payloads import ToolCall, ToolResult
 from activities.tool_activity import tool_activities
-from activities.world import World
+from records.calls import ToolCall, ToolResult
 from tests.harness import polling_plan, running_worker, scheduled, until_state
+from world.clients import World
 
 
 class SlowFirstStep:

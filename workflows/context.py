@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from plans import bindings
     from plans.model import Condition, Plan, Step
     from probes import PROBES
-    from workflows.report import (
+    from records.report import (
         RESULTS_BUDGET,
         RunReport,
         StepReport,

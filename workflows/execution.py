@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from records.report import FailureRecord, StepState
     from workflows.context import VersionContext
-    from workflows.report import FailureRecord, StepState
     from workflows.step import StepOutcome, StepRunner
 
 _SUCCEEDED = (StepState.DONE, StepState.SKIPPED)

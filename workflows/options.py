@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from activities.errors import PERMANENT_CODES, with_non_retryable_errors
 from plans.model import Effect
+from records.codes import PERMANENT_CODES
 
 PROBE_ATTEMPTS = 3
 TOOL_ATTEMPTS = 3
@@ -38,6 +38,12 @@ PROBE = ActivityOptions(
         maximum_attempts=PROBE_ATTEMPTS,
     ),
 )
+
+
+def with_non_retryable_errors(policy: RetryPolicy, codes: tuple[str, ...]) -> RetryPolicy:
+    """A copy of ``policy`` that never retries ``codes`` (the policy passed in is not changed)."""
+    merged = tuple(dict.fromkeys((*(policy.non_retryable_error_types or ()), *codes)))
+    return replace(policy, non_retryable_error_types=list(merged))
 
 
 def tool_options(effect: Effect) -> ActivityOptions:

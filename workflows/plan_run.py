@@ -13,12 +13,8 @@ from temporalio.exceptions import ChildWorkflowError
 with workflow.unsafe.imports_passed_through():
     from activities.tools.registry import effective_effect
     from plans.model import Plan
-    from replanner.models import ReplanBudget, ReplanOutcome, ReplanRequest
-    from replanner.workflow import EXECUTION_TIMEOUT as REPLAN_EXECUTION_TIMEOUT
-    from replanner.workflow import ReplanWorkflow
-    from workflows.context import VersionContext
-    from workflows.execution import VersionOutcome, execute_version
-    from workflows.report import (
+    from records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
+    from records.report import (
         CompletedStep,
         FailureRecord,
         ReplanRecord,
@@ -28,6 +24,10 @@ with workflow.unsafe.imports_passed_through():
         StepState,
         StepTimings,
     )
+    from replanner.workflow import EXECUTION_TIMEOUT as REPLAN_EXECUTION_TIMEOUT
+    from replanner.workflow import ReplanWorkflow
+    from workflows.context import VersionContext
+    from workflows.execution import VersionOutcome, execute_version
 
 
 class RunInput(BaseModel):

@@ -13,7 +13,10 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from activities.payloads import (
+    from activities.tools.registry import conditions_for, effective_effect, skip_evidence
+    from plans import bindings, jsonpath
+    from plans.model import Condition, Step
+    from records.calls import (
         Outcome,
         ProbeReport,
         ProbeRequest,
@@ -23,12 +26,9 @@ with workflow.unsafe.imports_passed_through():
         ToolFailure,
         ToolResult,
     )
-    from activities.tools.registry import conditions_for, effective_effect, skip_evidence
-    from plans import bindings, jsonpath
-    from plans.model import Condition, Step
+    from records.report import CheckRecord, CompletedStep, FailureRecord, StepState
     from workflows import options
     from workflows.context import VersionContext
-    from workflows.report import CheckRecord, CompletedStep, FailureRecord, StepState
     from workflows.router import Answer, Decision, Kind, Situation, route
 
 

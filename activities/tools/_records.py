@@ -15,9 +15,9 @@ from psycopg import AsyncCursor, sql
 from psycopg.rows import dict_row
 from pydantic import JsonValue, StringConstraints
 
-from activities.errors import ToolError
-from activities.pg import to_tool_error
-from activities.world import World
+from world.clients import World
+from world.errors import ToolError
+from world.pg import to_tool_error
 
 # "acct_3319f", "in_88a2", "sub_71c2", "cr_4a90", "m_5518": a record id, never anything else
 RecordId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")]
@@ -33,7 +33,7 @@ Row = dict[str, Any]
 @asynccontextmanager
 async def transaction(world: World, what: str) -> AsyncIterator[AsyncCursor[Row]]:
     """A cursor in one transaction; a ToolError raised inside rolls it back, a database error
-    becomes the ToolError ``activities.pg.to_tool_error`` says."""
+    becomes the ToolError ``world.pg.to_tool_error`` says."""
     try:
         pool = await world.pool()
         async with (

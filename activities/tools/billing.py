@@ -15,7 +15,6 @@ from typing import Literal
 from psycopg import AsyncCursor, sql
 from pydantic import Field, JsonValue, model_validator
 
-from activities.errors import ToolError
 from activities.tools._records import (
     IdempotencyKey,
     RecordId,
@@ -31,8 +30,9 @@ from activities.tools._records import (
 )
 from activities.tools.crm import CUSTOMER_READER
 from activities.tools.registry import CallContext, Contract, Reader, Term, ToolArgs, tool
-from activities.world import World
 from plans.model import Effect
+from world.clients import World
+from world.errors import ToolError
 
 _INVOICE = columns("invoice_id", "account_id", "amount_eur", "status", "version", "voided_by_key")
 _SUBSCRIPTION = columns("sub_id", "account_id", "status", "cancel_at", "version")

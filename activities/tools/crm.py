@@ -13,7 +13,6 @@ from typing import Literal
 from psycopg import AsyncCursor, sql
 from pydantic import Field, JsonValue, model_validator
 
-from activities.errors import ToolError
 from activities.tools._records import (
     EmailAddress,
     RecordId,
@@ -24,8 +23,9 @@ from activities.tools._records import (
     transaction,
 )
 from activities.tools.registry import CallContext, Contract, Reader, Term, ToolArgs, tool
-from activities.world import World
 from plans.model import Effect
+from world.clients import World
+from world.errors import ToolError
 
 _COLUMNS = columns(
     "account_id", "status", "archived", "archived_at", "billing_contact", "version",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from psycopg import sql
 from pydantic import JsonValue, model_validator
 
-from activities.errors import ToolError
 from activities.tools._records import (
     EmailAddress,
     IdempotencyKey,
@@ -24,9 +23,10 @@ from activities.tools._records import (
     transaction,
 )
 from activities.tools.registry import CallContext, Contract, Reader, Term, ToolArgs, tool
-from activities.world import World
 from plans.model import Effect
 from plans.names import Identifier
+from world.clients import World
+from world.errors import ToolError
 
 _MESSAGE = columns(
     "message_id", "to_address", "template", "account_id", "idempotency_key", "created_at"

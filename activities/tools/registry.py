@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from activities.scope import Writes
 from plans.bindings import arg_at
 from plans.model import Condition, Effect, Step
+from plans.scope import Writes
 
 if TYPE_CHECKING:
-    from activities.world import World
+    from world.clients import World
 
 A = TypeVar("A", bound=BaseModel)
 Phase = Literal["pre", "post"]
@@ -90,7 +90,7 @@ class ToolSpec(Generic[A]):
     contract: Contract
     fn: ToolFn[A]
     reader: Reader | None = None
-    writes: tuple[Writes, ...] = ()  # the arguments that name what it writes (activities.scope)
+    writes: tuple[Writes, ...] = ()  # the arguments that name what it writes (plans.scope)
 
 
 TOOLS: dict[str, ToolSpec[Any]] = {}

@@ -11,13 +11,13 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import JsonValue, model_validator
 
-from activities.errors import ToolError
-from activities.scope import Writes
-from activities.tools._s3errors import to_tool_error
 from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
-from activities.world import World
 from plans.model import Effect
 from plans.names import BucketName, NonEmpty
+from plans.scope import Writes
+from world.clients import World
+from world.errors import ToolError
+from world.s3errors import to_tool_error
 
 
 class GetArgs(ToolArgs):

@@ -14,10 +14,10 @@ from typing import Any
 from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.pg import ident
-from activities.scope import Writes
 from activities.tools.registry import Term
 from plans.names import Identifier, QualifiedName
+from plans.scope import Writes
+from world.pg import ident
 
 
 class Params(BaseModel):
@@ -57,7 +57,7 @@ class Statement:
     # contract.
     post: tuple[Term, ...] = ()
     done: tuple[Term, ...] = ()
-    writes: tuple[Writes, ...] = ()  # what it writes, from ``params.NAME`` (activities.scope)
+    writes: tuple[Writes, ...] = ()  # what it writes, from ``params.NAME`` (plans.scope)
 
 
 STATEMENTS: dict[str, Statement] = {

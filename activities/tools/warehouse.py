@@ -20,14 +20,14 @@ from psycopg import sql
 from pydantic import Field, JsonValue, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from activities.errors import ToolError
-from activities.pg import ident, to_tool_error
-from activities.scope import Writes
 from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
 from activities.tools.statements import STATEMENTS
-from activities.world import World
 from plans.model import Effect
 from plans.names import NonEmpty, QualifiedName
+from plans.scope import Writes
+from world.clients import World
+from world.errors import ToolError
+from world.pg import ident, to_tool_error
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 

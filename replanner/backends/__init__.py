@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from records.replan import ReplanProposal, ReplanRequest
 from replanner.backends.playbook import RECIPES, PlaybookBackend
-from replanner.models import ReplanProposal, ReplanRequest
 
 if TYPE_CHECKING:
-    from plangate.settings import Settings
+    from world.settings import Settings
 
 
 @runtime_checkable

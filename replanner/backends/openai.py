@@ -27,11 +27,11 @@ from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import ValidationError
 
 from plans.model import Budget, Plan
-from replanner.models import ReplanProposal, ReplanRequest
+from records.replan import ReplanProposal, ReplanRequest
 from replanner.prompt import build_messages, compact_schema
 
 if TYPE_CHECKING:
-    from plangate.settings import Settings
+    from world.settings import Settings
 
 NAME = "openai"
 DEFAULT_TIMEOUT_S = 120.0

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from plans.model import Budget, Condition, OnUnmet, Plan, Step
-from replanner.models import ReplanProposal, ReplanRequest
+from records.replan import ReplanProposal, ReplanRequest
 
 NAME = "playbook"
 

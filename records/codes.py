@@ -1,19 +1,10 @@
-"""Errors a tool raises, and the one place where retry classification is decided.
-
-    Exception
-    └── ToolError                 a tool call failed; carries code, status, retryable
-        (code -> status/retryable comes from CODES; a code not listed there is a bug)
-
-Temporal sees a ToolError as an ``ApplicationError`` whose ``type`` is the code, so the
-activity's RetryPolicy can name permanent codes in ``non_retryable_error_types``.
-"""
+"""Failure codes: the one table where what each code means, its HTTP-like status and whether
+repetition can change it (retryable) are decided. Tools raise them (``world.errors.ToolError``),
+the workflow's retry policies name the permanent ones, the run report carries them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-from pydantic import JsonValue
-from temporalio.common import RetryPolicy
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -51,22 +42,3 @@ CODES: dict[str, Code] = {
 }
 
 PERMANENT_CODES: tuple[str, ...] = tuple(c for c, v in CODES.items() if not v.retryable)
-
-
-class ToolError(Exception):
-    def __init__(self, code: str, detail: str = "", data: JsonValue = None) -> None:
-        if code not in CODES:
-            raise ValueError(f"unknown tool error code {code!r}; add it to activities.errors.CODES")
-        super().__init__(f"{code}: {detail}" if detail else code)
-        self.code = code
-        self.status = CODES[code].status
-        self.retryable = CODES[code].retryable
-        self.may_have_acted = CODES[code].may_have_acted
-        self.detail = detail
-        self.data = data
-
-
-def with_non_retryable_errors(policy: RetryPolicy, codes: tuple[str, ...]) -> RetryPolicy:
-    """A copy of ``policy`` that never retries ``codes`` (the policy passed in is not changed)."""
-    merged = tuple(dict.fromkeys((*(policy.non_retryable_error_types or ()), *codes)))
-    return replace(policy, non_retryable_error_types=list(merged))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from activities.errors import ToolError
+from world.errors import ToolError
 
 
 def s3_error_code(e: ClientError) -> str:

@@ -6,8 +6,8 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
-from activities.errors import ToolError
 from plans.names import split_qualified
+from world.errors import ToolError
 
 
 def ident(name: str) -> sql.Identifier:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from activities.scope import Scope
+from plans.scope import Scope
 
 Replanner = Literal["openai", "playbook"]
 
@@ -25,7 +25,7 @@ class Settings:
     openai_api_key: str | None = field(default=None, repr=False)
     model: str = "gpt-4o-mini"
     replanner: Replanner = "playbook"
-    # where tools may write (activities.scope); None: anywhere but plangate's own schema
+    # where tools may write (plans.scope); None: anywhere but plangate's own schema
     allowed_buckets: str | None = None
     allowed_schemas: str | None = None
 

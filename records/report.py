@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, JsonValue
 
-from activities.payloads import ProbeResult
+from records.calls import ProbeResult
 
 
 class StepState(StrEnum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, JsonValue
 
 from plans.model import Plan, Step
-from workflows.report import CompletedStep, FailureRecord
+from records.report import CompletedStep, FailureRecord
 
 
 class ReplanBudget(BaseModel):

@@ -1,0 +1,1 @@
+"""The world layer shared by tools and probes: settings, clients, path confinement, errors."""

@@ -1,0 +1,36 @@
+"""Path confinement: every local path a plan names resolves inside one work directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PathOutsideWorkdir(ValueError):
+    """A path argument that leaves the work directory, or (``confine_file``) names no file in
+    it. A tool that meets one at run time fails with ``bad_arguments``, having written nothing."""
+
+
+def confine(workdir: Path, path: str) -> Path:
+    """``path`` resolved under ``workdir``; anything that escapes it is refused."""
+    if "\0" in path:
+        raise PathOutsideWorkdir(f"{path!r} holds a NUL byte, which no file name does")
+    p = Path(path)
+    full = (p if p.is_absolute() else workdir / p).resolve()
+    if not full.is_relative_to(workdir.resolve()):
+        raise PathOutsideWorkdir(f"{path!r} is outside the work directory {workdir}")
+    return full
+
+
+def confine_file(workdir: Path, path: str) -> Path:
+    """``path`` as a file strictly inside ``workdir``: never the work directory itself, never a
+    directory (an existing one, or a path written as one: ``.``, ``..``, a trailing ``/``).
+
+    What a tool writes goes to this path (or to a temporary file beside it, in the same
+    directory), so nothing is written outside the work directory."""
+    full = confine(workdir, path)
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    if full == workdir.resolve():
+        raise PathOutsideWorkdir(f"{path!r} is the work directory itself, not a file in it")
+    if path.endswith("/") or last in (".", "..") or full.is_dir():
+        raise PathOutsideWorkdir(f"{path!r} is a directory, not a file in the work directory")
+    return full
