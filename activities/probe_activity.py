@@ -5,17 +5,54 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.tools.registry import TOOLS, CallContext
 from plans.model import Condition
-from probes.registry import PROBES, ProbeContext
+from probes.registry import PROBES, NoRecord, ProbeContext
 from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from world.clients import World
+from world.errors import ToolError
 
 PROBE_TIMEOUT_S = 15.0
+
+
+def probe_context(req: ProbeRequest, world: World) -> ProbeContext:
+    """The guarded step, with a reader of its record through its tool's declared reader."""
+    spec = TOOLS.get(req.step.tool)
+    reader = spec.reader if spec else None
+
+    async def read() -> dict[str, JsonValue]:
+        if reader is None:
+            raise LookupError(f"tool {req.step.tool} declares no reader for field probes")
+        out: dict[str, Any] = {}
+        for dst, src in reader.args.items():
+            kind, _, name = src.partition(".")
+            if kind == "key":
+                out[dst] = req.idempotency_key
+            elif kind == "args" and name in req.step.args:
+                out[dst] = req.step.args[name]
+            elif kind == "output" and req.output is not None and name in req.output:
+                out[dst] = req.output[name]
+            else:
+                raise NoRecord(f"{src} is not known yet")
+        read_tool = TOOLS[reader.tool]
+        ctx = CallContext("probe", 0, req.idempotency_key)
+        try:
+            return await read_tool.fn(read_tool.args.model_validate(out), world, ctx)
+        except ToolError as e:
+            if e.code == "not_found":
+                raise NoRecord(e.detail) from e
+            raise
+
+    return ProbeContext(
+        req.step.tool, req.step.args, req.idempotency_key, read=read,
+        reads_by_key=bool(reader and reader.by_key),
+    )
 
 
 class ProbeActivities:
@@ -52,7 +89,7 @@ class ProbeActivities:
 
     @activity.defn(name="probe.evaluate")
     async def evaluate(self, req: ProbeRequest) -> ProbeReport:
-        ctx = ProbeContext(req.step.tool, req.step.args, req.idempotency_key, req.output)
+        ctx = probe_context(req, self.world)
         t0 = time.perf_counter()
         lenient = set(req.lenient)
         results = await asyncio.gather(

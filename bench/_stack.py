@@ -15,8 +15,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
+from activities.catalogue import check_plan
 from plangate import runs
-from plangate.checking import check
 from plangate.stack import EmbeddedStack
 from plangate.worker_factory import WORKFLOWS, activities_for, connect
 from plans.load import parse_plan
@@ -33,7 +33,7 @@ class Bench:
     database_url: str
 
     async def run(self, body: dict[str, Any]) -> RunReport:
-        plan = check(parse_plan(body))
+        plan = check_plan(parse_plan(body), self.settings)
         return await (await runs.start(self.client, self.settings, plan)).result()
 
 

@@ -58,9 +58,9 @@ def _print_problems(path: str, problems: list[str]) -> None:
 
 
 def _load_checked(path: str, settings: Settings) -> Plan:
-    from plangate.checking import check
+    from activities.catalogue import check_plan
 
-    return check(load_file(path), settings.workdir, settings.scope)
+    return check_plan(load_file(path), settings)
 
 
 def _summary(rep: RunReport) -> str:
@@ -91,10 +91,11 @@ def _exit_for(rep: RunReport) -> int:
 
 
 async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.checking import lint
+    from activities.catalogue import catalogue
+    from plans.checking import lint
 
     plan = _load_checked(args.plan, settings)
-    warnings = lint(plan)
+    warnings = lint(plan, catalogue())
     if warnings and args.strict:
         raise PlanError([f"(strict) {w}" for w in warnings])
     for w in warnings:

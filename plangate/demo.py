@@ -21,9 +21,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
+from activities.catalogue import check_plan
 from activities.demo_schema import seed_acct_3319f
 from plangate import runs
-from plangate.checking import check
 from plangate.naive import run_naive
 from plangate.scenarios import closeout_facts, closeout_plan
 from plangate.worker_factory import WORKFLOWS, activities_for, connect
@@ -71,7 +71,7 @@ class Demo:
         self.ok = True
 
     async def run(self, body: dict[str, Any]) -> RunReport:
-        p = check(parse_plan(body), self.settings.workdir)
+        p = check_plan(parse_plan(body), self.settings)
         return await (await runs.start(self.client, self.settings, p)).result()
 
     async def rows(self, table: str) -> str:

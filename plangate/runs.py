@@ -10,9 +10,12 @@ from datetime import UTC, datetime
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
+from activities.catalogue import catalogue
+from plans.guards import guard
 from plans.model import Plan
 from records.report import RunReport, RunStatus
-from workflows.plan_run import PlanRunWorkflow, RunInput
+from records.run import RunInput
+from workflows.plan_run import PlanRunWorkflow
 from world.settings import Settings
 
 _CLOSED_STATUS = {
@@ -32,7 +35,7 @@ async def start(
 ) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
     return await client.start_workflow(
         PlanRunWorkflow.run,
-        RunInput(plan=plan, plan_made_at=datetime.now(UTC)),
+        RunInput(plan=guard(plan, catalogue()), plan_made_at=datetime.now(UTC)),
         id=run_id or new_run_id(),
         task_queue=settings.task_queue,
     )

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from plans.catalogue import ProbeInfo
+
 if TYPE_CHECKING:
     from world.clients import World
 
@@ -29,25 +31,37 @@ class Verdict:
     detail: str = ""
 
 
+class NoRecord(Exception):
+    """The reader found no record (``not_found``), or cannot name one yet."""
+
+
+# Re-reads the record the guarded step touched, through its tool's reader; raises NoRecord.
+ReadRecord = Callable[[], Awaitable[dict[str, JsonValue]]]
+
+
+async def _no_reader() -> dict[str, JsonValue]:
+    raise LookupError("the step's tool declares no reader for field probes")
+
+
 @dataclass(frozen=True)
 class ProbeContext:
-    """The step a probe guards: field probes re-read its record through the tool's reader."""
+    """The step a probe guards. Field probes re-read its record with ``read`` (the probe
+    activity builds it from the tool's reader); ``reads_by_key``: that reader reads by the
+    call's idempotency key, so "not found" means the call certainly did not act."""
 
     tool: str
     args: dict[str, JsonValue]
     idempotency_key: str = ""
-    output: dict[str, JsonValue] | None = None  # the tool's result, in the post phase
+    read: ReadRecord = _no_reader
+    reads_by_key: bool = False
 
 
 ProbeFn = Callable[[A, "World", ProbeContext], Awaitable[Verdict]]
 
 
-@dataclass(frozen=True)
-class ProbeSpec(Generic[A]):
-    name: str
-    args: type[A]
+@dataclass(frozen=True, kw_only=True)
+class ProbeSpec(ProbeInfo, Generic[A]):
     fn: ProbeFn[A]
-    system: str
 
 
 PROBES: dict[str, ProbeSpec[Any]] = {}
@@ -57,7 +71,7 @@ def probe(name: str, args: type[A], system: str) -> Callable[[ProbeFn[A]], Probe
     def register(fn: ProbeFn[A]) -> ProbeFn[A]:
         if name in PROBES:
             raise ValueError(f"probe {name!r} registered twice")
-        PROBES[name] = ProbeSpec(name=name, args=args, fn=fn, system=system)
+        PROBES[name] = ProbeSpec(name, args, system, fn=fn)
         return fn
 
     return register

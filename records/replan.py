@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, JsonValue
 
+from plans.guards import GuardedPlan
 from plans.model import Plan, Step
 from records.report import CompletedStep, FailureRecord
 
@@ -35,10 +36,22 @@ class ReplanProposal(BaseModel):
     final: bool = False
 
 
-class ReplanOutcome(BaseModel):
-    """The child workflow's answer to the parent: a validated plan, or why there is none."""
+class ReviewRequest(BaseModel):
+    plan: Plan
+    request: ReplanRequest
 
-    plan: Plan | None = None
+
+class Review(BaseModel):
+    """A proposal reviewed: its problems, or the plan with its guards, ready to run."""
+
+    problems: list[str] = Field(default_factory=list)
+    plan: GuardedPlan | None = None
+
+
+class ReplanOutcome(BaseModel):
+    """The child workflow's answer to the parent: a reviewed plan, or why there is none."""
+
+    plan: GuardedPlan | None = None
     reason: str = ""
     backend: str = ""
     problems: list[str] = Field(default_factory=list)  # validation problems of a rejected plan

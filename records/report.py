@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, JsonValue
 
+from plans.model import Effect
 from records.calls import ProbeResult
 
 
@@ -48,13 +49,37 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
+class Answer(StrEnum):
+    """What a failed check or call gets (DESIGN.md section 4)."""
+
+    SKIP = "skip"
+    WAIT = "wait"
+    REPLAN = "replan"
+    RETRY = "retry"
+    HALT = "halt"
+
+
+class Phase(StrEnum):
+    """When a step's conditions were read."""
+
+    SKIP_PRE = "skip+pre"  # before the call: post conditions and evidence (to skip), then pre
+    PRE = "pre"
+    POST = "post"  # after the call: did it establish its state?
+    READ_BACK = "read-back"  # an unknown money/external outcome, read by idempotency key
+
+
+class Attribution(StrEnum):
+    NOT_ESTABLISHED = "not_established"  # the step's own post check failed
+    DESTROYED = "destroyed"  # a state an earlier step verified was gone at a later pre check
+
+
 class Transition(BaseModel):
     state: StepState
     at: datetime
 
 
 class CheckRecord(BaseModel):
-    phase: str  # "skip" (post conditions read before the call), "pre", "post"
+    phase: Phase
     attempt: int
     results: list[ProbeResult]
     read_at: datetime | None = None
@@ -116,10 +141,10 @@ class StepReport(BaseModel):
     n: int
     tool: str
     plan_version: int
-    effect: str
+    effect: Effect
     state: StepState = StepState.PENDING
     attempts: int = 0  # tool activity attempts, as Temporal counted them
-    answer: str | None = None  # the answer a failed check or call got
+    answer: Answer | None = None  # the answer a failed check or call got
     reason: str = ""
     checks: list[CheckRecord] = Field(default_factory=list)
     timings: StepTimings
@@ -139,11 +164,9 @@ class FailureRecord(BaseModel):
     status: int | None = None
     retryable: bool
     detail: str = ""
-    answer: str = ""
-    # "not_established": the step's own post-check failed; "destroyed": a state an earlier step
-    # verified was gone at a later pre-check (established_by names that step).
-    attribution: str | None = None
-    established_by: int | None = None
+    answer: Answer | None = None
+    attribution: Attribution | None = None
+    established_by: int | None = None  # with DESTROYED: the step that had verified the state
 
 
 class CompletedStep(BaseModel):
@@ -154,7 +177,7 @@ class CompletedStep(BaseModel):
     tool: str
     plan_version: int
     state: StepState
-    effect: str | None = None  # the effect it was run as (its tool's, or a stronger declared one)
+    effect: Effect  # the effect it ran as (its tool's, or a stronger declared one)
     args: dict[str, JsonValue] = Field(default_factory=dict)
     binds: dict[str, JsonValue] = Field(default_factory=dict)
     result: dict[str, JsonValue] | None = None

@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from activities.tools.registry import TOOLS, effective_effect
 from plans.bindings import resolve
+from plans.catalogue import Catalogue
 from plans.model import Effect, Plan, Step
 from records.replan import ReplanRequest
 
@@ -27,21 +27,23 @@ def _identity(tool: str, args: Mapping[str, Any], bound: Mapping[str, Any]) -> s
     return f"{tool} {json.dumps(resolved, sort_keys=True, separators=(',', ':'))}"
 
 
-def mandate_problems(plan: Plan, req: ReplanRequest) -> list[str]:
+def mandate_problems(plan: Plan, req: ReplanRequest, catalogue: Catalogue) -> list[str]:
     bound = req.bound
+
+    def effect_of(s: Step) -> Effect:
+        return catalogue.effect_of(s.tool, s.effect)
+
     licensed = Counter(
         _identity(s.tool, s.args, bound)
         for s in req.remaining
-        if effective_effect(s).outcome_must_be_known
+        if effect_of(s).outcome_must_be_known
     )
     done = {
-        _identity(c.tool, c.args, bound): c.n
-        for c in req.completed
-        if Effect(c.effect or _tool_effect(c.tool)).rank > 0
+        _identity(c.tool, c.args, bound): c.n for c in req.completed if c.effect.rank > 0
     }
     out: list[str] = []
     for s in plan.steps:
-        effect = effective_effect(s)
+        effect = effect_of(s)
         ident = _identity(s.tool, s.args, bound)
         if effect.rank > 0 and ident in done:
             out.append(
@@ -57,11 +59,6 @@ def mandate_problems(plan: Plan, req: ReplanRequest) -> list[str]:
                     "in the failed remainder: a re-plan may not add money or external effects"
                 )
     return out
-
-
-def _tool_effect(tool: str) -> str:
-    spec = TOOLS.get(tool)
-    return (spec.effect if spec else Effect.WRITE).value
 
 
 def _args(step: Step) -> str:

@@ -1,32 +1,26 @@
-"""The replan child workflow: asks the re-planner, has its plan reviewed (``check --strict`` and
-the mandate of a re-plan, ``replanner.review``), and hands back a plan the parent may run, or
-the reason there is none. Never executes anything itself."""
+"""The replan child workflow: asks the re-planner, has its plan reviewed (``check --strict``,
+the mandate of a re-plan, its guards resolved: ``replanner.review``), and hands back a plan the
+parent may run, or the reason there is none. Never executes anything itself; calls activities
+by name and keeps only pure comparisons here."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from plangate.checking import problems
     from plans.model import Plan, Step
-    from records.replan import ReplanOutcome, ReplanProposal, ReplanRequest
-    from replanner.review import Review, ReviewRequest
+    from records.replan import (
+        ReplanOutcome,
+        ReplanProposal,
+        ReplanRequest,
+        Review,
+        ReviewRequest,
+    )
+    from workflows import options
 
-PROPOSE_TIMEOUT = timedelta(minutes=3)
-PROPOSE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=3,
-)
-REVIEW_TIMEOUT = timedelta(seconds=30)
-REVIEW_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-# The whole child, the model's retries included: a re-plan never holds a run forever.
-EXECUTION_TIMEOUT = timedelta(minutes=15)
+PROPOSE_ACTIVITY = "replanner.propose"
+REVIEW_ACTIVITY = "replanner.review"
 
 
 def _shape(steps: list[Step]) -> list[tuple[str, str]]:
@@ -47,35 +41,31 @@ class ReplanWorkflow:
     async def run(self, req: ReplanRequest) -> ReplanOutcome:
         try:
             proposal: ReplanProposal = await workflow.execute_activity(
-                "replanner.propose",
+                PROPOSE_ACTIVITY,
                 req,
                 result_type=ReplanProposal,
-                start_to_close_timeout=PROPOSE_TIMEOUT,
-                retry_policy=PROPOSE_RETRY,
+                start_to_close_timeout=options.PROPOSE_TIMEOUT,
+                retry_policy=options.PROPOSE_RETRY,
             )
         except ActivityError as e:
             return ReplanOutcome(reason=f"the re-planner gave no answer: {e.cause or e}")
         out = ReplanOutcome(backend=proposal.backend, reason=proposal.reason, final=proposal.final)
         if proposal.plan is None:
             return out
-        if workflow.patched("review-activity"):
-            # Local: short, read-only, safe to repeat, and no server round trip to schedule it.
-            review: Review = await workflow.execute_local_activity(
-                "replanner.review",
-                ReviewRequest(plan=proposal.plan, request=req),
-                result_type=Review,
-                start_to_close_timeout=REVIEW_TIMEOUT,
-                retry_policy=REVIEW_RETRY,
-            )
-            found = review.problems
-        else:  # runs started before proposals were reviewed as `check --strict` with a mandate
-            found = problems(proposal.plan, None, bound=set(req.bound))
-        if found:
-            out.reason = f"the proposed plan was rejected ({len(found)} problems)"
-            out.problems = found
+        # Local: short, read-only, safe to repeat, and no server round trip to schedule it.
+        review: Review = await workflow.execute_local_activity(
+            REVIEW_ACTIVITY,
+            ReviewRequest(plan=proposal.plan, request=req),
+            result_type=Review,
+            start_to_close_timeout=options.REVIEW_TIMEOUT,
+            retry_policy=options.REVIEW_RETRY,
+        )
+        if review.problems or review.plan is None:
+            out.reason = f"the proposed plan was rejected ({len(review.problems)} problems)"
+            out.problems = review.problems
             return out
         if same_as_remaining(proposal.plan, req.remaining):
             out.reason = "the proposed plan is the failed remainder again: no progress"
             return out
-        out.plan = proposal.plan
+        out.plan = review.plan
         return out

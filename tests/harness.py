@@ -16,8 +16,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
+from activities.catalogue import check_plan
 from plangate import runs
-from plangate.checking import check
 from plangate.worker_factory import WORKFLOWS, activities_for
 from plans.load import parse_plan
 from records.report import RunReport
@@ -41,7 +41,7 @@ class Harness:
     async def start(
         self, plan: dict[str, Any], run_id: str | None = None
     ) -> WorkflowHandle[Any, RunReport]:
-        checked = check(parse_plan(plan), self.settings.workdir, self.settings.scope)
+        checked = check_plan(parse_plan(plan), self.settings)
         return await runs.start(self.client, self.settings, checked, run_id)
 
 

@@ -16,11 +16,16 @@ from typing import Any
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from plangate.checking import _ancestors, problems
+from activities.catalogue import catalogue
 from plangate.cli import main
-from plans import limits
+from plans import checking, limits
+from plans.checking import _ancestors
 from plans.load import PlanError, load_file
 from plans.model import Plan, Step
+
+
+def problems(plan: Plan) -> list[str]:
+    return checking.problems(plan, catalogue())
 
 CORPUS = Path(__file__).parent / "bad_plans"
 EXPECTED: dict[str, str] = json.loads((CORPUS / "expected.json").read_text())

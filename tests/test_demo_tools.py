@@ -15,8 +15,10 @@ import pytest
 from pydantic import JsonValue, ValidationError
 
 from activities.demo_schema import Account, seed_account, seed_acct_3319f
+from activities.probe_activity import probe_context
 from activities.tools import TOOLS, CallContext
-from probes import PROBES, ProbeContext, Verdict
+from probes import PROBES, Verdict
+from records.calls import ProbeRequest, StepRef
 from tests.harness import running_worker, scheduled
 from world.clients import World
 from world.errors import ToolError
@@ -40,9 +42,11 @@ async def probe(
     output: dict[str, JsonValue] | None = None, **probe_args: JsonValue,
 ) -> Verdict:
     spec = PROBES[name]
-    return await spec.fn(
-        spec.args.model_validate(probe_args), world, ProbeContext(tool, args, key, output)
+    ref = StepRef(run_id="test", plan_version=1, n=1, tool=tool, args=args)
+    ctx = probe_context(
+        ProbeRequest(step=ref, conditions=[], idempotency_key=key, output=output), world
     )
+    return await spec.fn(spec.args.model_validate(probe_args), world, ctx)
 
 
 def key() -> str:

@@ -5,9 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from plangate.checking import lint
+from activities.catalogue import catalogue
 from plangate.cli import main
+from plans import checking
 from plans.load import parse_plan
+from plans.model import Plan
+
+
+def lint(plan: Plan) -> list[str]:
+    return checking.lint(plan, catalogue())
 
 
 def plan(*steps: dict[str, Any]) -> dict[str, Any]:

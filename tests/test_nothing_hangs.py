@@ -11,10 +11,11 @@ from typing import Any
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 
+from activities.catalogue import catalogue
+from plans.guards import guard
 from plans.model import Plan
 from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
-from records.replan import ReplanProposal, ReplanRequest
-from replanner.review import Review, ReviewRequest
+from records.replan import ReplanProposal, ReplanRequest, Review, ReviewRequest
 from tests.harness import running_worker, scheduled
 
 
@@ -39,7 +40,7 @@ class WavedThrough:
 
     @activity.defn(name="replanner.review")
     async def review(self, req: ReviewRequest) -> Review:
-        return Review()
+        return Review(plan=guard(req.plan, catalogue()))
 
 
 async def task_failures(client: Any, run_id: str) -> int:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from temporalio.common import RetryPolicy
 
-from activities.tools.registry import conditions_for, effective_effect, skip_evidence
+from activities.catalogue import catalogue
 from plans import bindings, jsonpath
+from plans.guards import StepGuard, conditions_for, guard, skip_evidence
 from plans.load import PlanError, load_text
-from plans.model import Condition, Effect, Step
+from plans.model import Condition, Effect, Plan
 from records.codes import PERMANENT_CODES
 from workflows.options import with_non_retryable_errors
 from world.errors import ToolError
@@ -48,45 +49,55 @@ def test_jsonpath():
             jsonpath.get(doc, bad) if bad.startswith("$") else jsonpath.parse(bad)
 
 
+def guard_of(tool: str, **step: object) -> StepGuard:
+    plan = Plan.model_validate({"goal": "g", "steps": [{"n": 1, "tool": tool, **step}]})
+    return guard(plan, catalogue()).guard(1)
+
+
 def test_contract_bound_from_the_steps_own_arguments():
-    step = Step(n=1, tool="s3.get", args={"bucket": "b", "key": "k", "dest": "d"})
-    pre = conditions_for(step, "pre", step.args, [])
-    post = conditions_for(step, "post", step.args, [])
+    args = {"bucket": "b", "key": "k", "dest": "d"}
+    g = guard_of("s3.get", args=args)
+    pre = conditions_for(g, "pre", args, [])
+    post = conditions_for(g, "post", args, [])
     assert [c.model_dump() for c in pre] == [{"probe": "object_exists", "bucket": "b", "key": "k"}]
     assert [c.model_dump() for c in post] == [{"probe": "local_file_nonempty", "path": "d"}]
 
 
 def test_plan_conditions_follow_the_contract_once_each():
-    step = Step(n=2, tool="warehouse.load", args={"target": "s.t", "source": "f"})
+    args = {"target": "s.t", "source": "f"}
     plan_post = [Condition(probe="table_rowcount", args={"table": "s.t", "min": 60000}),
                  Condition(probe="table_rowcount", args={"table": "s.t", "min": 1})]
-    post = conditions_for(step, "post", step.args, plan_post)
+    post = conditions_for(guard_of("warehouse.load", args=args), "post", args, plan_post)
     assert [(c.probe, c.args.get("min")) for c in post] == [
         ("table_rowcount", 1), ("table_loaded_from", None), ("table_rowcount", 60000)
     ]
 
 
 def test_run_sql_has_no_contract_but_its_statements_may():
-    step = Step(n=1, tool="warehouse.run_sql", args={"statement": "select_one"})
-    assert conditions_for(step, "pre", step.args, []) == []
-    assert conditions_for(step, "post", step.args, []) == []
-    assert skip_evidence("warehouse.run_sql", step.args) == []
+    one = {"statement": "select_one"}
+    g = guard_of("warehouse.run_sql", args=one)
+    assert conditions_for(g, "pre", one, []) == []
+    assert conditions_for(g, "post", one, []) == []
+    assert skip_evidence(g, one) == []
     job = {"statement": "set_job_state", "params": {"job_id": "j1", "state": "done"}}
-    assert conditions_for(Step(n=1, tool="warehouse.run_sql", args=job), "post", job, []) == []
-    assert [c.model_dump() for c in skip_evidence("warehouse.run_sql", job)] == [
+    assert conditions_for(g, "post", job, []) == []
+    assert [c.model_dump() for c in skip_evidence(g, job)] == [
         {"probe": "job_state", "job_id": "j1", "want": "done"}
     ]
 
 
 def test_only_identifying_terms_are_skip_evidence():
     load = {"target": "s.t", "source": "f"}
-    assert [c.probe for c in skip_evidence("warehouse.load", load)] == ["table_loaded_from"]
-    assert skip_evidence("s3.get", {"bucket": "b", "key": "k", "dest": "d"}) == []
+    g = guard_of("warehouse.load", args=load)
+    assert [c.probe for c in skip_evidence(g, load)] == ["table_loaded_from"]
+    get = {"bucket": "b", "key": "k", "dest": "d"}
+    assert skip_evidence(guard_of("s3.get", args=get), get) == []
 
 
 def test_effect_is_never_weaker_than_the_tools():
-    assert effective_effect(Step(n=1, tool="s3.put", effect=Effect.READ)) is Effect.WRITE
-    assert effective_effect(Step(n=1, tool="s3.get", effect=Effect.MONEY)) is Effect.MONEY
+    assert guard_of("s3.put", effect="read").effect is Effect.WRITE
+    assert guard_of("s3.get", effect="money").effect is Effect.MONEY
+    assert catalogue().effect_of("billing.issue_credit", Effect.WRITE) is Effect.MONEY
 
 
 def test_retry_classification_copies_the_policy():

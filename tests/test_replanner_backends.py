@@ -13,7 +13,7 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from plans.model import Condition, OnUnmet, Plan, Step
+from plans.model import Condition, Effect, OnUnmet, Plan, Step
 from records.replan import ReplanBudget, ReplanRequest
 from records.report import CompletedStep, FailureRecord, StepState
 from replanner.activity import ACTIVITY_NAME, ReplanActivities
@@ -43,12 +43,12 @@ def closeout_request(code: str = "record_archived", replans_used: int = 0) -> Re
         completed=[
             CompletedStep(
                 n=1, tool="billing.list_invoices", plan_version=1, state=StepState.DONE,
-                args={"account_id": "acct_3319f"}, binds=BINDS,
+                effect=Effect.READ, args={"account_id": "acct_3319f"}, binds=BINDS,
                 result={"invoices": [{"id": "in_88a2", "status": "draft", "amount_eur": 612.40}]},
             ),
             CompletedStep(
                 n=2, tool="billing.void_invoice", plan_version=1, state=StepState.DONE,
-                args={"invoice_id": "in_88a2"}, result={"status": "void"},
+                effect=Effect.WRITE, args={"invoice_id": "in_88a2"}, result={"status": "void"},
             ),
         ],
         failure=FailureRecord(

@@ -1,4 +1,4 @@
-"""What every step of one plan version shares: the plan, bindings, step states, the report."""
+"""What every step of one plan version shares: the guarded plan, bindings, verified claims."""
 
 from __future__ import annotations
 
@@ -10,24 +10,17 @@ from pydantic import JsonValue
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.tools.registry import conditions_for
     from plans import bindings
+    from plans.guards import GuardedPlan, StepGuard, conditions_for
     from plans.model import Condition, Plan, Step
-    from probes import PROBES
-    from records.report import (
-        RESULTS_BUDGET,
-        RunReport,
-        StepReport,
-        StepState,
-        Transition,
-        summarize,
-    )
+    from records.report import RunReport, StepReport, StepState
+    from workflows import bookkeeping
 
 
 @dataclass
 class VersionContext:
     run_id: str
-    plan: Plan
+    guarded: GuardedPlan
     version: int
     plan_made_at: datetime
     report: RunReport
@@ -36,13 +29,18 @@ class VersionContext:
     # condition key -> the step (n) whose verified post condition established it.
     verified: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def plan(self) -> Plan:
+        return self.guarded.plan
+
+    def guard(self, n: int) -> StepGuard:
+        return self.guarded.guard(n)
+
     def step_report(self, n: int) -> StepReport:
         return self.report.step(n, self.version)
 
     def set_state(self, n: int, state: StepState) -> None:
-        rep = self.step_report(n)
-        rep.state = state
-        rep.transitions.append(Transition(state=state, at=workflow.now()))
+        bookkeeping.set_state(self.step_report(n), state)
 
     def state(self, n: int) -> StepState:
         return self.step_report(n).state
@@ -50,20 +48,9 @@ class VersionContext:
     def idempotency_key(self, n: int) -> str:
         """Stable across retries, worker crashes and replays; unique per run (a reused workflow
         id gets a new first execution) and per plan version; at most about 90 characters."""
-        if not workflow.patched("run-scoped-keys"):
-            return f"{self.run_id}/v{self.version}/{n}"
         info = workflow.info()
         tag = hashlib.sha256(f"{info.workflow_id}/{info.first_execution_run_id}".encode())
         return f"{self.run_id[:48]}~{tag.hexdigest()[:16]}/v{self.version}/{n}"
-
-    def record_result(self, rep: StepReport, output: dict[str, JsonValue]) -> None:
-        """Keep a bounded view of a tool's result in the report: the whole result while it is
-        small and the run's budget for results lasts, else its size, SHA-256 and a preview.
-        The full result is stored once, in the history, as the activity's result."""
-        summary = summarize(output, self.report.metrics.result_bytes < RESULTS_BUDGET)
-        rep.result = summary.value
-        rep.result_digest = summary.digest
-        self.report.metrics.result_bytes += summary.kept
 
     def resolve_conditions(self, conds: list[Condition], where: str) -> list[Condition]:
         return [
@@ -84,10 +71,11 @@ class VersionContext:
             plan_post = self.resolve_conditions(step.post, "post")
         except bindings.BindingError:
             return []
+        systems = self.guarded.systems
         return [
             c
-            for c in conditions_for(step, "post", args, plan_post)
-            if c.probe in PROBES and PROBES[c.probe].system != "record"
+            for c in conditions_for(self.guard(step.n), "post", args, plan_post)
+            if systems.get(c.probe, "record") != "record"
         ]
 
     def descendants(self, n: int) -> set[int]:

@@ -12,7 +12,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from records.report import FailureRecord, StepState
     from workflows.context import VersionContext
-    from workflows.step import StepOutcome, StepRunner
+    from workflows.lifecycle import StepOutcome, StepRunner
 
 _SUCCEEDED = (StepState.DONE, StepState.SKIPPED)
 

@@ -65,3 +65,17 @@ def tool_options(effect: Effect) -> ActivityOptions:
 
 def step_backoff(attempt: int) -> timedelta:
     return timedelta(seconds=min(30.0, 1.0 * 2 ** (attempt - 1)))
+
+
+# The replan child: asking the model (each attempt at most PROPOSE_TIMEOUT), reviewing its plan
+# (a local activity), and the whole child, model retries included.
+PROPOSE_TIMEOUT = timedelta(minutes=3)
+PROPOSE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+)
+REVIEW_TIMEOUT = timedelta(seconds=30)
+REVIEW_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+REPLAN_EXECUTION_TIMEOUT = timedelta(minutes=15)

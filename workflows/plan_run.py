@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.tools.registry import effective_effect
-    from plans.model import Plan
+    from plans.guards import GuardedPlan
     from records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
     from records.report import (
         CompletedStep,
@@ -24,15 +22,12 @@ with workflow.unsafe.imports_passed_through():
         StepState,
         StepTimings,
     )
-    from replanner.workflow import EXECUTION_TIMEOUT as REPLAN_EXECUTION_TIMEOUT
-    from replanner.workflow import ReplanWorkflow
+    from records.run import RunInput
+    from workflows import options
     from workflows.context import VersionContext
     from workflows.execution import VersionOutcome, execute_version
 
-
-class RunInput(BaseModel):
-    plan: Plan
-    plan_made_at: datetime | None = None  # when the plan was written, if the caller knows
+REPLAN_WORKFLOW = "Replan"
 
 
 @workflow.defn(name="PlanRun")
@@ -41,8 +36,8 @@ class PlanRunWorkflow:
     def __init__(self, inp: RunInput) -> None:
         self._report = RunReport(
             run_id=workflow.info().workflow_id,
-            goal=inp.plan.goal,
-            replans_max=inp.plan.budget.replans_max,
+            goal=inp.plan.plan.goal,
+            replans_max=inp.plan.plan.budget.replans_max,
         )
 
     @workflow.query(name="report")
@@ -51,7 +46,7 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
-        plan: Plan | None = inp.plan
+        plan: GuardedPlan | None = inp.plan
         made_at = inp.plan_made_at or workflow.now()
         ctx: VersionContext | None = None
         try:
@@ -72,18 +67,18 @@ class PlanRunWorkflow:
         return self._report
 
     def _begin(
-        self, plan: Plan, version: int, made_at: datetime, prev: VersionContext | None
+        self, plan: GuardedPlan, version: int, made_at: datetime, prev: VersionContext | None
     ) -> VersionContext:
         self._report.plan_version = version
-        for s in plan.steps:
+        for s in plan.plan.steps:
             self._report.steps.append(
                 StepReport(
-                    n=s.n, tool=s.tool, plan_version=version,
-                    effect=effective_effect(s).value, timings=StepTimings(plan_made_at=made_at),
+                    n=s.n, tool=s.tool, plan_version=version, effect=plan.guard(s.n).effect,
+                    timings=StepTimings(plan_made_at=made_at),
                 )
             )
         ctx = VersionContext(
-            run_id=self._report.run_id, plan=plan, version=version,
+            run_id=self._report.run_id, guarded=plan, version=version,
             plan_made_at=made_at, report=self._report,
         )
         if prev is not None:  # bindings and verified states carry over to the next version
@@ -91,7 +86,9 @@ class PlanRunWorkflow:
             ctx.verified.update(prev.verified)
         return ctx
 
-    async def _next_plan(self, ctx: VersionContext, outcome: VersionOutcome) -> Plan | None:
+    async def _next_plan(
+        self, ctx: VersionContext, outcome: VersionOutcome
+    ) -> GuardedPlan | None:
         r = self._report
         if outcome.failure is None:
             r.status = RunStatus.SUCCEEDED
@@ -103,7 +100,7 @@ class PlanRunWorkflow:
             return None
         return await self._replan(ctx, outcome.failure)
 
-    async def _replan(self, ctx: VersionContext, failure: FailureRecord) -> Plan | None:
+    async def _replan(self, ctx: VersionContext, failure: FailureRecord) -> GuardedPlan | None:
         """Ask the replan child for the next plan version, within the run's budget."""
         r = self._report
         failed = ctx.step_report(failure.step)
@@ -158,10 +155,11 @@ class PlanRunWorkflow:
     async def _ask(self, req: ReplanRequest, attempt: int) -> ReplanOutcome:
         try:
             out: ReplanOutcome = await workflow.execute_child_workflow(
-                ReplanWorkflow.run,
+                REPLAN_WORKFLOW,
                 req,
                 id=f"{self._report.run_id}/replan-{attempt}",
-                execution_timeout=REPLAN_EXECUTION_TIMEOUT,
+                result_type=ReplanOutcome,
+                execution_timeout=options.REPLAN_EXECUTION_TIMEOUT,
             )
         except ChildWorkflowError as e:
             return ReplanOutcome(reason=f"the replan workflow failed: {e.cause or e}")

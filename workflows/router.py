@@ -9,14 +9,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from plans.model import Effect, OnUnmet
+from records.report import Answer
 
-
-class Answer(StrEnum):
-    SKIP = "skip"
-    WAIT = "wait"
-    REPLAN = "replan"
-    RETRY = "retry"
-    HALT = "halt"
+__all__ = ["Answer", "Decision", "Kind", "Situation", "route"]
 
 
 class Kind(StrEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -34,3 +35,16 @@ def confine_file(workdir: Path, path: str) -> Path:
     if path.endswith("/") or last in (".", "..") or full.is_dir():
         raise PathOutsideWorkdir(f"{path!r} is a directory, not a file in the work directory")
     return full
+
+
+def path_check(workdir: Path) -> Callable[[str], str | None]:
+    """What ``plans.checking`` judges a plan's local paths with: this work directory's rule."""
+
+    def problem(path: str) -> str | None:
+        try:
+            confine_file(workdir, path)
+        except PathOutsideWorkdir as e:
+            return str(e)
+        return None
+
+    return problem

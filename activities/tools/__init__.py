@@ -4,24 +4,6 @@ Importing this package registers the built-in tools.
 """
 
 from activities.tools import billing, crm, email, s3, warehouse  # noqa: F401  (registration)
-from activities.tools.registry import (
-    TOOLS,
-    CallContext,
-    Contract,
-    Reader,
-    Term,
-    ToolSpec,
-    conditions_for,
-    tool,
-)
+from activities.tools.registry import TOOLS, CallContext, ToolArgs, ToolSpec, tool
 
-__all__ = [
-    "TOOLS",
-    "CallContext",
-    "Contract",
-    "Reader",
-    "Term",
-    "ToolSpec",
-    "conditions_for",
-    "tool",
-]
+__all__ = ["TOOLS", "CallContext", "ToolArgs", "ToolSpec", "tool"]

@@ -29,7 +29,8 @@ from activities.tools._records import (
     transaction,
 )
 from activities.tools.crm import CUSTOMER_READER
-from activities.tools.registry import CallContext, Contract, Reader, Term, ToolArgs, tool
+from activities.tools.registry import CallContext, ToolArgs, tool
+from plans.catalogue import Contract, Reader, Term
 from plans.model import Effect
 from world.clients import World
 from world.errors import ToolError

@@ -22,7 +22,8 @@ from activities.tools._records import (
     json_row,
     transaction,
 )
-from activities.tools.registry import CallContext, Contract, Reader, Term, ToolArgs, tool
+from activities.tools.registry import CallContext, ToolArgs, tool
+from plans.catalogue import Contract, Reader, Term
 from plans.model import Effect
 from world.clients import World
 from world.errors import ToolError

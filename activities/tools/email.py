@@ -22,7 +22,8 @@ from activities.tools._records import (
     read_by_key_or_id,
     transaction,
 )
-from activities.tools.registry import CallContext, Contract, Reader, Term, ToolArgs, tool
+from activities.tools.registry import CallContext, ToolArgs, tool
+from plans.catalogue import Contract, Reader, Term
 from plans.model import Effect
 from plans.names import Identifier
 from world.clients import World

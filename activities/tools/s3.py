@@ -11,7 +11,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import JsonValue, model_validator
 
-from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
+from activities.tools.registry import CallContext, ToolArgs, tool
+from plans.catalogue import Contract, Term
 from plans.model import Effect
 from plans.names import BucketName, NonEmpty
 from plans.scope import Writes

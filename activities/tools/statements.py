@@ -14,7 +14,7 @@ from typing import Any
 from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.tools.registry import Term
+from plans.catalogue import Term
 from plans.names import Identifier, QualifiedName
 from plans.scope import Writes
 from world.pg import ident

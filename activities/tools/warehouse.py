@@ -20,8 +20,9 @@ from psycopg import sql
 from pydantic import Field, JsonValue, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from activities.tools.registry import CallContext, Contract, Term, ToolArgs, tool
+from activities.tools.registry import CallContext, ToolArgs, tool
 from activities.tools.statements import STATEMENTS
+from plans.catalogue import Contract, Term
 from plans.model import Effect
 from plans.names import NonEmpty, QualifiedName
 from plans.scope import Writes

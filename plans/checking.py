@@ -1,26 +1,30 @@
-"""Validation of a plan against the tool and probe registries, before any workflow starts.
+"""Validation of a plan against a catalogue of tools and probes, before any workflow starts.
 
-Every problem names the step and the field. Arguments that hold a ``${name}`` are type-checked
-when the reference is resolved, just before dispatch; here we check that an earlier step the
-step depends on binds the name.
+The one checking function: ``plangate check`` and ``plangate run``, the review of a re-planned
+plan, tests and benchmarks all call ``problems`` (or ``check``). Every problem names the step
+and the field. Arguments that hold a ``${name}`` are type-checked when the reference is
+resolved, just before dispatch; here we check that an earlier step the step depends on binds
+the name. Local paths are judged by ``paths`` (the world's confinement, handed in), where tools
+may write by ``scope``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from activities.tools import TOOLS, ToolSpec
 from plans import bindings, jsonpath
+from plans.catalogue import Catalogue, ToolInfo
+from plans.guards import contract_conditions, guard
 from plans.load import PlanError, field_name, limit_problems
 from plans.model import Condition, Plan, Step
 from plans.scope import Scope, targets
-from probes import PROBES
-from world.paths import PathOutsideWorkdir, confine_file
+
+# A local path's problem (outside the work directory, a directory), or None.
+PathCheck = Callable[[str], str | None]
 
 _PATH_ARGS = ("dest", "source", "path")
 _LOCAL_ARGS = ("dest", "source")  # local files in any condition (object_content_equals)
@@ -83,39 +87,38 @@ def _ancestors(plan: Plan) -> dict[int, set[int]]:
     return out
 
 
-def _conditions(step: Step, phase: str, conds: list[Condition]) -> Iterator[str]:
+def _conditions(step: Step, phase: str, conds: list[Condition], cat: Catalogue) -> Iterator[str]:
+    probes = cat.probes
+    tool = cat.tools.get(step.tool)
     for i, c in enumerate(conds):
         where = f"step {step.n}, field {phase}[{i}]"
-        spec = PROBES.get(c.probe)
+        spec = probes.get(c.probe)
         if spec is None:
-            yield f"{where}.probe: unknown probe {c.probe!r} (known: {', '.join(sorted(PROBES))})"
+            yield f"{where}.probe: unknown probe {c.probe!r} (known: {', '.join(sorted(probes))})"
             continue
-        if spec.system == "record" and (
-            TOOLS.get(step.tool) is None or not TOOLS[step.tool].reader
-        ):
+        if spec.system == "record" and (tool is None or not tool.reader):
             yield f"{where}.probe: {c.probe} needs a tool with a reader; {step.tool} has none"
         yield from _model_problems(spec.args, c.args, where)
 
 
-def _paths(step: Step, workdir: Path) -> Iterator[str]:
+def _paths(step: Step, paths: PathCheck, cat: Catalogue) -> Iterator[str]:
     """Local paths (of the step, and of its conditions) name files inside the work directory;
     the same rule the tools and probes apply at run time after binding. A condition's ``path``
     is a local path only for a file probe (for field probes it is a JSON path)."""
     found = [(f"args.{name}", step.args.get(name)) for name in _PATH_ARGS]
     for phase, conds in (("pre", step.pre), ("post", step.post)):
         for i, c in enumerate(conds):
-            spec = PROBES.get(c.probe)
+            spec = cat.probes.get(c.probe)
             names = _PATH_ARGS if spec is not None and spec.system == "file" else _LOCAL_ARGS
             found += [(f"{phase}[{i}].{name}", c.args.get(name)) for name in names]
     for field, value in found:
         if isinstance(value, str) and not any(bindings.references(value)):
-            try:
-                confine_file(workdir, value)
-            except PathOutsideWorkdir as e:
-                yield f"step {step.n}, field {field}: {e}"
+            why = paths(value)
+            if why is not None:
+                yield f"step {step.n}, field {field}: {why}"
 
 
-def _scope(step: Step, spec: ToolSpec[Any], scope: Scope) -> Iterator[str]:
+def _scope(step: Step, spec: ToolInfo, scope: Scope) -> Iterator[str]:
     """What the step writes is inside the deployment's scope (checked again by the tool)."""
     for w, name in targets(spec.writes, step.args):
         why = scope.refusal(w.kind, name)
@@ -124,11 +127,17 @@ def _scope(step: Step, spec: ToolSpec[Any], scope: Scope) -> Iterator[str]:
 
 
 def problems(
-    plan: Plan, workdir: Any = None, bound: Collection[str] = (), scope: Scope | None = None
+    plan: Plan,
+    catalogue: Catalogue,
+    *,
+    paths: PathCheck | None = None,
+    bound: Collection[str] = (),
+    scope: Scope | None = None,
 ) -> list[str]:
-    """Every problem of ``plan``. ``bound``: names earlier plan versions of the run bound,
-    which a new version may reference without binding them again. ``scope``: where tools may
-    write (default: anywhere but plangate's own schema)."""
+    """Every problem of ``plan``. ``paths``: judges local paths (none: not judged here).
+    ``bound``: names earlier plan versions of the run bound, which a new version may reference
+    without binding them again. ``scope``: where tools may write (default: anywhere but
+    plangate's own schema)."""
     out: list[str] = limit_problems(plan)
     if out:
         return out
@@ -152,7 +161,7 @@ def problems(
 
     binder = {name: s.n for s in plan.steps for name in s.binds}
     for s in plan.steps:
-        spec = TOOLS.get(s.tool)
+        spec = catalogue.tools.get(s.tool)
         if spec is None:
             out.append(f"step {s.n}, field tool: unknown tool {s.tool!r}")
         else:
@@ -163,8 +172,8 @@ def problems(
                 jsonpath.parse(path)
             except jsonpath.PathError as e:
                 out.append(f"step {s.n}, field binds.{name}: {e}")
-        out += _conditions(s, "pre", s.pre)
-        out += _conditions(s, "post", s.post)
+        out += _conditions(s, "pre", s.pre, catalogue)
+        out += _conditions(s, "post", s.post, catalogue)
         refs = [(f"args.{k}", r) for k, v in s.args.items() for r in bindings.references(v)] + [
             (f"{phase}[{i}]", r)
             for phase, conds in (("pre", s.pre), ("post", s.post))
@@ -187,32 +196,34 @@ def problems(
                 f"step {s.n}, field approval: approvals are not available in this version; "
                 "the step would run without a person"
             )
-        if workdir is not None:
-            out += _paths(s, Path(workdir))
+        if paths is not None:
+            out += _paths(s, paths, catalogue)
     return out
 
 
-def check(plan: Plan, workdir: Any = None, scope: Scope | None = None) -> Plan:
-    found = problems(plan, workdir, scope=scope)
+def check(
+    plan: Plan, catalogue: Catalogue, *, paths: PathCheck | None = None, scope: Scope | None = None
+) -> Plan:
+    found = problems(plan, catalogue, paths=paths, scope=scope)
     if found:
         raise PlanError(found)
     return plan
 
 
-def lint(plan: Plan) -> list[str]:
+def lint(plan: Plan, catalogue: Catalogue) -> list[str]:
     """Warnings: legal plans that guard less than they appear to, or more than they need to."""
-    from activities.tools.registry import contract_conditions, effective_effect
-
+    guarded = guard(plan, catalogue)
     out: list[str] = []
     for s in plan.steps:
-        effect = effective_effect(s)
+        g = guarded.guard(s.n)
+        effect = g.effect
         if "effect" in s.model_fields_set and effect is not s.effect:
             out.append(
                 f"step {s.n}, field effect: declares {s.effect}, weaker than what {s.tool} does "
                 f"({effect}); it runs as {effect}"
             )
-        post = [*contract_conditions(s.tool, "post", s.args), *s.post]
-        pre = [*contract_conditions(s.tool, "pre", s.args), *s.pre]
+        post = [*contract_conditions(g, "post", s.args), *s.post]
+        pre = [*contract_conditions(g, "pre", s.args), *s.pre]
         if effect.rank > 0 and not post:
             out.append(
                 f"step {s.n}: a {effect} step with no post condition (from the plan or the "

@@ -1,0 +1,62 @@
+"""The run report, kept as the run goes: state transitions, checks read, timings, results,
+metrics. Deterministic (``workflow.now()``); no decisions are taken here."""
+
+from __future__ import annotations
+
+from pydantic import JsonValue
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from records.calls import ProbeReport, ToolResult
+    from records.report import (
+        RESULTS_BUDGET,
+        CheckRecord,
+        Phase,
+        RunReport,
+        StepReport,
+        StepState,
+        Transition,
+        summarize,
+    )
+
+
+def set_state(rep: StepReport, state: StepState) -> None:
+    rep.state = state
+    rep.transitions.append(Transition(state=state, at=workflow.now()))
+
+
+def record_check(
+    report: RunReport, rep: StepReport, phase: Phase, attempt: int, probe: ProbeReport
+) -> None:
+    rep.checks.append(
+        CheckRecord(
+            phase=phase, attempt=attempt, results=probe.results,
+            read_at=probe.read_at, elapsed_ms=probe.elapsed_ms,
+        )
+    )
+    report.metrics.probe_ms += probe.elapsed_ms
+    report.metrics.probes_run += len(probe.results)
+
+
+def record_call(report: RunReport, rep: StepReport, result: ToolResult) -> None:
+    """The call's attempts and timings: the check-to-use and plan-to-use windows."""
+    rep.attempts += result.attempt
+    t = rep.timings
+    t.tool_started_at, t.tool_finished_at = result.started_at, result.finished_at
+    rep.check_to_use_ms = t.check_to_use_ms
+    rep.staleness_ms = t.staleness_ms
+    m = report.metrics
+    if t.check_to_use_ms is not None:
+        m.check_to_use_ms_max = max(m.check_to_use_ms_max or 0.0, t.check_to_use_ms)
+    if t.staleness_ms is not None:
+        m.staleness_ms_max = max(m.staleness_ms_max or 0.0, t.staleness_ms)
+
+
+def record_result(report: RunReport, rep: StepReport, output: dict[str, JsonValue]) -> None:
+    """Keep a bounded view of a tool's result in the report: the whole result while it is
+    small and the run's budget for results lasts, else its size, SHA-256 and a preview.
+    The full result is stored once, in the history, as the activity's result."""
+    summary = summarize(output, report.metrics.result_bytes < RESULTS_BUDGET)
+    rep.result = summary.value
+    rep.result_digest = summary.digest
+    report.metrics.result_bytes += summary.kept

@@ -1,0 +1,100 @@
+"""The activities a step calls, by name, and what their failures mean, decoded once into plain
+answers (no exception leaves here for the lifecycle to steer by)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+with workflow.unsafe.imports_passed_through():
+    from plans.model import Effect
+    from records.calls import ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
+    from workflows import options
+
+PROBE_ACTIVITY = "probe.evaluate"
+
+
+@dataclass(frozen=True)
+class Probed:
+    report: ProbeReport
+
+
+@dataclass(frozen=True)
+class ProbeFailed:
+    """The probes could not answer (``probe_unknown``, after the activity's retries), or their
+    bound arguments do not fit them (``bad_arguments``: asking again cannot help)."""
+
+    code: str
+    detail: str
+    report: ProbeReport | None = None  # what they did answer, when the activity said
+
+
+ProbeAnswer = Probed | ProbeFailed
+
+
+@dataclass(frozen=True)
+class Called:
+    result: ToolResult
+
+
+@dataclass(frozen=True)
+class CallFailed:
+    """The tool answered with a failure (``may_have_acted`` says whether its outcome is known)."""
+
+    failure: ToolFailure
+
+
+@dataclass(frozen=True)
+class CallLost:
+    """No answer at all: timed out, or the worker died, after the request may have left."""
+
+    detail: str
+
+
+CallAnswer = Called | CallFailed | CallLost
+
+
+async def probe(req: ProbeRequest) -> ProbeAnswer:
+    try:
+        report: ProbeReport = await workflow.execute_activity(
+            PROBE_ACTIVITY,
+            req,
+            result_type=ProbeReport,
+            start_to_close_timeout=options.PROBE.start_to_close_timeout,
+            retry_policy=options.PROBE.retry_policy,
+        )
+    except ActivityError as e:
+        cause = e.cause
+        if isinstance(cause, ApplicationError) and cause.details:
+            answered = ProbeReport.model_validate(cause.details[0])
+            detail = "; ".join(f"{r.condition.key()}: {r.detail}" for r in answered.unknown)
+            code = "bad_arguments" if cause.type == "bad_arguments" else "probe_unknown"
+            return ProbeFailed(code, detail, answered)
+        return ProbeFailed("probe_unknown", str(cause or e))
+    if [r.condition.key() for r in report.results] != [c.key() for c in req.conditions]:
+        # An answer that is not about the conditions asked is no answer: never a pass.
+        return ProbeFailed("probe_unknown", "the probe report does not answer the conditions asked")
+    return Probed(report)
+
+
+async def call_tool(tool: str, call: ToolCall, effect: Effect) -> CallAnswer:
+    opts = options.tool_options(effect)
+    try:
+        result: ToolResult = await workflow.execute_activity(
+            tool,
+            call,
+            result_type=ToolResult,
+            start_to_close_timeout=opts.start_to_close_timeout,
+            heartbeat_timeout=opts.heartbeat_timeout,
+            retry_policy=opts.retry_policy,
+        )
+    except ActivityError as e:
+        cause = e.cause
+        if isinstance(cause, ApplicationError) and cause.details:
+            return CallFailed(ToolFailure.model_validate(cause.details[0]))
+        kind = "timed out" if isinstance(cause, ActivityTimeout) else "failed without an answer"
+        return CallLost(f"the call {kind}")
+    return Called(result)

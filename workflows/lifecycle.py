@@ -1,0 +1,392 @@
+"""The lifecycle of one step: PROBING -> EXECUTING -> VERIFYING -> DONE, and the answers to a
+failed check. EXECUTING is reachable only from a PROBING that passed in the same attempt; DONE
+only from a VERIFYING whose every post condition held on a fresh read.
+
+Each stage returns what happened as a value (``Finished``, ``Failed``, ``Unknown``, ``Owed``)
+and ``run`` decides by ``match``; the activity calls and their failures are ``workflows.calls``,
+the report is kept by ``workflows.bookkeeping``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+
+from pydantic import JsonValue
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from plans import bindings, jsonpath, limits
+    from plans.guards import conditions_for, skip_evidence
+    from plans.model import Condition, Step
+    from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult, StepRef, ToolCall
+    from records.report import (
+        Answer,
+        Attribution,
+        CompletedStep,
+        FailureRecord,
+        Phase,
+        StepState,
+    )
+    from workflows import bookkeeping, calls, options
+    from workflows.context import VersionContext
+    from workflows.router import Decision, Kind, Situation, route
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    n: int
+    state: StepState  # DONE, SKIPPED, or the state of a final failure
+    failure: FailureRecord | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+@dataclass(frozen=True)
+class Finished:
+    state: StepState  # DONE or SKIPPED
+    args: dict[str, JsonValue]  # as resolved for the call
+    output: dict[str, JsonValue] | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    decision: Decision
+    failure: FailureRecord
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """The call may have acted and nobody can say. ``if_absent``: the answer when a read of the
+    world by idempotency key shows it did not act."""
+
+    decision: Decision
+    failure: FailureRecord
+    if_absent: Decision
+
+
+@dataclass(frozen=True)
+class Owed:
+    """A pre condition a concurrent step of this plan still owes: wait for that step."""
+
+    decision: Decision
+    owner: int
+    cond: Condition
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One attempt's resolved arguments and conditions."""
+
+    args: dict[str, JsonValue]
+    pre: list[Condition]
+    post: list[Condition]
+    ref: StepRef
+    key: str
+
+
+Attempt = Finished | Failed | Unknown | Owed
+
+
+class StepRunner:
+    def __init__(self, ctx: VersionContext, step: Step) -> None:
+        self.ctx = ctx
+        self.step = step
+        self.guard = ctx.guard(step.n)
+        self.effect = self.guard.effect
+        self.rep = ctx.step_report(step.n)
+        self.attempt = 0
+
+    # -- the whole step, with workflow-level retries ------------------------------------------
+    async def run(self) -> StepOutcome:
+        while True:
+            self.attempt += 1
+            match await self._attempt():
+                case Finished() as done:
+                    match self._complete(done):
+                        case Failed(decision=d, failure=f):
+                            return self._fail(d, f)
+                        case StepOutcome() as outcome:
+                            return outcome
+                case Owed() as owed:
+                    self.attempt -= 1  # waiting for a concurrent step is not an attempt
+                    expired = await self._wait_for(owed)
+                    if expired is not None:
+                        return self._fail(expired.decision, expired.failure)
+                case Failed(decision=d) | Unknown(decision=d) if (
+                    d.answer is Answer.RETRY and self.attempt < options.STEP_ATTEMPTS
+                ):
+                    self._decide(d)
+                    await workflow.sleep(options.step_backoff(self.attempt))
+                case Failed(decision=d, failure=f) | Unknown(decision=d, failure=f):
+                    return self._fail(d, f)
+
+    async def _attempt(self) -> Attempt:
+        prepared = self._prepare()
+        if isinstance(prepared, Failed):
+            return prepared
+        before = await self._check_before(prepared)
+        if before is not None:
+            return before
+        acted = await self._execute(prepared)
+        if isinstance(acted, Unknown) and self.effect.outcome_must_be_known:
+            return await self._read_back(prepared, acted)
+        return acted
+
+    # -- PROBING --------------------------------------------------------------------------------
+    def _prepare(self) -> Prepared | Failed:
+        try:
+            args = bindings.resolve(self.step.args, self.ctx.bound, "args")
+            pre = conditions_for(
+                self.guard, "pre", args, self.ctx.resolve_conditions(self.step.pre, "pre")
+            )
+            post = conditions_for(
+                self.guard, "post", args, self.ctx.resolve_conditions(self.step.post, "post")
+            )
+        except bindings.BindingError as e:
+            d = route(self._situation(Kind.TOOL_ERROR, status=400))
+            return Failed(d, self._failure("unbound_reference", False, str(e), status=400))
+        ref = StepRef(
+            run_id=self.ctx.run_id, plan_version=self.ctx.version, n=self.step.n,
+            tool=self.step.tool, args=args,
+        )
+        return Prepared(args, pre, post, ref, self.ctx.idempotency_key(self.step.n))
+
+    def _skip_check(self, p: Prepared) -> list[Condition]:
+        """What must hold before the call for the step to be skipped as already done: every post
+        condition and the tool's evidence that *this* call's effect is in place. Nothing when
+        the step cannot be skipped (a read, a step that binds values, no such evidence)."""
+        if self.effect.rank == 0 or self.step.binds:
+            return []
+        evidence = skip_evidence(self.guard, p.args)
+        if not evidence:
+            return []
+        keys = {c.key() for c in p.post}
+        return p.post + [c for c in evidence if c.key() not in keys]
+
+    async def _check_before(self, p: Prepared) -> Finished | Failed | Owed | None:
+        self.ctx.set_state(self.step.n, StepState.PROBING)
+        done = self._skip_check(p)
+        first = done + p.pre
+        if not first:
+            return None
+        # evidence only read to skip: arguments that do not fit it mean "no evidence"
+        only = [c.key() for c in done[len(p.post) :]] if done else []
+        phase = Phase.SKIP_PRE if done else Phase.PRE
+        answer = await self._probe(phase, p, first, None, lenient=only)
+        if isinstance(answer, Failed | Unknown):
+            return Failed(answer.decision, answer.failure)
+        self.rep.timings.precheck_read_at = answer.read_at
+        if done and all(r.outcome is Outcome.HOLDS for r in answer.results[: len(done)]):
+            self._decide(route(self._situation(Kind.ALREADY_DONE)))
+            return Finished(StepState.SKIPPED, p.args)
+        return self._judge_pre(answer.results[len(done) :])
+
+    def _judge_pre(self, results: list[ProbeResult]) -> Failed | Owed | None:
+        failed = [r for r in results if r.outcome is not Outcome.HOLDS]
+        if not failed:
+            return None
+        first = failed[0]
+        owner = self.ctx.unfinished_owner(first.condition, self.step.n)
+        d = route(self._situation(Kind.PRE_VIOLATED, owed_by_unfinished_step=owner is not None))
+        if d.answer is Answer.WAIT and owner is not None:
+            return Owed(d, owner, first.condition)
+        by = self.ctx.verified.get(first.condition.key())
+        return Failed(
+            d,
+            self._failure(
+                "precondition_unmet", False, f"{first.condition.key()}: {first.detail}",
+                attribution=Attribution.DESTROYED if by is not None else None, established_by=by,
+            ),
+        )
+
+    async def _wait_for(self, owed: Owed) -> Failed | None:
+        """Wait for the owner of a missing state to finish; then the step probes again."""
+        self._decide(owed.decision)
+        self.ctx.set_state(self.step.n, StepState.WAITING)
+        c = owed.cond
+        limit = c.wait.timeout_s if c.wait else options.DEFAULT_WAIT.total_seconds()
+        try:
+            await workflow.wait_condition(
+                lambda: self.ctx.state(owed.owner).final, timeout=timedelta(seconds=limit)
+            )
+        except TimeoutError:
+            d = route(self._situation(Kind.PRE_VIOLATED))
+            detail = f"{c.key()}: step {owed.owner} did not establish it within {limit:.0f}s"
+            return Failed(d, self._failure("wait_expired", False, detail))
+        return None
+
+    # -- EXECUTING and VERIFYING --------------------------------------------------------------
+    async def _execute(self, p: Prepared) -> Finished | Failed | Unknown:
+        self.ctx.set_state(self.step.n, StepState.EXECUTING)
+        call = ToolCall(step=p.ref, idempotency_key=p.key)
+        match await calls.call_tool(self.step.tool, call, self.effect):
+            case calls.CallFailed(failure=tf):
+                self.rep.attempts += tf.attempt
+                d = route(
+                    self._situation(Kind.TOOL_ERROR, status=tf.status, retryable=tf.retryable)
+                )
+                failure = self._failure(tf.code, tf.retryable, tf.detail, status=tf.status)
+                return Unknown(d, failure, d) if tf.may_have_acted else Failed(d, failure)
+            case calls.CallLost(detail=detail):
+                d = route(self._situation(Kind.OUTCOME_UNKNOWN))
+                # certainly not done: a transient failure, tried again with the same key
+                absent = route(self._situation(Kind.TOOL_ERROR, status=503, retryable=True))
+                return Unknown(d, self._failure("outcome_unknown", False, detail), absent)
+            case calls.Called(result=result):
+                bookkeeping.record_call(self.ctx.report, self.rep, result)
+                bookkeeping.record_result(self.ctx.report, self.rep, result.output)
+                self.ctx.set_state(self.step.n, StepState.VERIFYING)
+                verified = await self._verify(p, result.refs)
+                return verified or Finished(StepState.DONE, p.args, result.output)
+
+    async def _verify(
+        self, p: Prepared, refs: dict[str, JsonValue] | None
+    ) -> Failed | Unknown | None:
+        """Every post condition on a fresh read; with ``wait``, read again until its deadline."""
+        if not p.post:
+            return None
+        waits = [c.wait for c in p.post if c.wait is not None]
+        deadline = workflow.now() + timedelta(seconds=max((w.timeout_s for w in waits), default=0))
+        interval = timedelta(seconds=min((w.interval_s for w in waits), default=60))
+        while True:
+            answer = await self._probe(Phase.POST, p, p.post, refs)
+            if isinstance(answer, Failed | Unknown):
+                return answer
+            failed = [r for r in answer.results if r.outcome is not Outcome.HOLDS]
+            if not failed:
+                return None
+            in_time = bool(waits) and workflow.now() + interval <= deadline
+            d = route(self._situation(Kind.POST_VIOLATED, waits=in_time))
+            if d.answer is not Answer.WAIT:
+                first = failed[0]
+                return Failed(
+                    d,
+                    self._failure(
+                        "postcondition_unmet", False, f"{first.condition.key()}: {first.detail}",
+                        attribution=Attribution.NOT_ESTABLISHED,
+                    ),
+                )
+            self._decide(d)
+            self.ctx.set_state(self.step.n, StepState.WAITING)
+            await workflow.sleep(interval)
+            self.ctx.set_state(self.step.n, StepState.VERIFYING)
+
+    async def _read_back(self, p: Prepared, unknown: Unknown) -> Finished | Failed:
+        """A money or external call whose outcome is unknown: read the world by idempotency key
+        before anything else. Found: the call acted, and its post conditions judge it. Certainly
+        absent: it did not act, so it may be tried again with the same key. Still unknown: halt.
+        Never a new key while the first call's effect may exist."""
+        self.rep.reason = f"{unknown.failure.detail}: reading the world by idempotency key"
+        answer = await self._probe(Phase.READ_BACK, p, [Condition(probe="effect_recorded")], None)
+        if isinstance(answer, Failed | Unknown):
+            return self._halt_unknown(unknown, answer.failure.detail)
+        found = answer.results[0]
+        if found.outcome is not Outcome.HOLDS:
+            # Nothing was done under this key: the failure is what the tool said it was.
+            return Failed(unknown.if_absent, unknown.failure)
+        output = found.observed if isinstance(found.observed, dict) else {}
+        bookkeeping.record_result(self.ctx.report, self.rep, output)
+        self.ctx.set_state(self.step.n, StepState.VERIFYING)
+        match await self._verify(p, None):
+            case Unknown(failure=again):
+                return self._halt_unknown(unknown, again.detail)
+            case Failed() as failed:
+                return failed
+        return Finished(StepState.DONE, p.args, output)
+
+    def _halt_unknown(self, unknown: Unknown, why: str) -> Failed:
+        d = route(self._situation(Kind.OUTCOME_UNKNOWN))
+        detail = f"{unknown.failure.detail}; the world could not tell: {why}"
+        f = unknown.failure.model_copy(
+            update={"code": "outcome_unknown", "retryable": False, "detail": detail}
+        )
+        return Failed(d, f)
+
+    # -- probes -----------------------------------------------------------------------------------
+    async def _probe(
+        self,
+        phase: Phase,
+        p: Prepared,
+        conds: list[Condition],
+        refs: dict[str, JsonValue] | None,
+        lenient: list[str] | None = None,
+    ) -> ProbeReport | Failed | Unknown:
+        req = ProbeRequest(
+            step=p.ref, conditions=conds, idempotency_key=p.key, output=refs,
+            lenient=lenient or [],
+        )
+        answer = await calls.probe(req)
+        if isinstance(answer, calls.Probed):
+            bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer.report)
+            return answer.report
+        if answer.report is not None:
+            bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer.report)
+        if answer.code == "bad_arguments":  # bound values that do not fit: permanent
+            d = route(self._situation(Kind.TOOL_ERROR, status=400))
+            return Failed(d, self._failure("bad_arguments", False, answer.detail, status=400))
+        d = route(self._situation(Kind.PROBE_UNKNOWN))
+        failure = self._failure("probe_unknown", True, answer.detail, status=503)
+        if phase is Phase.POST:  # the call ran: whether it acted, nobody can tell now
+            return Unknown(d, failure, d)
+        return Failed(d, failure)
+
+    # -- the end of a step ----------------------------------------------------------------------
+    def _complete(self, done: Finished) -> StepOutcome | Failed:
+        """Bind what the step's result names, record it as completed."""
+        binds: dict[str, JsonValue] = {}
+        for name, path in self.step.binds.items():
+            try:
+                value = jsonpath.get(done.output or {}, path)
+            except jsonpath.PathError as e:
+                d = route(self._situation(Kind.TOOL_ERROR, status=400))
+                return Failed(d, self._failure("binding_missing", False, f"{name}: {e}"))
+            size = len(json.dumps(value))
+            if size > limits.MAX_ARG_JSON_BYTES:
+                d = route(self._situation(Kind.TOOL_ERROR, status=400))
+                why = f"{name}: {size:,} bytes, more than an argument may hold"
+                return Failed(d, self._failure("binding_missing", False, why))
+            binds[name] = value
+        self.rep.binds = binds
+        self.ctx.bound.update(binds)
+        for c in self.ctx.promised_post(self.step):
+            self.ctx.verified[c.key()] = self.step.n
+        self.ctx.set_state(self.step.n, done.state)
+        self.ctx.report.completed.append(
+            CompletedStep(
+                n=self.step.n, tool=self.step.tool, plan_version=self.ctx.version,
+                state=done.state, effect=self.effect, args=done.args, binds=binds,
+            )
+        )
+        return StepOutcome(self.step.n, done.state)
+
+    def _fail(self, decision: Decision, failure: FailureRecord) -> StepOutcome:
+        if decision.answer is Answer.RETRY:  # retries spent: recovery follows on_unmet
+            decision = route(Situation(Kind.TOOL_ERROR, self.effect, self.step.on_unmet))
+        self._decide(decision)
+        failure.answer = decision.answer
+        state = StepState.HALTED if decision.answer is Answer.HALT else StepState.REPLANNING
+        self.ctx.set_state(self.step.n, state)
+        return StepOutcome(self.step.n, state, failure)
+
+    def _decide(self, d: Decision) -> None:
+        self.rep.answer = d.answer
+        self.rep.reason = d.reason
+
+    def _situation(self, kind: Kind, **kw: object) -> Situation:
+        return Situation(
+            kind=kind,
+            effect=self.effect,
+            on_unmet=self.step.on_unmet,
+            retries_left=self.attempt < options.STEP_ATTEMPTS,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    def _failure(self, code: str, retryable: bool, detail: str, **kw: object) -> FailureRecord:
+        return FailureRecord(
+            step=self.step.n, tool=self.step.tool, plan_version=self.ctx.version, code=code,
+            retryable=retryable, detail=detail, **kw,
+        )
