@@ -18,6 +18,7 @@ from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from world.clients import World
 from world.errors import ToolError
 
+PROBE_ACTIVITY = "probe.evaluate"
 PROBE_TIMEOUT_S = 15.0
 
 
@@ -87,7 +88,7 @@ class ProbeActivities:
         outcome = Outcome.HOLDS if verdict.holds else Outcome.VIOLATED
         return done(outcome, verdict.observed, verdict.detail)
 
-    @activity.defn(name="probe.evaluate")
+    @activity.defn(name=PROBE_ACTIVITY)
     async def evaluate(self, req: ProbeRequest) -> ProbeReport:
         ctx = probe_context(req, self.world)
         t0 = time.perf_counter()

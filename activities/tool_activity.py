@@ -119,5 +119,6 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
     return activity.defn(name=spec.name)(run_tool)
 
 
-def tool_activities(world: World) -> list[Callable[[ToolCall], Any]]:
-    return [_make(spec, world) for spec in TOOLS.values()]
+def tool_activities(world: World) -> dict[str, Callable[[ToolCall], Any]]:
+    """Every registered tool as an activity, by its name."""
+    return {name: _make(spec, world) for name, spec in TOOLS.items()}

@@ -52,7 +52,7 @@ async def main(repeats: int) -> None:
         )
         # The model alone (no playbook first line), so every turnaround asks it.
         model = ReplanActivities(s, backend=OpenAIBackend.from_settings(s))
-        async with bench_stack([model.propose]) as b:
+        async with bench_stack({"replanner.propose": model.propose}) as b:
             modelled = await measure(b, repeats)
     for name, xs in (("playbook", playbook), ("model (answers at once)", modelled)):
         print(

@@ -179,8 +179,8 @@ async def _cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.assembly import build_worker
     from plangate.services import check_worker_services
-    from plangate.worker_factory import build_worker
 
     # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
     client = await check_worker_services(settings)

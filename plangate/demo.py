@@ -18,15 +18,14 @@ from typing import Any
 import boto3
 import psycopg
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
 from activities.catalogue import check_plan
 from activities.demo_schema import seed_acct_3319f
 from plangate import runs
+from plangate.assembly import build_worker, connect
 from plangate.naive import run_naive
 from plangate.scenarios import closeout_facts, closeout_plan
-from plangate.worker_factory import WORKFLOWS, activities_for, connect
 from plans.load import parse_plan
 from records.report import RunReport
 from world.clients import World
@@ -176,12 +175,7 @@ async def run_demo(state_dir: Path) -> int:
             client = await connect(settings)
             demo = Demo(client, settings, world, s3)
             print("plangate demo: the seeds' incidents on real S3, Postgres and Temporal")
-            async with Worker(
-                client,
-                task_queue=settings.task_queue,
-                workflows=WORKFLOWS,
-                activities=activities_for(world),
-            ):
+            async with await build_worker(client, settings, world):
                 await demo.saturday()
                 await demo.closeout()
             await world.close()

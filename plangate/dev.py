@@ -20,9 +20,9 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from plangate.assembly import connect
 from plangate.stack import EmbeddedStack, StackError
 from world.settings import Settings
 
@@ -53,7 +53,7 @@ async def run_dev(
     ``state_dir`` defaults to ``.plangate/dev`` under the current directory; Temporal's and
     Postgres's state persist there between runs (S3's does not). Ports given as None are picked
     free. Returns the exit code: 0 after a clean stop, 1 if the stack could not start.
-    ``build_worker`` defaults to :func:`plangate.worker_factory.build_worker`.
+    ``build_worker`` defaults to :func:`plangate.assembly.build_worker`.
     """
     out = out or sys.stdout
     stop = stop or asyncio.Event()
@@ -90,13 +90,9 @@ async def run_dev(
             return 0
 
         settings = Settings.from_env(os.environ)
-        client = await Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
-            data_converter=pydantic_data_converter,
-        )
+        client = await connect(settings)
         if build_worker is None:
-            from plangate.worker_factory import build_worker as default_build_worker
+            from plangate.assembly import build_worker as default_build_worker
 
             build_worker = default_build_worker
         worker = await build_worker(client, settings)

@@ -17,7 +17,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from temporalio.client import Client
 
-from plangate.worker_factory import connect as _connect
+from plangate.assembly import connect as _connect
 from world.settings import Settings
 
 CONNECT_TIMEOUT_S = 3.0

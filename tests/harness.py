@@ -6,19 +6,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
-from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
 from activities.catalogue import check_plan
 from plangate import runs
-from plangate.worker_factory import WORKFLOWS, activities_for
+from plangate.assembly import build_worker
 from plans.load import parse_plan
 from records.report import RunReport
 from replanner.activity import ReplanActivities
@@ -49,22 +48,24 @@ class Harness:
 async def running_worker(
     client: Client,
     settings: Settings,
-    replace_activities: Sequence[Callable[..., Any]] = (),
+    doubles: Mapping[str, Callable[..., Any]] = {},
     world: World | None = None,
 ) -> AsyncIterator[Harness]:
-    """A worker on a fresh task queue. Activities in ``replace_activities`` stand in for the
-    real ones registered under the same name (test doubles, injected rather than patched)."""
+    """The real worker assembly (``plangate.assembly.build_worker``) on a fresh task queue.
+    ``doubles``, by activity name, stand in for the real activities (test doubles, injected
+    rather than patched). A ``world`` given may be one whose services are down: the tables are
+    created through the stack's own."""
     s = replace(settings, task_queue=f"test-{uuid.uuid4().hex[:8]}")
-    s.workdir.mkdir(parents=True, exist_ok=True)
-    setup = World(s)
-    await ensure_schema(setup)
-    await setup.close()
+    own = world is None
+    if world is not None:
+        setup = World(s)
+        await ensure_schema(setup)
+        await setup.close()
     world = world or World(s)
-    doubles = {_name(a): a for a in replace_activities}
-    acts = [doubles.pop(_name(a), a) for a in activities_for(world)] + list(doubles.values())
-    async with Worker(client, task_queue=s.task_queue, workflows=WORKFLOWS, activities=acts):
+    async with await build_worker(client, s, world, doubles=doubles, bootstrap=own):
         yield Harness(client, s)
-    await world.close()
+    if own:
+        await world.close()
 
 
 def model_backed(settings: Settings, fake: FakeOpenAI) -> ReplanActivities:
@@ -77,11 +78,6 @@ def model_backed(settings: Settings, fake: FakeOpenAI) -> ReplanActivities:
         model="fake-model",
     )
     return ReplanActivities(s, backend=OpenAIBackend.from_settings(s))
-
-
-def _name(fn: Callable[..., Any]) -> str:
-    defn = getattr(fn, "__temporal_activity_definition")
-    return str(defn.name)
 
 
 async def scheduled(client: Client, run_id: str) -> Counter[str]:

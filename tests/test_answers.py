@@ -103,7 +103,7 @@ async def test_unknown_outcome_of_a_money_step_halts(client, settings):
         {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
          "args": {"statement": "select_one"}},
     ]}
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"warehouse.run_sql": tool.run}) as h:
         rep = await h.run(plan)
     assert rep.status == "halted"
     assert rep.failure is not None and rep.failure.code == "outcome_unknown"
@@ -134,7 +134,7 @@ async def test_a_timed_out_external_step_halts(client, settings):
         {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
          "args": {"statement": "select_one"}},
     ]}
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"warehouse.run_sql": tool.run}) as h:
         rep = await h.run(plan)
     assert rep.status == "halted" and tool.calls == 1
     assert rep.failure is not None and rep.failure.code == "outcome_unknown"

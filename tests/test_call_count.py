@@ -47,7 +47,7 @@ def six_steps() -> dict[str, Any]:
 
 async def test_permanent_failure_at_step_3_voids_the_rest(client, settings):
     tool = ScriptedSql({3: ["record_archived"]})
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"warehouse.run_sql": tool.run}) as h:
         rep = await h.run(six_steps())
     assert [tool.calls[n] for n in (4, 5, 6)] == [0, 0, 0]
     assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 3
@@ -63,7 +63,7 @@ async def test_permanent_failure_at_step_3_voids_the_rest(client, settings):
 
 async def test_retryable_failure_is_retried_per_policy(client, settings):
     tool = ScriptedSql({2: ["unavailable", "unavailable"]})
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"warehouse.run_sql": tool.run}) as h:
         rep = await h.run(six_steps())
     assert rep.status == "succeeded"
     assert tool.calls[2] == 3 and all(tool.calls[n] == 1 for n in (1, 3, 4, 5, 6))
@@ -73,7 +73,7 @@ async def test_retryable_failure_is_retried_per_policy(client, settings):
 
 async def test_retryable_failure_that_persists_is_final(client, settings):
     tool = ScriptedSql({3: ["unavailable"] * 20})
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"warehouse.run_sql": tool.run}) as h:
         rep = await h.run(six_steps())
     assert rep.status == "failed"
     assert rep.failure is not None and rep.failure.code == "unavailable"

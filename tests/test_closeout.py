@@ -55,7 +55,7 @@ async def test_closeout_with_the_playbook(client, settings, pg, seeded):
 async def test_closeout_with_a_model(client, settings, pg, seeded):
     with FakeOpenAI(responses=[json.dumps(seed_replanned_plan())]) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, [model.propose]) as h:
+        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
             rep = await h.run(closeout_plan())
         sent = [
             json.loads(m["content"])
@@ -95,7 +95,7 @@ async def test_a_model_that_repeats_the_failed_remainder_spends_the_budget(
     }
     with FakeOpenAI(responses=[json.dumps(remainder)] * 5) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, [model.propose]) as h:
+        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
             rep = await h.run(closeout_plan(replans_max=2))
         asked = len(fake.requests)
     assert asked == 2  # exactly replans_max, then an escalation, never a loop
@@ -117,7 +117,7 @@ async def test_malformed_model_output_is_never_executed(client, settings, pg, se
     }
     with FakeOpenAI(responses=["the account looks closed to me", json.dumps(unknown_tool)]) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, [model.propose]) as h:
+        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
             rep = await h.run(closeout_plan(replans_max=2))
     assert rep.status == "halted"
     assert [r.accepted for r in rep.replans] == [False, False]

@@ -104,7 +104,8 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
 async def test_lifecycle_invariants(client, settings, plan, probe_outcomes, tool_ok):
     script = Script(probe_outcomes, tool_ok)
     d = Doubles(script)
-    async with running_worker(client, settings, [d.probe, d.tool]) as h:
+    doubles: dict[str, Any] = {"probe.evaluate": d.probe, "warehouse.run_sql": d.tool}
+    async with running_worker(client, settings, doubles) as h:
         rep = await h.run(plan)
     log = script.log
     has_pre = {s["n"]: bool(s["pre"]) for s in plan["steps"]}

@@ -65,7 +65,7 @@ async def test_a_credit_that_committed_before_the_connection_dropped_is_done(
 ):
     aid = await closed_account(world)
     tool = CommitsThenDrops(world)
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"billing.issue_credit": tool.run}) as h:
         rep = await h.run(credit_plan(aid))
     assert rep.status == "succeeded", rep.escalation
     assert rep.plan_version == 1 and rep.replans_used == 0
@@ -82,7 +82,7 @@ async def test_a_credit_that_committed_before_the_connection_dropped_is_done(
 async def test_a_call_that_never_acted_is_retried_with_the_same_key(client, settings, pg, world):
     aid = await closed_account(world)
     tool = CommitsThenDrops(world, acts=False, fail_times=1)
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"billing.issue_credit": tool.run}) as h:
         rep = await h.run(credit_plan(aid))
     assert rep.status == "succeeded", rep.escalation
     assert len(tool.keys) == 2 and tool.keys[0] == tool.keys[1]
@@ -96,7 +96,7 @@ async def test_never_a_new_key_while_the_effect_may_exist(client, settings, pg, 
     # would bring a new key. The first credit is found instead, and nothing is re-planned.
     aid = await closed_account(world)
     tool = CommitsThenDrops(world)
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"billing.issue_credit": tool.run}) as h:
         rep = await h.run(credit_plan(aid, replans_max=2))
     assert rep.replans_used == 0 and len(set(tool.keys)) == 1
     assert len(await credits(pg, aid)) == 1
@@ -123,7 +123,7 @@ async def test_a_credit_found_in_suspense_halts_instead_of_replanning(
     aid = f"acct_{uuid.uuid4().hex[:8]}"
     await seed_account(world, Account(aid, f"ar@{aid}.example", status="active"))
     tool = CommitsThenDrops(world)
-    async with running_worker(client, settings, [tool.run]) as h:
+    async with running_worker(client, settings, {"billing.issue_credit": tool.run}) as h:
         rep = await h.run(credit_plan(aid, replans_max=2))
     assert rep.status == "halted" and rep.replans_used == 0
     assert rep.failure is not None and rep.failure.code == "postcondition_unmet"

@@ -33,6 +33,10 @@ class WavedThrough:
     def __init__(self, steps: list[dict[str, Any]]) -> None:
         self.steps = steps
 
+    @property
+    def doubles(self) -> dict[str, Any]:
+        return {"replanner.propose": self.propose, "replanner.review": self.review}
+
     @activity.defn(name="replanner.propose")
     async def propose(self, req: ReplanRequest) -> ReplanProposal:
         plan = Plan.model_validate({"goal": req.goal, "steps": self.steps})
@@ -53,7 +57,7 @@ async def task_failures(client: Any, run_id: str) -> int:
 async def test_an_unexpected_error_fails_the_run_with_a_report(client, settings):
     bug = WavedThrough([{"n": 1, "tool": "warehouse.run_sql", "depends_on": [99],
                          "args": {"statement": "select_one"}}])
-    async with running_worker(client, settings, [bug.propose, bug.review]) as h:
+    async with running_worker(client, settings, bug.doubles) as h:
         rep = await h.run(failing_index(uuid.uuid4().hex[:8]))
     assert rep.status == "failed" and rep.plan_version == 2
     assert rep.failure is not None and rep.failure.code == "internal"
@@ -65,7 +69,7 @@ async def test_an_unexpected_error_fails_the_run_with_a_report(client, settings)
 async def test_steps_that_can_never_start_do_not_succeed(client, settings):
     one = {"tool": "warehouse.run_sql", "args": {"statement": "select_one"}}
     bug = WavedThrough([{"n": 1, "depends_on": [2], **one}, {"n": 2, "depends_on": [1], **one}])
-    async with running_worker(client, settings, [bug.propose, bug.review]) as h:
+    async with running_worker(client, settings, bug.doubles) as h:
         rep = await h.run(failing_index(uuid.uuid4().hex[:8]))
     assert rep.status == "failed" and rep.failure is not None
     assert "could never start" in rep.failure.detail
@@ -99,7 +103,7 @@ async def test_a_probe_report_that_answers_nothing_is_never_a_pass(client, setti
          "pre": [{"probe": "job_state", "job_id": "j0", "want": "done"}]},
     ]}
     for probe in (Evasive(), Answers()):
-        async with running_worker(client, settings, [probe.evaluate]) as h:
+        async with running_worker(client, settings, {"probe.evaluate": probe.evaluate}) as h:
             rep = await h.run(plan)
         assert rep.status == "failed" and rep.step(1).state == "FAILED"
         assert rep.failure is not None and rep.failure.code == "probe_unknown"

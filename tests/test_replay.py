@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from plangate.worker_factory import WORKFLOWS
+from plangate.assembly import PlangatePlugin
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -31,5 +30,5 @@ def test_histories_were_recorded():
 async def test_replay(path: Path):
     record = json.loads(await asyncio.to_thread(path.read_text))
     history = WorkflowHistory.from_json(record["workflow_id"], record["history"])
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[], plugins=[PlangatePlugin()])
     await replayer.replay_workflow(history)

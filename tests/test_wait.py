@@ -21,10 +21,7 @@ class SlowFirstStep:
     """warehouse.run_sql, but step 1 takes a while before doing its real work."""
 
     def __init__(self, world: World) -> None:
-        self.real = next(
-            a for a in tool_activities(world)
-            if getattr(a, "__temporal_activity_definition").name == "warehouse.run_sql"
-        )
+        self.real = tool_activities(world)["warehouse.run_sql"]
         self.order: list[str] = []
 
     @activity.defn(name="warehouse.run_sql")
@@ -48,7 +45,7 @@ async def test_a_state_owed_by_a_concurrent_step_is_waited_for(client, settings)
     ]}
     world = World(settings)
     tool = SlowFirstStep(world)
-    async with running_worker(client, settings, [tool.run], world=world) as h:
+    async with running_worker(client, settings, {"warehouse.run_sql": tool.run}, world=world) as h:
         rep = await h.run(plan)
     assert rep.status == "succeeded"
     assert tool.order == ["start 1", "end 1", "start 2", "end 2"]

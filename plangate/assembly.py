@@ -1,0 +1,96 @@
+"""The one worker assembly: every plangate workflow and activity and the pydantic data
+converter, as a Temporal plugin (``PlangatePlugin``). ``plangate worker``, ``plangate dev``,
+``plangate demo``, the tests and the benchmarks all build their workers with ``build_worker``;
+a client connects with ``connect``; a replayer takes the plugin with no world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Worker
+
+from activities.bootstrap import ensure_schema
+from activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
+from activities.tool_activity import tool_activities
+from replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
+from replanner.activity import ReplanActivities
+from replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
+from replanner.review import ReviewActivities
+from replanner.workflow import ReplanWorkflow
+from workflows.plan_run import PlanRunWorkflow
+from world.clients import World
+from world.settings import Settings
+
+WORKFLOWS: list[type] = [PlanRunWorkflow, ReplanWorkflow]
+MAX_CONCURRENT_ACTIVITIES = 32
+
+
+def activities(world: World) -> dict[str, Callable[..., Any]]:
+    """Every plangate activity on ``world``, by the name workflows call it by."""
+    return {
+        PROBE_ACTIVITY: ProbeActivities(world).evaluate,
+        **tool_activities(world),
+        PROPOSE_ACTIVITY: ReplanActivities(world.settings).propose,
+        REVIEW_ACTIVITY: ReviewActivities(world.settings).review,
+    }
+
+
+class PlangatePlugin(SimplePlugin):
+    """plangate on a Temporal client, worker or replayer. With a ``world``, its activities too;
+    ``doubles`` (by activity name) stand in for ours: test doubles, injected, not patched."""
+
+    def __init__(
+        self, world: World | None = None, *, doubles: Mapping[str, Callable[..., Any]] = {}
+    ) -> None:
+        acts: list[Callable[..., Any]] | None = None
+        if world is not None:
+            acts = list({**activities(world), **doubles}.values())
+        super().__init__(
+            "plangate",
+            data_converter=pydantic_data_converter,
+            workflows=WORKFLOWS,
+            activities=acts,
+        )
+
+
+class PlangateClientPlugin(SimplePlugin):
+    """What a client needs: the pydantic data converter (a worker built on the client takes its
+    workflows and activities from ``PlangatePlugin``)."""
+
+    def __init__(self) -> None:
+        super().__init__("plangate-client", data_converter=pydantic_data_converter)
+
+
+async def connect(settings: Settings) -> Client:
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        plugins=[PlangateClientPlugin()],
+    )
+
+
+async def build_worker(
+    client: Client,
+    settings: Settings,
+    world: World | None = None,
+    *,
+    doubles: Mapping[str, Callable[..., Any]] = {},
+    bootstrap: bool = True,
+) -> Worker:
+    """A worker on ``settings.task_queue``: its work directory made and (``bootstrap``)
+    plangate's tables created through ``world``."""
+    world = world or World(settings)
+    settings.workdir.mkdir(parents=True, exist_ok=True)
+    if bootstrap:
+        await ensure_schema(world)
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        plugins=[PlangatePlugin(world, doubles=doubles)],
+        max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+    )
