@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: sets up .venv, then ruff, mypy --strict and pytest. Extra arguments go to pytest.
+# The test command: sets up .venv, then ruff, mypy --strict, lint-imports (the layers) and pytest.
+# Extra arguments go to pytest.
 # The services the tests need (Temporal dev server, Postgres, S3) are started by tests/conftest.py.
 # Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 set -euo pipefail
@@ -19,6 +20,9 @@ for t in plangate plans records world probes activities workflows replanner work
     fi
 done
 "$VENV/bin/mypy" "${targets[@]}" || failed+=(mypy)
+
+echo "# lint-imports (the layers)" >&2
+"$VENV/bin/lint-imports" --no-cache || failed+=(lint-imports)
 
 echo "# pytest" >&2
 rc=0
