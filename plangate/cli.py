@@ -22,12 +22,14 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from plans.load import PlanError, load_file
-from plans.model import Plan
+from plans.load import PlanError
 from records.report import RunReport, RunStatus
 from world.settings import Settings
+
+if TYPE_CHECKING:
+    from plangate.api import Plangate
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -57,12 +59,6 @@ def _print_problems(path: str, problems: list[str]) -> None:
         print(f"  - {p}", file=sys.stderr)
 
 
-def _load_checked(path: str, settings: Settings) -> Plan:
-    from activities.catalogue import check_plan
-
-    return check_plan(load_file(path), settings)
-
-
 def _summary(rep: RunReport) -> str:
     lines = [f"run {rep.run_id}: {rep.status.value} (plan version {rep.plan_version})"]
     for s in rep.steps:
@@ -90,90 +86,71 @@ def _exit_for(rep: RunReport) -> int:
     return EXIT_OK if rep.status is RunStatus.SUCCEEDED else EXIT_NOT_SUCCEEDED
 
 
-async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    from activities.catalogue import catalogue
-    from plans.checking import lint
+async def _api(settings: Settings) -> Plangate:
+    from plangate.api import Plangate
+    from plangate.services import connect
 
-    plan = _load_checked(args.plan, settings)
-    warnings = lint(plan, catalogue())
-    if warnings and args.strict:
-        raise PlanError([f"(strict) {w}" for w in warnings])
-    for w in warnings:
+    return Plangate(await connect(settings), settings)
+
+
+async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.api import check
+
+    checked = check(Path(args.plan), settings, strict=args.strict)
+    for w in checked.warnings:
         print(f"plangate: warning: {w}", file=sys.stderr)
-    print(
-        f"plangate: plan {args.plan} is valid"
-        + (f" ({len(warnings)} warnings)" if warnings else "")
-    )
+    n = len(checked.warnings)
+    print(f"plangate: plan {args.plan} is valid" + (f" ({n} warnings)" if n else ""))
     return EXIT_OK
 
 
 async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from temporalio.exceptions import WorkflowAlreadyStartedError
+    from plangate.api import RunIdInUse, check
 
-    from plangate import runs
-    from plangate.services import connect
-
-    plan = _load_checked(args.plan, settings)
-    client = await connect(settings)
+    plan = check(Path(args.plan), settings).plan  # before connecting: a bad plan needs no server
+    api = await _api(settings)
     try:
-        handle = await runs.start(client, settings, plan, args.id)
-    except WorkflowAlreadyStartedError:
-        raise UsageError(
-            f"a run with id {args.id!r} is already running; choose another --id"
-        ) from None
+        run_id = await api.start(plan, run_id=args.id)
+    except RunIdInUse as e:
+        raise UsageError(f"{e}; choose another --id") from None
     if not args.wait:
-        print(handle.id)
+        print(run_id)
         return EXIT_OK
     live = sys.stdout.isatty() and not args.json
-    rep = await runs.follow(client, handle.id, _progress if live else None)
+    rep: RunReport | None = None
+    async for rep in api.watch(run_id):
+        if live:
+            _progress(rep)
     if live:
         print()
+    if rep is None:  # pragma: no cover - watch always yields the final report
+        rep = await api.result(run_id)
     print(rep.model_dump_json(indent=2) if args.json else _summary(rep))
     return _exit_for(rep)
 
 
-def _unknown_run(run_id: str, settings: Settings) -> UsageError:
-    return UsageError(
-        f"no run with id {run_id!r} in namespace {settings.temporal_namespace} "
-        f"on {settings.temporal_address}"
-    )
-
-
 async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from temporalio.service import RPCError, RPCStatusCode
+    from plangate.api import UnknownRun
 
-    from plangate import runs
-    from plangate.services import connect
-
-    client = await connect(settings)
+    api = await _api(settings)
     try:
-        rep = await runs.report(client, args.id)
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise _unknown_run(args.id, settings) from None
-        raise
+        rep = await api.report(args.id)
+    except UnknownRun as e:
+        raise UsageError(f"{e} on {settings.temporal_address}") from None
     print(rep.model_dump_json(indent=2) if args.json else _summary(rep))
     return _exit_for(rep)
 
 
 async def _cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
-    from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError, RPCStatusCode
+    from plangate.api import RunEnded, UnknownRun
 
-    from plangate.services import connect
-
-    client = await connect(settings)
-    handle = client.get_workflow_handle(args.id)
+    api = await _api(settings)
     try:
-        desc = await handle.describe()
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            raise _unknown_run(args.id, settings) from None
-        raise
-    if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
-        # the server would accept the request and do nothing: say so instead
-        raise UsageError(f"run {args.id!r} has already ended ({desc.status.name.lower()})")
-    await handle.cancel()
+        await api.cancel(args.id, reason=args.reason, requester=args.requester)
+    except UnknownRun as e:
+        raise UsageError(f"{e} on {settings.temporal_address}") from None
+    except RunEnded as e:
+        raise UsageError(str(e)) from None
     print(f"plangate: cancel requested for {args.id}" + (f": {args.reason}" if args.reason else ""))
     return EXIT_OK
 
@@ -231,7 +208,9 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_status)
     k = sub.add_parser("cancel", parents=[common], help="cancel a run")
     k.add_argument("id")
-    k.add_argument("--reason", default="", help="printed with the request (not yet stored)")
+    k.add_argument("--reason", default="", help="why: recorded in the run's report")
+    k.add_argument("--as", dest="requester", default=_whoami(), metavar="NAME",
+                   help="who asks (default: the user running the command)")
     k.set_defaults(fn=_cmd_cancel)
     w = sub.add_parser(
         "worker", parents=[common], help="run a worker against the configured services"
@@ -248,6 +227,15 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--state-dir", default=".plangate/demo")
     m.set_defaults(fn=_cmd_demo)
     return p
+
+
+def _whoami() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
 
 
 def _one_line(e: BaseException) -> str:

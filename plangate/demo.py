@@ -22,7 +22,7 @@ from temporalio.client import Client
 from activities.bootstrap import ensure_schema
 from activities.catalogue import check_plan
 from activities.demo_schema import seed_acct_3319f
-from plangate import runs
+from plangate.api import Plangate
 from plangate.assembly import build_worker, connect
 from plangate.naive import run_naive
 from plangate.scenarios import closeout_facts, closeout_plan
@@ -71,7 +71,8 @@ class Demo:
 
     async def run(self, body: dict[str, Any]) -> RunReport:
         p = check_plan(parse_plan(body), self.settings)
-        return await (await runs.start(self.client, self.settings, p)).result()
+        api = Plangate(self.client, self.settings)
+        return await api.result(await api.start(p))
 
     async def rows(self, table: str) -> str:
         async with await psycopg.AsyncConnection.connect(

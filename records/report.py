@@ -41,12 +41,18 @@ _FINAL = {
 
 
 class RunStatus(StrEnum):
+    QUEUED = "queued"
     RUNNING = "running"
     AWAITING_APPROVAL = "awaiting_approval"
     SUCCEEDED = "succeeded"
     HALTED = "halted"
     CANCELLED = "cancelled"
     FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (RunStatus.SUCCEEDED, RunStatus.HALTED, RunStatus.CANCELLED,
+                        RunStatus.FAILED)
 
 
 class Answer(StrEnum):
@@ -204,6 +210,12 @@ class Metrics(BaseModel):
     staleness_ms_max: float | None = None
 
 
+class Cancellation(BaseModel):
+    reason: str = ""
+    requester: str = ""
+    at: datetime
+
+
 class RunReport(BaseModel):
     run_id: str
     status: RunStatus = RunStatus.RUNNING
@@ -217,6 +229,7 @@ class RunReport(BaseModel):
     replans: list[ReplanRecord] = Field(default_factory=list)
     approvals: list[JsonValue] = Field(default_factory=list)
     escalation: str | None = None
+    cancellation: Cancellation | None = None
     metrics: Metrics = Field(default_factory=Metrics)
 
     def step(self, n: int, plan_version: int | None = None) -> StepReport:

@@ -15,10 +15,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.bootstrap import ensure_schema
-from activities.catalogue import check_plan
-from plangate import runs
+from plangate.api import Plangate
 from plangate.assembly import build_worker
-from plans.load import parse_plan
 from records.report import RunReport
 from replanner.activity import ReplanActivities
 from replanner.backends.openai import OpenAIBackend
@@ -40,8 +38,7 @@ class Harness:
     async def start(
         self, plan: dict[str, Any], run_id: str | None = None
     ) -> WorkflowHandle[Any, RunReport]:
-        checked = check_plan(parse_plan(plan), self.settings)
-        return await runs.start(self.client, self.settings, checked, run_id)
+        return await Plangate(self.client, self.settings).submit(plan, run_id=run_id)
 
 
 @asynccontextmanager

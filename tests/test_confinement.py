@@ -40,7 +40,9 @@ def get_to(dest: str) -> dict[str, Any]:
 
 
 def entries_beside(workdir: Path) -> set[str]:
-    return {p.name for p in workdir.parent.iterdir()}
+    # the embedded servers keep their state beside it; their SQLite journals come and go
+    transient = ("-journal", "-wal", "-shm")
+    return {p.name for p in workdir.parent.iterdir() if not p.name.endswith(transient)}
 
 
 def names_in(directory: Path) -> list[str]:

@@ -11,10 +11,13 @@ from typing import Any
 
 import pytest
 
-from plangate import runs
+from activities.catalogue import catalogue
+from plans.guards import guard
 from plans.load import parse_plan
 from plans.scope import Scope
+from records.run import RunInput
 from tests.harness import running_worker, scheduled
+from workflows.plan_run import PlanRunWorkflow
 
 
 def test_scope_refusals():
@@ -34,7 +37,12 @@ def test_scope_refusals():
 
 async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
     # The tool's own refusal is under test: the plan goes straight to the workflow.
-    handle = await runs.start(h.client, h.settings, parse_plan(plan))
+    handle = await h.client.start_workflow(
+        PlanRunWorkflow.run,
+        RunInput(plan=guard(parse_plan(plan), catalogue())),
+        id=f"unchecked-{uuid.uuid4().hex[:8]}",
+        task_queue=h.settings.task_queue,
+    )
     return await handle.result()
 
 

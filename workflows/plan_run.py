@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from plans.guards import GuardedPlan
     from records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
     from records.report import (
+        Cancellation,
         CompletedStep,
         FailureRecord,
         ReplanRecord,
@@ -22,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
         StepState,
         StepTimings,
     )
-    from records.run import RunInput
+    from records.run import CancelRequest, RunInput
     from workflows import options
     from workflows.context import VersionContext
     from workflows.execution import VersionOutcome, execute_version
@@ -39,32 +40,53 @@ class PlanRunWorkflow:
             goal=inp.plan.plan.goal,
             replans_max=inp.plan.plan.budget.replans_max,
         )
+        self._versions: asyncio.Task[None] | None = None
+        self._stopped_by_signal = False
 
     @workflow.query(name="report")
     def report(self) -> RunReport:
         return self._report
 
+    @workflow.signal(name="cancel")
+    def cancel(self, req: CancelRequest) -> None:
+        """Cancel with a reason and who asked: recorded, then the run stops (the first request
+        is the one recorded; a cancel from the Temporal UI or CLI has no reason of its own)."""
+        if self._report.cancellation is None and not self._report.status.final:
+            self._report.cancellation = Cancellation(
+                reason=req.reason, requester=req.requester, at=workflow.now()
+            )
+        self._stopped_by_signal = True
+        if self._versions is not None:
+            self._versions.cancel()
+
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
-        plan: GuardedPlan | None = inp.plan
-        made_at = inp.plan_made_at or workflow.now()
-        ctx: VersionContext | None = None
+        self._versions = asyncio.create_task(self._run_versions(inp))
+        if self._stopped_by_signal:  # signalled before the run began
+            self._versions.cancel()
         try:
-            version = 0
-            while plan is not None:
-                version += 1
-                ctx = self._begin(plan, version, made_at, ctx)
-                outcome = await execute_version(ctx)
-                plan = await self._next_plan(ctx, outcome)
-                made_at = workflow.now()
+            await self._versions
         except asyncio.CancelledError:
             self._cancelled()
-            raise
+            if not self._stopped_by_signal:
+                raise  # Temporal asked (UI, CLI, API): the execution ends canceled
         except Exception as e:
             # A bug, or input no check caught: retrying the workflow task could never change
             # it. The run fails, with its report, instead of hanging as "running".
             self._crashed(e)
         return self._report
+
+    async def _run_versions(self, inp: RunInput) -> None:
+        plan: GuardedPlan | None = inp.plan
+        made_at = inp.plan_made_at or workflow.now()
+        ctx: VersionContext | None = None
+        version = 0
+        while plan is not None:
+            version += 1
+            ctx = self._begin(plan, version, made_at, ctx)
+            outcome = await execute_version(ctx)
+            plan = await self._next_plan(ctx, outcome)
+            made_at = workflow.now()
 
     def _begin(
         self, plan: GuardedPlan, version: int, made_at: datetime, prev: VersionContext | None

@@ -1,0 +1,194 @@
+"""The Python API: everything the command line does, for an agent or a service written in
+Python. The CLI is built on it.
+
+    from plangate import Plangate
+
+    pg = await Plangate.connect()                 # the same settings and connection as the CLI
+    plan = pg.check({"goal": ..., "steps": [...]}) # PlanError naming each problem, or the plan
+    run_id = await pg.start(plan)
+    async for report in pg.watch(run_id):          # each change of the run report
+        ...
+    report = await pg.result(run_id)               # waits for the end
+    await pg.cancel(run_id, reason="goal withdrawn", requester="ops@example.com")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.catalogue import catalogue, check_plan
+from plangate.assembly import connect
+from plans.checking import lint
+from plans.guards import guard
+from plans.load import PlanError, load_file, parse_plan
+from plans.model import Plan
+from records.report import RunReport, RunStatus
+from records.run import CancelRequest, RunInput
+from workflows.plan_run import PlanRunWorkflow
+from world.settings import Settings
+
+PlanSource = Plan | Mapping[str, Any] | str | Path
+
+_CLOSED_STATUS = {
+    WorkflowExecutionStatus.CANCELED: RunStatus.CANCELLED,
+    WorkflowExecutionStatus.TERMINATED: RunStatus.CANCELLED,
+    WorkflowExecutionStatus.FAILED: RunStatus.FAILED,
+    WorkflowExecutionStatus.TIMED_OUT: RunStatus.FAILED,
+}
+
+
+class UnknownRun(LookupError):
+    """No run with this id in the namespace."""
+
+
+class RunIdInUse(ValueError):
+    """A run with this id is running."""
+
+
+class RunEnded(ValueError):
+    """The run has already ended (nothing to cancel)."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    plan: Plan
+    warnings: list[str]
+
+
+def load(source: PlanSource) -> Plan:
+    """A plan from a model, a dict, JSON text or a file path (JSON or YAML)."""
+    if isinstance(source, Plan):
+        return source
+    if isinstance(source, Path):
+        return load_file(source)
+    if isinstance(source, str):
+        return parse_plan(json.loads(source))
+    return parse_plan(dict(source))
+
+
+def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Checked:
+    """Validate and lint; ``PlanError`` names every problem (with ``strict``, every lint
+    warning too). Needs no server; starts nothing."""
+    plan = check_plan(load(source), settings)
+    warnings = lint(plan, catalogue())
+    if strict and warnings:
+        raise PlanError([f"(strict) {w}" for w in warnings])
+    return Checked(plan, warnings)
+
+
+def new_run_id() -> str:
+    return f"plan-{uuid.uuid4().hex[:12]}"
+
+
+class Plangate:
+    """A client of plangate runs on one Temporal namespace and task queue."""
+
+    def __init__(self, client: Client, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+
+    @classmethod
+    async def connect(cls, settings: Settings | None = None) -> Plangate:
+        settings = settings or Settings.from_env()
+        return cls(await connect(settings), settings)
+
+    # -- plans --------------------------------------------------------------------------------
+    def check(self, source: PlanSource, *, strict: bool = False) -> Checked:
+        """Validate and lint (see ``check``); starts nothing."""
+        return check(source, self.settings, strict=strict)
+
+    # -- runs ---------------------------------------------------------------------------------
+    async def start(self, source: PlanSource, *, run_id: str | None = None) -> str:
+        """Check the plan, resolve its guards and start a run; the run id."""
+        return (await self.submit(source, run_id=run_id)).id
+
+    async def submit(
+        self, source: PlanSource, *, run_id: str | None = None
+    ) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
+        """``start``, returning the Temporal handle of this very execution."""
+        plan = self.check(source).plan
+        run_id = run_id or new_run_id()
+        try:
+            return await self.client.start_workflow(
+                PlanRunWorkflow.run,
+                RunInput(plan=guard(plan, catalogue()), plan_made_at=datetime.now(UTC)),
+                id=run_id,
+                task_queue=self.settings.task_queue,
+            )
+        except WorkflowAlreadyStartedError:
+            raise RunIdInUse(f"a run with id {run_id!r} is already running") from None
+
+    def handle(self, run_id: str) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
+        """The run's Temporal workflow handle, for what this API does not cover."""
+        return self.client.get_workflow_handle_for(PlanRunWorkflow.run, run_id)
+
+    async def _describe(self, run_id: str) -> WorkflowExecutionStatus | None:
+        try:
+            return (await self.handle(run_id).describe()).status
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                raise UnknownRun(
+                    f"no run with id {run_id!r} in namespace {self.settings.temporal_namespace}"
+                ) from None
+            raise
+
+    async def report(self, run_id: str) -> RunReport:
+        """The run report now, of a running or an ended run."""
+        status = await self._describe(run_id)
+        handle = self.handle(run_id)
+        if status == WorkflowExecutionStatus.COMPLETED:
+            return await handle.result()
+        rep = await handle.query(PlanRunWorkflow.report)
+        if status in _CLOSED_STATUS:
+            rep.status = _CLOSED_STATUS[status]
+        return rep
+
+    async def result(self, run_id: str) -> RunReport:
+        """The run report once the run has ended (waits)."""
+        await self._describe(run_id)
+        try:
+            return await self.handle(run_id).result()
+        except Exception:
+            # cancelled or failed in Temporal: the report is still there to read
+            return await self.report(run_id)
+
+    async def watch(self, run_id: str, every_s: float = 0.5) -> AsyncIterator[RunReport]:
+        """Each new state of the run report (a step changed state, the status changed), until
+        the run ends; the last one is the final report."""
+        seen: Any = None
+        final = asyncio.ensure_future(self.result(run_id))
+        try:
+            while not final.done():
+                try:
+                    rep = await self.handle(run_id).query(PlanRunWorkflow.report)
+                except RPCError:
+                    rep = None
+                if rep is not None:
+                    now = (rep.status, [(s.plan_version, s.n, s.state) for s in rep.steps])
+                    if now != seen:
+                        seen = now
+                        yield rep
+                await asyncio.wait([final], timeout=every_s)
+            yield final.result()
+        finally:
+            final.cancel()
+
+    async def cancel(self, run_id: str, reason: str = "", requester: str = "") -> None:
+        """Stop a run: no step is dispatched after it, and the reason is in its report."""
+        status = await self._describe(run_id)
+        if status not in (None, WorkflowExecutionStatus.RUNNING):
+            raise RunEnded(f"run {run_id!r} has already ended ({status.name.lower()})")
+        await self.handle(run_id).signal(
+            PlanRunWorkflow.cancel, CancelRequest(reason=reason, requester=requester)
+        )
