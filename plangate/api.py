@@ -35,6 +35,7 @@ from plans.load import PlanError, load_file, parse_plan
 from plans.model import Plan
 from records.report import RunReport, RunStatus
 from records.run import CancelRequest, RunInput
+from replanner.planner import Draft, draft_plan
 from workflows.plan_run import PlanRunWorkflow
 from world.settings import Settings
 
@@ -107,6 +108,11 @@ class Plangate:
     def check(self, source: PlanSource, *, strict: bool = False) -> Checked:
         """Validate and lint (see ``check``); starts nothing."""
         return check(source, self.settings, strict=strict)
+
+    async def plan(self, goal: str, context: str | None = None) -> Draft:
+        """A first plan toward ``goal`` from the configured model, checked and linted strictly,
+        for a person to read (``Draft.as_yaml``); runs nothing."""
+        return await draft_plan(goal, self.settings, context)
 
     # -- runs ---------------------------------------------------------------------------------
     async def start(self, source: PlanSource, *, run_id: str | None = None) -> str:

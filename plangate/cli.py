@@ -155,6 +155,40 @@ async def _cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _read_context(path: Path, limit: int) -> str:
+    try:
+        if path.stat().st_size > limit:
+            raise UsageError(f"context {path}: over {limit:,} bytes")
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"context {path}: cannot read it as text: {e}") from None
+
+
+async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
+    from replanner.planner import MAX_CONTEXT_BYTES, PlanningUnavailable, draft_plan
+
+    context = _read_context(Path(args.context), MAX_CONTEXT_BYTES) if args.context else None
+    try:
+        draft = await draft_plan(args.goal, settings, context)
+    except PlanningUnavailable as e:
+        if "needs a model" in str(e):
+            raise UsageError(str(e)) from None
+        print(f"plangate: {e}", file=sys.stderr)
+        return EXIT_NOT_SUCCEEDED
+    if draft.plan is None:
+        raise PlanError([f"model answer: {draft.reason}", *draft.problems])
+    text = draft.as_yaml()
+    if args.output:
+        await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
+        print(f"plangate: plan written to {args.output} ({len(draft.plan.steps)} steps); "
+              "nothing has run", file=sys.stderr)
+    else:
+        print(text, end="")
+    for f in draft.findings:
+        print(f"plangate: finding (--strict): {f}", file=sys.stderr)
+    return EXIT_OK
+
+
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.assembly import build_worker
     from plangate.services import check_worker_services
@@ -212,6 +246,14 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--as", dest="requester", default=_whoami(), metavar="NAME",
                    help="who asks (default: the user running the command)")
     k.set_defaults(fn=_cmd_cancel)
+    pl = sub.add_parser(
+        "plan", parents=[common],
+        help="ask the model for a first plan toward a goal, checked and linted; runs nothing",
+    )
+    pl.add_argument("goal", help="what the plan is for, in a sentence")
+    pl.add_argument("--context", metavar="FILE", help="notes for the model (names, amounts)")
+    pl.add_argument("-o", "--output", metavar="PLAN", help="write the plan here (YAML)")
+    pl.set_defaults(fn=_cmd_plan)
     w = sub.add_parser(
         "worker", parents=[common], help="run a worker against the configured services"
     )

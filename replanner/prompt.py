@@ -105,6 +105,43 @@ def system_prompt() -> str:
     return f"{RULES}\n\nCatalogue:\n{_dumps(catalogue())}"
 
 
+PLANNER_RULES = """\
+You write a first plan for an agent run: the steps that reach the goal you are given, each a \
+call of one tool from the catalogue below. Nothing runs until a person has read your plan; every \
+step will be checked against the world before and after it acts.
+
+Rules:
+1. Use only the tools and probes in the catalogue, with arguments that match their schemas.
+2. Steps are numbered n = 1, 2, ...; depends_on names earlier steps a step needs. A step may bind \
+names from its result ("binds": {"name": "$.json.path"}) and later steps use them as "${name}" \
+(and list the binding step in depends_on).
+3. Declare each step's effect: "read", "write", "external" (leaves the organisation: e-mail, a \
+vendor request) or "money" (moves money); never weaker than what the tool does.
+4. Give every step that changes the world a post condition that checks the state it is for, not \
+merely that the call returned; money and external steps need a probe. Prefer the weakest \
+condition that still rules out the failure (a minimum row count, not an exact one). Field probes \
+(field_equals, field_not_equals, field_present) fit only tools marked "field_probes": true.
+5. on_unmet: "halt" when failing means there is no route to the goal, "replan" when another \
+route may exist, "retry" when trying again can help.
+6. Only what the goal and the context ask for: no extra money or external effects.
+7. If the goal cannot be reached with these tools, return {"steps": [], "reason": "..."} rather \
+than invent a route.
+
+Answer with one JSON object: {"steps": [...], "reason": "one sentence"}."""
+
+
+def first_plan_messages(goal: str, context: str | None) -> list[ChatCompletionMessageParam]:
+    """The messages that ask for a first plan toward ``goal`` (with ``context``, a person's
+    notes: names of buckets and tables, amounts, addresses)."""
+    user: dict[str, Any] = {"goal": goal}
+    if context:
+        user["context"] = context
+    return [
+        {"role": "system", "content": f"{PLANNER_RULES}\n\nCatalogue:\n{_dumps(catalogue())}"},
+        {"role": "user", "content": _dumps(user)},
+    ]
+
+
 def build_messages(req: ReplanRequest) -> list[ChatCompletionMessageParam]:
     return [
         {"role": "system", "content": system_prompt()},

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import ValidationError
 
@@ -108,10 +109,17 @@ class OpenAIBackend:
         await self._client.close()
 
     async def propose(self, req: ReplanRequest) -> ReplanProposal:
+        return await self.ask(build_messages(req), req.goal, req.budget.replans_max)
+
+    async def ask(
+        self, messages: list[ChatCompletionMessageParam], goal: str, replans_max: int
+    ) -> ReplanProposal:
+        """One request for a plan toward ``goal``: the plan (not yet validated against the
+        tools) or none with the reason. Raises ``ModelUnavailable`` when there is no answer."""
         try:
             completion = await self._client.chat.completions.create(
                 model=self.model,
-                messages=build_messages(req),
+                messages=messages,
                 response_format=self._response_format,
             )
         except openai.APIStatusError as e:
@@ -138,10 +146,11 @@ class OpenAIBackend:
         if completion.usage is not None:
             u = completion.usage
             usage = f"; tokens in {u.prompt_tokens}, out {u.completion_tokens}"
-        return self._parse(content, req, usage, truncated=choice.finish_reason == "length")
+        truncated = choice.finish_reason == "length"
+        return self._parse(content, goal, replans_max, usage, truncated=truncated)
 
     def _parse(
-        self, content: str, req: ReplanRequest, usage: str, truncated: bool
+        self, content: str, goal: str, replans_max: int, usage: str, truncated: bool
     ) -> ReplanProposal:
         fenced = _FENCE.match(content)
         text = fenced.group(1) if fenced else content
@@ -158,8 +167,8 @@ class OpenAIBackend:
             return self._none(f"model found no route: {said or 'no reason given'}")
         # The goal and the budget are the run's: whatever the model wrote there is replaced.
         body = {k: v for k, v in raw.items() if k not in ("goal", "budget", "reason")}
-        body["goal"] = req.goal
-        body["budget"] = Budget(replans_max=req.budget.replans_max).model_dump()
+        body["goal"] = goal
+        body["budget"] = Budget(replans_max=replans_max).model_dump()
         try:
             plan = Plan.model_validate(body)
         except ValidationError as e:
