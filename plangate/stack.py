@@ -13,6 +13,8 @@ Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, hea
 
 Nothing here downloads anything. A port given as ``None`` is picked free at start; a fixed port
 that is taken raises :class:`StackError` unless ``port_fallback`` lets a free one be used instead.
+A port picked free can be taken before the server binds it: the server is then started again on
+another one (Temporal, Postgres and S3 alike, a bounded number of times).
 If one service fails to start, the ones already started are stopped and :class:`StackError` names
 the one that failed.
 """
@@ -28,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from plangate._stack import StackError, choose_port
+from plangate._stack import PortTaken, StackError, choose_port
 from plangate._stack._postgres import PostgresServer
 from plangate._stack._s3 import FAKE_CREDENTIALS, S3Server
 from plangate._stack._temporal import TemporalDevServer
@@ -38,6 +40,7 @@ __all__ = ["EmbeddedStack", "StackError"]
 log = logging.getLogger("plangate.stack")
 
 TEMPORAL_START_ATTEMPTS = 3
+PORT_ATTEMPTS = 3  # Postgres and S3: starts on a port that turned out to be taken, then an error
 
 
 class EmbeddedStack:
@@ -171,18 +174,54 @@ class EmbeddedStack:
             return
 
     async def _start_postgres(self) -> None:
-        port = choose_port("Postgres", self._ports["postgres"], fallback=self._fallback)
-        self._postgres = PostgresServer(
-            data_dir=self.state_dir / "postgres",
-            port=port,
-            log_file=self.state_dir / "postgres.log",
+        async def start(port: int) -> None:
+            server = PostgresServer(
+                data_dir=self.state_dir / "postgres",
+                port=port,
+                log_file=self.state_dir / "postgres.log",
+            )
+            await _in_thread(server.start)
+            self._postgres = server
+
+        await self._on_a_port(
+            "Postgres", "postgres", start, lambda: choose_port("Postgres", None, fallback=True)
         )
-        await _in_thread(self._postgres.start)
 
     async def _start_s3(self) -> None:
-        port = choose_port("S3 server", self._ports["s3"], fallback=self._fallback)
-        self._s3 = S3Server(port=port)
-        self._s3.start()
+        async def start(port: int) -> None:
+            server = S3Server(port=port)
+            server.start()
+            self._s3 = server
+
+        # port 0: the OS picks a free port as the server binds it, so no one can take it first
+        await self._on_a_port("S3 server", "s3", start, lambda: 0)
+
+    async def _on_a_port(
+        self,
+        what: str,
+        key: str,
+        start: Callable[[int], Awaitable[None]],
+        any_port: Callable[[], int],
+    ) -> None:
+        """``start`` the server on the port asked for (or, with ``port_fallback``, a free one if
+        it is taken), else on ``any_port()``. A port found free can be taken by another process
+        before the server binds it: when the server finds its port taken, it is started again
+        on ``any_port()``, at most ``PORT_ATTEMPTS`` times in all, unless a fixed port was asked
+        for without ``port_fallback`` (then the taken port is the error)."""
+        wanted = self._ports[key]
+        may_move = not wanted or self._fallback
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            if attempt == 1 and wanted:
+                port = choose_port(what, wanted, fallback=self._fallback)
+            else:
+                port = any_port()
+            try:
+                await start(port)
+                return
+            except PortTaken as e:
+                if not may_move or attempt == PORT_ATTEMPTS:
+                    raise
+                log.warning("%s (attempt %d of %d); trying another port", e, attempt, PORT_ATTEMPTS)
 
     # -- addresses --------------------------------------------------------------------------
 
