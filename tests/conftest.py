@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import psycopg
 import pytest
 import pytest_asyncio
@@ -30,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.bootstrap import ensure_schema
 from plangate.stack import EmbeddedStack
+from tests.harness import s3_client
 from world.clients import World
 from world.settings import Settings
 
@@ -102,16 +102,9 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.fixture(scope="session")
 def s3(stack: EmbeddedStack) -> Iterator[S3Client]:
-    env = stack.env()
-    s3_client: S3Client = boto3.client(
-        "s3",
-        endpoint_url=stack.s3_endpoint_url,
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name=env["AWS_DEFAULT_REGION"],
-    )
-    yield s3_client
-    s3_client.close()
+    client = s3_client(stack.env())
+    yield client
+    client.close()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

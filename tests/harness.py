@@ -9,8 +9,9 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import boto3
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
@@ -26,6 +27,9 @@ from tests.fake_openai import FakeOpenAI
 from workflows.plan_run import PlanRunWorkflow
 from world.clients import World
 from world.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 
 @dataclass
@@ -66,6 +70,19 @@ async def running_worker(
         yield Harness(client, s)
     if own:
         await world.close()
+
+
+def s3_client(env: Mapping[str, str]) -> S3Client:
+    """A boto3 S3 client from a stack's environment alone (its endpoint and credentials), never
+    from this process's ``AWS_*`` variables."""
+    client: S3Client = boto3.client(
+        "s3",
+        endpoint_url=env["PLANGATE_S3_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env["AWS_DEFAULT_REGION"],
+    )
+    return client
 
 
 def model_backed(settings: Settings, fake: FakeOpenAI) -> ReplanActivities:

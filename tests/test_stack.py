@@ -10,7 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import botocore.exceptions
 import psycopg
 import pytest
@@ -21,6 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 import plangate._stack
 from plangate._stack import HOST
 from plangate.stack import EmbeddedStack, StackError
+from tests.harness import s3_client
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -28,18 +28,6 @@ if TYPE_CHECKING:
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-def s3_on(env: dict[str, str]) -> S3Client:
-    """A boto3 S3 client from a stack's ``env()`` alone (its endpoint and credentials)."""
-    client: S3Client = boto3.client(
-        "s3",
-        endpoint_url=env["PLANGATE_S3_ENDPOINT_URL"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name=env["AWS_DEFAULT_REGION"],
-    )
-    return client
 
 
 def port_of(url: str) -> int:
@@ -59,7 +47,7 @@ async def test_env_points_at_the_stack(stack: EmbeddedStack) -> None:
     async with await psycopg.AsyncConnection.connect(env["PLANGATE_DATABASE_URL"]) as conn:
         cur = await conn.execute("SELECT inet_server_port()")
         assert await cur.fetchone() == (port,)
-    s3 = s3_on(env)
+    s3 = s3_client(env)
     bucket = _name("env")
     s3.create_bucket(Bucket=bucket)
     assert bucket in [b["Name"] for b in s3.list_buckets()["Buckets"]]
@@ -174,7 +162,7 @@ async def test_a_port_taken_between_check_and_bind_is_replaced(
         async with await psycopg.AsyncConnection.connect(moved.database_url) as conn:
             cur = await conn.execute("SELECT inet_server_port()")
             assert await cur.fetchone() == (pg_port,)
-        s3 = s3_on(moved.env())
+        s3 = s3_client(moved.env())
         bucket = _name("moved")
         s3.create_bucket(Bucket=bucket)
         assert s3.head_bucket(Bucket=bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
