@@ -17,7 +17,7 @@ from plans.model import Condition, Effect, OnUnmet, Plan, Step
 from records.replan import ReplanBudget, ReplanRequest
 from records.report import CompletedStep, FailureRecord, StepState
 from replanner.activity import ACTIVITY_NAME, ReplanActivities
-from replanner.backends import Backend, FirstLine, PlaybookBackend, backend_for
+from replanner.backends import FirstLine, PlaybookBackend, backend_for
 from replanner.backends.openai import ModelUnavailable, OpenAIBackend, plan_schema
 from replanner.backends.playbook import splice
 from replanner.prompt import build_messages
@@ -400,7 +400,8 @@ def test_backend_for_the_settings(fake):
     assert isinstance(backend_for(Settings(replanner="playbook")), PlaybookBackend)
     chosen = backend_for(Settings(replanner="openai", openai_base_url=fake.base_url))
     assert isinstance(chosen, FirstLine)
-    assert isinstance(chosen, Backend)
+    # the playbook first, then the model
+    assert [type(b) for b in chosen.backends] == [PlaybookBackend, OpenAIBackend]
     assert chosen.name == "playbook+openai"
 
 
