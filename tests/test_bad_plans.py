@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ async def test_refused_by_check_and_run_and_no_workflow(name, tmp_path, stack_en
                                                         capsys):
     path = write_big(tmp_path, name) if name in BIG else CORPUS / name
     expected = PLANS[name]
-    run_id = f"corpus-{Path(name).stem}"
+    run_id = f"corpus-{Path(name).stem}-{uuid.uuid4().hex[:8]}"
     for argv in (["check", str(path)], ["run", str(path), "--id", run_id, "--wait"]):
         code = await asyncio.to_thread(main, argv)
         captured = capsys.readouterr()
