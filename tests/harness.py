@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.bootstrap import ensure_schema
 from activities.catalogue import check_plan
+from activities.demo_schema import ACCT_3319F, Account, seed_account
 from plangate import runs
 from plangate.assembly import build_worker
 from plans.load import parse_plan
@@ -117,6 +118,21 @@ async def attempts(client: Client, run_id: str) -> dict[str, list[int]]:
             a = e.activity_task_started_event_attributes
             out.setdefault(types[a.scheduled_event_id], []).append(a.attempt)
     return out
+
+
+async def incident_account(world: World) -> Account:
+    """Seed 001's account as the incident found it (archived overnight, still active, one draft
+    invoice of EUR 612.40, one active subscription), under ids of its own: a test's close-out
+    never meets another test's rows."""
+    tag = uuid.uuid4().hex[:8]
+    account = replace(
+        ACCT_3319F,
+        account_id=f"acct_{tag}",
+        invoices=tuple((f"in_{tag}", amount, state) for _, amount, state in ACCT_3319F.invoices),
+        subscriptions=tuple((f"sub_{tag}", state) for _, state in ACCT_3319F.subscriptions),
+    )
+    await seed_account(world, account)
+    return account
 
 
 def polling_plan(job: str, replans_max: int = 0) -> dict[str, Any]:

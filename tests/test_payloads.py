@@ -56,16 +56,17 @@ async def tool_outputs(client: Any, run_id: str, tool: str) -> list[dict[str, An
 
 
 async def test_a_megabyte_of_rows_leaves_a_run_under_the_limits(client, settings, s3):
-    s3.create_bucket(Bucket="wide-drops")
+    tag = uuid.uuid4().hex[:8]
+    bucket, target, dest = f"wide-drops-{tag}", f"staging.wide_{tag}", f"wide/{tag}.csv"
+    s3.create_bucket(Bucket=bucket)
     body = wide_csv(4000)
     assert len(body) > 1_000_000
-    s3.put_object(Bucket="wide-drops", Key="wide.csv", Body=body)
-    target = f"staging.wide_{uuid.uuid4().hex[:8]}"
+    s3.put_object(Bucket=bucket, Key="wide.csv", Body=body)
     plan = {"goal": "look at a wide table", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.get", "effect": "read",
-         "args": {"bucket": "wide-drops", "key": "wide.csv", "dest": "wide/wide.csv"}},
+         "args": {"bucket": bucket, "key": "wide.csv", "dest": dest}},
         {"n": 2, "tool": "warehouse.load", "depends_on": [1],
-         "args": {"target": target, "source": "wide/wide.csv"}},
+         "args": {"target": target, "source": dest}},
         {"n": 3, "tool": "warehouse.run_sql", "depends_on": [2],
          "args": {"statement": "sample_rows", "params": {"table": target, "limit": 4000}},
          "binds": {"first": "$.rows[0][0]"}},
