@@ -4,11 +4,15 @@ the Temporal history (what was scheduled, how often it was attempted)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
+import tempfile
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -71,6 +75,21 @@ async def running_worker(
         yield Harness(client, s)
     if own:
         await world.close()
+
+
+@contextlib.contextmanager
+def stack_state(name: str) -> Iterator[Path]:
+    """A directory for an embedded stack's state, in the system's temporary directory rather
+    than under pytest's ``tmp_path``. Run as root, the stack runs Postgres as an unprivileged
+    user, which must traverse every parent of its data directory; pytest makes its own base
+    directory (``/tmp/pytest-of-<user>``) private again each time a session starts, so another
+    suite starting meanwhile would lock that user out of a stack being set up (``initdb``:
+    Permission denied)."""
+    path = Path(tempfile.mkdtemp(prefix=f"plangate-{name}-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def s3_client(env: Mapping[str, str]) -> S3Client:

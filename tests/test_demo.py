@@ -8,9 +8,9 @@ import os
 from plangate.demo import run_demo
 
 
-async def test_demo_replays_both_incidents(tmp_path, capsys):
+async def test_demo_replays_both_incidents(state_dir, capsys):
     environ_before = dict(os.environ)
-    assert await run_demo(tmp_path) == 0
+    assert await run_demo(state_dir) == 0
     assert dict(os.environ) == environ_before  # its AWS_* variables were its own, for a while
     out = capsys.readouterr().out
     assert "run: SUCCESS (2 steps, 0 failed, 2 succeeded); world: 0 rows" in out  # naive

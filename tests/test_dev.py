@@ -49,14 +49,14 @@ def _exports(out: str) -> dict[str, str]:
 
 
 async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
-    tmp_path: Path,
+    state_dir: Path,
 ) -> None:
     environ_before = dict(os.environ)
     out = io.StringIO()
     stop = asyncio.Event()
     task = asyncio.create_task(
         run_dev(
-            tmp_path / "dev",
+            state_dir,
             temporal_port=None,
             ui_port=None,
             postgres_port=None,

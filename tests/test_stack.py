@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 import plangate._stack
 from plangate._stack import HOST
 from plangate.stack import EmbeddedStack, StackError
-from tests.harness import s3_client
+from tests.harness import s3_client, stack_state
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -110,9 +110,10 @@ async def test_time_skipping_env_jumps_the_clock(time_skipping_env: WorkflowEnvi
 
 
 @pytest.fixture(scope="module")
-def pg_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def pg_state() -> Iterator[Path]:
     """One state directory for the stacks below: Postgres's initdb runs once for them all."""
-    return tmp_path_factory.mktemp("stack-ports")
+    with stack_state("ports") as path:
+        yield path
 
 
 @pytest.fixture
