@@ -115,12 +115,15 @@ def test_oversized_and_binary_plan_files(tmp_path, capsys):
 
 
 def test_debug_adds_the_traceback(monkeypatch, capsys):
-    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
-    assert main(["--debug", "status", "some-run"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("plangate: cannot reach Temporal at ") and "Traceback" in err
-    assert main(["status", "some-run", "--debug"]) == 1  # after the command too
-    assert "Traceback" in capsys.readouterr().err
+    address = f"127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
+    # --debug before the command and after it: the same one-line error, then its traceback
+    # (a crash would also exit 1 with a traceback, but not with this first line)
+    for argv in (["--debug", "status", "some-run"], ["status", "some-run", "--debug"]):
+        assert main(argv) == 1
+        first, *rest = capsys.readouterr().err.splitlines()
+        assert first == f"plangate: cannot reach Temporal at {address}: Connection refused"
+        assert rest[0] == "Traceback (most recent call last):", rest
 
 
 def test_bad_usage_and_help(capsys):

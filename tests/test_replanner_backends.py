@@ -160,7 +160,12 @@ async def test_request_carries_completed_work_failure_remainder_and_budget(fake,
     assert {"field_equals", "field_not_equals", "field_present"} <= {
         p["name"] for p in catalogue["probes"]
     }
-    assert catalogue["tools"], "the registered tools are listed"
+    # every tool of the README's table is offered to the model
+    assert {
+        "s3.get", "s3.put", "warehouse.load", "warehouse.run_sql", "billing.list_invoices",
+        "billing.void_invoice", "customer.update", "customer.restore",
+        "billing.cancel_subscription", "billing.issue_credit", "email.send",
+    } <= {t["name"] for t in catalogue["tools"]}
     tool = catalogue["tools"][0]
     assert set(tool) == {"name", "effect", "args", "field_probes"}
     assert tool["args"]["type"] == "object" and "title" not in tool["args"]
