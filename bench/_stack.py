@@ -4,7 +4,6 @@ worker assembly, the same way of running a plan)."""
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -13,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from plangate.assembly import connect
-from plangate.stack import EmbeddedStack
+from plangate.stack import EmbeddedStack, environment
 from tests.harness import Harness, running_worker
 from world.clients import World
 from world.settings import Settings
@@ -35,12 +34,13 @@ async def bench_stack(
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedStack(tmp, ui=False) as stack:
             env = stack.env()
-            os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
+            aws = {k: v for k, v in env.items() if k.startswith("AWS_")}
             settings = replace(
                 Settings.from_env(env), task_queue=f"bench-{uuid.uuid4().hex[:8]}", **overrides
             )
             world = World(settings)
             client = await connect(settings)
-            async with running_worker(client, settings, doubles, world) as h:
-                yield Bench(h.client, h.settings, world, stack.database_url)
+            with environment(aws):
+                async with running_worker(client, settings, doubles, world) as h:
+                    yield Bench(h.client, h.settings, world, stack.database_url)
             await world.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import tempfile
 import uuid
 from dataclasses import replace
@@ -155,7 +154,7 @@ def show(title: str, rep: RunReport, world: str) -> None:
 
 
 async def run_demo(state_dir: Path) -> int:
-    from plangate.stack import EmbeddedStack
+    from plangate.stack import EmbeddedStack, environment
 
     await asyncio.to_thread(state_dir.mkdir, parents=True, exist_ok=True)
     # Failed activities are part of the story here; the report says what failed and why.
@@ -163,22 +162,29 @@ async def run_demo(state_dir: Path) -> int:
     with tempfile.TemporaryDirectory(dir=state_dir) as tmp:
         async with EmbeddedStack(tmp, ui=False) as stack:
             env = stack.env()
-            os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
-            settings = replace(
-                Settings.from_env(env),
-                task_queue=f"demo-{uuid.uuid4().hex[:6]}",
-                replanner="playbook",
-            )
-            s3 = boto3.client("s3", endpoint_url=stack.s3_endpoint_url)
-            s3.create_bucket(Bucket=BUCKET)
-            world = World(settings)
-            await ensure_schema(world)
-            client = await connect(settings)
-            demo = Demo(client, settings, world, s3)
-            print("plangate demo: the seeds' incidents on real S3, Postgres and Temporal")
-            async with await build_worker(client, settings, world):
-                await demo.saturday()
-                await demo.closeout()
-            await world.close()
+            aws = {k: v for k, v in env.items() if k.startswith("AWS_")}
+            with environment(aws):  # this process's boto3 clients sign with the stack's keys
+                demo = await _replay(env)
     print("\nplangate demo: " + ("every outcome as expected" if demo.ok else "UNEXPECTED outcome"))
     return 0 if demo.ok else 1
+
+
+async def _replay(env: dict[str, str]) -> Demo:
+    """Both incidents on the stack ``env`` points at, with a worker of this process."""
+    settings = replace(
+        Settings.from_env(env),
+        task_queue=f"demo-{uuid.uuid4().hex[:6]}",
+        replanner="playbook",
+    )
+    s3 = boto3.client("s3", endpoint_url=settings.s3_endpoint_url)
+    s3.create_bucket(Bucket=BUCKET)
+    world = World(settings)
+    await ensure_schema(world)
+    client = await connect(settings)
+    demo = Demo(client, settings, world, s3)
+    print("plangate demo: the seeds' incidents on real S3, Postgres and Temporal")
+    async with await build_worker(client, settings, world):
+        await demo.saturday()
+        await demo.closeout()
+    await world.close()
+    return demo

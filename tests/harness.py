@@ -4,17 +4,23 @@ the Temporal history (what was scheduled, how often it was attempted)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
+import tempfile
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import boto3
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.bootstrap import ensure_schema
+from activities.demo_schema import ACCT_3319F, Account, seed_account
 from plangate.api import Plangate
 from plangate.assembly import build_worker
 from records.report import RunReport
@@ -24,6 +30,9 @@ from tests.fake_openai import FakeOpenAI
 from workflows.plan_run import PlanRunWorkflow
 from world.clients import World
 from world.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 
 @dataclass
@@ -65,6 +74,34 @@ async def running_worker(
         await world.close()
 
 
+@contextlib.contextmanager
+def stack_state(name: str) -> Iterator[Path]:
+    """A directory for an embedded stack's state, in the system's temporary directory rather
+    than under pytest's ``tmp_path``. Run as root, the stack runs Postgres as an unprivileged
+    user, which must traverse every parent of its data directory; pytest makes its own base
+    directory (``/tmp/pytest-of-<user>``) private again each time a session starts, so another
+    suite starting meanwhile would lock that user out of a stack being set up (``initdb``:
+    Permission denied)."""
+    path = Path(tempfile.mkdtemp(prefix=f"plangate-{name}-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def s3_client(env: Mapping[str, str]) -> S3Client:
+    """A boto3 S3 client from a stack's environment alone (its endpoint and credentials), never
+    from this process's ``AWS_*`` variables."""
+    client: S3Client = boto3.client(
+        "s3",
+        endpoint_url=env["PLANGATE_S3_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env["AWS_DEFAULT_REGION"],
+    )
+    return client
+
+
 def model_backed(settings: Settings, fake: FakeOpenAI) -> ReplanActivities:
     """The real re-planner activity, on the real OpenAI client, against the local fake."""
     s = replace(
@@ -97,6 +134,21 @@ async def attempts(client: Client, run_id: str) -> dict[str, list[int]]:
             a = e.activity_task_started_event_attributes
             out.setdefault(types[a.scheduled_event_id], []).append(a.attempt)
     return out
+
+
+async def incident_account(world: World) -> Account:
+    """Seed 001's account as the incident found it (archived overnight, still active, one draft
+    invoice of EUR 612.40, one active subscription), under ids of its own: a test's close-out
+    never meets another test's rows."""
+    tag = uuid.uuid4().hex[:8]
+    account = replace(
+        ACCT_3319F,
+        account_id=f"acct_{tag}",
+        invoices=tuple((f"in_{tag}", amount, state) for _, amount, state in ACCT_3319F.invoices),
+        subscriptions=tuple((f"sub_{tag}", state) for _, state in ACCT_3319F.subscriptions),
+    )
+    await seed_account(world, account)
+    return account
 
 
 def polling_plan(job: str, replans_max: int = 0) -> dict[str, Any]:

@@ -77,7 +77,7 @@ async def test_on_unmet_halt_stops_for_a_person(client, settings, pg):
     ]}
     async with running_worker(client, settings) as h:
         rep = await h.run(plan)
-    assert rep.status == "halted" and rep.escalation
+    assert rep.status == "halted" and rep.escalation == "step 1 halted: a person must look"
     assert [s.state for s in rep.steps] == ["HALTED", "VOID"]
     assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 0
     assert await job_states(pg, job) == {}

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -41,27 +42,30 @@ def plan_file(tmp_path):
 
 
 async def test_status_and_cancel_of_an_unknown_run_are_bad_usage(stack_env, capsys):
+    run_id = f"no-such-run-{uuid.uuid4().hex[:8]}"
     for command in ("status", "cancel"):
-        assert await asyncio.to_thread(main, [command, "no-such-run"]) == 2
+        assert await asyncio.to_thread(main, [command, run_id]) == 2
         line = one_line(capsys.readouterr().err)
-        assert line.startswith("plangate: no run with id 'no-such-run' in namespace default")
+        assert line.startswith(f"plangate: no run with id '{run_id}' in namespace default")
 
 
 async def test_an_id_already_running_is_bad_usage(stack_env, plan_file, client, monkeypatch,
                                                   capsys):
-    monkeypatch.setenv("PLANGATE_TASK_QUEUE", "no-worker-polls-this")  # the run stays running
-    argv = ["run", str(plan_file), "--id", "already-running"]
+    tag = uuid.uuid4().hex[:8]
+    run_id = f"already-running-{tag}"
+    monkeypatch.setenv("PLANGATE_TASK_QUEUE", f"no-worker-{tag}")  # the run stays running
+    argv = ["run", str(plan_file), "--id", run_id]
     try:
         assert await asyncio.to_thread(main, argv) == 0
-        assert capsys.readouterr().out.strip() == "already-running"
+        assert capsys.readouterr().out.strip() == run_id
         assert await asyncio.to_thread(main, argv) == 2
         line = one_line(capsys.readouterr().err)
-        assert line == ("plangate: a run with id 'already-running' is already running; "
+        assert line == (f"plangate: a run with id '{run_id}' is already running; "
                         "choose another --id")
     finally:
-        await client.get_workflow_handle("already-running").terminate("test over")
+        await client.get_workflow_handle(run_id).terminate("test over")
     # and a run that has ended cannot be cancelled
-    assert await asyncio.to_thread(main, ["cancel", "already-running"]) == 2
+    assert await asyncio.to_thread(main, ["cancel", run_id]) == 2
     assert "has already ended (terminated)" in one_line(capsys.readouterr().err)
 
 
@@ -111,12 +115,15 @@ def test_oversized_and_binary_plan_files(tmp_path, capsys):
 
 
 def test_debug_adds_the_traceback(monkeypatch, capsys):
-    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
-    assert main(["--debug", "status", "some-run"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("plangate: cannot reach Temporal at ") and "Traceback" in err
-    assert main(["status", "some-run", "--debug"]) == 1  # after the command too
-    assert "Traceback" in capsys.readouterr().err
+    address = f"127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("TEMPORAL_ADDRESS", address)
+    # --debug before the command and after it: the same one-line error, then its traceback
+    # (a crash would also exit 1 with a traceback, but not with this first line)
+    for argv in (["--debug", "status", "some-run"], ["status", "some-run", "--debug"]):
+        assert main(argv) == 1
+        first, *rest = capsys.readouterr().err.splitlines()
+        assert first == f"plangate: cannot reach Temporal at {address}: Connection refused"
+        assert rest[0] == "Traceback (most recent call last):", rest
 
 
 def test_bad_usage_and_help(capsys):

@@ -1,37 +1,40 @@
-"""Seed 001's close-out of acct_3319f end to end: the archived record stops step 3, the rest is
-void, the re-planner routes around it, and the world ends where the goal wanted it."""
+"""Seed 001's close-out end to end: the archived record stops step 3, the rest is void, the
+re-planner routes around it, and the world ends where the goal wanted it. Each test closes out
+its own copy of acct_3319f (the incident's account under fresh ids)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from activities.demo_schema import seed_acct_3319f
+from activities.demo_schema import Account
 from plangate.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
 from tests.fake_openai import FakeOpenAI
-from tests.harness import attempts, model_backed, running_worker, scheduled
-from world.clients import World
+from tests.harness import attempts, incident_account, model_backed, running_worker, scheduled
 
-CLOSED = {
-    "customer": ("closed", False, NEW_CONTACT),
-    "invoices": [("in_88a2", "void")],
-    "subscriptions": [("sub_71c2", "pending_cancellation")],
-    "credits": [(612.4, "account")],
-    "emails": [(NEW_CONTACT, "account_closed")],
-}
+
+def closed(acct: Account) -> dict[str, Any]:
+    """What the goal wants: the invoice void, the customer closed with the new contact, the
+    subscription ending at period end, the credit on the account, the mail sent."""
+    return {
+        "customer": ("closed", False, NEW_CONTACT),
+        "invoices": [(acct.invoices[0][0], "void")],
+        "subscriptions": [(acct.subscriptions[0][0], "pending_cancellation")],
+        "credits": [(612.4, "account")],
+        "emails": [(NEW_CONTACT, "account_closed")],
+    }
 
 
 @pytest.fixture
-async def seeded(settings):
-    world = World(settings)
-    await seed_acct_3319f(world)
-    await world.close()
+async def acct(world):
+    return await incident_account(world)
 
 
-async def test_closeout_with_the_playbook(client, settings, pg, seeded):
+async def test_closeout_with_the_playbook(client, settings, pg, acct):
     async with running_worker(client, settings) as h:
-        rep = await h.run(closeout_plan())
+        rep = await h.run(closeout_plan(acct.account_id))
     assert rep.status == "succeeded", rep.escalation
     v1 = [s for s in rep.steps if s.plan_version == 1]
     assert [s.state for s in v1] == ["DONE", "DONE", "REPLANNING", "VOID", "VOID", "VOID"]
@@ -49,14 +52,15 @@ async def test_closeout_with_the_playbook(client, settings, pg, seeded):
     assert calls["billing.cancel_subscription"] == calls["billing.issue_credit"] == 1
     assert calls["email.send"] == 1
     assert (await attempts(client, rep.run_id))["customer.update"] == [1, 1]
-    assert await closeout_facts(pg) == CLOSED
+    assert await closeout_facts(pg, acct.account_id) == closed(acct)
 
 
-async def test_closeout_with_a_model(client, settings, pg, seeded):
-    with FakeOpenAI(responses=[json.dumps(seed_replanned_plan())]) as fake:
+async def test_closeout_with_a_model(client, settings, pg, acct):
+    aid = acct.account_id
+    with FakeOpenAI(responses=[json.dumps(seed_replanned_plan(aid))]) as fake:
         model = model_backed(settings, fake)
         async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
-            rep = await h.run(closeout_plan())
+            rep = await h.run(closeout_plan(aid))
         sent = [
             json.loads(m["content"])
             for m in fake.requests[0].messages
@@ -67,8 +71,8 @@ async def test_closeout_with_a_model(client, settings, pg, seeded):
     (req,) = sent
     completed = {c["n"]: c for c in req["completed"]}
     assert completed[1]["binds"] == {
-        "invoice_id": "in_88a2",
-        "sub_id": "sub_71c2",
+        "invoice_id": acct.invoices[0][0],
+        "sub_id": acct.subscriptions[0][0],
         "billing_contact": "ar@northwind-old.example",
         "amount_eur": 612.4,
     }
@@ -79,24 +83,25 @@ async def test_closeout_with_a_model(client, settings, pg, seeded):
     assert req["budget"] == {"replans_used": 0, "replans_max": 2}
     calls = await scheduled(client, rep.run_id)
     assert calls["billing.void_invoice"] == 1 and calls["customer.restore"] == 1
-    assert await closeout_facts(pg) == CLOSED
+    assert await closeout_facts(pg, aid) == closed(acct)
 
 
 async def test_a_model_that_repeats_the_failed_remainder_spends_the_budget(
-    client, settings, pg, seeded
+    client, settings, pg, acct
 ):
+    aid = acct.account_id
     remainder = {
         "goal": "close",
         "steps": [
             dict(s, depends_on=[d - 2 for d in s.get("depends_on", []) if d > 3])
             | {"n": s["n"] - 2}
-            for s in closeout_plan()["steps"][2:]
+            for s in closeout_plan(aid)["steps"][2:]
         ],
     }
     with FakeOpenAI(responses=[json.dumps(remainder)] * 5) as fake:
         model = model_backed(settings, fake)
         async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
-            rep = await h.run(closeout_plan(replans_max=2))
+            rep = await h.run(closeout_plan(aid, replans_max=2))
         asked = len(fake.requests)
     assert asked == 2  # exactly replans_max, then an escalation, never a loop
     assert rep.status == "halted" and rep.escalation and "2 of 2" in rep.escalation
@@ -104,21 +109,22 @@ async def test_a_model_that_repeats_the_failed_remainder_spends_the_budget(
     assert "no progress" in rep.replans[0].reason
     calls = await scheduled(client, rep.run_id)
     assert calls["customer.update"] == 1 and calls["billing.issue_credit"] == 0
-    facts = await closeout_facts(pg)
+    facts = await closeout_facts(pg, aid)
     assert facts["credits"] == [] and facts["emails"] == []
 
 
-async def test_malformed_model_output_is_never_executed(client, settings, pg, seeded):
+async def test_malformed_model_output_is_never_executed(client, settings, pg, acct):
+    aid = acct.account_id
     unknown_tool = {
         "goal": "close",
         "steps": [
-            {"n": 1, "tool": "billing.refund_everything", "args": {"account_id": "acct_3319f"}}
+            {"n": 1, "tool": "billing.refund_everything", "args": {"account_id": aid}}
         ],
     }
     with FakeOpenAI(responses=["the account looks closed to me", json.dumps(unknown_tool)]) as fake:
         model = model_backed(settings, fake)
         async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
-            rep = await h.run(closeout_plan(replans_max=2))
+            rep = await h.run(closeout_plan(aid, replans_max=2))
     assert rep.status == "halted"
     assert [r.accepted for r in rep.replans] == [False, False]
     assert "not a plan" in rep.replans[0].reason

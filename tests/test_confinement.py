@@ -4,6 +4,7 @@ written outside the work directory and no statement runs. Real worker, S3 and Po
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,29 +15,32 @@ from probes.registry import ProbeContext
 from tests.harness import attempts, running_worker, scheduled
 from world.clients import World
 
-BUCKET = "confined-drops"
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
 def bucket(s3):
-    s3.create_bucket(Bucket=BUCKET)
-    s3.put_object(Bucket=BUCKET, Key="k.csv", Body=b"id\n1\n")
-    return BUCKET
+    name = unique("confined-drops")
+    s3.create_bucket(Bucket=name)
+    s3.put_object(Bucket=name, Key="k.csv", Body=b"id\n1\n")
+    return name
 
 
-def fetch_then(second: dict[str, Any], dest: str) -> dict[str, Any]:
+def fetch_then(bucket: str, second: dict[str, Any], dest: str) -> dict[str, Any]:
     """Fetch k.csv to ``dest``, binding where it went, then ``second``."""
     return {"goal": "fetch twice", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.get", "effect": "read",
-         "args": {"bucket": BUCKET, "key": "k.csv", "dest": dest},
+         "args": {"bucket": bucket, "key": "k.csv", "dest": dest},
          "binds": {"where": "$.dest", "size": "$.size"}},
         {"n": 2, "depends_on": [1], **second},
     ]}
 
 
-def get_to(dest: str) -> dict[str, Any]:
+def get_to(bucket: str, dest: str) -> dict[str, Any]:
     return {"tool": "s3.get", "effect": "read",
-            "args": {"bucket": BUCKET, "key": "k.csv", "dest": dest}}
+            "args": {"bucket": bucket, "key": "k.csv", "dest": dest}}
 
 
 def entries_beside(workdir: Path) -> set[str]:
@@ -59,8 +63,9 @@ async def test_a_bound_path_that_names_no_file_inside_is_refused(client, setting
                                                                  why):
     workdir = settings.workdir.resolve()
     beside = entries_beside(workdir)
+    first = unique("conf")
     async with running_worker(client, settings) as h:
-        rep = await h.run(fetch_then(get_to(dest), f"conf-{len(dest)}/k.csv"))
+        rep = await h.run(fetch_then(bucket, get_to(bucket, dest), f"{first}/k.csv"))
     assert rep.status == "failed" and rep.step(1).state == "DONE"
     assert rep.failure is not None and rep.failure.step == 2
     assert rep.failure.code == "bad_arguments" and why in rep.failure.detail
@@ -68,7 +73,7 @@ async def test_a_bound_path_that_names_no_file_inside_is_refused(client, setting
     # nothing new beside the work directory (no <workdir>.part, no escaped.csv); inside it,
     # only step 1's file (no temporary file left behind)
     assert entries_beside(workdir) == beside
-    assert names_in(workdir / f"conf-{len(dest)}") == ["k.csv"]
+    assert names_in(workdir / first) == ["k.csv"]
 
 
 async def test_run_sql_params_are_checked_after_binding(client, settings, bucket, pg):
@@ -77,7 +82,7 @@ async def test_run_sql_params_are_checked_after_binding(client, settings, bucket
                "args": {"statement": "set_job_state",
                         "params": {"job_id": "${size}", "state": "requested"}}}
     async with running_worker(client, settings) as h:
-        rep = await h.run(fetch_then(run_sql, "conf-sql/k.csv"))
+        rep = await h.run(fetch_then(bucket, run_sql, f"{unique('conf-sql')}/k.csv"))
     assert rep.failure is not None and rep.failure.code == "bad_arguments"
     assert "params.job_id" in rep.failure.detail and "valid string" in rep.failure.detail
     assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 1
@@ -91,7 +96,7 @@ async def test_probe_arguments_that_do_not_fit_after_binding_fail_at_once(client
     run_sql = {"tool": "warehouse.run_sql", "args": {"statement": "select_one"},
                "pre": [{"probe": "job_state", "job_id": "${size}", "want": "done"}]}
     async with running_worker(client, settings) as h:
-        rep = await h.run(fetch_then(run_sql, "conf-probe/k.csv"))
+        rep = await h.run(fetch_then(bucket, run_sql, f"{unique('conf-probe')}/k.csv"))
     assert rep.failure is not None and rep.failure.code == "bad_arguments"
     assert rep.failure.step == 2 and "job_id" in rep.failure.detail
     probes = (await attempts(client, rep.run_id))["probe.evaluate"]
@@ -101,12 +106,13 @@ async def test_probe_arguments_that_do_not_fit_after_binding_fail_at_once(client
 
 async def test_local_file_nonempty_holds_only_for_a_regular_file(settings):
     world = World(settings)
-    (settings.workdir / "a-dir").mkdir(parents=True, exist_ok=True)
-    (settings.workdir / "a-file").write_text("x")
+    a_dir, a_file = unique("a-dir"), unique("a-file")
+    (settings.workdir / a_dir).mkdir(parents=True)
+    (settings.workdir / a_file).write_text("x")
     ctx = ProbeContext(tool="s3.get", args={})
-    on_dir = await local_file_nonempty(FileArgs(path="a-dir"), world, ctx)
+    on_dir = await local_file_nonempty(FileArgs(path=a_dir), world, ctx)
     on_workdir = await local_file_nonempty(FileArgs(path="."), world, ctx)
-    on_file = await local_file_nonempty(FileArgs(path="a-file"), world, ctx)
-    assert not on_dir.holds and on_dir.detail == "a-dir is a directory, not a file"
+    on_file = await local_file_nonempty(FileArgs(path=a_file), world, ctx)
+    assert not on_dir.holds and on_dir.detail == f"{a_dir} is a directory, not a file"
     assert not on_workdir.holds
     assert on_file.holds and on_file.observed == {"size": 1}

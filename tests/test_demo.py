@@ -1,13 +1,17 @@
 """`plangate demo`, the README's first command, runs its own embedded stack and says how the
-world ended up after each incident."""
+world ended up after each incident; this process's environment is left as it was."""
 
 from __future__ import annotations
+
+import os
 
 from plangate.demo import run_demo
 
 
-async def test_demo_replays_both_incidents(tmp_path, capsys):
-    assert await run_demo(tmp_path) == 0
+async def test_demo_replays_both_incidents(state_dir, capsys):
+    environ_before = dict(os.environ)
+    assert await run_demo(state_dir) == 0
+    assert dict(os.environ) == environ_before  # its AWS_* variables were its own, for a while
     out = capsys.readouterr().out
     assert "run: SUCCESS (2 steps, 0 failed, 2 succeeded); world: 0 rows" in out  # naive
     assert "614 rows in staging.inv_present" in out

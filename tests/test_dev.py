@@ -1,35 +1,34 @@
-"""``plangate dev``: a second embedded stack with a worker, stopped through its stop event."""
+"""``plangate dev``: a second embedded stack with plangate's own worker (the one assembly, as a
+user gets it), stopped through its stop event. A plan runs on it and its effects are read back
+from the dev stack's S3 and Postgres; afterwards this process's environment is as it was."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import os
 import shlex
+import uuid
 from pathlib import Path
 
 import psycopg
-from temporalio import workflow
-from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from plangate.api import Plangate
+from plangate.assembly import connect
 from plangate.dev import run_dev
+from tests.harness import s3_client, scheduled
 from world.settings import Settings
 
-
-@workflow.defn(name="DevSmoke")
-class DevSmoke:
-    @workflow.run
-    async def run(self, name: str) -> str:
-        return f"hello {name}"
-
-
-async def _smoke_worker(client: Client, settings: Settings) -> Worker:
-    return Worker(
-        client,
-        task_queue=settings.task_queue,
-        workflows=[DevSmoke],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    )
+EXPORTED = (
+    "TEMPORAL_ADDRESS",
+    "TEMPORAL_NAMESPACE",
+    "PLANGATE_DATABASE_URL",
+    "PLANGATE_S3_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_DEFAULT_REGION",
+    "PLANGATE_WORKDIR",
+)
 
 
 async def _wait_for_line(out: io.StringIO, line: str, task: asyncio.Task[int]) -> None:
@@ -39,52 +38,68 @@ async def _wait_for_line(out: io.StringIO, line: str, task: asyncio.Task[int]) -
             await asyncio.sleep(0.05)
 
 
-async def test_run_dev_prints_exports_and_serves_a_worker(tmp_path: Path) -> None:
+def _exports(out: str) -> dict[str, str]:
+    return dict(
+        shlex.split(line.removeprefix("export "))[0].split("=", 1)
+        for line in out.splitlines()
+        if line.startswith("export ")
+    )
+
+
+async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
+    state_dir: Path,
+) -> None:
+    environ_before = dict(os.environ)
     out = io.StringIO()
     stop = asyncio.Event()
     task = asyncio.create_task(
         run_dev(
-            tmp_path / "dev",
+            state_dir,
             temporal_port=None,
             ui_port=None,
             postgres_port=None,
             s3_port=None,
-            build_worker=_smoke_worker,
             stop=stop,
             out=out,
         )
     )
     try:
         await _wait_for_line(out, "plangate: ready", task)
-        exports = dict(
-            shlex.split(line.removeprefix("export "))[0].split("=", 1)
-            for line in out.getvalue().splitlines()
-            if line.startswith("export ")
-        )
-        for name in (
-            "TEMPORAL_ADDRESS",
-            "PLANGATE_DATABASE_URL",
-            "PLANGATE_S3_ENDPOINT_URL",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_DEFAULT_REGION",
-            "PLANGATE_WORKDIR",
-        ):
-            assert exports.get(name), name
+        exports = _exports(out.getvalue())
+        assert sorted(exports) == sorted(EXPORTED)
         assert any(
             line.startswith("# Temporal Web UI: http://127.0.0.1:")
             for line in out.getvalue().splitlines()
         )
 
+        # What a user does next: paste the exports, run a plan against the dev worker.
         settings = Settings.from_env(exports)
-        client = await Client.connect(settings.temporal_address)
-        result = await client.execute_workflow(
-            DevSmoke.run, "dev", id="dev-smoke", task_queue=settings.task_queue
-        )
-        assert result == "hello dev"
+        tag = uuid.uuid4().hex[:8]
+        bucket, job = f"dev-{tag}", f"dev-{tag}"
+        s3 = s3_client(exports)
+        s3.create_bucket(Bucket=bucket)
+        plan = {"goal": "dev smoke", "budget": {"replans_max": 0}, "steps": [
+            {"n": 1, "tool": "s3.put",
+             "args": {"bucket": bucket, "key": "hello.txt", "body": "hello dev"}},
+            {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+             "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
+             "post": [{"probe": "job_state", "job_id": job, "want": "done"}]},
+        ]}
+        client = await connect(settings)
+        rep = await (await Plangate(client, settings).submit(plan)).result()
+        assert rep.status == "succeeded", rep.failure
+        # each step: one read before its call (may it be skipped?), one after (did it act?)
+        assert await scheduled(client, rep.run_id) == {
+            "s3.put": 1, "warehouse.run_sql": 1, "probe.evaluate": 4,
+        }
+        assert s3.get_object(Bucket=bucket, Key="hello.txt")["Body"].read() == b"hello dev"
+        s3.close()
         async with await psycopg.AsyncConnection.connect(settings.database_url) as conn:
-            cur = await conn.execute("SELECT 1")
-            assert await cur.fetchone() == (1,)
+            cur = await conn.execute(
+                "SELECT state FROM plangate.jobs WHERE job_id = %s", (job,)
+            )
+            assert await cur.fetchall() == [("done",)]
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 60) == 0
+    assert dict(os.environ) == environ_before

@@ -12,19 +12,18 @@ import pytest
 from plangate.demo import invoice_csv
 from tests.harness import running_worker, scheduled
 
-BUCKET = "skip-drops"
-
 
 @pytest.fixture(scope="module")
 def bucket(s3: Any) -> str:
-    s3.create_bucket(Bucket=BUCKET)
-    return BUCKET
+    name = f"skip-drops-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=name)
+    return name
 
 
-def monthly(key: str, target: str) -> dict[str, Any]:
+def monthly(bucket: str, key: str, target: str) -> dict[str, Any]:
     return {"goal": "load this month's export", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.get", "effect": "read",
-         "args": {"bucket": BUCKET, "key": key, "dest": f"skips/{target}.csv"}},
+         "args": {"bucket": bucket, "key": key, "dest": f"skips/{target}.csv"}},
         {"n": 2, "tool": "warehouse.load", "depends_on": [1],
          "args": {"target": target, "source": f"skips/{target}.csv"}},
     ]}
@@ -46,11 +45,11 @@ async def test_last_months_rows_never_make_this_months_load_skip(
     target = f"staging.stale_{uuid.uuid4().hex[:8]}"
     async with running_worker(client, settings) as h:
         s3.put_object(Bucket=bucket, Key="feb.csv", Body=month_csv("FEB", 500))
-        february = await h.run(monthly("feb.csv", target))
+        february = await h.run(monthly(bucket, "feb.csv", target))
         assert february.status == "succeeded" and await table(pg, target) == (500, {"FEB"})
 
         s3.put_object(Bucket=bucket, Key="mar.csv", Body=month_csv("MAR", 700))
-        march = await h.run(monthly("mar.csv", target))
+        march = await h.run(monthly(bucket, "mar.csv", target))
     assert march.status == "succeeded"
     assert march.step(2).state == "DONE" and march.step(2).answer is None
     assert (await scheduled(client, march.run_id))["warehouse.load"] == 1
@@ -65,7 +64,7 @@ async def test_rows_loaded_outside_plangate_are_not_this_load(client, settings, 
     )
     s3.put_object(Bucket=bucket, Key="apr.csv", Body=month_csv("APR", 700))
     async with running_worker(client, settings) as h:
-        rep = await h.run(monthly("apr.csv", target))
+        rep = await h.run(monthly(bucket, "apr.csv", target))
     assert rep.step(2).state == "DONE"
     assert (await scheduled(client, rep.run_id))["warehouse.load"] == 1
     assert await table(pg, target) == (700, {"APR"})
@@ -75,11 +74,11 @@ async def test_a_resumed_load_of_the_same_content_is_skipped(client, settings, s
     target = f"staging.resume_{uuid.uuid4().hex[:8]}"
     s3.put_object(Bucket=bucket, Key="may.csv", Body=month_csv("MAY", 300))
     async with running_worker(client, settings) as h:
-        first = await h.run(monthly("may.csv", target))
-        again = await h.run(monthly("may.csv", target))
+        first = await h.run(monthly(bucket, "may.csv", target))
+        again = await h.run(monthly(bucket, "may.csv", target))
         # someone deletes a row after the load: the table no longer holds what was loaded
         await pg.execute(f"DELETE FROM {target} WHERE invoice_id = 'MAY-00007'")
-        third = await h.run(monthly("may.csv", target))
+        third = await h.run(monthly(bucket, "may.csv", target))
     assert first.step(2).state == "DONE"
     assert again.step(2).state == "SKIPPED" and again.step(2).attempts == 0
     assert (await scheduled(client, again.run_id))["warehouse.load"] == 0

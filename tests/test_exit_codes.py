@@ -22,7 +22,6 @@ from tests.harness import running_worker
 
 PROCESSES = 32  # half succeed (exit 0), half fail (exit 1)
 AT_ONCE = 4
-BUCKET = "exit-code-drops"
 
 
 def console_script(name: str) -> str:
@@ -39,32 +38,33 @@ def succeeding() -> dict[str, object]:
     ]}
 
 
-def failing() -> dict[str, object]:
+def failing(bucket: str) -> dict[str, object]:
     # the object is not there: the pre check fails, no budget to re-plan, the run fails
     return {"goal": "fetch what is not there", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.get", "effect": "read",
-         "args": {"bucket": BUCKET, "key": "never/put.csv", "dest": "exit/never.csv"}},
+         "args": {"bucket": bucket, "key": "never/put.csv", "dest": "exit/never.csv"}},
     ]}
 
 
 @pytest.fixture(scope="module")
 def bucket(s3):
-    s3.create_bucket(Bucket=BUCKET)
-    return BUCKET
+    name = f"exit-code-drops-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=name)
+    return name
 
 
 async def test_every_process_exits_with_its_runs_code(client, settings, stack, bucket,
                                                       tmp_path):
     plans = {0: tmp_path / "ok.json", 1: tmp_path / "fails.json"}
     plans[0].write_text(json.dumps(succeeding()))
-    plans[1].write_text(json.dumps(failing()))
+    plans[1].write_text(json.dumps(failing(bucket)))
     script = console_script("plangate")
     tag = uuid.uuid4().hex[:6]
     async with running_worker(client, settings) as h:
         env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
         gate = asyncio.Semaphore(AT_ONCE)
 
-        async def one(i: int) -> tuple[int, int, int | None, str]:
+        async def one(i: int) -> tuple[int, int, int | None, str, str]:
             want = i % 2
             async with gate:
                 proc = await asyncio.create_subprocess_exec(
@@ -72,12 +72,22 @@ async def test_every_process_exits_with_its_runs_code(client, settings, stack, b
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
                 )
                 out, err = await proc.communicate()
-            return i, want, proc.returncode, (out + err).decode(errors="replace")
+            return i, want, proc.returncode, out.decode(errors="replace"), err.decode(
+                errors="replace"
+            )
 
         results = await asyncio.gather(*(one(i) for i in range(PROCESSES)))
-    wrong = [(i, want, got, text[-600:]) for i, want, got, text in results
-             if got != want or "Fatal Python error" in text]
+    wrong = [(i, want, got, (out + err)[-600:]) for i, want, got, out, err in results
+             if got != want or "Fatal Python error" in err]
     assert not wrong, f"{len(wrong)} of {PROCESSES} processes: {wrong}"
-    # each printed its run's summary before leaving: the output was flushed
-    for i, want, _, text in results:
-        assert f"exit-{tag}-{i}: {'succeeded' if want == 0 else 'failed'}" in text, text
+    # Each printed its run's summary before leaving (the output was flushed), and a 1 is the
+    # failed run's, not an error's: no 'plangate: ...' error line, no traceback, and the run's
+    # failure in the summary.
+    for i, want, _, out, err in results:
+        assert "Traceback" not in err, err
+        assert not any(line.startswith("plangate:") for line in err.splitlines()), err
+        if want == 0:
+            assert out.startswith(f"run exit-{tag}-{i}: succeeded"), out
+        else:
+            assert out.startswith(f"run exit-{tag}-{i}: failed"), out
+            assert "failure: step 1 s3.get precondition_unmet" in out, out

@@ -97,10 +97,11 @@ class Answers:
 
 
 async def test_a_probe_report_that_answers_nothing_is_never_a_pass(client, settings):
+    job = f"evasive-{uuid.uuid4().hex[:8]}"
     plan = {"goal": "mark", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "warehouse.run_sql",
-         "args": {"statement": "set_job_state", "params": {"job_id": "j", "state": "done"}},
-         "pre": [{"probe": "job_state", "job_id": "j0", "want": "done"}]},
+         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
+         "pre": [{"probe": "job_state", "job_id": f"{job}-before", "want": "done"}]},
     ]}
     for probe in (Evasive(), Answers()):
         async with running_worker(client, settings, {"probe.evaluate": probe.evaluate}) as h:

@@ -11,11 +11,14 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
-from activities.tool_activity import MAX_RESULT_BYTES, bounded
-from activities.tools.warehouse import MAX_ROWS, MAX_ROWS_BYTES
+from activities.tool_activity import bounded
 from tests.harness import running_worker
 
-WARN = 512 * 1024
+# The README's numbers, written here rather than imported: a wrong constant fails the test.
+WARN = 512 * 1024  # Temporal's payload warning
+ROWS_MAX, ROWS_BYTES_MAX = 1000, 128 * 1024  # run_sql: "at most 1,000 rows and 128 KiB of them"
+RESULT_MAX = 256 * 1024  # "a result over 256 KiB is replaced there by its size, SHA-256 and ..."
+PREVIEW = 16 * 1024  # "... a 16 KiB preview"
 
 
 def wide_csv(lines: int) -> bytes:
@@ -53,16 +56,17 @@ async def tool_outputs(client: Any, run_id: str, tool: str) -> list[dict[str, An
 
 
 async def test_a_megabyte_of_rows_leaves_a_run_under_the_limits(client, settings, s3):
-    s3.create_bucket(Bucket="wide-drops")
+    tag = uuid.uuid4().hex[:8]
+    bucket, target, dest = f"wide-drops-{tag}", f"staging.wide_{tag}", f"wide/{tag}.csv"
+    s3.create_bucket(Bucket=bucket)
     body = wide_csv(4000)
     assert len(body) > 1_000_000
-    s3.put_object(Bucket="wide-drops", Key="wide.csv", Body=body)
-    target = f"staging.wide_{uuid.uuid4().hex[:8]}"
+    s3.put_object(Bucket=bucket, Key="wide.csv", Body=body)
     plan = {"goal": "look at a wide table", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.get", "effect": "read",
-         "args": {"bucket": "wide-drops", "key": "wide.csv", "dest": "wide/wide.csv"}},
+         "args": {"bucket": bucket, "key": "wide.csv", "dest": dest}},
         {"n": 2, "tool": "warehouse.load", "depends_on": [1],
-         "args": {"target": target, "source": "wide/wide.csv"}},
+         "args": {"target": target, "source": dest}},
         {"n": 3, "tool": "warehouse.run_sql", "depends_on": [2],
          "args": {"statement": "sample_rows", "params": {"table": target, "limit": 4000}},
          "binds": {"first": "$.rows[0][0]"}},
@@ -75,12 +79,14 @@ async def test_a_megabyte_of_rows_leaves_a_run_under_the_limits(client, settings
     digest = sample.result_digest
     assert digest is not None and digest.preview is not None and sample.result is None
     assert digest.preview.startswith('{"columns":["row_id","filler"],"rowcount":4000,')
-    assert len(digest.preview.encode()) <= 16 * 1024
+    assert len(digest.preview.encode()) <= PREVIEW
     (output,) = await tool_outputs(client, rep.run_id, "warehouse.run_sql")
     assert output["truncated"] is True and output["rowcount"] == 4000
-    assert 0 < len(output["rows"]) <= MAX_ROWS
+    # rows of equal size: as many as fit in 128 KiB (as JSON), the next one would not
+    row_bytes = len(json.dumps(output["rows"][0]))
+    assert len(output["rows"]) == ROWS_BYTES_MAX // row_bytes
     text = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    assert digest.size == len(text.encode()) <= MAX_ROWS_BYTES + 4096
+    assert digest.size == len(text.encode()) <= ROWS_BYTES_MAX + 4096  # rows and an envelope
     assert digest.sha256 == hashlib.sha256(text.encode()).hexdigest()
     report = rep.model_dump_json().encode()
     assert len(report) < 64 * 1024
@@ -90,12 +96,30 @@ async def test_a_megabyte_of_rows_leaves_a_run_under_the_limits(client, settings
     assert sum(1 for s in sizes if s >= digest.size) == 1
 
 
+async def test_run_sql_returns_at_most_a_thousand_rows(client, settings, pg):
+    table = f"public.narrow_{uuid.uuid4().hex[:8]}"
+    await pg.execute(f"CREATE TABLE {table} AS SELECT g AS id FROM generate_series(1, 1500) g")
+    plan = {"goal": "look at a long table", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "sample_rows", "params": {"table": table, "limit": 1500}}},
+    ]}
+    async with running_worker(client, settings) as h:
+        rep = await h.run(plan)
+    assert rep.status == "succeeded", rep.failure
+    (output,) = await tool_outputs(client, rep.run_id, "warehouse.run_sql")
+    assert output["truncated"] is True and output["rowcount"] == 1500
+    assert output["rows"] == [[i] for i in range(1, ROWS_MAX + 1)]
+
+
 def test_a_result_too_large_is_replaced_by_its_digest():
-    big: dict[str, Any] = {"blob": "y" * (MAX_RESULT_BYTES + 10)}
+    # {"blob":"..."} is the blob and 11 bytes of JSON around it
+    at_limit: dict[str, Any] = {"blob": "y" * (RESULT_MAX - 11)}
+    assert bounded(at_limit) is at_limit  # 256 KiB exactly: kept whole
+    big: dict[str, Any] = {"blob": "y" * (RESULT_MAX - 10)}
     out = bounded(big)
     data = json.dumps(big, sort_keys=True, separators=(",", ":")).encode()
-    assert out["result_cut"] is True and out["size"] == len(data)
+    assert out["result_cut"] is True and out["size"] == len(data) == RESULT_MAX + 1
     assert out["sha256"] == hashlib.sha256(data).hexdigest()
-    assert len(str(out["preview"])) <= 16 * 1024
+    assert out["preview"] == data[:PREVIEW].decode()
     small: dict[str, Any] = {"rows": 3}
     assert bounded(small) is small

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from activities.demo_schema import Account, seed_account, seed_acct_3319f
+from activities.demo_schema import Account, seed_account
 from plangate.scenarios import closeout_plan, seed_replanned_plan
 from tests.fake_openai import FakeOpenAI
-from tests.harness import model_backed, running_worker, scheduled
+from tests.harness import incident_account, model_backed, running_worker, scheduled
 
 OUTSIDE = "finance-team@attacker.example"
 
@@ -84,12 +84,12 @@ async def test_a_model_that_slips_in_a_credit_and_a_mail_is_refused(
 async def test_a_proposal_outside_its_mandate_is_refused(
     client, settings, pg, world, change, tmp_path
 ):
-    await seed_acct_3319f(world)
-    proposal = seed_replanned_plan()
+    acct = await incident_account(world)
+    proposal = seed_replanned_plan(acct.account_id)
     steps = proposal["steps"]
-    if change == "repeat_void":  # invoice in_88a2 was voided by completed step 2
+    if change == "repeat_void":  # the invoice was voided by completed step 2
         steps.insert(0, {"n": 9, "tool": "billing.void_invoice",
-                         "args": {"invoice_id": "in_88a2"},
+                         "args": {"invoice_id": acct.invoices[0][0]},
                          "post": {"probe": "field_equals", "path": "$.status", "value": "void"}})
         want = "repeats completed step 2"
     elif change == "weaker_effect":
@@ -107,7 +107,7 @@ async def test_a_proposal_outside_its_mandate_is_refused(
     with FakeOpenAI(responses=[json.dumps(proposal)]) as fake:
         model = model_backed(settings, fake)
         async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
-            rep = await h.run(closeout_plan(replans_max=1))
+            rep = await h.run(closeout_plan(acct.account_id, replans_max=1))
     assert rep.status == "halted" and rep.replans_used == 1 and rep.plan_version == 1
     assert any(want in p for p in rep.replans[0].problems), rep.replans[0].problems
     calls = await scheduled(client, rep.run_id)
@@ -125,13 +125,14 @@ async def test_a_path_that_escapes_only_after_binding_is_refused_at_run_time(
     escape = Path(settings.workdir).parent.parent / f"{aid}.csv"
     relative = "../../" + escape.name
     await seed_account(world, Account(aid, relative))
-    s3.create_bucket(Bucket="bind-drops")
-    s3.put_object(Bucket="bind-drops", Key="x.csv", Body=b"a\n1\n")
+    bucket = f"bind-drops-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="x.csv", Body=b"a\n1\n")
     plan = {"goal": "fetch", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "billing.list_invoices", "effect": "read",
          "args": {"account_id": aid}, "binds": {"contact": "$.billing_contact"}},
         {"n": 2, "tool": "s3.get", "effect": "read", "depends_on": [1],
-         "args": {"bucket": "bind-drops", "key": "x.csv", "dest": "${contact}"}},
+         "args": {"bucket": bucket, "key": "x.csv", "dest": "${contact}"}},
     ]}
     async with running_worker(client, settings) as h:
         rep = await h.run(plan)

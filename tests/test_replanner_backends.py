@@ -17,7 +17,7 @@ from plans.model import Condition, Effect, OnUnmet, Plan, Step
 from records.replan import ReplanBudget, ReplanRequest
 from records.report import CompletedStep, FailureRecord, StepState
 from replanner.activity import ACTIVITY_NAME, ReplanActivities
-from replanner.backends import Backend, FirstLine, PlaybookBackend, backend_for
+from replanner.backends import FirstLine, PlaybookBackend, backend_for
 from replanner.backends.openai import ModelUnavailable, OpenAIBackend, plan_schema
 from replanner.backends.playbook import splice
 from replanner.prompt import build_messages
@@ -160,7 +160,12 @@ async def test_request_carries_completed_work_failure_remainder_and_budget(fake,
     assert {"field_equals", "field_not_equals", "field_present"} <= {
         p["name"] for p in catalogue["probes"]
     }
-    assert catalogue["tools"], "the registered tools are listed"
+    # every tool of the README's table is offered to the model
+    assert {
+        "s3.get", "s3.put", "warehouse.load", "warehouse.run_sql", "billing.list_invoices",
+        "billing.void_invoice", "customer.update", "customer.restore",
+        "billing.cancel_subscription", "billing.issue_credit", "email.send",
+    } <= {t["name"] for t in catalogue["tools"]}
     tool = catalogue["tools"][0]
     assert set(tool) == {"name", "effect", "args", "field_probes"}
     assert tool["args"]["type"] == "object" and "title" not in tool["args"]
@@ -400,7 +405,8 @@ def test_backend_for_the_settings(fake):
     assert isinstance(backend_for(Settings(replanner="playbook")), PlaybookBackend)
     chosen = backend_for(Settings(replanner="openai", openai_base_url=fake.base_url))
     assert isinstance(chosen, FirstLine)
-    assert isinstance(chosen, Backend)
+    # the playbook first, then the model
+    assert [type(b) for b in chosen.backends] == [PlaybookBackend, OpenAIBackend]
     assert chosen.name == "playbook+openai"
 
 

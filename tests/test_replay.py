@@ -23,6 +23,9 @@ def test_histories_were_recorded():
         "saturday_export_deleted",
         "closeout_replanned",
         "closeout_replanned_replan1",
+        # a post wait (300 s, a read a minute) that expired, recorded with the code from before
+        # the "post-wait-reads-on-schedule" patch: 5 reads where the schedule has 6
+        "wait_expired_before_schedule_patch",
     } <= names
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from plans.model import Effect, OnUnmet
@@ -44,8 +46,23 @@ def test_route(kind, effect, on_unmet, extra, answer):
     assert decision.reason
 
 
-def test_every_kind_is_routed():
-    for kind in Kind:
-        for effect in Effect:
-            for on_unmet in OnUnmet:
-                assert route(Situation(kind=kind, effect=effect, on_unmet=on_unmet)).answer
+def test_every_situation_gets_the_answer_its_class_deserves():
+    """Over every kind, effect, on_unmet and retries left (nothing owed, no wait declared), the
+    rules of DESIGN.md section 4 that hold for all of them."""
+    for kind, effect, on_unmet, retries_left in itertools.product(
+        Kind, Effect, OnUnmet, (False, True)
+    ):
+        s = Situation(kind=kind, effect=effect, on_unmet=on_unmet, retries_left=retries_left)
+        answer = route(s).answer
+        # a skip only, and always, when the step's post conditions already held
+        assert (answer is Answer.SKIP) == (kind is Kind.ALREADY_DONE), s
+        # a wait only for a state a step owes or a declared wait: neither here
+        assert answer is not Answer.WAIT, s
+        # a retry only while retries are left
+        assert retries_left or answer is not Answer.RETRY, s
+        # on_unmet: halt means a person looks, whatever failed
+        if on_unmet is OnUnmet.HALT and kind is not Kind.ALREADY_DONE:
+            assert answer is Answer.HALT, s
+        # a money or external step that may have acted is never retried blindly or re-planned
+        if effect in (M, X) and kind in (Kind.OUTCOME_UNKNOWN, Kind.POST_VIOLATED):
+            assert answer is Answer.HALT, s

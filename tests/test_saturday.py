@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 
 from tests.harness import running_worker, scheduled
 
-BUCKET = "vendor-drops"
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
-def saturday(key: str, target: str, min_rows: int = 2) -> dict[str, Any]:
+def saturday(bucket: str, key: str, target: str, min_rows: int = 2) -> dict[str, Any]:
     return {
         "goal": "reconcile March vendor invoices",
         "budget": {"replans_max": 0},
         "steps": [
             {"n": 1, "tool": "s3.get", "effect": "read",
-             "args": {"bucket": BUCKET, "key": key, "dest": f"sat/{target}.csv"},
+             "args": {"bucket": bucket, "key": key, "dest": f"sat/{target}.csv"},
              "binds": {"export_etag": "$.etag"}},
             {"n": 2, "tool": "warehouse.load", "depends_on": [1],
              "args": {"target": target, "source": f"sat/{target}.csv"},
@@ -28,8 +31,9 @@ def saturday(key: str, target: str, min_rows: int = 2) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def bucket(s3: Any) -> str:
-    s3.create_bucket(Bucket=BUCKET)
-    return BUCKET
+    name = f"vendor-drops-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=name)
+    return name
 
 
 async def rows(pg: Any, table: str) -> int:
@@ -38,55 +42,58 @@ async def rows(pg: Any, table: str) -> int:
 
 
 async def test_export_present_loads_the_rows(client, settings, s3, pg, bucket):
-    s3.put_object(Bucket=bucket, Key="exp/present.csv", Body=b"id,amount\n1,10\n2,20\n3,30\n")
+    key, target = "exp/present.csv", unique("staging.sat_present")
+    s3.put_object(Bucket=bucket, Key=key, Body=b"id,amount\n1,10\n2,20\n3,30\n")
     async with running_worker(client, settings) as h:
-        rep = await h.run(saturday("exp/present.csv", "staging.sat_present"))
+        rep = await h.run(saturday(bucket, key, target))
     assert rep.status == "succeeded"
-    assert await rows(pg, "staging.sat_present") == 3
+    assert await rows(pg, target) == 3
     assert await scheduled(client, rep.run_id) == {"probe.evaluate": 4, "s3.get": 1,
                                                    "warehouse.load": 1}
-    assert rep.completed[0].binds["export_etag"] == s3.head_object(
-        Bucket=bucket, Key="exp/present.csv")["ETag"]
+    assert rep.completed[0].binds["export_etag"] == s3.head_object(Bucket=bucket, Key=key)["ETag"]
 
 
 async def test_deleted_export_stops_before_the_load(client, settings, s3, pg, bucket):
+    target = unique("staging.sat_deleted")
     s3.put_object(Bucket=bucket, Key="exp/deleted.csv", Body=b"id\n1\n")
     s3.delete_object(Bucket=bucket, Key="exp/deleted.csv")  # the lifecycle rule fires
     async with running_worker(client, settings) as h:
-        rep = await h.run(saturday("exp/deleted.csv", "staging.sat_deleted"))
+        rep = await h.run(saturday(bucket, "exp/deleted.csv", target))
     calls = await scheduled(client, rep.run_id)
     assert calls["s3.get"] == 0 and calls["warehouse.load"] == 0
     assert rep.status == "failed"
     assert rep.failure is not None and rep.failure.step == 1 and rep.failure.tool == "s3.get"
     assert "object_exists" in rep.failure.detail and rep.failure.retryable is False
     assert [s.state for s in rep.steps] == ["FAILED", "VOID"]
-    cur = await pg.execute("SELECT to_regclass('staging.sat_deleted')")
+    cur = await pg.execute("SELECT to_regclass(%s)", (target,))
     assert (await cur.fetchone())[0] is None  # nothing was loaded, not even an empty table
 
 
 async def test_empty_export_fails_the_post_check(client, settings, s3, pg, bucket):
     # A header and no lines: a legal load of zero rows that the tool reports as fine.
+    target = unique("staging.sat_empty")
     s3.put_object(Bucket=bucket, Key="exp/empty.csv", Body=b"id,amount\n")
     async with running_worker(client, settings) as h:
-        rep = await h.run(saturday("exp/empty.csv", "staging.sat_empty"))
+        rep = await h.run(saturday(bucket, "exp/empty.csv", target))
     assert (await scheduled(client, rep.run_id))["warehouse.load"] == 1
     load = rep.step(2)
     assert load.result is not None  # the tool said "ok"
-    assert (load.result["rows"], load.result["target"]) == (0, "staging.sat_empty")
+    assert (load.result["rows"], load.result["target"]) == (0, target)
     assert rep.status == "failed" and load.state == "FAILED"
     assert rep.failure is not None and rep.failure.step == 2
     assert rep.failure.code == "postcondition_unmet" and "table_rowcount" in rep.failure.detail
     assert rep.failure.attribution == "not_established"
-    assert await rows(pg, "staging.sat_empty") == 0
+    assert await rows(pg, target) == 0
 
 
 async def test_min_rows_rolls_back_in_the_same_transaction(client, settings, s3, pg, bucket):
+    target = unique("staging.sat_short")
     s3.put_object(Bucket=bucket, Key="exp/short.csv", Body=b"id\n1\n2\n")
-    plan = saturday("exp/short.csv", "staging.sat_short")
+    plan = saturday(bucket, "exp/short.csv", target)
     plan["steps"][1]["args"]["min_rows"] = 60000
     async with running_worker(client, settings) as h:
         rep = await h.run(plan)
     assert rep.failure is not None and rep.failure.code == "too_few_rows"
     assert rep.step(2).attempts == 1  # permanent: never retried
-    cur = await pg.execute("SELECT to_regclass('staging.sat_short')")
+    cur = await pg.execute("SELECT to_regclass(%s)", (target,))
     assert (await cur.fetchone())[0] is None  # rolled back, table creation included

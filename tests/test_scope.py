@@ -47,31 +47,34 @@ async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
 
 
 async def test_a_write_outside_the_allowed_buckets_is_refused_by_the_tool(client, settings, s3):
-    for b in ("scope-ok", "scope-payroll"):
+    tag = uuid.uuid4().hex[:8]
+    ok, payroll = f"scope-ok-{tag}", f"scope-payroll-{tag}"
+    for b in (ok, payroll):
         s3.create_bucket(Bucket=b)
     plan = {"goal": "publish", "budget": {"replans_max": 1}, "steps": [
-        {"n": 1, "tool": "s3.put", "args": {"bucket": "scope-payroll", "key": "r.txt",
+        {"n": 1, "tool": "s3.put", "args": {"bucket": payroll, "key": "r.txt",
                                             "body": "hello"}},
     ]}
-    narrow = replace(settings, allowed_buckets="scope-ok")
+    narrow = replace(settings, allowed_buckets=ok)
     async with running_worker(client, narrow) as h:
         rep = await start_unchecked(h, plan)
     assert rep.status == "halted" and rep.replans_used == 0
     assert rep.failure is not None and rep.failure.code == "out_of_scope"
     assert rep.failure.status == 403 and "PLANGATE_ALLOWED_BUCKETS" in rep.failure.detail
     assert (await scheduled(client, rep.run_id))["s3.put"] == 1
-    assert s3.list_objects_v2(Bucket="scope-payroll").get("KeyCount", 0) == 0
+    assert s3.list_objects_v2(Bucket=payroll).get("KeyCount", 0) == 0
 
 
 @pytest.mark.parametrize("target", ["plangate.loads", "plangate.jobs"])
 async def test_plangates_own_tables_are_never_a_load_target(client, settings, pg, target):
-    (settings.workdir / "scope").mkdir(parents=True, exist_ok=True)
-    (settings.workdir / "scope" / "own.csv").write_text("target,source_sha256\nx,y\n")
+    source = f"scope-{uuid.uuid4().hex[:8]}/own.csv"
+    (settings.workdir / source).parent.mkdir(parents=True)
+    (settings.workdir / source).write_text("target,source_sha256\nx,y\n")
     cur = await pg.execute(f"SELECT count(*) FROM {target}")  # the test's own literal name
     before = (await cur.fetchone())[0]
     plan = {"goal": "load", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "warehouse.load",
-         "args": {"target": target, "source": "scope/own.csv"}},
+         "args": {"target": target, "source": source}},
     ]}
     async with running_worker(client, settings) as h:
         rep = await start_unchecked(h, plan)

@@ -7,14 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import psycopg
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 
 from activities.tool_activity import tool_activities
 from records.calls import ToolCall, ToolResult
 from tests.harness import polling_plan, running_worker, scheduled, until_state
 from world.clients import World
+
+
+async def timers(client: Client, run_id: str) -> list[timedelta]:
+    """The duration of every timer the run started, from its history."""
+    out: list[timedelta] = []
+    async for e in client.get_workflow_handle(run_id).fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            out.append(e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta())
+    return out
 
 
 class SlowFirstStep:
@@ -50,10 +62,14 @@ async def test_a_state_owed_by_a_concurrent_step_is_waited_for(client, settings)
     assert rep.status == "succeeded"
     assert tool.order == ["start 1", "end 1", "start 2", "end 2"]
     waited = rep.step(2)
-    assert "WAITING" in [t.state for t in waited.transitions]
-    assert waited.answer == "wait" or waited.state == "DONE"
+    # step 2's pre condition, read while step 1 still ran, was owed by step 1: it waited for
+    # step 1 (not for a timer), read again, and only then acted
+    assert waited.answer == "wait" and "has not finished" in waited.reason
+    assert [t.state for t in waited.transitions] == [
+        "PROBING", "WAITING", "PROBING", "EXECUTING", "VERIFYING", "DONE"
+    ]
     assert [r.outcome for c in waited.checks for r in c.results] == ["violated", "holds"]
-
+    assert await scheduled(client, rep.run_id) == {"warehouse.run_sql": 2, "probe.evaluate": 4}
 
 
 async def test_post_wait_proceeds_when_the_world_catches_up(time_skipping_env, settings):
@@ -86,5 +102,9 @@ async def test_post_wait_past_its_deadline_fails_and_the_next_tool_never_runs(
     assert rep.failure.code == "postcondition_unmet"
     calls = await scheduled(env.client, rep.run_id)
     assert calls["warehouse.run_sql"] == 1  # step 2 never ran
+    # The plan's wait is an hour with a read a minute: the first read right after the call,
+    # then one at each minute up to and including the deadline: 1 + 3600 / 60 = 61 reads,
+    # with 60 durable one-minute timers between them.
     polls = [c for c in rep.step(1).checks if c.phase == "post"]
-    assert len(polls) == 60  # one read a minute for the hour, on durable timers
+    assert len(polls) == 61
+    assert await timers(env.client, rep.run_id) == [timedelta(seconds=60)] * 60

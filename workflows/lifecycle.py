@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic import JsonValue
 from temporalio import workflow
@@ -32,6 +32,21 @@ with workflow.unsafe.imports_passed_through():
     from workflows import bookkeeping, calls, options
     from workflows.context import VersionContext
     from workflows.router import Decision, Kind, Situation, route
+
+
+# Reads of a post condition with ``wait`` are due at 0, 1, 2, ... intervals after the first, up to
+# and including the deadline: a wait of 3600 s read every 60 s reads 61 times. Runs that began
+# before this patch keep the rule they started with (the next read had to be due by the clock
+# before the deadline, so the time the reads took could cost the last one).
+WAIT_SCHEDULE_PATCH = "post-wait-reads-on-schedule"
+
+
+def _next_read_in_time(
+    reads: int, interval: timedelta, timeout: timedelta, deadline: datetime
+) -> bool:
+    if workflow.patched(WAIT_SCHEDULE_PATCH):
+        return interval * reads <= timeout
+    return workflow.now() + interval <= deadline
 
 
 @dataclass(frozen=True)
@@ -250,16 +265,19 @@ class StepRunner:
         if not p.post:
             return None
         waits = [c.wait for c in p.post if c.wait is not None]
-        deadline = workflow.now() + timedelta(seconds=max((w.timeout_s for w in waits), default=0))
+        timeout = timedelta(seconds=max((w.timeout_s for w in waits), default=0))
+        deadline = workflow.now() + timeout
         interval = timedelta(seconds=min((w.interval_s for w in waits), default=60))
+        reads = 0
         while True:
             answer = await self._probe(Phase.POST, p, p.post, refs)
+            reads += 1
             if isinstance(answer, Failed | Unknown):
                 return answer
             failed = [r for r in answer.results if r.outcome is not Outcome.HOLDS]
             if not failed:
                 return None
-            in_time = bool(waits) and workflow.now() + interval <= deadline
+            in_time = bool(waits) and _next_read_in_time(reads, interval, timeout, deadline)
             d = route(self._situation(Kind.POST_VIOLATED, waits=in_time))
             if d.answer is not Answer.WAIT:
                 first = failed[0]

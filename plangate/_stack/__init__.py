@@ -22,6 +22,15 @@ class StackError(RuntimeError):
     """An embedded service could not be found, started or stopped."""
 
 
+class PortTaken(StackError):
+    """A server could not listen on its port: something else holds it (perhaps only since the
+    port was found free)."""
+
+    def __init__(self, what: str, port: int, host: str = HOST) -> None:
+        super().__init__(f"{what}: port {port} on {host} is already in use")
+        self.port = port
+
+
 def free_port(host: str = HOST) -> int:
     """A TCP port that was free a moment ago (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -54,7 +63,7 @@ def choose_port(what: str, wanted: int | None, *, fallback: bool, host: str = HO
         port = free_port(host)
         log.warning("%s: port %d on %s is in use; using port %d instead", what, wanted, host, port)
         return port
-    raise StackError(f"{what}: port {wanted} on {host} is already in use")
+    raise PortTaken(what, wanted, host)
 
 
 def find_script(name: str) -> Path:

@@ -22,9 +22,11 @@ import stat
 import subprocess
 from pathlib import Path
 
-from . import HOST, StackError, log_tail
+from . import HOST, PortTaken, StackError, log_tail
 
 SUPERUSER = "postgres"
+# what the postmaster logs when its port is taken (initdb --locale=C: messages in English)
+_BIND_FAILED = "Address already in use"
 DATABASE = "postgres"
 _RUN_AS_CANDIDATES = ("postgres", "pgserver")
 
@@ -90,6 +92,7 @@ class PostgresServer:
             # left over from a process that died without stopping it: restart on our port
             self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
         options = f"-c listen_addresses={HOST} -p {self.port} -c unix_socket_directories=''"
+        logged = self.log_file.stat().st_size  # what this start writes to the log follows
         try:
             self._run(
                 "pg_ctl",
@@ -100,6 +103,8 @@ class PostgresServer:
                 "start",
             )  # fmt: skip
         except StackError as e:
+            if _BIND_FAILED in _read_from(self.log_file, logged):
+                raise PortTaken("Postgres", self.port) from e
             raise StackError(f"{e}\n{log_tail(self.log_file)}") from e
         self._started = True
 
@@ -153,6 +158,15 @@ class PostgresServer:
         self.data_dir.chmod(0o700)
         for path in (self.data_dir, self.log_file, self.bin_dir):
             _allow_traverse(path.parent)
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _run_as_user() -> str | None:

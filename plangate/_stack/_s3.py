@@ -1,12 +1,14 @@
 """An S3-compatible HTTP server: moto's server app, served from a thread of this process.
 
 This is what ``moto.server.ThreadedMotoServer`` does, except that the socket is bound in the
-caller's thread, so a taken port raises here instead of hanging ``start()``, and port 0 picks a
-free port without a race. Its state lives in this process's memory and ends with ``stop``.
+caller's thread, so a taken port raises :class:`PortTaken` here instead of hanging ``start()``,
+and port 0 has the OS pick a free port as it binds: no race. Its state lives in this process's
+memory and ends with ``stop``.
 """
 
 from __future__ import annotations
 
+import errno
 import threading
 from typing import Any
 
@@ -17,7 +19,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from . import HOST, StackError
+from . import HOST, PortTaken, StackError
 
 # moto's server takes any credentials; boto3 still wants some to sign requests with.
 FAKE_CREDENTIALS = {
@@ -48,8 +50,12 @@ class S3Server:
             self._server = make_server(
                 HOST, self.port, app, threaded=True, request_handler=_QuietHandler
             )
-        except (OSError, SystemExit) as e:  # werkzeug exits on a taken port
-            raise StackError(f"S3 server cannot listen on {HOST}:{self.port}") from e
+        except SystemExit as e:  # werkzeug exits on a taken port
+            raise PortTaken("S3 server", self.port) from e
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise PortTaken("S3 server", self.port) from e
+            raise StackError(f"S3 server cannot listen on {HOST}:{self.port}: {e}") from e
         self.port = self._server.server_port
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="plangate-s3", daemon=True
