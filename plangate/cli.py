@@ -95,7 +95,7 @@ async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     from plans.checking import lint
 
     plan = _load_checked(args.plan, settings)
-    warnings = lint(plan, catalogue())
+    warnings = lint(plan, catalogue(settings))
     if warnings and args.strict:
         raise PlanError([f"(strict) {w}" for w in warnings])
     for w in warnings:

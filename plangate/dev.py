@@ -1,7 +1,9 @@
 """``plangate dev``: the embedded stack and a worker in the foreground, until Ctrl-C or SIGTERM.
 
-It prints, on stdout, one ``export NAME=value`` line per variable that points at the stack, a
-``# Temporal Web UI: URL`` line, and ``plangate: ready`` once the worker is polling its queue.
+It prints, on stdout, one ``export NAME=value`` line per variable that points at the stack (and
+``PLANGATE_DEMO_SYSTEMS=1``: its worker has the demo systems, unless the environment says ``0``,
+so a ``plangate check`` with these exports knows the same tools), a ``# Temporal Web UI: URL``
+line, and ``plangate: ready`` once the worker is polling its queue.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from temporalio.worker import Worker
 
 from plangate.assembly import connect
 from plangate.stack import EmbeddedStack, StackError
-from world.settings import Settings
+from world.settings import DEMO_SYSTEMS_VAR, Settings
 
 BuildWorker = Callable[[Client, Settings], Awaitable[Worker]]
 
@@ -80,6 +82,7 @@ async def run_dev(
             print(f"plangate dev: {e}", file=sys.stderr)
             return 1
         env = stack.env()
+        env[DEMO_SYSTEMS_VAR] = os.environ.get(DEMO_SYSTEMS_VAR) or "1"
         os.environ.update(env)  # this process's boto3 and worker use the stack too
         for name, value in env.items():
             print(f"export {name}={shlex.quote(value)}", file=out)

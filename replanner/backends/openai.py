@@ -26,6 +26,8 @@ import openai
 from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import ValidationError
 
+from activities.catalogue import catalogue as deployment_catalogue
+from plans.catalogue import Catalogue
 from plans.model import Budget, Plan
 from records.replan import ReplanProposal, ReplanRequest
 from replanner.prompt import build_messages, compact_schema
@@ -74,10 +76,14 @@ class OpenAIBackend:
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         client: openai.AsyncOpenAI | None = None,
+        catalogue: Catalogue | None = None,
     ) -> None:
+        """``catalogue``: the tools and probes the model may use (None: those of this process's
+        environment; ``from_settings`` gives the deployment's)."""
         if client is None and base_url is None and api_key is None:
             raise ValueError("the openai re-planner needs OPENAI_BASE_URL or OPENAI_API_KEY")
         self.model = model
+        self._catalogue = catalogue if catalogue is not None else deployment_catalogue()
         self._secret = api_key or ""
         self._endpoint = _endpoint(base_url)
         self._client = client or openai.AsyncOpenAI(
@@ -99,6 +105,7 @@ class OpenAIBackend:
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key,
             timeout=timeout,
+            catalogue=deployment_catalogue(settings),
         )
 
     def __repr__(self) -> str:
@@ -111,7 +118,7 @@ class OpenAIBackend:
         try:
             completion = await self._client.chat.completions.create(
                 model=self.model,
-                messages=build_messages(req),
+                messages=build_messages(req, self._catalogue),
                 response_format=self._response_format,
             )
         except openai.APIStatusError as e:
