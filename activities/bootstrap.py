@@ -1,5 +1,6 @@
 """Tables plangate itself keeps in Postgres, in schema ``plangate`` (never a load target), then
-the demo systems' tables (``activities.demo_schema``).
+those of the deployment's extensions (``activities.extensions``: schema ``demo`` only where the
+demo systems are on).
 
 - ``plangate.jobs``: job states ``job_state`` reads and ``set_job_state`` writes;
 - ``plangate.loads``: what each ``warehouse.load`` put in its target (the source's SHA-256 and
@@ -8,7 +9,7 @@ the demo systems' tables (``activities.demo_schema``).
 
 from __future__ import annotations
 
-from activities.demo_schema import ensure_demo_schema
+from activities.extensions import registry_for
 from world.clients import World
 
 OWN_SCHEMA = "plangate"
@@ -40,4 +41,5 @@ async def ensure_schema(world: World) -> None:
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK)
         await conn.execute(SCHEMA)
-    await ensure_demo_schema(world)
+    for ensure in registry_for(world.settings).schemas.values():
+        await ensure(world)

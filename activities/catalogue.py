@@ -1,12 +1,13 @@
-"""The catalogue the plan language checks against and guards from: every registered tool and
-probe (``plans.catalogue``), filled from the registries; and the one way callers with settings
-validate a plan with it (the work directory's paths, the deployment's scope)."""
+"""The catalogue the plan language checks against and guards from: the deployment's tools
+(``activities.extensions.registry_for``: the core tools, and the demo systems' where they are
+on) and every probe (``plans.catalogue``); and the one way callers with settings validate a plan
+with it (the work directory's paths, the deployment's scope)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from activities.tools import TOOLS
+from activities.extensions import registry_for
 from plans.catalogue import Catalogue
 from plans.checking import lint, problems
 from plans.load import PlanError
@@ -16,15 +17,17 @@ from world.paths import path_check
 from world.settings import Settings
 
 
-def catalogue() -> Catalogue:
-    return Catalogue(tools=dict(TOOLS), probes=dict(PROBES))
+def catalogue(settings: Settings | None = None) -> Catalogue:
+    """What a deployment with ``settings`` knows; None: the tools this process's environment
+    turns on (``activities.extensions.registry_for``)."""
+    return Catalogue(tools=dict(registry_for(settings).tools), probes=dict(PROBES))
 
 
 def plan_problems(
     plan: Plan, settings: Settings, *, bound: Collection[str] = (), strict: bool = False
 ) -> list[str]:
     """Every problem of ``plan`` for this deployment; ``strict``: lint warnings are problems."""
-    cat = catalogue()
+    cat = catalogue(settings)
     found = problems(
         plan, cat, paths=path_check(settings.workdir), bound=bound, scope=settings.scope
     )

@@ -11,7 +11,8 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.tools.registry import TOOLS, CallContext
+from activities.extensions import registry_for
+from activities.tools.registry import CallContext
 from plans.model import Condition
 from probes.registry import PROBES, NoRecord, ProbeContext
 from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
@@ -24,7 +25,8 @@ PROBE_TIMEOUT_S = 15.0
 
 def probe_context(req: ProbeRequest, world: World) -> ProbeContext:
     """The guarded step, with a reader of its record through its tool's declared reader."""
-    spec = TOOLS.get(req.step.tool)
+    tools = registry_for(world.settings).tools
+    spec = tools.get(req.step.tool)
     reader = spec.reader if spec else None
 
     async def read() -> dict[str, JsonValue]:
@@ -41,7 +43,7 @@ def probe_context(req: ProbeRequest, world: World) -> ProbeContext:
                 out[dst] = req.output[name]
             else:
                 raise NoRecord(f"{src} is not known yet")
-        read_tool = TOOLS[reader.tool]
+        read_tool = tools[reader.tool]
         ctx = CallContext("probe", 0, req.idempotency_key)
         try:
             return await read_tool.fn(read_tool.args.model_validate(out), world, ctx)

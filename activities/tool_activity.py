@@ -19,7 +19,8 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.tools.registry import TOOLS, CallContext, ToolSpec
+from activities.extensions import registry_for
+from activities.tools.registry import CallContext, ToolSpec
 from plans.scope import Scope, targets
 from records.calls import ToolCall, ToolFailure, ToolResult
 from world.clients import World
@@ -120,5 +121,5 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
 
 
 def tool_activities(world: World) -> dict[str, Callable[[ToolCall], Any]]:
-    """Every registered tool as an activity, by its name."""
-    return {name: _make(spec, world) for name, spec in TOOLS.items()}
+    """Every tool of the deployment (``world.settings``) as an activity, by its name."""
+    return {name: _make(spec, world) for name, spec in registry_for(world.settings).tools.items()}

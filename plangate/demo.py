@@ -1,7 +1,8 @@
 """``plangate demo``: the seeds' two incidents replayed against real services, each once as the
 naive executor went and once as plangate goes, with what happened to the world after each.
 
-Starts the embedded stack and a worker (playbook re-planner) in this process.
+Starts the embedded stack and a worker (playbook re-planner, the demo systems on) in this
+process.
 """
 
 from __future__ import annotations
@@ -175,6 +176,7 @@ async def _replay(env: dict[str, str]) -> Demo:
         Settings.from_env(env),
         task_queue=f"demo-{uuid.uuid4().hex[:6]}",
         replanner="playbook",
+        demo_systems=True,
     )
     s3 = boto3.client("s3", endpoint_url=settings.s3_endpoint_url)
     s3.create_bucket(Bucket=BUCKET)

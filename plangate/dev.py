@@ -1,7 +1,9 @@
 """``plangate dev``: the embedded stack and a worker in the foreground, until Ctrl-C or SIGTERM.
 
-It prints, on stdout, one ``export NAME=value`` line per variable that points at the stack, a
-``# Temporal Web UI: URL`` line, and ``plangate: ready`` once the worker is polling its queue.
+It prints, on stdout, one ``export NAME=value`` line per variable that points at the stack (and
+``PLANGATE_DEMO_SYSTEMS=1``: its worker has the demo systems, unless the environment says ``0``,
+so a ``plangate check`` with these exports knows the same tools), a ``# Temporal Web UI: URL``
+line, and ``plangate: ready`` once the worker is polling its queue.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from temporalio.client import Client
 from plangate.assembly import build_worker, connect
 from plangate.stack import EmbeddedStack, StackError, environment
 from world.clients import World
-from world.settings import Settings
+from world.settings import DEMO_SYSTEMS_VAR, Settings
 
 #: The ports ``plangate dev`` asks for; a taken one is replaced by a free one (and printed).
 DEV_TEMPORAL_PORT = 7233
@@ -77,6 +79,7 @@ async def run_dev(
             print(f"plangate dev: {e}", file=sys.stderr)
             return 1
         env = stack.env()
+        env[DEMO_SYSTEMS_VAR] = os.environ.get(DEMO_SYSTEMS_VAR) or "1"
         for name, value in env.items():
             print(f"export {name}={shlex.quote(value)}", file=out)
         if stack.ui_url:

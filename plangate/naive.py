@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.tools import TOOLS
+from activities.extensions import registry_for
 from activities.tools.registry import CallContext
 from plans import bindings, jsonpath
 from plans.model import Plan
@@ -30,7 +30,7 @@ class NaiveRun:
 
 
 async def _call(world: World, tool: str, args: dict[str, Any], run: NaiveRun) -> Any:
-    spec = TOOLS[tool]
+    spec = registry_for(world.settings).tools[tool]
     parsed = spec.args.model_validate(args)
     for delay in (0.2, 0.4, 0.8, None):
         run.calls += 1

@@ -1,6 +1,7 @@
 """Reaching the configured services, with one clear line when one cannot be reached.
 
-The command line connects to Temporal through :func:`connect`; the worker also checks Postgres
+The command line connects to Temporal through :func:`connect` (the deployment's connection from
+``temporalio.envconfig``: a profile, TLS, an API key); the worker also checks Postgres
 and (when ``PLANGATE_S3_ENDPOINT_URL`` is set) S3 before it polls, so a worker that could do no
 work says which service is missing, by host and port, and exits. Messages never carry a
 password.
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from plangate.assembly import connect as _connect
 from world.settings import Settings
@@ -49,11 +51,20 @@ def _reason(e: BaseException, secret: str | None = None) -> str:
     return text[:300]
 
 
+def temporal_address(settings: Settings) -> str:
+    """Where the client connects: the address, and ``over TLS`` when it does."""
+    return settings.temporal_address + (" over TLS" if settings.temporal_tls_enabled else "")
+
+
 async def connect(settings: Settings) -> Client:
+    """``plangate.assembly.connect``, with a service that cannot be reached (or that refuses
+    the credentials) as one line naming it. The API key never appears in it."""
     try:
         return await _connect(settings)
-    except RuntimeError as e:
-        raise ServiceUnreachable("Temporal", settings.temporal_address, _reason(e)) from e
+    except (RuntimeError, RPCError) as e:
+        raise ServiceUnreachable(
+            "Temporal", temporal_address(settings), _reason(e, settings.temporal_api_key)
+        ) from None
 
 
 def postgres_address(url: str) -> str:

@@ -12,12 +12,15 @@ Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, hea
   ``<state_dir>/postgres``, log in ``<state_dir>/postgres.log``, TCP only.
 - S3: moto's server in a thread of this process; its buckets live in memory until ``stop``.
 
-Nothing here downloads anything. A port given as ``None`` is picked free at start; a fixed port
-that is taken raises :class:`StackError` unless ``port_fallback`` lets a free one be used instead.
-A port picked free can be taken before the server binds it: the server is then started again on
-another one (Temporal, Postgres and S3 alike, a bounded number of times).
-If one service fails to start, the ones already started are stopped and :class:`StackError` names
-the one that failed.
+The servers come from the extra ``plangate[embedded]``; without it, :meth:`EmbeddedStack.start`
+raises :class:`plangate._stack.EmbeddedNotInstalled` (a :class:`StackError`) saying so, and moto
+is never imported. Nothing here downloads anything.
+
+A port given as ``None`` is picked free at start; a fixed port that is taken raises
+:class:`StackError` unless ``port_fallback`` lets a free one be used instead. A port picked free
+can be taken before the server binds it: the server is then started again on another one
+(Temporal, Postgres and S3 alike, a bounded number of times). If one service fails to start,
+the ones already started are stopped and :class:`StackError` names the one that failed.
 """
 
 from __future__ import annotations
@@ -30,12 +33,20 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from plangate._stack import PortTaken, StackError, choose_port
+from plangate._stack import (
+    FAKE_CREDENTIALS,
+    PortTaken,
+    StackError,
+    choose_port,
+    require_embedded,
+)
 from plangate._stack._postgres import PostgresServer
-from plangate._stack._s3 import FAKE_CREDENTIALS, S3Server
 from plangate._stack._temporal import TemporalDevServer
+
+if TYPE_CHECKING:
+    from plangate._stack._s3 import S3Server  # imports moto: only when a stack starts
 
 __all__ = ["EmbeddedStack", "StackError", "environment"]
 
@@ -92,6 +103,7 @@ class EmbeddedStack:
     async def start(self) -> Self:
         if self._started:
             return self
+        require_embedded()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.workdir.mkdir(parents=True, exist_ok=True)
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
@@ -190,6 +202,8 @@ class EmbeddedStack:
         )
 
     async def _start_s3(self) -> None:
+        from plangate._stack._s3 import S3Server
+
         async def start(port: int) -> None:
             server = S3Server(port=port)
             server.start()

@@ -74,7 +74,7 @@ async def draft_plan(
     model = backend or backend_for(settings)
     try:
         answer = await model.ask(
-            first_plan_messages(goal, context), goal, Budget().replans_max
+            first_plan_messages(goal, context, catalogue(settings)), goal, Budget().replans_max
         )
     except ModelUnavailable as e:
         raise PlanningUnavailable(f"the model gave no answer: {e}") from None
@@ -86,4 +86,5 @@ async def draft_plan(
     found = plan_problems(answer.plan, settings)
     if found:
         return Draft(None, reason="the model's plan was refused", problems=found)
-    return Draft(answer.plan, reason=answer.reason, findings=lint(answer.plan, catalogue()))
+    findings = lint(answer.plan, catalogue(settings))
+    return Draft(answer.plan, reason=answer.reason, findings=findings)

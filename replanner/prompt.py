@@ -1,7 +1,8 @@
 """The chat messages a model re-planner is handed.
 
-System message: the rules, the output shape and the catalogue (tools with their effects and
-argument schemas, probes with theirs). User message: the request itself as JSON (goal, completed
+System message: the rules, the output shape and the deployment's catalogue (its tools with their
+effects and argument schemas, probes with theirs: ``activities.catalogue``, the same one
+``plangate check`` and the worker use). User message: the request itself as JSON (goal, completed
 steps with their bindings and results, the failure, the remaining steps, the budget and every
 value bound so far).
 """
@@ -13,8 +14,8 @@ from typing import Any
 
 from openai.types.chat import ChatCompletionMessageParam
 
-from activities.tools import TOOLS
-from probes import PROBES
+from activities.catalogue import catalogue
+from plans.catalogue import Catalogue
 from records.replan import ReplanRequest
 
 RULES = """\
@@ -65,9 +66,9 @@ def compact_schema(schema: Any) -> Any:
     return out
 
 
-def catalogue() -> dict[str, Any]:
-    """Every registered tool (name, effect, argument schema, whether field probes fit it) and
-    every registered probe (name, argument schema)."""
+def catalogue_view(cat: Catalogue) -> dict[str, Any]:
+    """Every tool of ``cat`` (name, effect, argument schema, whether field probes fit it) and
+    every probe (name, argument schema)."""
     return {
         "tools": [
             {
@@ -76,11 +77,11 @@ def catalogue() -> dict[str, Any]:
                 "args": compact_schema(spec.args.model_json_schema()),
                 "field_probes": spec.reader is not None,
             }
-            for name, spec in sorted(TOOLS.items())
+            for name, spec in sorted(cat.tools.items())
         ],
         "probes": [
             {"name": name, "args": compact_schema(spec.args.model_json_schema())}
-            for name, spec in sorted(PROBES.items())
+            for name, spec in sorted(cat.probes.items())
         ],
     }
 
@@ -101,8 +102,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
 
 
-def system_prompt() -> str:
-    return f"{RULES}\n\nCatalogue:\n{_dumps(catalogue())}"
+def system_prompt(cat: Catalogue) -> str:
+    return f"{RULES}\n\nCatalogue:\n{_dumps(catalogue_view(cat))}"
 
 
 PLANNER_RULES = """\
@@ -130,20 +131,26 @@ than invent a route.
 Answer with one JSON object: {"steps": [...], "reason": "one sentence"}."""
 
 
-def first_plan_messages(goal: str, context: str | None) -> list[ChatCompletionMessageParam]:
-    """The messages that ask for a first plan toward ``goal`` (with ``context``, a person's
-    notes: names of buckets and tables, amounts, addresses)."""
+def first_plan_messages(
+    goal: str, context: str | None, cat: Catalogue
+) -> list[ChatCompletionMessageParam]:
+    """The messages that ask for a first plan toward ``goal`` over ``cat`` (with ``context``,
+    a person's notes: names of buckets and tables, amounts, addresses)."""
     user: dict[str, Any] = {"goal": goal}
     if context:
         user["context"] = context
     return [
-        {"role": "system", "content": f"{PLANNER_RULES}\n\nCatalogue:\n{_dumps(catalogue())}"},
+        {"role": "system", "content": f"{PLANNER_RULES}\n\nCatalogue:\n"
+         f"{_dumps(catalogue_view(cat))}"},
         {"role": "user", "content": _dumps(user)},
     ]
 
 
-def build_messages(req: ReplanRequest) -> list[ChatCompletionMessageParam]:
+def build_messages(
+    req: ReplanRequest, cat: Catalogue | None = None
+) -> list[ChatCompletionMessageParam]:
+    """``cat`` None: the catalogue of this process's environment."""
     return [
-        {"role": "system", "content": system_prompt()},
+        {"role": "system", "content": system_prompt(cat or catalogue())},
         {"role": "user", "content": _dumps(request_payload(req))},
     ]

@@ -20,7 +20,7 @@ ACTIVITY_NAME = "replanner.review"
 
 def review(req: ReviewRequest, settings: Settings) -> Review:
     found = plan_problems(req.plan, settings, bound=set(req.request.bound), strict=True)
-    cat = catalogue()
+    cat = catalogue(settings)
     if not found:
         found = mandate_problems(req.plan, req.request, cat)
     if found:

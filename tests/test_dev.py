@@ -28,6 +28,7 @@ EXPORTED = (
     "AWS_SECRET_ACCESS_KEY",
     "AWS_DEFAULT_REGION",
     "PLANGATE_WORKDIR",
+    "PLANGATE_DEMO_SYSTEMS",  # plangate dev turns the demo systems on
 )
 
 

@@ -1,4 +1,16 @@
-"""Configuration by environment (DESIGN.md section 7). Read once, at start."""
+"""Configuration by environment (DESIGN.md section 7). Read once, at start.
+
+The Temporal connection comes from ``temporalio.envconfig``, as every Temporal SDK and the
+Temporal CLI read it: a profile from a TOML file (``TEMPORAL_CONFIG_FILE``, else the default
+``~/.config/temporalio/temporal.toml``; ``TEMPORAL_PROFILE`` names the profile, else
+``default``), overridden by the environment (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+``TEMPORAL_API_KEY``, ``TEMPORAL_TLS``, ``TEMPORAL_TLS_*``, ``TEMPORAL_GRPC_META_*``). With
+neither, plangate's defaults: ``localhost:7233``, namespace ``default``, no TLS. An API key turns
+TLS on unless TLS is disabled. As for every plangate variable, an empty value counts as unset.
+
+The API key, the TLS material and the gRPC metadata (which may carry credentials) never appear in
+``repr(settings)`` nor in an error message.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +20,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientConnectConfig
+
 from plans.scope import Scope
 
 Replanner = Literal["openai", "playbook"]
+
+DEMO_SYSTEMS_VAR = "PLANGATE_DEMO_SYSTEMS"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """A yes/no variable: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``
+    (any case); unset or empty: ``default``."""
+    value = (env.get(name) or "").strip().lower()
+    if not value:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), not {value!r}")
+
+
+def demo_systems_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``PLANGATE_DEMO_SYSTEMS`` turns the demo systems on (``os.environ`` by default)."""
+    return flag(os.environ if env is None else env, DEMO_SYSTEMS_VAR)
 
 
 @dataclass(frozen=True)
 class Settings:
     temporal_address: str = "localhost:7233"
     temporal_namespace: str = "default"
+    # The rest of the Temporal connection (temporalio.envconfig): the profile it was read from
+    # (None: "default", when the file has one), the API key, TLS (None: off, unless an API key
+    # turns it on) and gRPC metadata. Secrets, all but the profile's name: kept out of repr.
+    temporal_profile: str | None = None
+    temporal_api_key: str | None = field(default=None, repr=False)
+    temporal_tls: ClientConfigTLS | None = field(default=None, repr=False)
+    temporal_rpc_metadata: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     task_queue: str = "plangate"
     database_url: str = "postgresql://postgres@localhost:5432/postgres"
     s3_endpoint_url: str | None = None
@@ -28,10 +71,38 @@ class Settings:
     # where tools may write (plans.scope); None: anywhere but plangate's own schema
     allowed_buckets: str | None = None
     allowed_schemas: str | None = None
+    # the demo systems (billing, CRM, e-mail tools and their schema ``demo``): registered by the
+    # worker, known to ``check`` and the re-planner only when on (activities.extensions)
+    demo_systems: bool = False
 
     @property
     def scope(self) -> Scope:
         return Scope.parse(self.allowed_buckets, self.allowed_schemas)
+
+    @property
+    def temporal_tls_enabled(self) -> bool:
+        """Whether the client will speak TLS to Temporal (an API key turns it on by default)."""
+        if self.temporal_tls is not None:
+            return self.temporal_tls.disabled is not True
+        return self.temporal_api_key is not None
+
+    def temporal_connect_config(self) -> ClientConnectConfig:
+        """The keyword arguments of ``temporalio.client.Client.connect`` for this deployment
+        (``plangate.assembly.connect`` is the one place that connects with them). TLS
+        certificates and keys given as paths are read here."""
+        profile = ClientConfigProfile(
+            address=self.temporal_address,
+            namespace=self.temporal_namespace,
+            api_key=self.temporal_api_key,
+            tls=self.temporal_tls,
+            grpc_meta=dict(self.temporal_rpc_metadata),
+        )
+        try:
+            return profile.to_client_connect_config()
+        except OSError as e:
+            raise ValueError(
+                f"Temporal TLS: cannot read {e.filename}: {e.strerror or type(e).__name__}"
+            ) from None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -43,9 +114,14 @@ class Settings:
             raise ValueError(
                 f"PLANGATE_REPLANNER must be 'openai' or 'playbook', not {replanner!r}"
             )
+        temporal = _temporal_profile(e)
         return cls(
-            temporal_address=e.get("TEMPORAL_ADDRESS") or cls.temporal_address,
-            temporal_namespace=e.get("TEMPORAL_NAMESPACE") or cls.temporal_namespace,
+            temporal_address=temporal.address or cls.temporal_address,
+            temporal_namespace=temporal.namespace or cls.temporal_namespace,
+            temporal_profile=e.get("TEMPORAL_PROFILE") or None,
+            temporal_api_key=temporal.api_key or None,
+            temporal_tls=temporal.tls,
+            temporal_rpc_metadata=tuple(sorted(temporal.grpc_meta.items())),
             task_queue=e.get("PLANGATE_TASK_QUEUE") or cls.task_queue,
             database_url=e.get("PLANGATE_DATABASE_URL") or cls.database_url,
             s3_endpoint_url=e.get("PLANGATE_S3_ENDPOINT_URL") or None,
@@ -56,4 +132,39 @@ class Settings:
             replanner=replanner,  # type: ignore[arg-type]
             allowed_buckets=e.get("PLANGATE_ALLOWED_BUCKETS") or None,
             allowed_schemas=e.get("PLANGATE_ALLOWED_SCHEMAS") or None,
+            demo_systems=flag(e, DEMO_SYSTEMS_VAR),
         )
+
+
+_TLS_FILES = (
+    ("server_root_ca_cert", "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "tls.server_ca_cert_path"),
+    ("client_cert", "TEMPORAL_TLS_CLIENT_CERT_PATH", "tls.client_cert_path"),
+    ("client_private_key", "TEMPORAL_TLS_CLIENT_KEY_PATH", "tls.client_key_path"),
+)
+
+
+def _temporal_profile(env: Mapping[str, str]) -> ClientConfigProfile:
+    """The Temporal client profile of ``env`` through ``temporalio.envconfig``; a configuration
+    that cannot be used is a ``ValueError`` of one line that names what to fix (never a
+    secret: a TOML error's quoted line is left out)."""
+    # empty means unset, as for every plangate variable
+    given = {k: v for k, v in env.items() if v}
+    config_file = given.get("TEMPORAL_CONFIG_FILE")
+    if config_file and not os.path.exists(config_file):
+        # the SDK would silently use no file at all, and connect somewhere else
+        raise ValueError(f"TEMPORAL_CONFIG_FILE names {config_file}, which does not exist")
+    try:
+        profile = ClientConfigProfile.load(override_env_vars=given)
+    except RuntimeError as e:  # the SDK's ConfigError: an unknown profile, a file not TOML
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        where = f" ({config_file})" if config_file else ""
+        raise ValueError(f"Temporal client configuration{where}: {first}") from None
+    tls = profile.tls
+    if tls is not None and tls.disabled is not True:
+        for attr, var, key in _TLS_FILES:
+            source = getattr(tls, attr)
+            if isinstance(source, Path) and not source.is_file():
+                raise ValueError(
+                    f"Temporal TLS: {source} ({var} or the profile's {key}) is not a file"
+                )
+    return profile

@@ -1,11 +1,18 @@
 """The tool registry: a tool is its catalogue entry (``plans.catalogue.ToolInfo``: name,
 argument model, effect, contract, reader, what it writes) and the function that does the work.
+
+``@tool`` *declares* a tool when its module is imported: ``TOOLS`` holds every tool declared in
+this process, by name (two declarations of one name are an error). Which tools a deployment
+*has* (its worker's activities, what ``check`` and the re-planner know) is decided by its
+settings: ``activities.extensions.registry_for(settings)``, which registers the tools of the
+modules it turns on (``declared_in``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
@@ -59,3 +66,8 @@ def tool(
         return fn
 
     return register
+
+
+def declared_in(module: ModuleType) -> dict[str, ToolSpec[Any]]:
+    """The tools ``module`` declares (with ``@tool``), by name."""
+    return {n: s for n, s in TOOLS.items() if s.fn.__module__ == module.__name__}

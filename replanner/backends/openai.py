@@ -27,6 +27,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import ValidationError
 
+from activities.catalogue import catalogue as deployment_catalogue
+from plans.catalogue import Catalogue
 from plans.model import Budget, Plan
 from records.replan import ReplanProposal, ReplanRequest
 from replanner.prompt import build_messages, compact_schema
@@ -75,10 +77,14 @@ class OpenAIBackend:
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         client: openai.AsyncOpenAI | None = None,
+        catalogue: Catalogue | None = None,
     ) -> None:
+        """``catalogue``: the tools and probes the model may use (None: those of this process's
+        environment; ``from_settings`` gives the deployment's)."""
         if client is None and base_url is None and api_key is None:
             raise ValueError("the openai re-planner needs OPENAI_BASE_URL or OPENAI_API_KEY")
         self.model = model
+        self._catalogue = catalogue if catalogue is not None else deployment_catalogue()
         self._secret = api_key or ""
         self._endpoint = _endpoint(base_url)
         self._client = client or openai.AsyncOpenAI(
@@ -100,6 +106,7 @@ class OpenAIBackend:
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key,
             timeout=timeout,
+            catalogue=deployment_catalogue(settings),
         )
 
     def __repr__(self) -> str:
@@ -109,7 +116,9 @@ class OpenAIBackend:
         await self._client.close()
 
     async def propose(self, req: ReplanRequest) -> ReplanProposal:
-        return await self.ask(build_messages(req), req.goal, req.budget.replans_max)
+        return await self.ask(
+            build_messages(req, self._catalogue), req.goal, req.budget.replans_max
+        )
 
     async def ask(
         self, messages: list[ChatCompletionMessageParam], goal: str, replans_max: int
