@@ -12,7 +12,6 @@ from plans.catalogue import Catalogue
 from plans.checking import lint, problems
 from plans.load import PlanError
 from plans.model import Plan
-from probes import PROBES
 from world.paths import path_check
 from world.settings import Settings
 
@@ -20,7 +19,8 @@ from world.settings import Settings
 def catalogue(settings: Settings | None = None) -> Catalogue:
     """What a deployment with ``settings`` knows; None: the tools this process's environment
     turns on (``activities.extensions.registry_for``)."""
-    return Catalogue(tools=dict(registry_for(settings).tools), probes=dict(PROBES))
+    registry = registry_for(settings)
+    return Catalogue(tools=dict(registry.tools), probes=dict(registry.probes))
 
 
 def plan_problems(

@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from activities.extensions import registry_for
 from activities.tools.registry import CallContext
 from plans.model import Condition
-from probes.registry import PROBES, NoRecord, ProbeContext
+from probes.registry import NoRecord, ProbeContext
 from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from world.clients import World
 from world.errors import ToolError
@@ -61,6 +61,7 @@ def probe_context(req: ProbeRequest, world: World) -> ProbeContext:
 class ProbeActivities:
     def __init__(self, world: World) -> None:
         self.world = world
+        self.probes = registry_for(world.settings).probes
 
     async def _one(self, cond: Condition, ctx: ProbeContext, lenient: bool) -> ProbeResult:
         t0 = time.perf_counter()
@@ -72,7 +73,7 @@ class ProbeActivities:
                  "detail": detail, "elapsed_ms": ms}
             )
 
-        spec = PROBES.get(cond.probe)
+        spec = self.probes.get(cond.probe)
         if spec is None:
             return done(Outcome.UNKNOWN, detail=f"no probe named {cond.probe!r}")
         try:

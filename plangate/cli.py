@@ -299,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"plangate: {e}", file=sys.stderr)
         return EXIT_USAGE
+    from activities.extensions import ExtensionError
     from plangate._stack import StackError
     from plangate.services import ServiceUnreachable
 
@@ -308,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlanError as e:
         _print_problems(getattr(args, "plan", "?"), e.problems)
         return EXIT_USAGE
-    except UsageError as e:
+    except (UsageError, ExtensionError) as e:
         print(f"plangate: {e}", file=sys.stderr)
         return EXIT_USAGE
     except ServiceUnreachable as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
@@ -70,8 +71,20 @@ PROBES: dict[str, ProbeSpec[Any]] = {}
 def probe(name: str, args: type[A], system: str) -> Callable[[ProbeFn[A]], ProbeFn[A]]:
     def register(fn: ProbeFn[A]) -> ProbeFn[A]:
         if name in PROBES:
-            raise ValueError(f"probe {name!r} registered twice")
+            raise ValueError(
+                f"probe {name!r} is declared twice: by {PROBES[name].fn.__module__} "
+                f"and by {fn.__module__}"
+            )
         PROBES[name] = ProbeSpec(name, args, system, fn=fn)
         return fn
 
     return register
+
+
+def declared_in(module: ModuleType) -> dict[str, ProbeSpec[Any]]:
+    """The probes ``module`` (and, for a package, its submodules) declares with ``@probe``."""
+    name = module.__name__
+    return {
+        n: s for n, s in PROBES.items()
+        if s.fn.__module__ == name or s.fn.__module__.startswith(name + ".")
+    }

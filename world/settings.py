@@ -15,6 +15,7 @@ The API key, the TLS material and the gRPC metadata (which may carry credentials
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,24 @@ def flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     if value in _FALSE:
         return False
     raise ValueError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), not {value!r}")
+
+
+EXTENSIONS_VAR = "PLANGATE_EXTENSIONS"
+_MODULE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _module_paths(raw: str) -> tuple[str, ...]:
+    """``PLANGATE_EXTENSIONS``: module paths, separated by commas."""
+    paths = tuple(p.strip() for p in raw.split(",") if p.strip())
+    bad = [p for p in paths if not _MODULE_PATH.match(p)]
+    if bad:
+        raise ValueError(f"{EXTENSIONS_VAR}: not a module path: {', '.join(map(repr, bad))}")
+    return paths
+
+
+def extension_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The modules ``PLANGATE_EXTENSIONS`` names (``os.environ`` by default)."""
+    return _module_paths((os.environ if env is None else env).get(EXTENSIONS_VAR) or "")
 
 
 def demo_systems_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -74,6 +93,9 @@ class Settings:
     # the demo systems (billing, CRM, e-mail tools and their schema ``demo``): registered by the
     # worker, known to ``check`` and the re-planner only when on (activities.extensions)
     demo_systems: bool = False
+    # modules of the user's own tools and probes (activities.extensions), besides those of the
+    # ``plangate.extensions`` entry-point group
+    extensions: tuple[str, ...] = ()
 
     @property
     def scope(self) -> Scope:
@@ -133,6 +155,7 @@ class Settings:
             allowed_buckets=e.get("PLANGATE_ALLOWED_BUCKETS") or None,
             allowed_schemas=e.get("PLANGATE_ALLOWED_SCHEMAS") or None,
             demo_systems=flag(e, DEMO_SYSTEMS_VAR),
+            extensions=_module_paths(e.get(EXTENSIONS_VAR) or ""),
         )
 
 

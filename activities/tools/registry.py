@@ -59,7 +59,10 @@ def tool(
 ) -> Callable[[ToolFn[A]], ToolFn[A]]:
     def register(fn: ToolFn[A]) -> ToolFn[A]:
         if name in TOOLS:
-            raise ValueError(f"tool {name!r} registered twice")
+            raise ValueError(
+                f"tool {name!r} is declared twice: by {TOOLS[name].fn.__module__} "
+                f"and by {fn.__module__}"
+            )
         TOOLS[name] = ToolSpec(
             name, args, effect, contract or Contract(), reader, writes, fn=fn
         )
@@ -69,5 +72,9 @@ def tool(
 
 
 def declared_in(module: ModuleType) -> dict[str, ToolSpec[Any]]:
-    """The tools ``module`` declares (with ``@tool``), by name."""
-    return {n: s for n, s in TOOLS.items() if s.fn.__module__ == module.__name__}
+    """The tools ``module`` (and, for a package, its submodules) declares with ``@tool``."""
+    return {n: s for n, s in TOOLS.items() if _within(s.fn.__module__, module.__name__)}
+
+
+def _within(declaring: str, module: str) -> bool:
+    return declaring == module or declaring.startswith(module + ".")
