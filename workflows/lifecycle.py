@@ -237,11 +237,7 @@ class StepRunner:
     # -- EXECUTING and VERIFYING --------------------------------------------------------------
     async def _execute(self, p: Prepared) -> Finished | Failed | Unknown:
         self.ctx.set_state(self.step.n, StepState.EXECUTING)
-        plan = self.ctx.plan
-        call = ToolCall(
-            step=p.ref, idempotency_key=p.key,
-            on_behalf_of=plan.on_behalf_of, policy_bundle=plan.policy_bundle,
-        )
+        call = ToolCall(step=p.ref, idempotency_key=p.key)
         match await calls.call_tool(self.step.tool, call, self.effect):
             case calls.CallFailed(failure=tf):
                 self.rep.attempts += tf.attempt
