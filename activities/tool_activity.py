@@ -94,7 +94,10 @@ async def _heartbeat() -> None:
 def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
     async def run_tool(call: ToolCall) -> ToolResult:
         started = datetime.now(UTC)
-        ctx = CallContext(call.step.run_id, call.step.n, call.idempotency_key)
+        ctx = CallContext(
+            call.step.run_id, call.step.n, call.idempotency_key,
+            on_behalf_of=call.on_behalf_of, policy_bundle=call.policy_bundle,
+        )
         beat = asyncio.create_task(_heartbeat())
         try:
             args = spec.args.model_validate(call.step.args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -171,11 +172,21 @@ class Budget(BaseModel):
     replans_max: int = Field(default=2, ge=0, le=10)
 
 
+# who the run acts for, the policy version it was decided under: names, not prose
+_PRINCIPAL = r"^[A-Za-z_][A-Za-z0-9_.@\-]{0,62}$"
+
+
 class Plan(BaseModel):
     model_config = _CONFIG
     goal: str = Field(min_length=1)
     budget: Budget = Field(default_factory=Budget)
     steps: list[Step] = Field(min_length=1)
+    # Run-level, all optional (DESIGN.md section 2).
+    made_at: datetime | None = None  # when the plan was written: the staleness window's start
+    on_behalf_of: str | None = Field(default=None, pattern=_PRINCIPAL)
+    policy_bundle: str | None = Field(default=None, min_length=1, max_length=200)
+    # how long an approval card stays valid (default: the deployment's, 24 h)
+    approval_ttl_s: float | None = Field(default=None, gt=0, le=limits.MAX_WAIT_TIMEOUT_S)
 
     @field_validator("steps", mode="before")
     @classmethod

@@ -63,6 +63,10 @@ class ProbeReport(BaseModel):
 class ToolCall(BaseModel):
     step: StepRef
     idempotency_key: str
+    # The authority the run acts under and the policy version it was decided under: the tool
+    # re-checks both when it acts (403 when the authority is gone, 412 when the policy moved).
+    on_behalf_of: str | None = None
+    policy_bundle: str | None = None
 
 
 class ToolResult(BaseModel):

@@ -237,7 +237,11 @@ class StepRunner:
     # -- EXECUTING and VERIFYING --------------------------------------------------------------
     async def _execute(self, p: Prepared) -> Finished | Failed | Unknown:
         self.ctx.set_state(self.step.n, StepState.EXECUTING)
-        call = ToolCall(step=p.ref, idempotency_key=p.key)
+        plan = self.ctx.plan
+        call = ToolCall(
+            step=p.ref, idempotency_key=p.key,
+            on_behalf_of=plan.on_behalf_of, policy_bundle=plan.policy_bundle,
+        )
         match await calls.call_tool(self.step.tool, call, self.effect):
             case calls.CallFailed(failure=tf):
                 self.rep.attempts += tf.attempt

@@ -36,6 +36,8 @@ class CallContext:
     run_id: str
     n: int
     idempotency_key: str
+    on_behalf_of: str | None = None  # whose authority the call acts under: re-checked here
+    policy_bundle: str | None = None  # the policy version the plan was decided under
 
 
 ToolFn = Callable[[A, "World", CallContext], Awaitable[dict[str, JsonValue]]]
