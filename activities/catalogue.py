@@ -10,6 +10,7 @@ from collections.abc import Collection
 from activities.extensions import registry_for
 from plans.catalogue import Catalogue
 from plans.checking import lint, problems
+from plans.guards import GuardedPlan, guard
 from plans.load import PlanError
 from plans.model import Plan
 from world.paths import path_check
@@ -42,3 +43,12 @@ def check_plan(plan: Plan, settings: Settings) -> Plan:
     if found:
         raise PlanError(found)
     return plan
+
+
+def guarded(plan: Plan, settings: Settings) -> GuardedPlan:
+    """The plan with its guards for this deployment: its tools' contracts and effects, and which
+    steps wait for a person (``approval: required``, or an effect the deployment names)."""
+    return guard(
+        plan, catalogue(settings), approve_effects=settings.approve_effects,
+        approval_ttl_s=settings.approval_ttl_s,
+    )

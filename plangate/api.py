@@ -19,20 +19,25 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.catalogue import catalogue, check_plan
+from activities.catalogue import catalogue, check_plan, guarded
 from plangate.assembly import connect
 from plans.checking import lint
-from plans.guards import guard
 from plans.load import PlanError, load_file, parse_plan
 from plans.model import Plan
+from records.approvals import ApprovalAnswer, ApprovalReceipt, Decision
 from records.report import RunReport, RunStatus
 from records.run import CancelRequest, RunInput
 from replanner.planner import Draft, draft_plan
@@ -59,6 +64,32 @@ class RunIdInUse(ValueError):
 
 class RunEnded(ValueError):
     """The run has already ended (nothing to cancel)."""
+
+
+class AnswerRefused(ValueError):
+    """An approval answer the run refused (the message says why); nothing was recorded."""
+
+
+MAX_START_DELAY = timedelta(days=30)
+
+
+def start_delay(
+    now: datetime, start_at: datetime | None, start_in: timedelta | None
+) -> timedelta | None:
+    """How long a queued run waits before it starts (None: it starts now)."""
+    if start_at is not None and start_in is not None:
+        raise ValueError("give a start time or a delay, not both")
+    if start_at is not None:
+        if start_at.tzinfo is None:
+            raise ValueError(f"start time {start_at.isoformat()} has no time zone")
+        start_in = start_at - now
+        if start_in <= timedelta(0):
+            raise ValueError(f"start time {start_at.isoformat()} is not in the future")
+    if start_in is None:
+        return None
+    if not timedelta(0) < start_in <= MAX_START_DELAY:
+        raise ValueError(f"a run may be queued for at most {MAX_START_DELAY.days} days")
+    return start_in
 
 
 @dataclass(frozen=True)
@@ -115,27 +146,73 @@ class Plangate:
         return await draft_plan(goal, self.settings, context)
 
     # -- runs ---------------------------------------------------------------------------------
-    async def start(self, source: PlanSource, *, run_id: str | None = None) -> str:
-        """Check the plan, resolve its guards and start a run; the run id."""
-        return (await self.submit(source, run_id=run_id)).id
+    async def start(
+        self,
+        source: PlanSource,
+        *,
+        run_id: str | None = None,
+        start_at: datetime | None = None,
+        start_in: timedelta | None = None,
+    ) -> str:
+        """Check the plan, resolve its guards and start a run (or queue it: ``start_at`` a
+        time, ``start_in`` a delay); the run id."""
+        handle = await self.submit(source, run_id=run_id, start_at=start_at, start_in=start_in)
+        return handle.id
 
     async def submit(
-        self, source: PlanSource, *, run_id: str | None = None
+        self,
+        source: PlanSource,
+        *,
+        run_id: str | None = None,
+        start_at: datetime | None = None,
+        start_in: timedelta | None = None,
     ) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
-        """``start``, returning the Temporal handle of this very execution."""
+        """``start``, returning the Temporal handle of this very execution. The staleness
+        window runs from the plan's ``made_at``, or from now (submission) when it has none."""
         plan = self.check(source).plan
         run_id = run_id or new_run_id()
+        now = datetime.now(UTC)
+        delay = start_delay(now, start_at, start_in)
         try:
             return await self.client.start_workflow(
                 PlanRunWorkflow.run,
-                RunInput(
-                    plan=guard(plan, catalogue(self.settings)), plan_made_at=datetime.now(UTC)
-                ),
+                RunInput(plan=guarded(plan, self.settings), plan_made_at=plan.made_at or now),
                 id=run_id,
                 task_queue=self.settings.task_queue,
+                start_delay=delay,
             )
         except WorkflowAlreadyStartedError:
             raise RunIdInUse(f"a run with id {run_id!r} is already running") from None
+
+    async def approve(
+        self, run_id: str, step: int, digest: str, *, by: str = ""
+    ) -> ApprovalReceipt:
+        """Approve the card of ``step`` by its digest (refused: wrong digest, expired card,
+        unknown step, a second answer; nothing is recorded then)."""
+        answer = ApprovalAnswer(step=step, digest=digest, decision=Decision.APPROVE, by=by)
+        return await self._answer(run_id, PlanRunWorkflow.approve, answer)
+
+    async def reject(
+        self, run_id: str, step: int, digest: str, *, reason: str, by: str = ""
+    ) -> ApprovalReceipt:
+        """Reject the card of ``step``: the step follows its ``on_unmet``."""
+        answer = ApprovalAnswer(
+            step=step, digest=digest, decision=Decision.REJECT, by=by, reason=reason
+        )
+        return await self._answer(run_id, PlanRunWorkflow.reject, answer)
+
+    async def _answer(self, run_id: str, update: Any, answer: ApprovalAnswer) -> ApprovalReceipt:
+        await self._describe(run_id)
+        try:
+            receipt: ApprovalReceipt = await self.handle(run_id).execute_update(update, answer)
+        except WorkflowUpdateFailedError as e:
+            cause = e.cause
+            raise AnswerRefused(str(getattr(cause, "message", cause) or e)) from None
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                raise RunEnded(f"run {run_id!r} has ended: no card waits for an answer") from None
+            raise
+        return receipt
 
     def handle(self, run_id: str) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
         """The run's Temporal workflow handle, for what this API does not cover."""

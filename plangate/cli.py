@@ -22,12 +22,13 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from plans.load import PlanError
 from records.report import RunReport, RunStatus
-from world.settings import Settings
+from world.settings import Settings, parse_duration
 
 if TYPE_CHECKING:
     from plangate.api import Plangate
@@ -74,7 +75,49 @@ def _summary(rep: RunReport) -> str:
         )
     if rep.escalation:
         lines.append(f"  escalation: {rep.escalation}")
+    if rep.cancellation:
+        c = rep.cancellation
+        lines.append(f"  cancelled by {c.requester or 'someone'}: {c.reason or 'no reason given'}")
+    lines += _cards(rep)
     return "\n".join(lines)
+
+
+def _cards(rep: RunReport) -> list[str]:
+    """Each approval card readably: what will happen, to what, its digest, its expiry; a
+    waiting card with the command that answers it."""
+    from datetime import UTC, datetime
+
+    out: list[str] = []
+    for a in rep.approvals:
+        c = a.card
+        args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
+        out.append(f"  card for v{a.plan_version} step {a.step}: {a.status.value}")
+        out.append(f"    will call {c.tool}({args}) [{c.effect}]")
+        for claim, seen in c.observed.items():
+            out.append(f"    observed {claim}: {seen}")
+        if c.on_behalf_of or c.policy_bundle:
+            out.append(f"    on behalf of {c.on_behalf_of or '-'}, policy {c.policy_bundle or '-'}")
+        out.append(f"    digest {a.digest}")
+        if a.answer is not None:
+            x = a.answer
+            said = f": {x.reason}" if x.reason else ""
+            out.append(f"    {x.decision} by {x.by or 'someone'} at {x.at.isoformat()}{said}")
+        elif a.status.value == "pending":
+            left = a.expires_at - datetime.now(UTC)
+            out.append(f"    expires in {_span(left.total_seconds())} ({a.expires_at.isoformat()})")
+            out.append(
+                f"    plangate approve {rep.run_id} --step {a.step} --digest {a.digest}"
+            )
+    return out
+
+
+def _span(seconds: float) -> str:
+    if seconds <= 0:
+        return "0s (expired)"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def _progress(rep: RunReport) -> None:
@@ -110,11 +153,17 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.api import RunIdInUse, check
 
     plan = check(Path(args.plan), settings).plan  # before connecting: a bad plan needs no server
+    start_at = _when(args.start_at) if args.start_at else None
+    start_in = (
+        timedelta(seconds=parse_duration(args.start_in, "--start-in")) if args.start_in else None
+    )
     api = await _api(settings)
     try:
-        run_id = await api.start(plan, run_id=args.id)
+        run_id = await api.start(plan, run_id=args.id, start_at=start_at, start_in=start_in)
     except RunIdInUse as e:
         raise UsageError(f"{e}; choose another --id") from None
+    except ValueError as e:  # a start time in the past, a delay too long
+        raise UsageError(str(e)) from None
     if not args.wait:
         print(run_id)
         return EXIT_OK
@@ -129,6 +178,36 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         rep = await api.result(run_id)
     print(rep.model_dump_json(indent=2) if args.json else _summary(rep))
     return _exit_for(rep)
+
+
+def _when(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--start-at: {text!r} is not an ISO-8601 time") from None
+    if when.tzinfo is None:
+        raise UsageError(f"--start-at: {text!r} has no time zone (add Z or +01:00)")
+    return when
+
+
+async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.api import AnswerRefused, RunEnded, UnknownRun
+
+    api = await _api(settings)
+    try:
+        if args.command == "approve":
+            receipt = await api.approve(args.id, args.step, args.digest, by=args.requester)
+        else:
+            receipt = await api.reject(
+                args.id, args.step, args.digest, reason=args.reason, by=args.requester
+            )
+    except (AnswerRefused, RunEnded) as e:
+        raise UsageError(f"{args.command} refused: {e}") from None
+    except UnknownRun as e:
+        raise UsageError(f"{e} on {settings.temporal_address}") from None
+    print(f"plangate: step {receipt.step} of {args.id}: {receipt.decision} recorded at "
+          f"{receipt.at.isoformat()}")
+    return EXIT_OK
 
 
 async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -237,7 +316,23 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--id", help="the run id (the workflow id); default: generated")
     r.add_argument("--wait", action="store_true", help="follow the run to its end")
     r.add_argument("--json", action="store_true", help="print the run report as JSON")
+    when = r.add_mutually_exclusive_group()
+    when.add_argument("--start-at", metavar="TIME", help="queue the run to start at this "
+                      "ISO-8601 time (with a time zone)")
+    when.add_argument("--start-in", metavar="DURATION", help="queue the run to start after "
+                      "this delay: 90s, 15m, 8h")
     r.set_defaults(fn=_cmd_run)
+    for name, helptext in (("approve", "approve the card of a step by its digest"),
+                           ("reject", "reject the card of a step, with a reason")):
+        a = sub.add_parser(name, parents=[common], help=helptext)
+        a.add_argument("id")
+        a.add_argument("--step", type=int, required=True)
+        a.add_argument("--digest", required=True, help="the card's SHA-256, as status shows it")
+        if name == "reject":
+            a.add_argument("--reason", required=True)
+        a.add_argument("--as", dest="requester", default=_whoami(), metavar="NAME",
+                       help="who answers (default: the user running the command)")
+        a.set_defaults(fn=_cmd_answer)
     s = sub.add_parser("status", parents=[common], help="the run report of a run")
     s.add_argument("id")
     s.add_argument("--json", action="store_true")

@@ -51,6 +51,21 @@ class Contract:
     done: tuple[Term, ...] = ()
 
 
+@model_dataclass(frozen=True)
+class VersionBinding:
+    """A write that can carry the version its own pre probe observed, so the system refuses it
+    if the resource moved in between (check and act become one operation). Unless the plan gives
+    one of ``set_by`` itself, the step probes ``term`` before the call and passes what it
+    observed (``observed``: a key of it; None: all of it) as argument ``arg``; when the probe
+    saw no such resource, ``when_absent`` instead (S3: create only if still absent)."""
+
+    arg: str
+    term: Term
+    observed: str | None = None
+    when_absent: dict[str, JsonValue] = field(default_factory=dict)
+    set_by: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Reader:
     """How field probes re-read the record a step touched: a read tool and where its arguments
@@ -76,6 +91,7 @@ class ToolInfo:
     contract: Contract = field(default_factory=Contract)
     reader: Reader | None = None
     writes: tuple[Writes, ...] = ()  # the arguments that name what it writes (plans.scope)
+    version: VersionBinding | None = None  # a write that carries the version its probe saw
 
 
 @dataclass(frozen=True)

@@ -190,12 +190,6 @@ def problems(
                     f"step {s.n}, field {field}: ${{{name}}} is bound by step {binder[name]}, "
                     f"which step {s.n} does not depend on"
                 )
-        if s.approval is not None:
-            # Until approval cards exist, accepting this would run the step with no person.
-            out.append(
-                f"step {s.n}, field approval: approvals are not available in this version; "
-                "the step would run without a person"
-            )
         if paths is not None:
             out += _paths(s, paths, catalogue)
     return out

@@ -8,15 +8,18 @@ The functions here bind a step's guards from its resolved arguments: pure, workf
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from plans.catalogue import Catalogue, Contract, Term
+from plans.catalogue import Catalogue, Contract, Term, VersionBinding
 from plans.model import Condition, Effect, Plan, Step
 
 Phase = Literal["pre", "post"]
+
+
+DEFAULT_APPROVAL_TTL_S = 24 * 3600.0
 
 
 class StepGuard(BaseModel):
@@ -25,6 +28,8 @@ class StepGuard(BaseModel):
     contract: Contract = Field(default_factory=Contract)
     reader: bool = False  # its tool can re-read its record: field probes fit it
     reads_by_key: bool = False  # ... by the call's idempotency key: an unknown outcome is readable
+    approval: bool = False  # a person approves its card before the call
+    version: VersionBinding | None = None  # its write carries the version its probe observed
 
 
 class GuardedPlan(BaseModel):
@@ -32,25 +37,38 @@ class GuardedPlan(BaseModel):
     plan: Plan
     guards: dict[int, StepGuard]  # by step n
     systems: dict[str, str] = Field(default_factory=dict)  # probe name -> the system it reads
+    approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S  # how long a card stays valid
 
     def guard(self, n: int) -> StepGuard:
         return self.guards[n]
 
 
-def guard(plan: Plan, catalogue: Catalogue) -> GuardedPlan:
-    """The plan with each step's guards from ``catalogue`` (the plan is already valid)."""
+def guard(
+    plan: Plan,
+    catalogue: Catalogue,
+    *,
+    approve_effects: Collection[Effect] = (),
+    approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S,
+) -> GuardedPlan:
+    """The plan with each step's guards from ``catalogue`` (the plan is already valid). A step
+    needs a person when it says ``approval: required`` or its effect is in ``approve_effects``
+    (a deployment's setting); a card lives the plan's ``approval_ttl_s``, else the setting's."""
     guards: dict[int, StepGuard] = {}
     for s in plan.steps:
         tool = catalogue.tools.get(s.tool)
+        effect = catalogue.effect_of(s.tool, s.effect)
         guards[s.n] = StepGuard(
-            effect=catalogue.effect_of(s.tool, s.effect),
+            effect=effect,
             contract=tool.contract if tool else Contract(),
             reader=bool(tool and tool.reader),
             reads_by_key=bool(tool and tool.reader and tool.reader.by_key),
+            approval=s.approval == "required" or effect in approve_effects,
+            version=tool.version if tool else None,
         )
     return GuardedPlan(
         plan=plan, guards=guards,
         systems={name: p.system for name, p in catalogue.probes.items()},
+        approval_ttl_s=plan.approval_ttl_s or approval_ttl_s,
     )
 
 
@@ -81,3 +99,28 @@ def skip_evidence(g: StepGuard, args: Mapping[str, Any]) -> list[Condition]:
 
 def steps_of(plan: GuardedPlan) -> list[tuple[Step, StepGuard]]:
     return [(s, plan.guards[s.n]) for s in plan.plan.steps]
+
+
+def version_condition(g: StepGuard, args: Mapping[str, Any]) -> Condition | None:
+    """The pre condition that observes the version this step's write will carry, unless the
+    plan chose the version itself (or the tool has none)."""
+    v = g.version
+    if v is None or any(args.get(a) is not None for a in (v.arg, *v.set_by)):
+        return None
+    return v.term.bind(args)
+
+
+def with_version(
+    g: StepGuard, args: dict[str, Any], observed: Any
+) -> dict[str, Any]:
+    """``args`` with the version the probe observed (or, when it saw no such resource, the
+    arguments for that case)."""
+    v = g.version
+    if v is None:
+        return args
+    if isinstance(observed, dict) and observed.get("absent"):
+        return {**args, **v.when_absent}
+    value = observed.get(v.observed) if isinstance(observed, dict) and v.observed else observed
+    if value is None:
+        return args
+    return {**args, v.arg: value}

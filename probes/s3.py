@@ -48,6 +48,20 @@ async def object_exists(args: ObjectArgs, world: World, ctx: ProbeContext) -> Ve
     return Verdict(True, observed)
 
 
+@probe("object_version", ObjectArgs, system="s3")
+async def object_version(args: ObjectArgs, world: World, ctx: ProbeContext) -> Verdict:
+    """HEAD the object for the version a write should carry: holds whenever S3 can answer;
+    observes ``{"etag", "size"}``, or ``{"absent": true}`` when there is no such object."""
+    try:
+        head = await asyncio.to_thread(world.s3.head_object, Bucket=args.bucket, Key=args.key)
+    except ClientError as e:
+        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+        if status == 404:
+            return Verdict(True, {"absent": True})
+        raise
+    return Verdict(True, {"etag": head.get("ETag"), "size": int(head.get("ContentLength", 0))})
+
+
 @probe("object_content_equals", ContentArgs, system="s3")
 async def object_content_equals(args: ContentArgs, world: World, ctx: ProbeContext) -> Verdict:
     """GET the object and compare it with what the write meant to leave there: existence alone

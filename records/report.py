@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, Field, JsonValue, PrivateAttr
 
 from plans.model import Effect
+from records.approvals import ApprovalRecord, RefusedAnswer
 from records.calls import ProbeResult
 
 
@@ -72,6 +74,17 @@ class Phase(StrEnum):
     PRE = "pre"
     POST = "post"  # after the call: did it establish its state?
     READ_BACK = "read-back"  # an unknown money/external outcome, read by idempotency key
+    RE_PROBE = "re-probe"  # after an approval, immediately before the call
+    RE_EVALUATE = "re-evaluate"  # after a 412: what moved under the plan
+    AFTER_CANCEL = "after-cancel"  # a call in flight when the run was cancelled: did it act?
+
+
+class CancelOutcome(StrEnum):
+    """What a call in flight when its run was cancelled really did, as its probes read it."""
+
+    DONE = "done"
+    NOT_DONE = "not_done"
+    UNKNOWN = "unknown"
 
 
 class Attribution(StrEnum):
@@ -159,6 +172,7 @@ class StepReport(BaseModel):
     result: dict[str, JsonValue] | None = None  # whole, when small (see result_digest)
     result_digest: ResultDigest | None = None
     binds: dict[str, JsonValue] = Field(default_factory=dict)
+    cancel_outcome: CancelOutcome | None = None  # the call was in flight when the run stopped
     transitions: list[Transition] = Field(default_factory=list)
 
 
@@ -202,12 +216,36 @@ class ReplanRecord(BaseModel):
     problems: list[str] = Field(default_factory=list)
 
 
+class Window(BaseModel):
+    """A measured window's p50, p95 and max (ms), over ``count`` samples (nearest rank)."""
+
+    count: int = 0
+    p50: float | None = None
+    p95: float | None = None
+    max: float | None = None
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Window:
+        if not samples:
+            return cls()
+        ordered = sorted(samples)
+
+        def rank(q: float) -> float:
+            return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+        return cls(count=len(ordered), p50=rank(0.5), p95=rank(0.95), max=ordered[-1])
+
+
 class Metrics(BaseModel):
     probe_ms: float = 0.0
     probes_run: int = 0
     result_bytes: int = 0  # of tool results kept in this report (RESULTS_BUDGET)
-    check_to_use_ms_max: float | None = None
-    staleness_ms_max: float | None = None
+    check_to_use_ms: Window = Field(default_factory=Window)  # pre-check read -> tool start
+    plan_to_use_ms: Window = Field(default_factory=Window)  # plan written -> tool start
+    approval_wait_ms: Window = Field(default_factory=Window)  # card issued -> answered
+    answers_409: int = 0  # resource moved
+    answers_412: int = 0  # precondition or policy superseded
+    answers_403: int = 0  # authority revoked
 
 
 class Cancellation(BaseModel):
@@ -227,10 +265,18 @@ class RunReport(BaseModel):
     replans_used: int = 0
     replans_max: int = 2
     replans: list[ReplanRecord] = Field(default_factory=list)
-    approvals: list[JsonValue] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    refused_answers: list[RefusedAnswer] = Field(default_factory=list)
     escalation: str | None = None
     cancellation: Cancellation | None = None
     metrics: Metrics = Field(default_factory=Metrics)
+    # the samples behind the metrics' windows: kept by the workflow, not sent with the report
+    _samples: dict[str, list[float]] = PrivateAttr(default_factory=dict)
+
+    def sample(self, window: str, ms: float) -> None:
+        samples = self._samples.setdefault(window, [])
+        samples.append(ms)
+        setattr(self.metrics, window, Window.of(samples))
 
     def step(self, n: int, plan_version: int | None = None) -> StepReport:
         v = self.plan_version if plan_version is None else plan_version

@@ -9,8 +9,7 @@ import asyncio
 
 from temporalio import activity
 
-from activities.catalogue import catalogue, plan_problems
-from plans.guards import guard
+from activities.catalogue import catalogue, guarded, plan_problems
 from records.replan import Review, ReviewRequest
 from replanner.mandate import mandate_problems
 from world.settings import Settings
@@ -25,7 +24,7 @@ def review(req: ReviewRequest, settings: Settings) -> Review:
         found = mandate_problems(req.plan, req.request, cat)
     if found:
         return Review(problems=found)
-    return Review(plan=guard(req.plan, cat))
+    return Review(plan=guarded(req.plan, settings))
 
 
 class ReviewActivities:

@@ -63,9 +63,13 @@ async def test_a_write_carrying_a_stale_version_is_refused(client, settings, buc
         rep = await h.run(plan)
         create_only = await h.run(put_plan(bucket, key, if_none_match="*"))
     for r in (rep, create_only):
+        # S3 refuses with 412: the step reads the world again (re-evaluate), then the run has
+        # no re-plan left: failed, never a blind second write
         assert r.status == "failed"
-        assert r.failure is not None and r.failure.code == "resource_moved"
-        assert r.failure.status == 409 and r.step(2).attempts == 1
+        assert r.failure is not None and r.failure.code == "precondition_failed"
+        assert r.failure.status == 412 and r.step(2).attempts == 1
+        assert [c.phase for c in r.step(2).checks][-1] == "re-evaluate"
+        assert r.metrics.answers_412 == 1
         assert (await scheduled(client, r.run_id))["s3.put"] == 1
     assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"v1"
 

@@ -7,12 +7,14 @@ from pydantic import JsonValue
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from records.approvals import CardStatus
     from records.calls import ProbeReport, ToolResult
     from records.report import (
         RESULTS_BUDGET,
         CheckRecord,
         Phase,
         RunReport,
+        RunStatus,
         StepReport,
         StepState,
         Transition,
@@ -45,11 +47,21 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult) -> None:
     t.tool_started_at, t.tool_finished_at = result.started_at, result.finished_at
     rep.check_to_use_ms = t.check_to_use_ms
     rep.staleness_ms = t.staleness_ms
-    m = report.metrics
     if t.check_to_use_ms is not None:
-        m.check_to_use_ms_max = max(m.check_to_use_ms_max or 0.0, t.check_to_use_ms)
+        report.sample("check_to_use_ms", t.check_to_use_ms)
     if t.staleness_ms is not None:
-        m.staleness_ms_max = max(m.staleness_ms_max or 0.0, t.staleness_ms)
+        report.sample("plan_to_use_ms", t.staleness_ms)
+
+
+def count_answer(report: RunReport, status: int | None) -> None:
+    """409, 412 and 403 answers are the staleness rate made countable (seed 002)."""
+    m = report.metrics
+    if status == 409:
+        m.answers_409 += 1
+    elif status == 412:
+        m.answers_412 += 1
+    elif status == 403:
+        m.answers_403 += 1
 
 
 def record_result(report: RunReport, rep: StepReport, output: dict[str, JsonValue]) -> None:
@@ -60,3 +72,11 @@ def record_result(report: RunReport, rep: StepReport, output: dict[str, JsonValu
     rep.result = summary.value
     rep.result_digest = summary.digest
     report.metrics.result_bytes += summary.kept
+
+
+def refresh_status(report: RunReport) -> None:
+    """A running run waits for a person while any card is pending."""
+    if report.status not in (RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL):
+        return
+    pending = any(a.status is CardStatus.PENDING for a in report.approvals)
+    report.status = RunStatus.AWAITING_APPROVAL if pending else RunStatus.RUNNING

@@ -3,10 +3,11 @@ answers (no exception leaves here for the lifecycle to steer by)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
@@ -90,9 +91,12 @@ async def call_tool(tool: str, call: ToolCall, effect: Effect) -> CallAnswer:
             start_to_close_timeout=opts.start_to_close_timeout,
             heartbeat_timeout=opts.heartbeat_timeout,
             retry_policy=opts.retry_policy,
+            cancellation_type=opts.cancellation_type,
         )
     except ActivityError as e:
         cause = e.cause
+        if isinstance(cause, CancelledError):  # the run's cancel reached the call
+            raise asyncio.CancelledError(str(cause)) from e
         if isinstance(cause, ApplicationError) and cause.details:
             return CallFailed(ToolFailure.model_validate(cause.details[0]))
         kind = "timed out" if isinstance(cause, ActivityTimeout) else "failed without an answer"

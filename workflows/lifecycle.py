@@ -9,8 +9,9 @@ the report is kept by ``workflows.bookkeeping``.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from pydantic import JsonValue
@@ -18,12 +19,14 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from plans import bindings, jsonpath, limits
-    from plans.guards import conditions_for, skip_evidence
+    from plans.guards import conditions_for, skip_evidence, version_condition, with_version
     from plans.model import Condition, Step
+    from records.approvals import ApprovalCard, ApprovalRecord, CardStatus
     from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult, StepRef, ToolCall
     from records.report import (
         Answer,
         Attribution,
+        CancelOutcome,
         CompletedStep,
         FailureRecord,
         Phase,
@@ -93,6 +96,19 @@ class Owed:
 
 
 @dataclass(frozen=True)
+class Checked:
+    """The pre conditions held: what they read (versions for a write and a card included)."""
+
+    results: list[ProbeResult]
+
+
+def observed(results: list[ProbeResult]) -> dict[str, JsonValue]:
+    """What each pre condition observed, by its claim: what a card shows, and what a re-read
+    after the approval must find again."""
+    return {r.condition.key(): r.observed for r in results}
+
+
+@dataclass(frozen=True)
 class Prepared:
     """One attempt's resolved arguments and conditions."""
 
@@ -143,12 +159,18 @@ class StepRunner:
         prepared = self._prepare()
         if isinstance(prepared, Failed):
             return prepared
-        before = await self._check_before(prepared)
-        if before is not None:
-            return before
-        acted = await self._execute(prepared)
+        checked = await self._check_before(prepared)
+        if not isinstance(checked, Checked):
+            return checked
+        p = self._carry_version(prepared, checked)
+        if self.guard.approval:
+            approved = await self._approval(prepared, checked)
+            if not isinstance(approved, Prepared):
+                return approved
+            p = approved
+        acted = await self._execute(prepared, p)
         if isinstance(acted, Unknown) and self.effect.outcome_must_be_known:
-            return await self._read_back(prepared, acted)
+            return await self._read_back(p, acted)
         return acted
 
     # -- PROBING --------------------------------------------------------------------------------
@@ -164,11 +186,27 @@ class StepRunner:
         except bindings.BindingError as e:
             d = route(self._situation(Kind.TOOL_ERROR, status=400))
             return Failed(d, self._failure("unbound_reference", False, str(e), status=400))
-        ref = StepRef(
+        version = version_condition(self.guard, args)
+        if version is not None and version.key() not in {c.key() for c in pre}:
+            pre = [*pre, version]
+        return Prepared(args, pre, post, self._ref(args), self.ctx.idempotency_key(self.step.n))
+
+    def _ref(self, args: dict[str, JsonValue]) -> StepRef:
+        return StepRef(
             run_id=self.ctx.run_id, plan_version=self.ctx.version, n=self.step.n,
             tool=self.step.tool, args=args,
         )
-        return Prepared(args, pre, post, ref, self.ctx.idempotency_key(self.step.n))
+
+    def _carry_version(self, p: Prepared, checked: Checked) -> Prepared:
+        """The call's arguments with the version the step's own pre probe observed (unless the
+        plan chose one): the system refuses the write if the resource moved since the read."""
+        cond = version_condition(self.guard, p.args)
+        if cond is None:
+            return p
+        key = cond.key()
+        seen = next((r.observed for r in checked.results if r.condition.key() == key), None)
+        args = with_version(self.guard, p.args, seen)
+        return replace(p, args=args, ref=self._ref(args))
 
     def _skip_check(self, p: Prepared) -> list[Condition]:
         """What must hold before the call for the step to be skipped as already done: every post
@@ -182,15 +220,20 @@ class StepRunner:
         keys = {c.key() for c in p.post}
         return p.post + [c for c in evidence if c.key() not in keys]
 
-    async def _check_before(self, p: Prepared) -> Finished | Failed | Owed | None:
+    async def _check_before(
+        self, p: Prepared, again: Phase | None = None
+    ) -> Checked | Finished | Failed | Owed:
+        """Read the world before the call: is the step's effect already in place (skip), do its
+        pre conditions hold. ``again``: the phase of a second read (after an approval, after a
+        412), recorded as such."""
         self.ctx.set_state(self.step.n, StepState.PROBING)
         done = self._skip_check(p)
         first = done + p.pre
         if not first:
-            return None
+            return Checked([])
         # evidence only read to skip: arguments that do not fit it mean "no evidence"
         only = [c.key() for c in done[len(p.post) :]] if done else []
-        phase = Phase.SKIP_PRE if done else Phase.PRE
+        phase = again or (Phase.SKIP_PRE if done else Phase.PRE)
         answer = await self._probe(phase, p, first, None, lenient=only)
         if isinstance(answer, Failed | Unknown):
             return Failed(answer.decision, answer.failure)
@@ -198,7 +241,8 @@ class StepRunner:
         if done and all(r.outcome is Outcome.HOLDS for r in answer.results[: len(done)]):
             self._decide(route(self._situation(Kind.ALREADY_DONE)))
             return Finished(StepState.SKIPPED, p.args)
-        return self._judge_pre(answer.results[len(done) :])
+        pre = answer.results[len(done) :]
+        return self._judge_pre(pre) or Checked(pre)
 
     def _judge_pre(self, results: list[ProbeResult]) -> Failed | Owed | None:
         failed = [r for r in results if r.outcome is not Outcome.HOLDS]
@@ -234,17 +278,98 @@ class StepRunner:
             return Failed(d, self._failure("wait_expired", False, detail))
         return None
 
+    # -- AWAITING_APPROVAL ------------------------------------------------------------------------
+    async def _approval(self, base: Prepared, checked: Checked) -> Prepared | Attempt:
+        """A person approves the exact effect: a card (what, to what, as whom, until when) and
+        its digest. After the approval the step reads the world again immediately before the
+        call: an approval lengthens the window, it never replaces the check. If what the probes
+        observe changed since the card, the approval no longer matches: a new card."""
+        for _ in range(options.APPROVAL_CARDS):
+            p = self._carry_version(base, checked)
+            record = self._publish(p, checked)
+            refused = await self._await_answer(record)
+            if refused is not None:
+                return refused
+            again = await self._check_before(base, Phase.RE_PROBE)
+            if not isinstance(again, Checked):
+                return again
+            if observed(again.results) == record.card.observed:
+                return self._carry_version(base, again)
+            record.status = CardStatus.SUPERSEDED
+            checked = again
+        d = route(self._situation(Kind.APPROVAL_REFUSED))
+        why = f"the world moved under {options.APPROVAL_CARDS} approved cards in a row"
+        return Failed(d, self._failure("approval_superseded", False, why))
+
+    def _publish(self, p: Prepared, checked: Checked) -> ApprovalRecord:
+        now = workflow.now()
+        plan = self.ctx.plan
+        card = ApprovalCard(
+            run_id=self.ctx.run_id, plan_version=self.ctx.version, step=self.step.n,
+            tool=self.step.tool, effect=self.effect, args=p.args,
+            observed=observed(checked.results), on_behalf_of=plan.on_behalf_of,
+            policy_bundle=plan.policy_bundle, issued_at=now,
+            expires_at=now + timedelta(seconds=self.ctx.guarded.approval_ttl_s),
+        )
+        record = ApprovalRecord(
+            step=self.step.n, plan_version=self.ctx.version, digest=card.digest(),
+            expires_at=card.expires_at, card=card,
+        )
+        self.ctx.report.approvals.append(record)
+        self.ctx.set_state(self.step.n, StepState.AWAITING_APPROVAL)
+        bookkeeping.refresh_status(self.ctx.report)
+        return record
+
+    async def _await_answer(self, record: ApprovalRecord) -> Failed | None:
+        try:
+            await workflow.wait_condition(
+                lambda: record.status is not CardStatus.PENDING,
+                timeout=record.expires_at - workflow.now(),
+            )
+        except TimeoutError:
+            record.status = CardStatus.EXPIRED
+        waited = (workflow.now() - record.card.issued_at).total_seconds() * 1000
+        self.ctx.report.sample("approval_wait_ms", waited)
+        bookkeeping.refresh_status(self.ctx.report)
+        if record.status is CardStatus.APPROVED:
+            return None
+        d = route(self._situation(Kind.APPROVAL_REFUSED))
+        if record.status is CardStatus.REJECTED and record.answer is not None:
+            who = record.answer.by or "someone"
+            why = f"card {record.digest[:12]} rejected by {who}: {record.answer.reason}"
+            return Failed(d, self._failure("approval_rejected", False, why))
+        why = f"card {record.digest[:12]} expired unanswered at {record.expires_at.isoformat()}"
+        return Failed(d, self._failure("approval_expired", False, why))
+
     # -- EXECUTING and VERIFYING --------------------------------------------------------------
-    async def _execute(self, p: Prepared) -> Finished | Failed | Unknown:
+    async def _execute(self, base: Prepared, p: Prepared) -> Finished | Failed | Unknown | Owed:
         self.ctx.set_state(self.step.n, StepState.EXECUTING)
         plan = self.ctx.plan
         call = ToolCall(
             step=p.ref, idempotency_key=p.key,
             on_behalf_of=plan.on_behalf_of, policy_bundle=plan.policy_bundle,
         )
-        match await calls.call_tool(self.step.tool, call, self.effect):
+        try:
+            answer = await calls.call_tool(self.step.tool, call, self.effect)
+        except asyncio.CancelledError:
+            # the run was cancelled while the call was in flight (and has ended: the activity
+            # waits for its cancellation to complete): what really happened, read by probes
+            await self._read_after_cancel(p)
+            raise
+        match answer:
+            case calls.CallFailed(failure=tf) if tf.status == 412:
+                # superseded (a moved version, a changed policy): read the world again, then
+                # re-plan; never a blind retry
+                self.rep.attempts += tf.attempt
+                bookkeeping.count_answer(self.ctx.report, 412)
+                again = await self._check_before(base, Phase.RE_EVALUATE)
+                if not isinstance(again, Checked):
+                    return again
+                d = route(self._situation(Kind.TOOL_ERROR, status=412))
+                return Failed(d, self._failure(tf.code, False, tf.detail, status=412))
             case calls.CallFailed(failure=tf):
                 self.rep.attempts += tf.attempt
+                bookkeeping.count_answer(self.ctx.report, tf.status)
                 d = route(
                     self._situation(Kind.TOOL_ERROR, status=tf.status, retryable=tf.retryable)
                 )
@@ -320,6 +445,25 @@ class StepRunner:
                 return failed
         return Finished(StepState.DONE, p.args, output)
 
+    async def _read_after_cancel(self, p: Prepared) -> None:
+        """After a cancel reached a call in flight: did it act? Its post conditions (or, for
+        money and external, its record by idempotency key) say done, not done, or unknown."""
+        outcome, why = CancelOutcome.UNKNOWN, "no post condition to read"
+        conds = p.post or (
+            [Condition(probe="effect_recorded")] if self.guard.reads_by_key else []
+        )
+        if conds:
+            answer = await self._probe(Phase.AFTER_CANCEL, p, conds, None)
+            if isinstance(answer, Failed | Unknown):
+                why = answer.failure.detail
+            elif all(r.outcome is Outcome.HOLDS for r in answer.results):
+                outcome, why = CancelOutcome.DONE, "its post conditions hold"
+            else:
+                first = next(r for r in answer.results if r.outcome is not Outcome.HOLDS)
+                outcome, why = CancelOutcome.NOT_DONE, f"{first.condition.key()}: {first.detail}"
+        self.rep.cancel_outcome = outcome
+        self.rep.reason = f"cancelled while the call was in flight: {outcome} ({why})"
+
     def _halt_unknown(self, unknown: Unknown, why: str) -> Failed:
         d = route(self._situation(Kind.OUTCOME_UNKNOWN))
         detail = f"{unknown.failure.detail}; the world could not tell: {why}"
@@ -377,10 +521,13 @@ class StepRunner:
         for c in self.ctx.promised_post(self.step):
             self.ctx.verified[c.key()] = self.step.n
         self.ctx.set_state(self.step.n, done.state)
+        # the plan's arguments, resolved (not the version plangate added to the call): what
+        # a re-plan compares its steps with
+        args = {k: v for k, v in done.args.items() if k in self.step.args}
         self.ctx.report.completed.append(
             CompletedStep(
                 n=self.step.n, tool=self.step.tool, plan_version=self.ctx.version,
-                state=done.state, effect=self.effect, args=done.args, binds=binds,
+                state=done.state, effect=self.effect, args=args, binds=binds,
             )
         )
         return StepOutcome(self.step.n, done.state)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
 
 from plans.model import Effect
 from records.codes import PERMANENT_CODES
@@ -14,6 +15,7 @@ PROBE_ATTEMPTS = 3
 TOOL_ATTEMPTS = 3
 STEP_ATTEMPTS = 3  # workflow-level: the whole step again, probes first (RETRY answers)
 DEFAULT_WAIT = timedelta(hours=1)  # how long a pre condition owed by a concurrent step may wait
+APPROVAL_CARDS = 3  # approved cards per attempt whose world moved before the call (then refused)
 
 _BACKOFF = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
@@ -27,6 +29,7 @@ class ActivityOptions:
     start_to_close_timeout: timedelta
     retry_policy: RetryPolicy
     heartbeat_timeout: timedelta | None = None
+    cancellation_type: ActivityCancellationType = ActivityCancellationType.TRY_CANCEL
 
 
 PROBE = ActivityOptions(
@@ -60,6 +63,8 @@ def tool_options(effect: Effect) -> ActivityOptions:
         start_to_close_timeout=timedelta(minutes=10),
         heartbeat_timeout=timedelta(seconds=30),
         retry_policy=with_non_retryable_errors(base, PERMANENT_CODES),
+        # a cancelled run waits for a call in flight to stop, then reads what it really did
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     )
 
 

@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import Literal
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from plans.guards import GuardedPlan
+    from records.approvals import (
+        Answered,
+        ApprovalAnswer,
+        ApprovalReceipt,
+        ApprovalRecord,
+        CardStatus,
+        Decision,
+        RefusedAnswer,
+    )
     from records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
     from records.report import (
         Cancellation,
@@ -39,6 +49,7 @@ class PlanRunWorkflow:
             run_id=workflow.info().workflow_id,
             goal=inp.plan.plan.goal,
             replans_max=inp.plan.plan.budget.replans_max,
+            status=RunStatus.QUEUED,  # until the run begins (a queued run waits its start delay)
         )
         self._versions: asyncio.Task[None] | None = None
         self._stopped_by_signal = False
@@ -59,8 +70,81 @@ class PlanRunWorkflow:
         if self._versions is not None:
             self._versions.cancel()
 
+    # -- answering a card: Updates (refused by their validator: no event in the history) --------
+    @workflow.update(name="approve")
+    def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
+        return self._apply(answer, Decision.APPROVE, "update")
+
+    @approve.validator
+    def _validate_approve(self, answer: ApprovalAnswer) -> None:
+        why = self._refusal(answer, Decision.APPROVE)
+        if why is not None:
+            raise ValueError(why)
+
+    @workflow.update(name="reject")
+    def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
+        return self._apply(answer, Decision.REJECT, "update")
+
+    @reject.validator
+    def _validate_reject(self, answer: ApprovalAnswer) -> None:
+        why = self._refusal(answer, Decision.REJECT)
+        if why is not None:
+            raise ValueError(why)
+
+    @workflow.signal(name="answer")
+    def answer(self, answer: ApprovalAnswer) -> None:
+        """The same answer from a client that can only signal: the same checks, and a refused
+        answer is recorded and ignored."""
+        why = self._refusal(answer, answer.decision)
+        if why is not None:
+            self._report.refused_answers.append(
+                RefusedAnswer(answer=answer, why=why, at=workflow.now())
+            )
+            return
+        self._apply(answer, answer.decision, "signal")
+
+    def _pending(self, step: int) -> ApprovalRecord | None:
+        for record in reversed(self._report.approvals):
+            if record.step == step and record.plan_version == self._report.plan_version:
+                return record
+        return None
+
+    def _refusal(self, answer: ApprovalAnswer, decision: Decision) -> str | None:
+        record = self._pending(answer.step)
+        if record is None:
+            return f"no card for step {answer.step} in plan version {self._report.plan_version}"
+        if record.status is not CardStatus.PENDING:
+            done = record.answer.decision if record.answer else record.status
+            return f"the card of step {answer.step} is no longer waiting: {done}"
+        if answer.digest != record.digest:
+            return (
+                f"wrong digest for step {answer.step}: the card is {record.digest}, not "
+                f"{answer.digest}"
+            )
+        if workflow.now() >= record.expires_at:
+            return f"the card of step {answer.step} expired at {record.expires_at.isoformat()}"
+        if decision is Decision.REJECT and not answer.reason.strip():
+            return "a rejection needs a reason"
+        return None
+
+    def _apply(
+        self, answer: ApprovalAnswer, decision: Decision, via: Literal["update", "signal"]
+    ) -> ApprovalReceipt:
+        record = self._pending(answer.step)
+        if record is None or record.status is not CardStatus.PENDING:
+            raise ApplicationError("the card is no longer waiting", non_retryable=True)
+        now = workflow.now()
+        record.answer = Answered(decision=decision, by=answer.by, reason=answer.reason, at=now)
+        record.status = (
+            CardStatus.APPROVED if decision is Decision.APPROVE else CardStatus.REJECTED
+        )
+        return ApprovalReceipt(
+            step=answer.step, digest=record.digest, decision=decision, at=now, via=via
+        )
+
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
+        self._report.status = RunStatus.RUNNING
         self._versions = asyncio.create_task(self._run_versions(inp))
         if self._stopped_by_signal:  # signalled before the run began
             self._versions.cancel()

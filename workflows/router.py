@@ -23,6 +23,7 @@ class Kind(StrEnum):
     PROBE_UNKNOWN = "probe_unknown"  # a probe could not answer, retries spent
     TOOL_ERROR = "tool_error"  # the tool said it failed: its outcome is known
     OUTCOME_UNKNOWN = "outcome_unknown"  # timed out / worker died after the request left
+    APPROVAL_REFUSED = "approval_refused"  # the card was rejected, or expired unanswered
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,14 @@ def route(s: Situation) -> Decision:
             return _unmet(s, "the tool's outcome is unknown")
         case Kind.TOOL_ERROR if s.status == 403:
             return Decision(Answer.HALT, "authority revoked (403)")
-        case Kind.TOOL_ERROR if s.status == 412 and s.retries_left:
-            return Decision(Answer.RETRY, "precondition superseded (412): re-evaluate")
+        case Kind.TOOL_ERROR if s.status == 412:
+            # Re-evaluated already (the step read the world again after the 412): what moved
+            # under the plan is not retried blindly.
+            if s.on_unmet is OnUnmet.HALT:
+                return Decision(Answer.HALT, "superseded (412), re-evaluated; on_unmet: halt")
+            return Decision(Answer.REPLAN, "superseded (412), re-evaluated: re-plan")
+        case Kind.APPROVAL_REFUSED:
+            return _unmet(s, "the approval was refused or expired")
         case Kind.TOOL_ERROR if s.status == 409:
             if s.on_unmet is OnUnmet.HALT:
                 return Decision(Answer.HALT, "conflict (409); on_unmet: halt")

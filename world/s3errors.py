@@ -22,8 +22,9 @@ def to_tool_error(e: ClientError | BotoCoreError, what: str) -> ToolError:
     if code in ("NoSuchKey", "NoSuchBucket", "404", "NotFound"):
         return ToolError("not_found", f"{what}: {code}")
     if status == 412 or code == "PreconditionFailed":
-        # The version the write assumed is gone: the resource moved under the plan.
-        return ToolError("resource_moved", f"{what}: {code}")
+        # The version the write carried is no longer the object's: S3 says so with 412, which
+        # plangate answers by reading again (re-evaluate), then re-planning, never blindly.
+        return ToolError("precondition_failed", f"{what}: {code}")
     if status == 403:
         return ToolError("authority_revoked", f"{what}: {code}")
     if status == 429 or code in ("SlowDown", "ConditionalRequestConflict") or status >= 500:

@@ -23,6 +23,7 @@ from typing import Literal
 
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientConnectConfig
 
+from plans.model import Effect
 from plans.scope import Scope
 
 Replanner = Literal["openai", "playbook"]
@@ -56,6 +57,28 @@ def _module_paths(raw: str) -> tuple[str, ...]:
     if bad:
         raise ValueError(f"{EXTENSIONS_VAR}: not a module path: {', '.join(map(repr, bad))}")
     return paths
+
+
+def _effects(raw: str) -> tuple[Effect, ...]:
+    """``PLANGATE_APPROVE_EFFECTS``: effects, separated by commas (``money,external``)."""
+    names = [n.strip().lower() for n in raw.split(",") if n.strip()]
+    bad = [n for n in names if n not in {e.value for e in Effect}]
+    if bad:
+        known = ", ".join(e.value for e in Effect)
+        raise ValueError(f"PLANGATE_APPROVE_EFFECTS: unknown effect {bad[0]!r} (known: {known})")
+    return tuple(Effect(n) for n in names)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(raw: str, what: str) -> float:
+    """Seconds from ``90``, ``90s``, ``15m``, ``8h`` or ``2d``; a clear error otherwise."""
+    m = _DURATION.match(raw)
+    if m is None or float(m.group(1)) <= 0:
+        raise ValueError(f"{what}: {raw!r} is not a duration (90s, 15m, 8h, 2d)")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
 def extension_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -96,6 +119,10 @@ class Settings:
     # modules of the user's own tools and probes (activities.extensions), besides those of the
     # ``plangate.extensions`` entry-point group
     extensions: tuple[str, ...] = ()
+    # steps of these effects wait for a person's approval of their card (besides those whose
+    # plan says ``approval: required``), and how long a card stays valid
+    approve_effects: tuple[Effect, ...] = ()
+    approval_ttl_s: float = 24 * 3600.0
 
     @property
     def scope(self) -> Scope:
@@ -156,6 +183,10 @@ class Settings:
             allowed_schemas=e.get("PLANGATE_ALLOWED_SCHEMAS") or None,
             demo_systems=flag(e, DEMO_SYSTEMS_VAR),
             extensions=_module_paths(e.get(EXTENSIONS_VAR) or ""),
+            approve_effects=_effects(e.get("PLANGATE_APPROVE_EFFECTS") or ""),
+            approval_ttl_s=parse_duration(
+                e.get("PLANGATE_APPROVAL_TTL") or "24h", "PLANGATE_APPROVAL_TTL"
+            ),
         )
 
 

@@ -30,7 +30,7 @@ from activities.tools._records import (
 )
 from activities.tools.crm import CUSTOMER_READER
 from activities.tools.registry import CallContext, ToolArgs, tool
-from plans.catalogue import Contract, Reader, Term
+from plans.catalogue import Contract, Reader, Term, VersionBinding
 from plans.model import Effect
 from world.clients import World
 from world.errors import ToolError
@@ -194,6 +194,7 @@ async def get_credit(args: GetCreditArgs, world: World, call: CallContext) -> di
         post=(Term("field_equals", {}, {"path": "$.status", "value": "void"}, identifies=True),)
     ),
     reader=INVOICE_READER,
+    version=VersionBinding("if_version", Term("field_present", {}, {"path": "$.version"})),
 )
 async def void_invoice(args: VoidArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     """Voids a draft or open invoice and records the key that voided it. The same call again

@@ -23,7 +23,7 @@ from activities.tools._records import (
     transaction,
 )
 from activities.tools.registry import CallContext, ToolArgs, tool
-from plans.catalogue import Contract, Reader, Term
+from plans.catalogue import Contract, Reader, Term, VersionBinding
 from plans.model import Effect
 from world.clients import World
 from world.errors import ToolError
@@ -92,6 +92,8 @@ async def customer_get(args: CustomerArgs, world: World, call: CallContext) -> d
         )
     ),
     reader=CUSTOMER_READER,
+    # the record version its pre probe read: a record moved in between is refused (409)
+    version=VersionBinding("if_version", Term("field_present", {}, {"path": "$.version"})),
 )
 async def customer_update(
     args: UpdateArgs, world: World, call: CallContext

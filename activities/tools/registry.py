@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from plans.catalogue import Contract, Reader, ToolInfo
+from plans.catalogue import Contract, Reader, ToolInfo, VersionBinding
 from plans.model import Effect
 from plans.scope import Writes
 
@@ -58,6 +58,7 @@ def tool(
     contract: Contract | None = None,
     reader: Reader | None = None,
     writes: tuple[Writes, ...] = (),
+    version: VersionBinding | None = None,
 ) -> Callable[[ToolFn[A]], ToolFn[A]]:
     def register(fn: ToolFn[A]) -> ToolFn[A]:
         if name in TOOLS:
@@ -66,7 +67,7 @@ def tool(
                 f"and by {fn.__module__}"
             )
         TOOLS[name] = ToolSpec(
-            name, args, effect, contract or Contract(), reader, writes, fn=fn
+            name, args, effect, contract or Contract(), reader, writes, version, fn=fn
         )
         return fn
 

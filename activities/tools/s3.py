@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import JsonValue, model_validator
 
 from activities.tools.registry import CallContext, ToolArgs, tool
-from plans.catalogue import Contract, Term
+from plans.catalogue import Contract, Term, VersionBinding
 from plans.model import Effect
 from plans.names import BucketName, NonEmpty
 from plans.scope import Writes
@@ -100,6 +100,15 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
         )
     ),
     writes=(Writes("bucket", "bucket"),),
+    # the ETag the step's own pre probe saw rides on the write (If-Match; If-None-Match: * for
+    # an object that was absent): S3 refuses it with 412 if the object moved in between
+    version=VersionBinding(
+        "if_match",
+        Term("object_version", {"bucket": "bucket", "key": "key"}),
+        observed="etag",
+        when_absent={"if_none_match": "*"},
+        set_by=("if_match", "if_none_match"),
+    ),
 )
 async def s3_put(args: PutArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     def put() -> dict[str, Any]:
