@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -38,7 +39,14 @@ from plans.checking import lint
 from plans.load import PlanError, load_file, parse_plan
 from plans.model import Plan
 from records.approvals import ApprovalAnswer, ApprovalReceipt, Decision
-from records.report import RunReport, RunStatus
+from records.report import (
+    Cancellation,
+    RunReport,
+    RunStatus,
+    StepReport,
+    StepState,
+    StepTimings,
+)
 from records.run import CancelRequest, RunInput
 from replanner.planner import Draft, draft_plan
 from workflows.plan_run import PlanRunWorkflow
@@ -168,7 +176,7 @@ class Plangate:
         start_in: timedelta | None = None,
     ) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
         """``start``, returning the Temporal handle of this very execution. The staleness
-        window runs from the plan's ``made_at``, or from now (submission) when it has none."""
+        window runs from the plan's ``made_at``, or from submission when it has none."""
         plan = self.check(source).plan
         run_id = run_id or new_run_id()
         now = datetime.now(UTC)
@@ -229,15 +237,58 @@ class Plangate:
             raise
 
     async def report(self, run_id: str) -> RunReport:
-        """The run report now, of a running or an ended run."""
+        """The run report now, of a queued, running or ended run."""
         status = await self._describe(run_id)
         handle = self.handle(run_id)
         if status == WorkflowExecutionStatus.COMPLETED:
             return await handle.result()
-        rep = await handle.query(PlanRunWorkflow.report)
+        try:
+            rep = await handle.query(PlanRunWorkflow.report)
+        except RPCError as e:
+            never_began = status == WorkflowExecutionStatus.TERMINATED
+            if e.status != RPCStatusCode.FAILED_PRECONDITION and not never_began:
+                raise
+            return await self._queued(run_id)  # no workflow task (yet): it has not begun
         if status in _CLOSED_STATUS:
             rep.status = _CLOSED_STATUS[status]
         return rep
+
+    async def _queued(self, run_id: str) -> RunReport:
+        """The report of a run that has not begun: its plan, every step pending."""
+        handle = self.handle(run_id)
+        desc = await handle.describe()
+        inp: RunInput | None = None
+        cancellation: Cancellation | None = None
+        convert = self.client.data_converter
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+                payloads = event.workflow_execution_started_event_attributes.input.payloads
+                (inp,) = await convert.decode(payloads, [RunInput])
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+                details = event.workflow_execution_terminated_event_attributes.details.payloads
+                (req,) = await convert.decode(details, [CancelRequest]) if details else (None,)
+                if req is not None:
+                    cancellation = Cancellation(
+                        reason=req.reason, requester=req.requester,
+                        at=event.event_time.ToDatetime(UTC),
+                    )
+        if inp is None:
+            raise UnknownRun(f"run {run_id!r} has no history")
+        plan = inp.plan.plan
+        ended = cancellation is not None
+        return RunReport(
+            run_id=run_id, goal=plan.goal, replans_max=plan.budget.replans_max,
+            status=RunStatus.CANCELLED if ended else RunStatus.QUEUED,
+            starts_at=None if ended else desc.execution_time, cancellation=cancellation,
+            steps=[
+                StepReport(
+                    n=s.n, tool=s.tool, plan_version=1, effect=inp.plan.guard(s.n).effect,
+                    state=StepState.CANCELLED if ended else StepState.PENDING,
+                    timings=StepTimings(plan_made_at=inp.plan_made_at or desc.start_time),
+                )
+                for s in plan.steps
+            ],
+        )
 
     async def result(self, run_id: str) -> RunReport:
         """The run report once the run has ended (waits)."""
@@ -274,6 +325,11 @@ class Plangate:
         status = await self._describe(run_id)
         if status not in (None, WorkflowExecutionStatus.RUNNING):
             raise RunEnded(f"run {run_id!r} has already ended ({status.name.lower()})")
-        await self.handle(run_id).signal(
-            PlanRunWorkflow.cancel, CancelRequest(reason=reason, requester=requester)
-        )
+        request = CancelRequest(reason=reason, requester=requester)
+        if (await self.report(run_id)).status is RunStatus.QUEUED:
+            # it has not begun (a signal would wait for its start): it never will
+            await self.handle(run_id).terminate(
+                request, reason=f"cancelled before it started: {reason or 'no reason given'}"
+            )
+            return
+        await self.handle(run_id).signal(PlanRunWorkflow.cancel, request)

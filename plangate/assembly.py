@@ -7,6 +7,7 @@ a client connects with ``connect``; a replayer takes the plugin with no world.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -28,6 +29,9 @@ from world.settings import Settings
 
 WORKFLOWS: list[type] = [PlanRunWorkflow, ReplanWorkflow]
 MAX_CONCURRENT_ACTIVITIES = 32
+# A tool heartbeats every second; the SDK sends at most one a throttle interval, and a cancel
+# reaches a running tool only with a heartbeat's answer: 2 s, not the default 24-30 s.
+HEARTBEAT_THROTTLE = timedelta(seconds=2)
 
 
 def activities(world: World) -> dict[str, Callable[..., Any]]:
@@ -94,4 +98,6 @@ async def build_worker(
         task_queue=settings.task_queue,
         plugins=[PlangatePlugin(world, doubles=doubles)],
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )

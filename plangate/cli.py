@@ -64,6 +64,8 @@ def _print_problems(path: str, problems: list[str]) -> None:
 
 def _summary(rep: RunReport) -> str:
     lines = [f"run {rep.run_id}: {rep.status.value} (plan version {rep.plan_version})"]
+    if rep.starts_at is not None:
+        lines.append(f"  queued: starts at {rep.starts_at.isoformat()}")
     for s in rep.steps:
         why = f" [{s.answer}: {s.reason}]" if s.answer else ""
         lines.append(f"  v{s.plan_version} step {s.n} {s.tool}: {s.state.value}{why}")

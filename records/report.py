@@ -107,8 +107,9 @@ class CheckRecord(BaseModel):
 
 class StepTimings(BaseModel):
     plan_made_at: datetime
-    precheck_read_at: datetime | None = None
-    tool_started_at: datetime | None = None
+    precheck_read_at: datetime | None = None  # the pre check's read (the worker's clock)
+    dispatched_at: datetime | None = None  # the call dispatched (the workflow's clock)
+    tool_started_at: datetime | None = None  # the tool began (the worker's clock)
     tool_finished_at: datetime | None = None
 
     @property
@@ -119,9 +120,11 @@ class StepTimings(BaseModel):
 
     @property
     def staleness_ms(self) -> float | None:
-        if self.tool_started_at is None:
+        """Plan written -> call dispatched: hours and days, on the workflow's clock (the
+        server's, which time-skipping tests move too)."""
+        if self.dispatched_at is None:
             return None
-        return (self.tool_started_at - self.plan_made_at).total_seconds() * 1000
+        return (self.dispatched_at - self.plan_made_at).total_seconds() * 1000
 
 
 PREVIEW_BYTES = 16 * 1024  # of one tool result, in the report and the replan request
@@ -257,6 +260,7 @@ class Cancellation(BaseModel):
 class RunReport(BaseModel):
     run_id: str
     status: RunStatus = RunStatus.RUNNING
+    starts_at: datetime | None = None  # a queued run: when it will begin
     goal: str
     plan_version: int = 1
     steps: list[StepReport] = Field(default_factory=list)

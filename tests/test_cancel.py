@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
+
+import pytest
+from temporalio import activity
 
 from plangate.api import Plangate, RunEnded
 from plangate.cli import main
+from records.calls import ToolCall, ToolResult
 from tests.harness import polling_plan, running_worker, scheduled, until_state
 
 
@@ -60,3 +65,64 @@ async def test_a_cancel_from_temporal_itself_still_cancels(client, settings):
         rep = await Plangate(client, h.settings).result(handle.id)
     assert rep.status == "cancelled" and rep.cancellation is None
     assert (await scheduled(client, handle.id))["warehouse.run_sql"] == 1
+
+
+class Inflight:
+    """warehouse.run_sql whose step 1 (optionally) does its real work, then keeps working,
+    heartbeating, until the run's cancel reaches it."""
+
+    def __init__(self, world, acts: bool) -> None:
+        from activities.tool_activity import tool_activities
+
+        self.real = tool_activities(world)["warehouse.run_sql"]
+        self.acts = acts
+        self.started = asyncio.Event()
+        self.cancelled = False
+
+    @activity.defn(name="warehouse.run_sql")
+    async def run(self, call: ToolCall) -> ToolResult:
+        if call.step.n != 1:
+            result: ToolResult = await self.real(call)
+            return result
+        if self.acts:
+            await self.real(call)
+        self.started.set()
+        try:
+            while True:
+                activity.heartbeat()
+                await asyncio.sleep(0.2)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+def marked(job: str) -> dict[str, Any]:
+    return {"goal": "mark and go on", "budget": {"replans_max": 2}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
+         "post": [{"probe": "job_state", "job_id": job, "want": "done"}]},
+        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+         "args": {"statement": "select_one"}},
+    ]}
+
+
+@pytest.mark.parametrize(("acts", "outcome"), [(True, "done"), (False, "not_done")])
+async def test_cancel_reaches_a_tool_in_flight_and_reports_what_it_did(
+    client, settings, world, acts, outcome
+):
+    job = f"inflight-{uuid.uuid4().hex[:8]}"
+    tool = Inflight(world, acts)
+    async with running_worker(client, settings, {"warehouse.run_sql": tool.run}) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(marked(job))
+        await asyncio.wait_for(tool.started.wait(), 10)
+        await api.cancel(run_id, reason="goal withdrawn", requester="ops")
+        rep = await api.result(run_id)
+    assert tool.cancelled  # the cancel reached the tool (through its heartbeat)
+    assert rep.status == "cancelled" and rep.cancellation is not None
+    assert rep.cancellation.reason == "goal withdrawn"
+    step = rep.step(1)
+    assert step.state == "CANCELLED" and step.cancel_outcome == outcome
+    assert [c.phase for c in step.checks][-1] == "after-cancel"
+    assert rep.step(2).state == "CANCELLED"
+    assert (await scheduled(client, run_id))["warehouse.run_sql"] == 1  # step 2 never dispatched

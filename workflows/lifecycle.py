@@ -344,6 +344,7 @@ class StepRunner:
     # -- EXECUTING and VERIFYING --------------------------------------------------------------
     async def _execute(self, base: Prepared, p: Prepared) -> Finished | Failed | Unknown | Owed:
         self.ctx.set_state(self.step.n, StepState.EXECUTING)
+        self.rep.timings.dispatched_at = workflow.now()
         plan = self.ctx.plan
         call = ToolCall(
             step=p.ref, idempotency_key=p.key,

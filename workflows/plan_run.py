@@ -162,7 +162,7 @@ class PlanRunWorkflow:
 
     async def _run_versions(self, inp: RunInput) -> None:
         plan: GuardedPlan | None = inp.plan
-        made_at = inp.plan_made_at or workflow.now()
+        made_at = inp.plan_made_at or workflow.info().start_time
         ctx: VersionContext | None = None
         version = 0
         while plan is not None:
