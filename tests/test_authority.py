@@ -1,9 +1,12 @@
-"""Authority is re-checked when a tool acts, not when the plan was made.
+"""Authority and policy are re-checked when a tool acts, not when the plan was made.
 
 - Authority: a run's Postgres work runs under the role its ``on_behalf_of`` names (``SET LOCAL
   ROLE``, world.pg.tool_transaction). A grant revoked after the plan was accepted, or a role that
   does not exist, answers 403 (``authority_revoked``): the run halts and nothing is written.
   Probes read as the worker's own role.
+- Policy: a run decided under one policy bundle, on a worker that now enforces another
+  (``PLANGATE_POLICY_BUNDLE``), is refused before the tool acts (``policy_superseded``, 412):
+  the step is re-evaluated (probes first), then follows its ``on_unmet``.
 
 The test Postgres runs as the superuser ``postgres``; the roles here are ordinary ones, made and
 dropped by each test.
@@ -22,7 +25,9 @@ from psycopg import sql
 
 from activities.demo_schema import Account, seed_account
 from plans.load import PlanError, parse_plan
-from tests.harness import attempts, running_worker, until_state
+from records.codes import CODES
+from tests.harness import attempts, running_worker, scheduled, until_state
+from workflows.options import STEP_ATTEMPTS
 from world.clients import World
 from world.errors import ToolError
 from world.pg import tool_transaction
@@ -314,3 +319,64 @@ async def test_a_worker_of_its_own_role_acts_only_for_the_principals_it_was_gran
             assert "permission denied to set role" in e.value.detail
     finally:
         await own.close()
+
+
+# -- policy: the bundle the run was decided under --------------------------------------------------
+def policy_plan(aid: str, bundle: str | None, on_unmet: str) -> dict[str, Any]:
+    plan: dict[str, Any] = {"goal": f"close {aid}", "steps": [
+        {"n": 1, "tool": "customer.update", "on_unmet": on_unmet,
+         "args": {"account_id": aid, "status": "closed"}},
+    ]}
+    if bundle is not None:
+        plan["policy_bundle"] = bundle
+    return plan
+
+
+def test_policy_superseded_is_a_412_that_sent_nothing():
+    code = CODES["policy_superseded"]
+    assert (code.status, code.retryable, code.may_have_acted) == (412, False, False)
+    assert Settings.from_env({"PLANGATE_POLICY_BUNDLE": " p-2026-04 "}).policy_bundle == "p-2026-04"
+    assert Settings.from_env({"PLANGATE_POLICY_BUNDLE": ""}).policy_bundle is None
+
+
+@pytest.mark.parametrize("on_unmet", ["halt", "replan"])
+async def test_a_superseded_policy_is_re_evaluated_then_follows_on_unmet(
+    client, settings, world, pg, on_unmet
+):
+    aid = await active_account(world)
+    deployed = replace(settings, policy_bundle="p-2026-04")
+    async with running_worker(client, deployed) as h:
+        rep = await h.run(policy_plan(aid, "p-2026-03", on_unmet))
+    assert rep.status == "halted", rep.status
+    assert rep.failure is not None
+    assert (rep.failure.code, rep.failure.status) == ("policy_superseded", 412)
+    assert "p-2026-03" in rep.failure.detail and "p-2026-04" in rep.failure.detail
+    # re-evaluated: the whole step again, probes first, each time refused before it acted
+    step = rep.step(1, plan_version=1)
+    assert [c.attempt for c in step.checks] == list(range(1, STEP_ATTEMPTS + 1))
+    assert (await attempts(client, rep.run_id))["customer.update"] == [1] * STEP_ATTEMPTS
+    # one read of the world before each (and none after: it never acted)
+    assert (await scheduled(client, rep.run_id))["probe.evaluate"] == STEP_ATTEMPTS
+    assert await customer(pg, aid) == UNTOUCHED
+    if on_unmet == "halt":
+        assert step.state == "HALTED" and rep.replans_used == 0
+    else:
+        # re-planned: the playbook has no route around a superseded policy, so a person looks
+        assert rep.replans_used == 1 and not rep.replans[0].accepted
+        assert "policy_superseded" in (rep.escalation or "")
+
+
+@pytest.mark.parametrize(
+    ("run_bundle", "deployed_bundle"),
+    [("p-2026-04", "p-2026-04"), (None, "p-2026-04"), ("p-2026-03", None)],
+)
+async def test_a_policy_still_in_force_or_unnamed_runs(
+    client, settings, world, pg, run_bundle, deployed_bundle
+):
+    aid = await active_account(world)
+    deployed = replace(settings, policy_bundle=deployed_bundle)
+    async with running_worker(client, deployed) as h:
+        rep = await h.run(policy_plan(aid, run_bundle, "halt"))
+    assert rep.status == "succeeded", rep.failure
+    assert (await customer(pg, aid))[:2] == ("closed", 2)
+    assert (await attempts(client, rep.run_id))["customer.update"] == [1]

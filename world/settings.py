@@ -45,6 +45,7 @@ def flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raise ValueError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), not {value!r}")
 
 
+POLICY_BUNDLE_VAR = "PLANGATE_POLICY_BUNDLE"
 EXTENSIONS_VAR = "PLANGATE_EXTENSIONS"
 _MODULE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -96,6 +97,9 @@ class Settings:
     # modules of the user's own tools and probes (activities.extensions), besides those of the
     # ``plangate.extensions`` entry-point group
     extensions: tuple[str, ...] = ()
+    # the policy bundle the deployment enforces now: a run decided under another one is refused
+    # by every tool before it acts (``policy_superseded``, 412); None: not checked
+    policy_bundle: str | None = None
 
     @property
     def scope(self) -> Scope:
@@ -156,6 +160,7 @@ class Settings:
             allowed_schemas=e.get("PLANGATE_ALLOWED_SCHEMAS") or None,
             demo_systems=flag(e, DEMO_SYSTEMS_VAR),
             extensions=_module_paths(e.get(EXTENSIONS_VAR) or ""),
+            policy_bundle=(e.get(POLICY_BUNDLE_VAR) or "").strip() or None,
         )
 
 
