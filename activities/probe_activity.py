@@ -44,6 +44,8 @@ def probe_context(req: ProbeRequest, world: World) -> ProbeContext:
             else:
                 raise NoRecord(f"{src} is not known yet")
         read_tool = tools[reader.tool]
+        # acting for nobody: a probe reads as the worker's own role, never the run's principal
+        # (world.pg.act_as says why); only the tool re-checks the principal's authority
         ctx = CallContext("probe", 0, req.idempotency_key)
         try:
             return await read_tool.fn(read_tool.args.model_validate(out), world, ctx)

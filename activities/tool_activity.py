@@ -1,5 +1,10 @@
 """One Temporal activity per registered tool, named after the tool.
 
+Before a tool acts, what the deployment decides centrally is checked again, now: the policy
+bundle the run was decided under is still the one in force (``policy_superseded``, 412), and what
+it writes is within the deployment's scope (``out_of_scope``, 403). The authority the run acts
+under is re-checked by the system the tool acts on (``world.pg.tool_transaction``).
+
 Whatever a tool raises leaves here classified: a ``ToolError`` as it is; arguments that do not
 fit the tool as ``bad_arguments`` (permanent, nothing was sent); anything else as ``internal``,
 an outcome nobody can vouch for (the request may have left), with its cause, truncated.
@@ -57,6 +62,19 @@ def classify(e: BaseException, tool: str) -> ToolError:
     return ToolError("internal", f"{tool}: {type(e).__name__}: {e}"[:DETAIL_MAX])
 
 
+def refuse_superseded_policy(call: ToolCall, current: str | None) -> None:
+    """A run decided under one policy bundle, on a deployment that now enforces another, is
+    refused before the tool acts (412: re-evaluate). Either side unset: nothing to compare."""
+    decided = call.policy_bundle
+    if decided is not None and current is not None and decided != current:
+        raise ToolError(
+            "policy_superseded",
+            f"the run was decided under policy bundle {decided!r}; "
+            f"this deployment now enforces {current!r}",
+            {"policy_bundle": decided, "current": current},
+        )
+
+
 def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:
     for w, name in targets(spec.writes, args):
         why = scope.refusal(w.kind, name)
@@ -100,6 +118,7 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
         )
         beat = asyncio.create_task(_heartbeat())
         try:
+            refuse_superseded_policy(call, world.settings.policy_bundle)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
             output = bounded(await spec.fn(args, world, ctx))

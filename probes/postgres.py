@@ -1,4 +1,8 @@
-"""Postgres probes: catalogue reads and small aggregates, identifiers never formatted as text."""
+"""Postgres probes: catalogue reads and small aggregates, identifiers never formatted as text.
+
+They read as the worker's own role, whoever the run acts for: a probe only reads, and the
+authority of the run's principal (``on_behalf_of``) is re-checked by the tool when it acts
+(``world.pg.act_as``)."""
 
 from __future__ import annotations
 

@@ -25,6 +25,11 @@ CODES: dict[str, Code] = {
     "record_archived": Code(409, False, "the record is archived and cannot be changed"),
     "resource_moved": Code(409, False, "the version the write assumed is no longer current"),
     "precondition_failed": Code(412, False, "a precondition of the write no longer holds"),
+    # refused before the tool acts: the run was decided under another policy bundle than the
+    # one the deployment now enforces (PLANGATE_POLICY_BUNDLE); nothing was sent
+    "policy_superseded": Code(
+        412, False, "the policy bundle the run was decided under is no longer in force"
+    ),
     "authority_revoked": Code(403, False, "the authority the step acts under was revoked"),
     "out_of_scope": Code(403, False, "the target is outside what tools of this deployment write"),
     "too_few_rows": Code(422, False, "the load would commit fewer rows than required"),

@@ -24,6 +24,9 @@ class ReplanRequest(BaseModel):
     remaining: list[Step]
     budget: ReplanBudget
     bound: dict[str, JsonValue] = Field(default_factory=dict)  # every binding so far
+    # the run's authority and policy: a new plan acts under them, it cannot name others
+    on_behalf_of: str | None = None
+    policy_bundle: str | None = None
 
 
 class ReplanProposal(BaseModel):

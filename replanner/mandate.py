@@ -42,6 +42,13 @@ def mandate_problems(plan: Plan, req: ReplanRequest, catalogue: Catalogue) -> li
         _identity(c.tool, c.args, bound): c.n for c in req.completed if c.effect.rank > 0
     }
     out: list[str] = []
+    for name in ("on_behalf_of", "policy_bundle"):
+        said, run = getattr(plan, name), getattr(req, name)
+        if said is not None and said != run:
+            out.append(
+                f"plan, field {name}: {said!r}, but the run acts under {run!r}: a re-plan "
+                "cannot change whose authority or which policy a run acts under"
+            )
     for s in plan.steps:
         effect = effect_of(s)
         ident = _identity(s.tool, s.args, bound)

@@ -28,6 +28,9 @@ class VersionContext:
     bound: dict[str, JsonValue] = field(default_factory=dict)
     # condition key -> the step (n) whose verified post condition established it.
     verified: dict[str, int] = field(default_factory=dict)
+    # the run's authority and policy, from its first plan: every version acts under them
+    on_behalf_of: str | None = None
+    policy_bundle: str | None = None
 
     @property
     def plan(self) -> Plan:

@@ -307,8 +307,8 @@ class StepRunner:
         card = ApprovalCard(
             run_id=self.ctx.run_id, plan_version=self.ctx.version, step=self.step.n,
             tool=self.step.tool, effect=self.effect, args=p.args,
-            observed=observed(checked.results), on_behalf_of=plan.on_behalf_of,
-            policy_bundle=plan.policy_bundle, issued_at=now,
+            observed=observed(checked.results), on_behalf_of=self.ctx.on_behalf_of,
+            policy_bundle=self.ctx.policy_bundle, issued_at=now,
             expires_at=now + timedelta(seconds=self.ctx.guarded.approval_ttl_s),
         )
         record = ApprovalRecord(
@@ -348,7 +348,7 @@ class StepRunner:
         plan = self.ctx.plan
         call = ToolCall(
             step=p.ref, idempotency_key=p.key,
-            on_behalf_of=plan.on_behalf_of, policy_bundle=plan.policy_bundle,
+            on_behalf_of=self.ctx.on_behalf_of, policy_bundle=self.ctx.policy_bundle,
         )
         try:
             answer = await calls.call_tool(self.step.tool, call, self.effect)

@@ -186,6 +186,9 @@ class PlanRunWorkflow:
         ctx = VersionContext(
             run_id=self._report.run_id, guarded=plan, version=version,
             plan_made_at=made_at, report=self._report,
+            # the run's authority and policy are the first plan's, whatever a re-plan says
+            on_behalf_of=prev.on_behalf_of if prev else plan.plan.on_behalf_of,
+            policy_bundle=prev.policy_bundle if prev else plan.plan.policy_bundle,
         )
         if prev is not None:  # bindings and verified states carry over to the next version
             ctx.bound.update(prev.bound)
@@ -227,6 +230,8 @@ class PlanRunWorkflow:
                 remaining=remaining,
                 budget=ReplanBudget(replans_used=r.replans_used - 1, replans_max=r.replans_max),
                 bound=ctx.bound,
+                on_behalf_of=ctx.on_behalf_of,
+                policy_bundle=ctx.policy_bundle,
             )
             out = await self._ask(req, r.replans_used)
             r.replans.append(

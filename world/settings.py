@@ -46,6 +46,7 @@ def flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raise ValueError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), not {value!r}")
 
 
+POLICY_BUNDLE_VAR = "PLANGATE_POLICY_BUNDLE"
 EXTENSIONS_VAR = "PLANGATE_EXTENSIONS"
 _MODULE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -123,6 +124,9 @@ class Settings:
     # plan says ``approval: required``), and how long a card stays valid
     approve_effects: tuple[Effect, ...] = ()
     approval_ttl_s: float = 24 * 3600.0
+    # the policy bundle the deployment enforces now: a run decided under another one is refused
+    # by every tool before it acts (``policy_superseded``, 412); None: not checked
+    policy_bundle: str | None = None
 
     @property
     def scope(self) -> Scope:
@@ -187,6 +191,7 @@ class Settings:
             approval_ttl_s=parse_duration(
                 e.get("PLANGATE_APPROVAL_TTL") or "24h", "PLANGATE_APPROVAL_TTL"
             ),
+            policy_bundle=(e.get(POLICY_BUNDLE_VAR) or "").strip() or None,
         )
 
 

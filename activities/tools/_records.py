@@ -1,5 +1,6 @@
 """What the demo record tools (billing, CRM, e-mail) share: identifier types, one transaction
-with dict rows and mapped errors, and the JSON shape of dates and money."""
+with dict rows and mapped errors, acting for the run's principal, and the JSON shape of dates and
+money."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from psycopg import AsyncCursor, sql
 from psycopg.rows import dict_row
 from pydantic import JsonValue, StringConstraints
 
+from activities.tools.registry import CallContext
 from world.clients import World
 from world.errors import ToolError
-from world.pg import to_tool_error
+from world.pg import to_tool_error, tool_transaction
 
 # "acct_3319f", "in_88a2", "sub_71c2", "cr_4a90", "m_5518": a record id, never anything else
 RecordId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")]
@@ -31,14 +33,16 @@ Row = dict[str, Any]
 
 
 @asynccontextmanager
-async def transaction(world: World, what: str) -> AsyncIterator[AsyncCursor[Row]]:
-    """A cursor in one transaction; a ToolError raised inside rolls it back, a database error
-    becomes the ToolError ``world.pg.to_tool_error`` says."""
+async def transaction(
+    world: World, call: CallContext, what: str
+) -> AsyncIterator[AsyncCursor[Row]]:
+    """A cursor in one transaction, under the role of the principal ``call`` acts for
+    (``world.pg.tool_transaction``; a probe's reader call acts for nobody: the worker's role);
+    a ToolError raised inside rolls it back, a database error becomes the ToolError
+    ``world.pg.to_tool_error`` says (a privilege the role lacks: ``authority_revoked``)."""
     try:
-        pool = await world.pool()
         async with (
-            pool.connection() as conn,
-            conn.transaction(),
+            tool_transaction(world, call.on_behalf_of) as conn,
             conn.cursor(row_factory=dict_row) as cur,
         ):
             yield cur
@@ -96,6 +100,7 @@ def json_row(row: Row, drop: tuple[str, ...] = ()) -> dict[str, JsonValue]:
 
 async def read_by_key_or_id(
     world: World,
+    call: CallContext,
     table: sql.Composable,
     cols: sql.Composable,
     id_column: str,
@@ -106,7 +111,7 @@ async def read_by_key_or_id(
     """The record a call with idempotency key ``key`` made, or the one with ``record_id``."""
     column = sql.Identifier("idempotency_key" if key is not None else id_column)
     value = key if key is not None else record_id
-    async with transaction(world, f"read {what}") as cur:
+    async with transaction(world, call, f"read {what}") as cur:
         query = sql.SQL("SELECT {} FROM {} WHERE {} = %s").format(cols, table, column)
         await cur.execute(query, (value,))
         return await fetch_one(cur, f"no {what} for {value}")

@@ -120,7 +120,7 @@ async def list_invoices(args: AccountArgs, world: World, call: CallContext) -> d
     first active subscription (else the first pending cancellation, else null),
     ``billing_contact``, ``customer_status`` and ``archived`` from the customer record."""
     aid = args.account_id
-    async with transaction(world, f"list invoices of {aid}") as cur:
+    async with transaction(world, call, f"list invoices of {aid}") as cur:
         await cur.execute(
             "SELECT status, archived, billing_contact FROM demo.customers WHERE account_id = %s",
             (aid,),
@@ -162,7 +162,7 @@ async def list_invoices(args: AccountArgs, world: World, call: CallContext) -> d
 
 @tool("billing.get_invoice", InvoiceArgs, Effect.READ, reader=INVOICE_READER)
 async def get_invoice(args: InvoiceArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
-    async with transaction(world, f"read invoice {args.invoice_id}") as cur:
+    async with transaction(world, call, f"read invoice {args.invoice_id}") as cur:
         return invoice_json(await _invoice(cur, args.invoice_id, lock=False))
 
 
@@ -171,7 +171,7 @@ async def get_subscription(
     args: SubscriptionArgs, world: World, call: CallContext
 ) -> dict[str, JsonValue]:
     """sub_id, account_id, status, cancel_at, version."""
-    async with transaction(world, f"read subscription {args.sub_id}") as cur:
+    async with transaction(world, call, f"read subscription {args.sub_id}") as cur:
         return json_row(await _subscription(cur, args.sub_id, lock=False))
 
 
@@ -180,7 +180,7 @@ async def get_credit(args: GetCreditArgs, world: World, call: CallContext) -> di
     """credit_id, account_id, amount_eur, applied_to, idempotency_key, created_at."""
     table = sql.Identifier("demo", "credits")
     row = await read_by_key_or_id(
-        world, table, _CREDIT, "credit_id", args.idempotency_key, args.credit_id, "credit"
+        world, call, table, _CREDIT, "credit_id", args.idempotency_key, args.credit_id, "credit"
     )
     return json_row(row)
 
@@ -200,7 +200,7 @@ async def void_invoice(args: VoidArgs, world: World, call: CallContext) -> dict[
     """Voids a draft or open invoice and records the key that voided it. The same call again
     (same idempotency key) returns the same result; voiding an invoice some other call voided is
     ``invalid_state`` (400), as the billing system answers it."""
-    async with transaction(world, f"void invoice {args.invoice_id}") as cur:
+    async with transaction(world, call, f"void invoice {args.invoice_id}") as cur:
         row = await _invoice(cur, args.invoice_id, lock=True)
         if row["status"] == "void":
             if row["voided_by_key"] == call.idempotency_key:
@@ -252,7 +252,7 @@ async def cancel_subscription(
     """Schedules the cancellation at the end of the period: status ``pending_cancellation``. A
     subscription already pending cancellation is returned as it is; one already cancelled is
     ``invalid_state``."""
-    async with transaction(world, f"cancel subscription {args.sub_id}") as cur:
+    async with transaction(world, call, f"cancel subscription {args.sub_id}") as cur:
         row = await _subscription(cur, args.sub_id, lock=True)
         if row["status"] == "pending_cancellation":
             return json_row(row)
@@ -305,7 +305,7 @@ async def issue_credit(args: CreditArgs, world: World, call: CallContext) -> dic
             )
         return json_row(row)
 
-    async with transaction(world, f"credit {args.account_id}") as cur:
+    async with transaction(world, call, f"credit {args.account_id}") as cur:
         await cur.execute(by_key, (key,))
         earlier = await cur.fetchone()
         if earlier is not None:  # this call already made its credit

@@ -71,7 +71,7 @@ async def _read(cur: AsyncCursor[Row], account_id: str, lock: bool) -> Row:
 
 @tool("customer.get", CustomerArgs, Effect.READ, reader=CUSTOMER_READER)
 async def customer_get(args: CustomerArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
-    async with transaction(world, f"read customer {args.account_id}") as cur:
+    async with transaction(world, call, f"read customer {args.account_id}") as cur:
         return customer_json(await _read(cur, args.account_id, lock=False))
 
 
@@ -101,7 +101,7 @@ async def customer_update(
     """Refuses an archived record with ``record_archived`` (409, its ``archived_at`` in the
     data) and a record no longer at ``if_version`` with ``resource_moved`` (409). The refusal is
     made under the row lock, in the same transaction as the write: no check-to-use window."""
-    async with transaction(world, f"update customer {args.account_id}") as cur:
+    async with transaction(world, call, f"update customer {args.account_id}") as cur:
         row = await _read(cur, args.account_id, lock=True)
         if row["last_write_key"] == call.idempotency_key:
             return customer_json(row)  # a replay: this call's write is the current record
@@ -145,7 +145,7 @@ async def customer_restore(
 ) -> dict[str, JsonValue]:
     """Un-archives the record (archived false, archived_at null, version bumped). A record that
     is not archived is returned as it is: restoring is idempotent."""
-    async with transaction(world, f"restore customer {args.account_id}") as cur:
+    async with transaction(world, call, f"restore customer {args.account_id}") as cur:
         row = await _read(cur, args.account_id, lock=True)
         if not row["archived"]:
             return customer_json(row)

@@ -65,7 +65,7 @@ async def get_message(
 ) -> dict[str, JsonValue]:
     table = sql.Identifier("demo", "outbox")
     row = await read_by_key_or_id(
-        world, table, _MESSAGE, "message_id", args.idempotency_key, args.message_id, "message"
+        world, call, table, _MESSAGE, "message_id", args.idempotency_key, args.message_id, "message"
     )
     return message_json(row)
 
@@ -83,7 +83,7 @@ async def send(args: SendArgs, world: World, call: CallContext) -> dict[str, Jso
     "idempotency_key", "created_at"}; the same key with other arguments is
     ``idempotency_conflict``."""
     key = call.idempotency_key
-    async with transaction(world, f"send {args.template} to {args.to}") as cur:
+    async with transaction(world, call, f"send {args.template} to {args.to}") as cur:
         await cur.execute(
             sql.SQL(
                 "INSERT INTO demo.outbox (message_id, to_address, template, account_id, "

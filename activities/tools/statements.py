@@ -51,7 +51,7 @@ class JobParams(Params):
 @dataclass(frozen=True)
 class Statement:
     params: type[Params]
-    build: Callable[[Any], sql.Composable]
+    build: Callable[[Any], sql.SQL | sql.Composed]
     # What every use of this statement ends with, and the evidence that a use would change
     # nothing (``Contract.done``), bound from ``params.NAME``; ``run_sql`` takes these as its
     # contract.

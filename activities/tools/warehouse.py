@@ -28,7 +28,7 @@ from plans.names import NonEmpty, QualifiedName
 from plans.scope import Writes
 from world.clients import World
 from world.errors import ToolError
-from world.pg import ident, to_tool_error
+from world.pg import as_worker, ident, to_tool_error, tool_transaction
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -89,6 +89,26 @@ def _read_csv(path: str, world: World) -> tuple[list[str], bytes, str]:
     return header, data, hashlib.sha256(data).hexdigest()
 
 
+async def _create_if_missing(cur: psycopg.AsyncCursor[Any], target: str, header: list[str]) -> None:
+    """The target's schema and table, unless they exist. Only when missing: ``CREATE ... IF NOT
+    EXISTS`` checks the privilege to create before it looks, so a principal granted a load into
+    an existing table (INSERT, TRUNCATE) without the right to create would be refused."""
+    await cur.execute("SELECT to_regclass(%s) IS NOT NULL", (ident(target).as_string(cur),))
+    row = await cur.fetchone()
+    if row is not None and row[0]:
+        return
+    if "." in target:
+        schema = target.split(".", 1)[0]
+        await cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+        if await cur.fetchone() is None:
+            # IF NOT EXISTS still: a concurrent load may create it first
+            await cur.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+            )
+    coldefs = sql.SQL(", ").join(sql.SQL("{} text").format(sql.Identifier(c)) for c in header)
+    await cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident(target), coldefs))
+
+
 @tool(
     "warehouse.load",
     LoadArgs,
@@ -111,19 +131,11 @@ async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dic
     table = ident(args.target)
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in header)
     try:
-        pool = await world.pool()
-        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            if "." in args.target:
-                schema = args.target.split(".", 1)[0]
-                await cur.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-                )
-            coldefs = sql.SQL(", ").join(
-                sql.SQL("{} text").format(sql.Identifier(c)) for c in header
-            )
-            await cur.execute(
-                sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(table, coldefs)
-            )
+        async with (
+            tool_transaction(world, call.on_behalf_of) as conn,
+            conn.cursor() as cur,
+        ):
+            await _create_if_missing(cur, args.target, header)
             # A load replaces the table's contents: running it twice leaves one copy.
             await cur.execute(sql.SQL("TRUNCATE {}").format(table))
             copy_stmt = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv, HEADER true)")
@@ -137,6 +149,8 @@ async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dic
                     f"{args.target}: {rows} rows loaded, at least {args.min_rows} required",
                     {"rows": rows, "min_rows": args.min_rows},
                 )
+            # plangate's own record of the load, in the same transaction, as the worker
+            await as_worker(conn)
             await cur.execute(RECORD_LOAD, (args.target, sha256, rows, call.idempotency_key))
     except ToolError:
         raise
@@ -199,8 +213,10 @@ async def warehouse_run_sql(
     stmt = STATEMENTS[args.statement]  # RunSqlArgs checked the name and the parameters
     params = stmt.params.model_validate(args.params)
     try:
-        pool = await world.pool()
-        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        async with (
+            tool_transaction(world, call.on_behalf_of) as conn,
+            conn.cursor() as cur,
+        ):
             await cur.execute(stmt.build(params))
             if cur.description is None:
                 return {"rowcount": cur.rowcount, "rows": [], "truncated": False}
