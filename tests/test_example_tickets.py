@@ -1,0 +1,219 @@
+"""The worked example of an extension (``examples/tickets``): its tools guard writes to a real
+local HTTP tickets service. What happened is read from the service's own request log and from
+the Temporal history, never from a status string alone.
+
+The worker loads ``plangate_tickets`` the way a deployment does: named by
+``PLANGATE_EXTENSIONS`` (``Settings.extensions``) here, by its entry point in
+``test_example_entry_point.py``."""
+
+from __future__ import annotations
+
+import ast
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plangate_tickets import tools
+from tickets_service import OTHER_WRITER, Logged, TicketsService
+
+from plangate import CallContext, ToolError, World
+from records.report import RunReport
+from tests.harness import attempts, running_worker, scheduled
+from world.settings import Settings
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture
+def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[TicketsService]:
+    with TicketsService() as svc:
+        monkeypatch.setenv("TICKETS_URL", svc.url)
+        yield svc
+
+
+@pytest.fixture
+def with_tickets(settings: Settings) -> Settings:
+    return replace(settings, extensions=("plangate_tickets",))
+
+
+def new_ticket(service: TicketsService, title: str = "Printer on fire") -> str:
+    tid = f"T-{uuid.uuid4().hex[:8]}"
+    service.add(tid, title)
+    return tid
+
+
+def triage_plan(tid: str, **update: Any) -> dict[str, Any]:
+    """Read the ticket (binding its ETag), then assign it while it is still open, bound to the
+    version that read saw."""
+    return {"goal": f"take {tid} in hand", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "tickets.get", "effect": "read", "args": {"ticket_id": tid},
+         "binds": {"etag": "$.etag"}},
+        {"n": 2, "tool": "tickets.update", "depends_on": [1],
+         "args": {"ticket_id": tid, "status": "in_progress", "assignee": "dana",
+                  "if_match": "${etag}", **update},
+         "pre": [{"probe": "ticket_status", "ticket_id": tid, "want": "open"}]},
+    ]}
+
+
+def http(log: list[Logged]) -> list[tuple[str, int]]:
+    """The HTTP requests of a log as (method, status); another writer's changes as OTHER."""
+    return [("OTHER" if e.by == OTHER_WRITER else e.method, e.status) for e in log]
+
+
+def after_write(log: list[Logged]) -> list[tuple[str, int]]:
+    i = next(i for i, e in enumerate(log) if e.method == "PATCH" and e.by == "http")
+    return http(log[i + 1:])
+
+
+def results(rep: RunReport, n: int, phase: str) -> list[tuple[int, str, str, Any]]:
+    """Step n's probe results of ``phase``: (attempt, probe, outcome, observed)."""
+    return [
+        (c.attempt, r.condition.probe, r.outcome, r.observed)
+        for c in rep.step(n).checks if c.phase == phase for r in c.results
+    ]
+
+
+async def test_a_guarded_write_runs_once_and_is_read_back_over_http(
+    client, with_tickets, service
+):
+    tid = new_ticket(service)
+    async with running_worker(client, with_tickets) as h:
+        rep = await h.run(triage_plan(tid))
+    assert rep.status == "succeeded", rep.failure
+    # once: one activity, one attempt, one PATCH the service applied, bound to what step 1 read
+    assert (await scheduled(client, rep.run_id))["tickets.update"] == 1
+    assert (await attempts(client, rep.run_id))["tickets.update"] == [1]
+    (patch,) = service.requests("PATCH", tid)
+    assert (patch.status, patch.replayed, patch.if_match) == (200, False, f'"{tid}.1"')
+    assert patch.idempotency_key and patch.body == {"status": "in_progress", "assignee": "dana"}
+    ticket = service.ticket(tid)
+    assert (ticket["status"], ticket["assignee"], ticket["version"]) == ("in_progress", "dana", 2)
+    # the post check read the ticket back: a GET the service answered after the PATCH, and its
+    # answer is what the contract's field probes judged
+    assert ("GET", 200) in after_write(service.log)
+    assert sorted(results(rep, 2, "post")) == [
+        (1, "field_equals", "holds", "dana"),
+        (1, "field_equals", "holds", "in_progress"),
+    ]
+
+
+async def test_a_ticket_moved_between_check_and_write_is_re_evaluated(
+    client, with_tickets, service
+):
+    tid = new_ticket(service)
+    # another writer closes the ticket after the pre check read it open, before the PATCH lands
+    service.interleave(tid, "before", status="closed", assignee="sam")
+    async with running_worker(client, with_tickets) as h:
+        rep = await h.run(triage_plan(tid))
+    # the stale write was refused (412) once, and never tried blindly again
+    (patch,) = service.requests("PATCH", tid)
+    assert (patch.status, patch.if_match) == (412, f'"{tid}.1"')
+    assert (await attempts(client, rep.run_id))["tickets.update"] == [1]
+    # 412 -> re-evaluate: the whole step again, probes first. The second look finds the ticket
+    # closed, so the pre condition fails and nothing more is sent
+    assert [(c.phase, c.attempt) for c in rep.step(2).checks] == [
+        ("skip+pre", 1), ("skip+pre", 2),
+    ]
+    assert (2, "ticket_status", "violated", {"status": "closed", "etag": f'"{tid}.2"'}) in (
+        results(rep, 2, "skip+pre")
+    )
+    assert (await scheduled(client, rep.run_id))["probe.evaluate"] == 2
+    assert after_write(service.log) and set(after_write(service.log)) == {("GET", 200)}
+    assert rep.status == "failed" and rep.failure is not None
+    assert (rep.failure.step, rep.failure.code) == (2, "precondition_unmet")
+    # the other writer's state survives
+    ticket = service.ticket(tid)
+    assert (ticket["status"], ticket["assignee"], ticket["version"]) == ("closed", "sam", 2)
+
+
+async def test_field_probes_judge_the_ticket_as_read_back_not_the_tools_answer(
+    client, with_tickets, service
+):
+    tid = new_ticket(service)
+    plan = triage_plan(tid)
+    # a field the call does not set: only a read of the service can know it
+    plan["steps"][1]["post"] = [
+        {"probe": "field_equals", "path": "$.title", "value": "Printer on fire"}
+    ]
+    # another writer reassigns the ticket right after the write, before it is read back
+    service.interleave(tid, "after", assignee="sam")
+    async with running_worker(client, with_tickets) as h:
+        rep = await h.run(plan)
+    (patch,) = service.requests("PATCH", tid)
+    assert patch.status == 200
+    step = rep.step(2)
+    assert step.result is not None and step.result["assignee"] == "dana"  # what the tool said
+    assert sorted(results(rep, 2, "post")) == [
+        (1, "field_equals", "holds", "Printer on fire"),
+        (1, "field_equals", "holds", "in_progress"),
+        (1, "field_equals", "violated", "sam"),  # what the service holds
+    ]
+    assert after_write(service.log)[0] == ("OTHER", 200)
+    assert ("GET", 200) in after_write(service.log)[1:]
+    assert rep.status == "failed" and rep.failure is not None
+    assert (rep.failure.step, rep.failure.code) == (2, "postcondition_unmet")
+    assert step.state != "DONE"
+
+
+async def test_an_unknown_ticket_is_not_found_and_not_asked_again(client, with_tickets, service):
+    plan = {"goal": "read", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "tickets.get", "effect": "read", "args": {"ticket_id": "T-none"}},
+    ]}
+    async with running_worker(client, with_tickets) as h:
+        rep = await h.run(plan)
+    assert rep.failure is not None and (rep.failure.code, rep.failure.status) == ("not_found", 404)
+    assert (await attempts(client, rep.run_id))["tickets.get"] == [1]
+    assert http(service.log) == [("GET", 404)]
+
+
+async def test_a_replayed_write_is_not_applied_twice(with_tickets, service):
+    tid = new_ticket(service)
+    args = tools.UpdateTicket(ticket_id=tid, assignee="dana", if_match=f'"{tid}.1"')
+    call = CallContext("run-1", 2, "run-1/v1/2")
+    world = World(with_tickets)
+    try:
+        first = await tools.update_ticket(args, world, call)
+        again = await tools.update_ticket(args, world, call)  # a retry after a lost answer
+        other = CallContext("run-2", 2, "run-2/v1/2")
+        with pytest.raises(ToolError) as moved:
+            await tools.update_ticket(args, world, other)  # a new call, on a stale version
+    finally:
+        await world.close()
+    assert first == again and service.ticket(tid)["version"] == 2
+    assert [(e.status, e.replayed) for e in service.requests("PATCH", tid)] == [
+        (200, False), (200, True), (412, False),
+    ]
+    assert (moved.value.code, moved.value.status) == ("precondition_failed", 412)
+    assert moved.value.data == {"ticket_id": tid, "status": 412, "etag": f'"{tid}.2"'}
+
+
+async def test_a_service_that_does_not_answer_is_unavailable(with_tickets, monkeypatch):
+    with TicketsService() as gone:
+        url = gone.url
+    monkeypatch.setenv("TICKETS_URL", url)
+    world = World(with_tickets)
+    try:
+        with pytest.raises(ToolError) as e:
+            await tools.get_ticket(
+                tools.GetTicket(ticket_id="T-1"), world, CallContext("r", 1, "k")
+            )
+    finally:
+        await world.close()
+    assert (e.value.code, e.value.retryable) == ("unavailable", True)
+    assert url in e.value.detail
+
+
+def test_the_example_uses_only_the_public_surface():
+    """An extension imports ``plangate`` itself, never its internals."""
+    internal = {"activities", "probes", "world", "records", "plans", "workflows", "replanner"}
+    for path in EXAMPLES.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            )
+            for name in names:
+                assert name.split(".")[0] not in internal, f"{path}: {name}"
+                assert not name.startswith("plangate."), f"{path}: {name}"
