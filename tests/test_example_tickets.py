@@ -3,14 +3,20 @@ local HTTP tickets service. What happened is read from the service's own request
 the Temporal history, never from a status string alone.
 
 The worker loads ``plangate_tickets`` the way a deployment does: named by
-``PLANGATE_EXTENSIONS`` (``Settings.extensions``) here, by its entry point in
-``test_example_entry_point.py``."""
+``PLANGATE_EXTENSIONS`` (``Settings.extensions``), or installed with its ``plangate.extensions``
+entry point, which fresh ``plangate`` processes (``check``, ``worker``, ``run``) discover."""
 
 from __future__ import annotations
 
 import ast
+import asyncio
+import json
+import os
+import sys
+import tomllib
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,10 +27,12 @@ from tickets_service import OTHER_WRITER, Logged, TicketsService
 
 from plangate import CallContext, ToolError, World
 from records.report import RunReport
+from tests.fake_openai import FakeOpenAI
 from tests.harness import attempts, running_worker, scheduled
 from world.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TICKETS = EXAMPLES / "tickets"
 
 
 @pytest.fixture
@@ -217,3 +225,149 @@ def test_the_example_uses_only_the_public_surface():
             for name in names:
                 assert name.split(".")[0] not in internal, f"{path}: {name}"
                 assert not name.startswith("plangate."), f"{path}: {name}"
+
+
+# -- installed by entry point -----------------------------------------------------------------
+
+
+def install_metadata(site: Path, name: str, entry_points: Mapping[str, str]) -> None:
+    """What installing a distribution leaves for ``importlib.metadata`` in ``site``: its
+    ``.dist-info`` with ``METADATA`` and the ``plangate.extensions`` entry points."""
+    dist = site / f"{name.replace('-', '_')}-0.1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    lines = ["[plangate.extensions]", *(f"{k} = {v}" for k, v in entry_points.items())]
+    (dist / "entry_points.txt").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A site directory where the example is installed as its pyproject.toml declares it (its
+    entry points; the code itself stays in examples/tickets)."""
+    project = tomllib.loads((TICKETS / "pyproject.toml").read_text())["project"]
+    install_metadata(
+        tmp_path / "site", project["name"], project["entry-points"]["plangate.extensions"]
+    )
+    return tmp_path / "site"
+
+
+def deployment_env(*paths: Path, **env: str) -> dict[str, str]:
+    """This process's environment (the stack's services, TICKETS_URL) for a fresh ``plangate``
+    process that imports from ``paths`` and loads no extension by name."""
+    out = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PLANGATE_EXTENSIONS")}
+    return {**out, "PYTHONPATH": os.pathsep.join(map(str, paths)), **env}
+
+
+async def plangate(*argv: str, env: Mapping[str, str]) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "plangate", *argv, env=dict(env),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+@asynccontextmanager
+async def worker_process(env: Mapping[str, str], log: Path) -> AsyncIterator[None]:
+    """``plangate worker`` in a process of its own, until the block ends."""
+    with log.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "plangate", "worker", env=dict(env),
+            stdout=asyncio.subprocess.PIPE, stderr=err,
+        )
+        try:
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert b"worker polling" in line, await asyncio.to_thread(log.read_text)
+            yield
+        finally:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_check_knows_the_extension_where_its_entry_point_is_installed(site, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(triage_plan("T-1")))
+    code, _, err = await plangate("check", str(plan), env=deployment_env(site, TICKETS))
+    assert code == 0, err
+    code, _, err = await plangate("check", str(plan), env=deployment_env(TICKETS))
+    assert code == 2
+    assert "step 2, field tool: unknown tool 'tickets.update'" in err
+    assert "unknown probe 'ticket_status'" in err
+
+
+async def test_an_installed_extension_runs_in_a_worker_and_the_replanner_is_offered_it(
+    client, stack, site, service, tmp_path
+):
+    tid = new_ticket(service)
+    service.write(tid, status="closed")  # closed overnight: step 2's pre condition fails
+    plan, run_id = tmp_path / "plan.json", f"ep-{uuid.uuid4().hex[:8]}"
+    plan.write_text(json.dumps({**triage_plan(tid), "budget": {"replans_max": 1}}))
+    reopen = {"goal": f"take {tid} in hand", "steps": [
+        {"n": 1, "tool": "tickets.update",
+         "args": {"ticket_id": tid, "status": "in_progress", "assignee": "dana"}},
+    ]}
+    with FakeOpenAI(responses=[json.dumps(reopen)]) as fake:
+        env = deployment_env(
+            site, TICKETS, **stack.env(), PLANGATE_TASK_QUEUE=f"ep-{uuid.uuid4().hex[:8]}",
+            OPENAI_BASE_URL=fake.base_url,
+            OPENAI_API_KEY="sk-test", PLANGATE_MODEL="fake-model",
+        )
+        async with worker_process(env, tmp_path / "worker.log"):
+            code, out, err = await plangate(
+                "run", str(plan), "--id", run_id, "--wait", "--json", env=env
+            )
+        (asked,) = fake.completions
+    report = json.loads(out)
+    assert code == 0 and report["status"] == "succeeded", err
+    assert (report["plan_version"], report["replans_used"]) == (2, 1)
+    # the model was handed the deployment's catalogue, the extension's tools and probe in it
+    system = asked.messages[0]["content"]
+    offered = json.loads(system.split("Catalogue:\n", 1)[1])
+    tickets_tools = {t["name"]: t for t in offered["tools"] if t["name"].startswith("tickets.")}
+    assert sorted(tickets_tools) == ["tickets.get", "tickets.update"]
+    assert tickets_tools["tickets.update"]["field_probes"] is True
+    assert "ticket_status" in {p["name"] for p in offered["probes"]}
+    # the worker ran the extension's tools: read once, one PATCH (the new plan's), read back
+    calls = await scheduled(client, run_id)
+    assert (calls["tickets.get"], calls["tickets.update"]) == (1, 1)
+    (patch,) = service.requests("PATCH", tid)
+    assert (patch.status, patch.if_match) == (200, None)
+    assert ("GET", 200) in after_write(service.log)
+    ticket = service.ticket(tid)
+    assert (ticket["status"], ticket["assignee"]) == ("in_progress", "dana")
+
+
+CLASHING = """\
+from plangate import Effect, ToolArgs, tool
+
+
+class Args(ToolArgs):
+    bucket: str
+
+
+@tool("s3.get", Args, Effect.READ)
+async def fetch(args, world, call):
+    return {}
+"""
+
+
+async def test_an_extension_that_clashes_stops_the_deployment_in_one_line(stack, tmp_path):
+    (tmp_path / "clashing_tools.py").write_text(CLASHING)
+    install_metadata(tmp_path, "clashing-tools", {"clash": "clashing_tools"})
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"goal": "g", "steps": [
+        {"n": 1, "tool": "s3.get", "effect": "read",
+         "args": {"bucket": "b", "key": "k", "dest": "k"}},
+    ]}))
+    env = deployment_env(
+        tmp_path, **stack.env(), PLANGATE_TASK_QUEUE=f"clash-{uuid.uuid4().hex[:8]}"
+    )
+    for argv in (["check", str(plan)], ["worker"]):
+        code, out, err = await plangate(*argv, env=env)
+        assert code == 2, (argv, out, err)
+        (line,) = err.strip().splitlines()
+        assert "'s3.get'" in line and "activities.tools.s3" in line, line
+        assert "clashing_tools" in line and "entry point clash" in line, line
+        assert "polling" not in out
