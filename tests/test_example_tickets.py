@@ -286,9 +286,8 @@ async def worker_process(env: Mapping[str, str], log: Path) -> AsyncIterator[Non
             await asyncio.wait_for(proc.wait(), 30)
 
 
-async def test_check_knows_the_extension_where_its_entry_point_is_installed(site, tmp_path):
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps(triage_plan("T-1")))
+async def test_check_knows_the_extension_where_its_entry_point_is_installed(site):
+    plan = TICKETS / "triage.json"  # the README's plan
     code, _, err = await plangate("check", str(plan), env=deployment_env(site, TICKETS))
     assert code == 0, err
     code, _, err = await plangate("check", str(plan), env=deployment_env(TICKETS))
