@@ -263,7 +263,12 @@ async def plangate(*argv: str, env: Mapping[str, str]) -> tuple[int, str, str]:
         sys.executable, "-m", "plangate", *argv, env=dict(env),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"plangate {' '.join(argv)} did not end") from None
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
