@@ -15,7 +15,6 @@ Python. The CLI is built on it.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.catalogue import catalogue, check_plan, guarded
 from plangate.assembly import connect
 from plans.checking import lint
-from plans.load import PlanError, load_file, parse_plan
+from plans.load import PlanError, load_file, load_text, parse_plan
 from plans.model import Plan
 from records.approvals import ApprovalAnswer, ApprovalReceipt, Decision
 from records.report import (
@@ -107,13 +106,14 @@ class Checked:
 
 
 def load(source: PlanSource) -> Plan:
-    """A plan from a model, a dict, JSON text or a file path (JSON or YAML)."""
+    """A plan from a model, a dict, a file path (JSON or YAML), or JSON text (a string that
+    starts with ``{``)."""
     if isinstance(source, Plan):
         return source
-    if isinstance(source, Path):
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return load_text(source)
+    if isinstance(source, str | Path):
         return load_file(source)
-    if isinstance(source, str):
-        return parse_plan(json.loads(source))
     return parse_plan(dict(source))
 
 

@@ -16,6 +16,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
+from activities.extensions import registry_for
 from activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from activities.tool_activity import tool_activities
 from replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
@@ -88,16 +89,28 @@ async def build_worker(
     bootstrap: bool = True,
 ) -> Worker:
     """A worker on ``settings.task_queue``: its work directory made and (``bootstrap``)
-    plangate's tables created through ``world``."""
+    plangate's tables created through ``world``.
+
+    The deployment's tools and probes are resolved first: an extension that cannot load or
+    that clashes (``ExtensionError``) stops the worker before it opens a connection. A world
+    made here is closed again when the worker cannot be built: an open connection pool left
+    behind would keep the process from ending."""
+    registry_for(settings)
+    own = world is None
     world = world or World(settings)
-    settings.workdir.mkdir(parents=True, exist_ok=True)
-    if bootstrap:
-        await ensure_schema(world)
-    return Worker(
-        client,
-        task_queue=settings.task_queue,
-        plugins=[PlangatePlugin(world, doubles=doubles)],
-        max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
-        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-    )
+    try:
+        settings.workdir.mkdir(parents=True, exist_ok=True)
+        if bootstrap:
+            await ensure_schema(world)
+        return Worker(
+            client,
+            task_queue=settings.task_queue,
+            plugins=[PlangatePlugin(world, doubles=doubles)],
+            max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        )
+    except BaseException:
+        if own:
+            await world.close()
+        raise

@@ -10,7 +10,8 @@
 
 - ``str``: a ``chat.completion`` whose ``choices[0].message.content`` is that string;
 - ``int``: that HTTP status with an OpenAI-style error body;
-- ``Reply``: full control (status, content, finish_reason, a raw body, a delay).
+- ``Reply``: full control (status, content, finish_reason, tool calls, a raw body, a delay);
+  ``Reply.calling(name, arguments)`` asks the client to call one of its tools.
 
 With the script used up it answers 500 (``no scripted response left``). ``GET /v1/models`` lists
 the one model. Anything else is 404. Stdlib only: a ``ThreadingHTTPServer`` on 127.0.0.1 with a
@@ -41,7 +42,8 @@ _ERROR_TYPES = {
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer. ``body`` (any JSON, or ``bytes`` sent as they are) replaces the
-    generated body; otherwise a 200 carries ``content`` and anything else an error body."""
+    generated body; otherwise a 200 carries ``content`` (and ``tool_calls``: function name and
+    arguments, each given the id ``call_fake<N>``) and anything else an error body."""
 
     status: int = 200
     content: str | None = ""
@@ -51,6 +53,13 @@ class Reply:
     usage: dict[str, int] = field(
         default_factory=lambda: {"prompt_tokens": 3400, "completion_tokens": 420}
     )
+    tool_calls: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def calling(cls, name: str, arguments: Any) -> Reply:
+        """The assistant asks for one call of the function ``name``; ``arguments`` (JSON) are
+        sent as a JSON string, as the API does."""
+        return cls(content=None, finish_reason="tool_calls", tool_calls=((name, arguments),))
 
 
 Script = str | int | Reply
@@ -158,6 +167,13 @@ class FakeOpenAI:
     def _completion(self, reply: Reply) -> dict[str, Any]:
         usage = dict(reply.usage)
         usage["total_tokens"] = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": f"call_fake{next(self._ids)}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(arguments)}}
+                for name, arguments in reply.tool_calls
+            ]
         return {
             "id": f"chatcmpl-fake{next(self._ids)}",
             "object": "chat.completion",
@@ -166,7 +182,7 @@ class FakeOpenAI:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.content, "refusal": None},
+                    "message": message,
                     "logprobs": None,
                     "finish_reason": reply.finish_reason,
                 }

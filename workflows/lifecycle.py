@@ -303,7 +303,6 @@ class StepRunner:
 
     def _publish(self, p: Prepared, checked: Checked) -> ApprovalRecord:
         now = workflow.now()
-        plan = self.ctx.plan
         card = ApprovalCard(
             run_id=self.ctx.run_id, plan_version=self.ctx.version, step=self.step.n,
             tool=self.step.tool, effect=self.effect, args=p.args,
@@ -345,7 +344,6 @@ class StepRunner:
     async def _execute(self, base: Prepared, p: Prepared) -> Finished | Failed | Unknown | Owed:
         self.ctx.set_state(self.step.n, StepState.EXECUTING)
         self.rep.timings.dispatched_at = workflow.now()
-        plan = self.ctx.plan
         call = ToolCall(
             step=p.ref, idempotency_key=p.key,
             on_behalf_of=self.ctx.on_behalf_of, policy_bundle=self.ctx.policy_bundle,

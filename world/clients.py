@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
 _S3_CONFIG = Config(connect_timeout=3, read_timeout=20, retries={"max_attempts": 1})
 PG_CONNECT_TIMEOUT_S = 3.0
 
+C = TypeVar("C")
+
 
 class World:
     def __init__(self, settings: Settings) -> None:
@@ -28,6 +32,7 @@ class World:
         self._s3: S3Client | None = None
         self._pool: AsyncConnectionPool[Any] | None = None
         self._pool_lock = asyncio.Lock()
+        self._kept: dict[str, Any] = {}
 
     @property
     def s3(self) -> S3Client:
@@ -52,6 +57,15 @@ class World:
                 self._pool = pool
             return self._pool
 
+    def client(self, name: str, make: Callable[[], C]) -> C:
+        """An extension's own client (an HTTP client, a vendor's SDK) under ``name``: made by
+        ``make`` on first use, then the same one for every tool and probe call of this world
+        (one per worker), and closed with it (its ``aclose()``, else its ``close()``)."""
+        if name not in self._kept:
+            self._kept[name] = make()
+        kept: C = self._kept[name]
+        return kept
+
     def path(self, path: str) -> Path:
         return confine(self.workdir, path)
 
@@ -59,6 +73,12 @@ class World:
         return confine_file(self.workdir, path)
 
     async def close(self) -> None:
+        kept, self._kept = list(self._kept.values()), {}
+        for c in kept:
+            closing = getattr(c, "aclose", None) or getattr(c, "close", None)
+            done = closing() if callable(closing) else None
+            if inspect.isawaitable(done):
+                await done
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
