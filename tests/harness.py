@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import tempfile
 import uuid
@@ -114,17 +115,32 @@ def model_backed(settings: Settings, fake: FakeOpenAI) -> ReplanActivities:
     return ReplanActivities(s, backend=OpenAIBackend.from_settings(s))
 
 
+def local_activity(e: Any) -> dict[str, Any] | None:
+    """A local activity's record (activity_type, attempt) from its marker event, else None."""
+    if e.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+        return None
+    a = e.marker_recorded_event_attributes
+    if a.marker_name != "core_local_activity":
+        return None
+    data: dict[str, Any] = json.loads(a.details["data"].payloads[0].data)
+    return data
+
+
 async def scheduled(client: Client, run_id: str) -> Counter[str]:
-    """Activity tasks scheduled, by type, read from the workflow's history."""
+    """Activities run, by type, read from the workflow's history: activity tasks scheduled, and
+    local activities (probes) recorded."""
     out: Counter[str] = Counter()
     async for e in client.get_workflow_handle(run_id).fetch_history_events():
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             out[e.activity_task_scheduled_event_attributes.activity_type.name] += 1
+        elif (local := local_activity(e)) is not None:
+            out[local["activity_type"]] += 1
     return out
 
 
 async def attempts(client: Client, run_id: str) -> dict[str, list[int]]:
-    """For each activity type, the attempt count of each of its executions, from the history."""
+    """For each activity type, the attempt count of each of its executions, from the history
+    (a local activity records its last attempt)."""
     types: dict[int, str] = {}
     out: dict[str, list[int]] = {}
     async for e in client.get_workflow_handle(run_id).fetch_history_events():
@@ -133,6 +149,8 @@ async def attempts(client: Client, run_id: str) -> dict[str, list[int]]:
         elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             a = e.activity_task_started_event_attributes
             out.setdefault(types[a.scheduled_event_id], []).append(a.attempt)
+        elif (local := local_activity(e)) is not None:
+            out.setdefault(local["activity_type"], []).append(int(local["attempt"]))
     return out
 
 

@@ -59,16 +59,30 @@ CallAnswer = Called | CallFailed | CallLost
 
 
 async def probe(req: ProbeRequest) -> ProbeAnswer:
+    """Read the world: a local activity (a probe is short, read-only and safe to repeat; no
+    server round trip to schedule it, and a worker that dies mid-read reads again on replay,
+    since only a finished read is recorded)."""
     try:
-        report: ProbeReport = await workflow.execute_activity(
-            PROBE_ACTIVITY,
-            req,
-            result_type=ProbeReport,
-            start_to_close_timeout=options.PROBE.start_to_close_timeout,
-            retry_policy=options.PROBE.retry_policy,
-        )
-    except ActivityError as e:
-        cause = e.cause
+        report: ProbeReport
+        if workflow.patched("local-probes"):
+            report = await workflow.execute_local_activity(
+                PROBE_ACTIVITY,
+                req,
+                result_type=ProbeReport,
+                start_to_close_timeout=options.PROBE.start_to_close_timeout,
+                retry_policy=options.PROBE.retry_policy,
+            )
+        else:  # runs started before probes ran locally
+            report = await workflow.execute_activity(
+                PROBE_ACTIVITY,
+                req,
+                result_type=ProbeReport,
+                start_to_close_timeout=options.PROBE.start_to_close_timeout,
+                retry_policy=options.PROBE.retry_policy,
+            )
+    except (ActivityError, ApplicationError) as e:
+        # a local activity's failure can arrive as its own error, not wrapped
+        cause = e.cause if isinstance(e, ActivityError) else e
         if isinstance(cause, ApplicationError) and cause.details:
             answered = ProbeReport.model_validate(cause.details[0])
             detail = "; ".join(f"{r.condition.key()}: {r.detail}" for r in answered.unknown)
