@@ -6,7 +6,7 @@ by name and keeps only pure comparisons here."""
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from plans.model import Plan, Step
@@ -40,15 +40,28 @@ class ReplanWorkflow:
     @workflow.run
     async def run(self, req: ReplanRequest) -> ReplanOutcome:
         try:
-            proposal: ReplanProposal = await workflow.execute_activity(
-                PROPOSE_ACTIVITY,
-                req,
-                result_type=ReplanProposal,
-                start_to_close_timeout=options.PROPOSE_TIMEOUT,
-                retry_policy=options.PROPOSE_RETRY,
-            )
-        except ActivityError as e:
-            return ReplanOutcome(reason=f"the re-planner gave no answer: {e.cause or e}")
+            proposal: ReplanProposal
+            if workflow.patched("local-propose"):
+                # Local: no server round trip to schedule it or to wake the workflow after it
+                # (a model's answer can take minutes; the worker keeps the task alive).
+                proposal = await workflow.execute_local_activity(
+                    PROPOSE_ACTIVITY,
+                    req,
+                    result_type=ReplanProposal,
+                    start_to_close_timeout=options.PROPOSE_TIMEOUT,
+                    retry_policy=options.PROPOSE_RETRY,
+                )
+            else:  # runs started before the re-planner was asked locally
+                proposal = await workflow.execute_activity(
+                    PROPOSE_ACTIVITY,
+                    req,
+                    result_type=ReplanProposal,
+                    start_to_close_timeout=options.PROPOSE_TIMEOUT,
+                    retry_policy=options.PROPOSE_RETRY,
+                )
+        except (ActivityError, ApplicationError) as e:
+            cause = e.cause if isinstance(e, ActivityError) else e
+            return ReplanOutcome(reason=f"the re-planner gave no answer: {cause or e}")
         out = ReplanOutcome(backend=proposal.backend, reason=proposal.reason, final=proposal.final)
         if proposal.plan is None:
             return out
