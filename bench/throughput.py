@@ -1,0 +1,56 @@
+"""Guarded throughput: 50 concurrent 10-step plans, guarded and unguarded (the same writes,
+probes or none), steps per second of each and their ratio, in one run on one worker.
+
+    .venv/bin/python -m bench.throughput [--plans 50] [--steps 10] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+import psycopg
+
+from bench._stack import Bench, bench_stack
+from bench.guard_cost import TABLE, plan
+
+
+async def burst(b: Bench, plans: int, steps: int, guarded: bool) -> float:
+    """Steps per second of ``plans`` plans started at once, start to the last one's end."""
+    bodies = [plan(steps, guarded) for _ in range(plans)]
+    t0 = time.perf_counter()
+    reports = await asyncio.gather(*(b.run(body) for body in bodies))
+    elapsed = time.perf_counter() - t0
+    bad = [r.run_id for r in reports if r.status != "succeeded"]
+    if bad:
+        raise SystemExit(f"{len(bad)} runs did not succeed: {bad[:3]}")
+    return plans * steps / elapsed
+
+
+async def main(plans: int, steps: int, rounds: int) -> None:
+    async with bench_stack() as b:
+        async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as conn:
+            await conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (id int)")
+        await burst(b, 5, steps, True)  # warm-up, left out of the figures
+        await burst(b, 5, steps, False)
+        g: list[float] = []
+        u: list[float] = []
+        for _ in range(rounds):
+            u.append(await burst(b, plans, steps, False))
+            g.append(await burst(b, plans, steps, True))
+    gm, um = statistics.median(g), statistics.median(u)
+    print(f"{plans} concurrent plans of {steps} steps, {rounds} rounds")
+    print(f"unguarded: median {um:.0f} steps/s {[round(x) for x in u]}")
+    print(f"guarded:   median {gm:.0f} steps/s {[round(x) for x in g]}")
+    print(f"guarded/unguarded throughput: {gm / um:.2f}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plans", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    asyncio.run(main(a.plans, a.steps, a.rounds))
