@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from plans import bindings
     from plans.guards import GuardedPlan, StepGuard, conditions_for
     from plans.model import Condition, Plan, Step
+    from records.calls import ProbeReport
     from records.report import RunReport, StepReport, StepState
     from workflows import bookkeeping
 
@@ -28,6 +29,9 @@ class VersionContext:
     bound: dict[str, JsonValue] = field(default_factory=dict)
     # condition key -> the step (n) whose verified post condition established it.
     verified: dict[str, int] = field(default_factory=dict)
+    # a step's first read made together with the post check of the step before it
+    # (lifecycle: fused reads): step n -> (the condition keys read, what they read)
+    prefetched: dict[int, tuple[list[str], ProbeReport]] = field(default_factory=dict)
     # the run's authority and policy, from its first plan: every version acts under them
     on_behalf_of: str | None = None
     policy_bundle: str | None = None
@@ -55,11 +59,14 @@ class VersionContext:
         tag = hashlib.sha256(f"{info.workflow_id}/{info.first_execution_run_id}".encode())
         return f"{self.run_id[:48]}~{tag.hexdigest()[:16]}/v{self.version}/{n}"
 
-    def resolve_conditions(self, conds: list[Condition], where: str) -> list[Condition]:
+    def resolve_conditions(
+        self, conds: list[Condition], where: str, bound: dict[str, JsonValue] | None = None
+    ) -> list[Condition]:
+        values = self.bound if bound is None else bound
         return [
             Condition(
                 probe=c.probe,
-                args=bindings.resolve(c.args, self.bound, f"{where}[{i}]"),
+                args=bindings.resolve(c.args, values, f"{where}[{i}]"),
                 wait=c.wait,
             )
             for i, c in enumerate(conds)

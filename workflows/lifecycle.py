@@ -123,13 +123,16 @@ Attempt = Finished | Failed | Unknown | Owed
 
 
 class StepRunner:
-    def __init__(self, ctx: VersionContext, step: Step) -> None:
+    def __init__(
+        self, ctx: VersionContext, step: Step, also_bound: dict[str, JsonValue] | None = None
+    ) -> None:
         self.ctx = ctx
         self.step = step
         self.guard = ctx.guard(step.n)
         self.effect = self.guard.effect
         self.rep = ctx.step_report(step.n)
         self.attempt = 0
+        self.also_bound = also_bound or {}  # what a step just before will bind (a fused read)
 
     # -- the whole step, with workflow-level retries ------------------------------------------
     async def run(self) -> StepOutcome:
@@ -175,13 +178,15 @@ class StepRunner:
 
     # -- PROBING --------------------------------------------------------------------------------
     def _prepare(self) -> Prepared | Failed:
+        bound = {**self.ctx.bound, **self.also_bound}
         try:
-            args = bindings.resolve(self.step.args, self.ctx.bound, "args")
+            args = bindings.resolve(self.step.args, bound, "args")
             pre = conditions_for(
-                self.guard, "pre", args, self.ctx.resolve_conditions(self.step.pre, "pre")
+                self.guard, "pre", args, self.ctx.resolve_conditions(self.step.pre, "pre", bound)
             )
             post = conditions_for(
-                self.guard, "post", args, self.ctx.resolve_conditions(self.step.post, "post")
+                self.guard, "post", args,
+                self.ctx.resolve_conditions(self.step.post, "post", bound),
             )
         except bindings.BindingError as e:
             d = route(self._situation(Kind.TOOL_ERROR, status=400))
@@ -227,14 +232,18 @@ class StepRunner:
         pre conditions hold. ``again``: the phase of a second read (after an approval, after a
         412), recorded as such."""
         self.ctx.set_state(self.step.n, StepState.PROBING)
-        done = self._skip_check(p)
-        first = done + p.pre
+        done, first, only = self._first_read(p)
         if not first:
             return Checked([])
-        # evidence only read to skip: arguments that do not fit it mean "no evidence"
-        only = [c.key() for c in done[len(p.post) :]] if done else []
         phase = again or (Phase.SKIP_PRE if done else Phase.PRE)
-        answer = await self._probe(phase, p, first, None, lenient=only)
+        fused = self.ctx.prefetched.pop(self.step.n, None)
+        answer: ProbeReport | Failed | Unknown
+        if again is None and fused is not None and fused[0] == [c.key() for c in first]:
+            # read with the post check of the step before, nothing having run in between
+            answer = fused[1]
+            bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer)
+        else:
+            answer = await self._probe(phase, p, first, None, lenient=only)
         if isinstance(answer, Failed | Unknown):
             return Failed(answer.decision, answer.failure)
         self.rep.timings.precheck_read_at = answer.read_at
@@ -243,6 +252,46 @@ class StepRunner:
             return Finished(StepState.SKIPPED, p.args)
         pre = answer.results[len(done) :]
         return self._judge_pre(pre) or Checked(pre)
+
+    def _first_read(self, p: Prepared) -> tuple[list[Condition], list[Condition], list[str]]:
+        """What the step reads before its call: the skip check, then the pre conditions; and
+        the evidence read only to skip (arguments that do not fit it mean "no evidence")."""
+        done = self._skip_check(p)
+        only = [c.key() for c in done[len(p.post) :]] if done else []
+        return done, done + p.pre, only
+
+    def _successor_read(
+        self, output: dict[str, JsonValue] | None
+    ) -> tuple[int, list[Condition], list[str]] | None:
+        """The first read of the one step that depends on this one alone, to be fused into
+        this step's post check: one read of the world instead of two, when nothing else runs.
+        Not for a step whose first read needs its own record (field probes)."""
+        ctx, n = self.ctx, self.step.n
+        if not workflow.patched("fused-reads"):
+            return None
+        after = [s for s in ctx.plan.steps if s.depends_on == [n]]
+        busy = [
+            s for s in ctx.plan.steps
+            if s.n != n and ctx.state(s.n) not in (StepState.PENDING, StepState.DONE,
+                                                   StepState.SKIPPED)
+        ]
+        if len(after) != 1 or busy or ctx.state(after[0].n) is not StepState.PENDING:
+            return None
+        binds: dict[str, JsonValue] = {}
+        for name, path in self.step.binds.items():
+            try:
+                binds[name] = jsonpath.get(output or {}, path)
+            except jsonpath.PathError:
+                return None
+        nxt = StepRunner(ctx, after[0], also_bound=binds)
+        prepared = nxt._prepare()
+        if isinstance(prepared, Failed):
+            return None
+        _, first, only = nxt._first_read(prepared)
+        systems = ctx.guarded.systems
+        if not first or any(systems.get(c.probe, "record") == "record" for c in first):
+            return None
+        return after[0].n, first, only
 
     def _judge_pre(self, results: list[ProbeResult]) -> Failed | Owed | None:
         failed = [r for r in results if r.outcome is not Outcome.HOLDS]
@@ -383,15 +432,23 @@ class StepRunner:
                 bookkeeping.record_call(self.ctx.report, self.rep, result)
                 bookkeeping.record_result(self.ctx.report, self.rep, result.output)
                 self.ctx.set_state(self.step.n, StepState.VERIFYING)
-                verified = await self._verify(p, result.refs)
+                verified = await self._verify(p, result.refs, self._successor_read(result.output))
                 return verified or Finished(StepState.DONE, p.args, result.output)
 
     async def _verify(
-        self, p: Prepared, refs: dict[str, JsonValue] | None
+        self,
+        p: Prepared,
+        refs: dict[str, JsonValue] | None,
+        successor: tuple[int, list[Condition], list[str]] | None = None,
     ) -> Failed | Unknown | None:
-        """Every post condition on a fresh read; with ``wait``, read again until its deadline."""
+        """Every post condition on a fresh read; with ``wait``, read again until its deadline.
+        ``successor``: the next step's first read, fused into the first of these reads."""
         if not p.post:
             return None
+        if successor is not None:
+            fused = await self._fused_post(p, refs, successor)
+            if fused is not None:
+                return None
         waits = [c.wait for c in p.post if c.wait is not None]
         timeout = timedelta(seconds=max((w.timeout_s for w in waits), default=0))
         deadline = workflow.now() + timeout
@@ -420,6 +477,33 @@ class StepRunner:
             self.ctx.set_state(self.step.n, StepState.WAITING)
             await workflow.sleep(interval)
             self.ctx.set_state(self.step.n, StepState.VERIFYING)
+
+    async def _fused_post(
+        self,
+        p: Prepared,
+        refs: dict[str, JsonValue] | None,
+        successor: tuple[int, list[Condition], list[str]],
+    ) -> ProbeReport | None:
+        """This step's post check and the next step's first read in one call. When every post
+        condition holds, the next step's part is kept for it; otherwise (or when the call
+        fails) None, and the post check is made on its own."""
+        m, first, lenient = successor
+        req = ProbeRequest(
+            step=p.ref, conditions=[*p.post, *first], idempotency_key=p.key, output=refs,
+            lenient=lenient,
+        )
+        answer = await calls.probe(req)
+        if not isinstance(answer, calls.Probed):
+            return None
+        mine = answer.report.model_copy(update={"results": answer.report.results[: len(p.post)]})
+        if any(r.outcome is not Outcome.HOLDS for r in mine.results):
+            return None
+        bookkeeping.record_check(self.ctx.report, self.rep, Phase.POST, self.attempt, mine)
+        theirs = answer.report.model_copy(
+            update={"results": answer.report.results[len(p.post) :], "elapsed_ms": 0.0}
+        )
+        self.ctx.prefetched[m] = ([c.key() for c in first], theirs)
+        return mine
 
     async def _read_back(self, p: Prepared, unknown: Unknown) -> Finished | Failed:
         """A money or external call whose outcome is unknown: read the world by idempotency key
