@@ -46,7 +46,7 @@ from records.report import (
     StepState,
     StepTimings,
 )
-from records.run import CancelRequest, RunInput
+from records.run import CancelRequest, HistoryBound, RunInput
 from replanner.planner import Draft, draft_plan
 from workflows.plan_run import PlanRunWorkflow
 from world.settings import Settings
@@ -184,7 +184,12 @@ class Plangate:
         try:
             return await self.client.start_workflow(
                 PlanRunWorkflow.run,
-                RunInput(plan=guarded(plan, self.settings), plan_made_at=plan.made_at or now),
+                RunInput(
+                    plan=guarded(plan, self.settings), plan_made_at=plan.made_at or now,
+                    history=HistoryBound(
+                        events=self.settings.history_events, bytes=self.settings.history_bytes
+                    ),
+                ),
                 id=run_id,
                 task_queue=self.settings.task_queue,
                 start_delay=delay,

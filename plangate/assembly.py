@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
@@ -19,6 +18,7 @@ from activities.bootstrap import ensure_schema
 from activities.extensions import registry_for
 from activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from activities.tool_activity import tool_activities
+from plangate.compression import DATA_CONVERTER
 from replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
 from replanner.activity import ReplanActivities
 from replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
@@ -57,24 +57,25 @@ class PlangatePlugin(SimplePlugin):
             acts = list({**activities(world), **doubles}.values())
         super().__init__(
             "plangate",
-            data_converter=pydantic_data_converter,
+            data_converter=DATA_CONVERTER,
             workflows=WORKFLOWS,
             activities=acts,
         )
 
 
 class PlangateClientPlugin(SimplePlugin):
-    """What a client needs: the pydantic data converter (a worker built on the client takes its
-    workflows and activities from ``PlangatePlugin``)."""
+    """What a client needs: the pydantic data converter, large payloads compressed
+    (``plangate.compression``). A worker built on the client takes its workflows and activities
+    from ``PlangatePlugin``."""
 
     def __init__(self) -> None:
-        super().__init__("plangate-client", data_converter=pydantic_data_converter)
+        super().__init__("plangate-client", data_converter=DATA_CONVERTER)
 
 
 async def connect(settings: Settings) -> Client:
     """The one way plangate makes a Temporal client: the deployment's connection
     (``Settings.temporal_connect_config``: address, namespace, TLS, API key, gRPC metadata from
-    ``temporalio.envconfig``) with the pydantic data converter."""
+    ``temporalio.envconfig``) with the pydantic data converter (``plangate.compression``)."""
     return await Client.connect(
         **settings.temporal_connect_config(), plugins=[PlangateClientPlugin()]
     )

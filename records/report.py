@@ -95,6 +95,9 @@ class Attribution(StrEnum):
 class Transition(BaseModel):
     state: StepState
     at: datetime
+    # a wait's repeated reads enter the same states again and again: counted, not listed
+    times: int = 1
+    last_at: datetime | None = None
 
 
 class CheckRecord(BaseModel):
@@ -103,6 +106,9 @@ class CheckRecord(BaseModel):
     results: list[ProbeResult]
     read_at: datetime | None = None
     elapsed_ms: float = 0.0
+    # the reads this record stands for: a wait's later reads are folded into one record, which
+    # shows the latest of them
+    reads: int = 1
 
 
 class StepTimings(BaseModel):
@@ -274,6 +280,7 @@ class RunReport(BaseModel):
     escalation: str | None = None
     cancellation: Cancellation | None = None
     metrics: Metrics = Field(default_factory=Metrics)
+    segments: int = 1  # runs of the chain: one more each time the run continued as new
     # the samples behind the metrics' windows: kept by the workflow, not sent with the report
     _samples: dict[str, list[float]] = PrivateAttr(default_factory=dict)
 
@@ -281,6 +288,13 @@ class RunReport(BaseModel):
         samples = self._samples.setdefault(window, [])
         samples.append(ms)
         setattr(self.metrics, window, Window.of(samples))
+
+    def samples(self) -> dict[str, list[float]]:
+        return {k: list(v) for k, v in self._samples.items()}
+
+    def restore_samples(self, samples: dict[str, list[float]]) -> None:
+        """The samples of an earlier run of the chain (continue-as-new carries them)."""
+        self._samples = {k: list(v) for k, v in samples.items()}
 
     def step(self, n: int, plan_version: int | None = None) -> StepReport:
         v = self.plan_version if plan_version is None else plan_version

@@ -1,17 +1,77 @@
-"""The input of a plan run."""
+"""The input of a plan run, and what a run carries into the next when it continues as new."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from plans.guards import GuardedPlan
+from records.report import FailureRecord, RunReport, StepState
+
+MIB = 1024 * 1024
+
+
+class HistoryBound(BaseModel):
+    """The most a run's history may hold, in events and bytes, before the run continues as new
+    (README, "Long runs"). A run begins to continue as new at half the bound (or when the server
+    suggests it); the other half is room for the steps in flight to reach a point where they can
+    stop. Temporal warns at 10,240 events or 10 MiB and ends a run at 51,200 or 50 MiB."""
+
+    events: int = Field(default=10_240, ge=200)
+    bytes: int = Field(default=10 * MIB, ge=64 * 1024)
+
+
+class ParkedAt(StrEnum):
+    """Where a step stopped for the run to continue as new: points where nothing is in flight."""
+
+    START = "start"  # before an attempt (its first, after a retry's back-off, after a wait)
+    POST_WAIT = "post_wait"  # the call acted; its post conditions are being waited for
+    APPROVAL = "approval"  # a card waits for a person
+
+
+class Parked(BaseModel):
+    """A step stopped at a safe point, with what it needs to go on in the next run."""
+
+    n: int
+    at: ParkedAt
+    attempt: int  # START: attempts made so far; otherwise the attempt in progress
+    resume_at: datetime | None = None  # not before (a back-off, the next read of a wait)
+    # POST_WAIT: the call's arguments as sent, its result and references, the reads so far
+    args: dict[str, JsonValue] | None = None
+    refs: dict[str, JsonValue] | None = None
+    output: dict[str, JsonValue] | None = None
+    reads: int = 0
+    deadline: datetime | None = None
+    read_back: bool = False  # the wait follows a read-back by idempotency key
+    cards: int = 0  # APPROVAL: cards issued in this attempt before the pending one
+
+
+class Carried(BaseModel):
+    """A run's state across continue-as-new: the report (approvals pending included), the
+    bindings and verified claims, the steps parked and the version's failure so far."""
+
+    report: RunReport
+    samples: dict[str, list[float]] = Field(default_factory=dict)
+    version: int  # the plan version of ``RunInput.plan``
+    begun: bool  # whether that version's steps are in the report already
+    plan_made_at: datetime
+    key_tag: str  # of idempotency keys: the same in every run of the chain
+    bound: dict[str, JsonValue] = Field(default_factory=dict)
+    verified: dict[str, int] = Field(default_factory=dict)
+    parked: list[Parked] = Field(default_factory=list)
+    failure: FailureRecord | None = None
+    failed_state: StepState | None = None
+    on_behalf_of: str | None = None
+    policy_bundle: str | None = None
 
 
 class RunInput(BaseModel):
     plan: GuardedPlan  # the plan with its guards, resolved from the catalogue at submission
     plan_made_at: datetime | None = None  # when the plan was written, if the caller knows
+    history: HistoryBound = Field(default_factory=HistoryBound)
+    carried: Carried | None = None  # set when an earlier run of the chain continued as new
 
 
 class CancelRequest(BaseModel):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
 from activities.bootstrap import ensure_schema
@@ -126,11 +127,29 @@ def local_activity(e: Any) -> dict[str, Any] | None:
     return data
 
 
+async def chain(client: Client, run_id: str) -> list[list[HistoryEvent]]:
+    """The history of every run of a plan run's chain (one run, or several when it continued as
+    new), first to last: followed back from the latest run."""
+    runs: list[list[HistoryEvent]] = []
+    execution: str | None = (await client.get_workflow_handle(run_id).describe()).run_id
+    while execution:
+        handle = client.get_workflow_handle(run_id, run_id=execution)
+        events = [e async for e in handle.fetch_history_events()]
+        runs.append(events)
+        execution = events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+    return runs[::-1]
+
+
+async def history_events(client: Client, run_id: str) -> list[HistoryEvent]:
+    """Every event of the run's chain, in order."""
+    return [e for run in await chain(client, run_id) for e in run]
+
+
 async def scheduled(client: Client, run_id: str) -> Counter[str]:
-    """Activities run, by type, read from the workflow's history: activity tasks scheduled, and
-    local activities (probes) recorded."""
+    """Activities run, by type, read from the workflow's history (every run of its chain):
+    activity tasks scheduled, and local activities (probes) recorded."""
     out: Counter[str] = Counter()
-    async for e in client.get_workflow_handle(run_id).fetch_history_events():
+    for e in await history_events(client, run_id):
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             out[e.activity_task_scheduled_event_attributes.activity_type.name] += 1
         elif (local := local_activity(e)) is not None:
@@ -143,7 +162,7 @@ async def attempts(client: Client, run_id: str) -> dict[str, list[int]]:
     (a local activity records its last attempt)."""
     types: dict[int, str] = {}
     out: dict[str, list[int]] = {}
-    async for e in client.get_workflow_handle(run_id).fetch_history_events():
+    for e in await history_events(client, run_id):
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             types[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
         elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:

@@ -104,7 +104,11 @@ async def test_post_wait_past_its_deadline_fails_and_the_next_tool_never_runs(
     assert calls["warehouse.run_sql"] == 1  # step 2 never ran
     # The plan's wait is an hour with a read a minute: the first read right after the call,
     # then one at each minute up to and including the deadline: 1 + 3600 / 60 = 61 reads,
-    # with 60 durable one-minute timers between them.
+    # with 60 durable one-minute timers between them. The report keeps the first read and the
+    # latest, which counts the 60 after the first: a day of reads keeps it small.
     polls = [c for c in rep.step(1).checks if c.phase == "post"]
-    assert len(polls) == 61
+    assert [c.reads for c in polls] == [1, 60]
+    assert sum(c.reads for c in polls) == 61
+    states = [(t.state, t.times) for t in rep.step(1).transitions]
+    assert states[-4:] == [("VERIFYING", 1), ("WAITING", 60), ("VERIFYING", 60), ("REPLANNING", 1)]
     assert await timers(env.client, rep.run_id) == [timedelta(seconds=60)] * 60

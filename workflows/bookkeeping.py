@@ -22,20 +22,44 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-def set_state(rep: StepReport, state: StepState) -> None:
+def set_state(rep: StepReport, state: StepState, fold: bool = False) -> None:
+    """``fold``: a wait entering its states again (WAITING, VERIFYING, WAITING, ...) counts
+    them on the transitions it already has, so a day of reads keeps the report small."""
+    now = workflow.now()
+    t = rep.transitions
+    again = None
+    if fold and t and t[-1].state == state:
+        again = t[-1]
+    elif fold and len(t) >= 3 and t[-2].state == state and t[-1].state == t[-3].state == rep.state:
+        again = t[-2]  # Y, X, Y and X again: X counted once more
     rep.state = state
-    rep.transitions.append(Transition(state=state, at=workflow.now()))
+    if again is None:
+        t.append(Transition(state=state, at=now))
+    else:
+        again.times += 1
+        again.last_at = now
 
 
 def record_check(
-    report: RunReport, rep: StepReport, phase: Phase, attempt: int, probe: ProbeReport
+    report: RunReport,
+    rep: StepReport,
+    phase: Phase,
+    attempt: int,
+    probe: ProbeReport,
+    fold: bool = False,
 ) -> None:
-    rep.checks.append(
-        CheckRecord(
-            phase=phase, attempt=attempt, results=probe.results,
-            read_at=probe.read_at, elapsed_ms=probe.elapsed_ms,
-        )
+    """``fold``: a wait's later read replaces the record of the read before it, counting it."""
+    record = CheckRecord(
+        phase=phase, attempt=attempt, results=probe.results,
+        read_at=probe.read_at, elapsed_ms=probe.elapsed_ms,
     )
+    last = rep.checks[-1] if rep.checks else None
+    if fold and last is not None and (last.phase, last.attempt) == (phase, attempt):
+        record.reads = last.reads + 1
+        record.elapsed_ms += last.elapsed_ms
+        rep.checks[-1] = record
+    else:
+        rep.checks.append(record)
     report.metrics.probe_ms += probe.elapsed_ms
     report.metrics.probes_run += len(probe.results)
 

@@ -15,7 +15,20 @@ with workflow.unsafe.imports_passed_through():
     from plans.model import Condition, Plan, Step
     from records.calls import ProbeReport
     from records.report import RunReport, StepReport, StepState
+    from records.run import HistoryBound
     from workflows import bookkeeping
+
+# Runs that began before continue-as-new never park: their histories must replay as they ran.
+CONTINUE_AS_NEW_PATCH = "continue-as-new"
+MIN_SEGMENT_EVENTS = 100
+
+
+def key_tag() -> str:
+    """What makes a run's idempotency keys its own: the workflow id and the first run of its
+    chain (a reused workflow id gets a new first execution). Carried across continue-as-new."""
+    info = workflow.info()
+    tag = hashlib.sha256(f"{info.workflow_id}/{info.first_execution_run_id}".encode())
+    return tag.hexdigest()[:16]
 
 
 @dataclass
@@ -35,6 +48,29 @@ class VersionContext:
     # the run's authority and policy, from its first plan: every version acts under them
     on_behalf_of: str | None = None
     policy_bundle: str | None = None
+    key_tag: str = ""
+    history: HistoryBound = field(default_factory=HistoryBound)
+    # the history reached half its bound: steps stop at their next safe point (``Parked``)
+    # and nothing new starts, so the run can continue as new
+    parking: bool = False
+
+    def over_bound(self) -> bool:
+        """Whether steps must park now (decided once, at a deterministic point: the history's
+        length and size are part of every workflow task)."""
+        if self.parking:
+            return True
+        info = workflow.info()
+        length = info.get_current_history_length()
+        if length < MIN_SEGMENT_EVENTS:  # a run makes progress before it continues as new
+            return False
+        over = (
+            length >= self.history.events // 2
+            or info.get_current_history_size() >= self.history.bytes // 2
+            or info.is_continue_as_new_suggested()
+        )
+        if over and workflow.patched(CONTINUE_AS_NEW_PATCH):
+            self.parking = True
+        return self.parking
 
     @property
     def plan(self) -> Plan:
@@ -46,8 +82,8 @@ class VersionContext:
     def step_report(self, n: int) -> StepReport:
         return self.report.step(n, self.version)
 
-    def set_state(self, n: int, state: StepState) -> None:
-        bookkeeping.set_state(self.step_report(n), state)
+    def set_state(self, n: int, state: StepState, fold: bool = False) -> None:
+        bookkeeping.set_state(self.step_report(n), state, fold)
 
     def state(self, n: int) -> StepState:
         return self.step_report(n).state
@@ -55,9 +91,7 @@ class VersionContext:
     def idempotency_key(self, n: int) -> str:
         """Stable across retries, worker crashes and replays; unique per run (a reused workflow
         id gets a new first execution) and per plan version; at most about 90 characters."""
-        info = workflow.info()
-        tag = hashlib.sha256(f"{info.workflow_id}/{info.first_execution_run_id}".encode())
-        return f"{self.run_id[:48]}~{tag.hexdigest()[:16]}/v{self.version}/{n}"
+        return f"{self.run_id[:48]}~{self.key_tag or key_tag()}/v{self.version}/{n}"
 
     def resolve_conditions(
         self, conds: list[Condition], where: str, bound: dict[str, JsonValue] | None = None

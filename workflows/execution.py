@@ -1,16 +1,21 @@
 """Running one plan version: steps start when their dependencies are done, independent steps
-run concurrently, and after a final failure nothing more is dispatched (the rest is VOID)."""
+run concurrently, and after a final failure nothing more is dispatched (the rest is VOID).
+
+When the run must continue as new (``VersionContext.parking``), nothing new starts either: the
+steps in flight stop at their next safe point and the version returns them as ``parked``; the
+next run of the chain resumes it from them (``Resumed``)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from records.report import FailureRecord, StepState
+    from records.run import Parked
     from workflows.context import VersionContext
     from workflows.lifecycle import StepOutcome, StepRunner
 
@@ -21,15 +26,40 @@ _SUCCEEDED = (StepState.DONE, StepState.SKIPPED)
 class VersionOutcome:
     failure: FailureRecord | None
     failed_state: StepState | None = None  # REPLANNING or HALTED
+    # the run continues as new before the version ends: it goes on, from ``parked``, there
+    suspended: bool = False
+    parked: list[Parked] = field(default_factory=list)
 
 
-async def execute_version(ctx: VersionContext) -> VersionOutcome:
+@dataclass(frozen=True)
+class Resumed:
+    """A version an earlier run of the chain began: its parked steps and its failure so far."""
+
+    parked: list[Parked]
+    failure: FailureRecord | None = None
+    failed_state: StepState | None = None
+
+
+async def execute_version(ctx: VersionContext, resumed: Resumed | None = None) -> VersionOutcome:
     tasks: dict[int, asyncio.Task[StepOutcome]] = {}
+    settled: set[int] = set()  # steps that ended in an earlier run of the chain
     failure: StepOutcome | None = None
+    if resumed is not None:
+        by_n = {s.n: s for s in ctx.plan.steps}
+        for p in resumed.parked:
+            tasks[p.n] = asyncio.create_task(StepRunner(ctx, by_n[p.n], resume=p).run())
+        settled = {s.n for s in ctx.plan.steps if ctx.state(s.n).final} - set(tasks)
+        if resumed.failure is not None and resumed.failed_state is not None:
+            f = resumed.failure
+            failure = StepOutcome(f.step, resumed.failed_state, f)
     while True:
-        if failure is None:
+        if failure is None and not ctx.over_bound():
             for step in ctx.plan.steps:
-                if step.n not in tasks and all(ctx.state(d) in _SUCCEEDED for d in step.depends_on):
+                if (
+                    step.n not in tasks
+                    and step.n not in settled
+                    and all(ctx.state(d) in _SUCCEEDED for d in step.depends_on)
+                ):
                     tasks[step.n] = asyncio.create_task(StepRunner(ctx, step).run())
         running = [t for t in tasks.values() if not t.done()]
         if not running:
@@ -47,12 +77,16 @@ async def execute_version(ctx: VersionContext) -> VersionOutcome:
                 raise crash
             if t.done() and failure is None and not t.result().ok:
                 failure = t.result()
-    for step in ctx.plan.steps:
-        if step.n not in tasks:
-            ctx.set_state(step.n, StepState.VOID)
+    parked = [o.parked for t in tasks.values() if (o := t.result()).parked is not None]
+    unstarted = [s.n for s in ctx.plan.steps if s.n not in tasks and s.n not in settled]
+    if parked or (ctx.parking and failure is None and unstarted):
+        if failure is None:
+            return VersionOutcome(None, None, True, parked)
+        return VersionOutcome(failure.failure, failure.state, True, parked)
+    for n in unstarted:
+        ctx.set_state(n, StepState.VOID)
     if failure is None:
-        never = [s.n for s in ctx.plan.steps if s.n not in tasks]
-        if never:  # a dependency that can never be met: nothing ran, nothing succeeded
+        if never := unstarted:  # a dependency never met: nothing ran, nothing succeeded
             raise RuntimeError(f"steps {never} could never start: their dependencies never ended")
         return VersionOutcome(None)
     return VersionOutcome(failure.failure, failure.state)

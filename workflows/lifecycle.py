@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         Phase,
         StepState,
     )
+    from records.run import Parked, ParkedAt
     from workflows import bookkeeping, calls, options
     from workflows.context import VersionContext
     from workflows.router import Decision, Kind, Situation, route
@@ -57,10 +58,19 @@ class StepOutcome:
     n: int
     state: StepState  # DONE, SKIPPED, or the state of a final failure
     failure: FailureRecord | None = None
+    parked: Parked | None = None  # stopped for the run to continue as new (not an end)
 
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+
+class _Park(Exception):
+    """A step stops at a safe point for the run to continue as new (``StepRunner.run``)."""
+
+    def __init__(self, parked: Parked) -> None:
+        super().__init__(f"step {parked.n} parked at {parked.at}")
+        self.parked = parked
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,11 @@ Attempt = Finished | Failed | Unknown | Owed
 
 class StepRunner:
     def __init__(
-        self, ctx: VersionContext, step: Step, also_bound: dict[str, JsonValue] | None = None
+        self,
+        ctx: VersionContext,
+        step: Step,
+        also_bound: dict[str, JsonValue] | None = None,
+        resume: Parked | None = None,
     ) -> None:
         self.ctx = ctx
         self.step = step
@@ -133,12 +147,48 @@ class StepRunner:
         self.rep = ctx.step_report(step.n)
         self.attempt = 0
         self.also_bound = also_bound or {}  # what a step just before will bind (a fused read)
+        self.resume = resume  # where an earlier run of the chain parked this step
 
     # -- the whole step, with workflow-level retries ------------------------------------------
     async def run(self) -> StepOutcome:
+        try:
+            return await self._run()
+        except _Park as park:
+            return StepOutcome(self.step.n, self.ctx.state(self.step.n), parked=park.parked)
+
+    def _parked(self, at: ParkedAt, **kw: object) -> Parked:
+        return Parked.model_validate({"n": self.step.n, "at": at, "attempt": self.attempt, **kw})
+
+    async def _pause(self, until: datetime, parked: Parked) -> None:
+        """Sleep until ``until`` (a durable timer), unless the run must continue as new first:
+        then the step parks, to go on at ``until`` in the next run."""
+        if self.ctx.over_bound():
+            raise _Park(parked.model_copy(update={"resume_at": until}))
+        delay = until - workflow.now()
+        if delay <= timedelta(0):
+            return
+        try:
+            await workflow.wait_condition(lambda: self.ctx.parking, timeout=delay)
+        except TimeoutError:
+            return
+        raise _Park(parked.model_copy(update={"resume_at": until}))
+
+    async def _run(self) -> StepOutcome:
+        resume, self.resume = self.resume, None
+        if resume is not None:
+            self.attempt = resume.attempt
+            if resume.at is ParkedAt.START:
+                if resume.resume_at is not None:
+                    await self._pause(resume.resume_at, resume)
+                resume = None
         while True:
-            self.attempt += 1
-            match await self._attempt():
+            if resume is None:
+                if self.ctx.over_bound():
+                    raise _Park(self._parked(ParkedAt.START))
+                self.attempt += 1
+            attempt = await self._attempt(resume)
+            resume = None
+            match attempt:
                 case Finished() as done:
                     match self._complete(done):
                         case Failed(decision=d, failure=f):
@@ -154,23 +204,32 @@ class StepRunner:
                     d.answer is Answer.RETRY and self.attempt < options.STEP_ATTEMPTS
                 ):
                     self._decide(d)
-                    await workflow.sleep(options.step_backoff(self.attempt))
+                    due = workflow.now() + options.step_backoff(self.attempt)
+                    await self._pause(due, self._parked(ParkedAt.START))
                 case Failed(decision=d, failure=f) | Unknown(decision=d, failure=f):
                     return self._fail(d, f)
 
-    async def _attempt(self) -> Attempt:
+    async def _attempt(self, resume: Parked | None = None) -> Attempt:
         prepared = self._prepare()
         if isinstance(prepared, Failed):
             return prepared
-        checked = await self._check_before(prepared)
-        if not isinstance(checked, Checked):
-            return checked
-        p = self._carry_version(prepared, checked)
-        if self.guard.approval:
-            approved = await self._approval(prepared, checked)
+        if resume is not None and resume.at is ParkedAt.POST_WAIT:
+            return await self._resume_wait(prepared, resume)
+        if resume is not None:  # APPROVAL: its card is still waiting for a person
+            approved = await self._approval(prepared, None, resume)
             if not isinstance(approved, Prepared):
                 return approved
             p = approved
+        else:
+            checked = await self._check_before(prepared)
+            if not isinstance(checked, Checked):
+                return checked
+            p = self._carry_version(prepared, checked)
+            if self.guard.approval:
+                approved = await self._approval(prepared, checked)
+                if not isinstance(approved, Prepared):
+                    return approved
+                p = approved
         acted = await self._execute(prepared, p)
         if isinstance(acted, Unknown) and self.effect.outcome_must_be_known:
             return await self._read_back(p, acted)
@@ -317,26 +376,37 @@ class StepRunner:
         self.ctx.set_state(self.step.n, StepState.WAITING)
         c = owed.cond
         limit = c.wait.timeout_s if c.wait else options.DEFAULT_WAIT.total_seconds()
+        if self.ctx.over_bound():  # probes again in the next run
+            raise _Park(self._parked(ParkedAt.START))
         try:
             await workflow.wait_condition(
-                lambda: self.ctx.state(owed.owner).final, timeout=timedelta(seconds=limit)
+                lambda: self.ctx.state(owed.owner).final or self.ctx.parking,
+                timeout=timedelta(seconds=limit),
             )
         except TimeoutError:
             d = route(self._situation(Kind.PRE_VIOLATED))
             detail = f"{c.key()}: step {owed.owner} did not establish it within {limit:.0f}s"
             return Failed(d, self._failure("wait_expired", False, detail))
+        if not self.ctx.state(owed.owner).final:
+            raise _Park(self._parked(ParkedAt.START))
         return None
 
     # -- AWAITING_APPROVAL ------------------------------------------------------------------------
-    async def _approval(self, base: Prepared, checked: Checked) -> Prepared | Attempt:
+    async def _approval(
+        self, base: Prepared, checked: Checked | None, resume: Parked | None = None
+    ) -> Prepared | Attempt:
         """A person approves the exact effect: a card (what, to what, as whom, until when) and
         its digest. After the approval the step reads the world again immediately before the
         call: an approval lengthens the window, it never replaces the check. If what the probes
-        observe changed since the card, the approval no longer matches: a new card."""
-        for _ in range(options.APPROVAL_CARDS):
-            p = self._carry_version(base, checked)
-            record = self._publish(p, checked)
-            refused = await self._await_answer(record)
+        observe changed since the card, the approval no longer matches: a new card.
+        ``resume``: the card an earlier run of the chain issued is waiting still."""
+        first = resume.cards if resume is not None else 0
+        for cards in range(first, options.APPROVAL_CARDS):
+            if checked is None:
+                record = self._waiting_card()
+            else:
+                record = self._publish(self._carry_version(base, checked), checked)
+            refused = await self._await_answer(record, cards)
             if refused is not None:
                 return refused
             again = await self._check_before(base, Phase.RE_PROBE)
@@ -368,14 +438,25 @@ class StepRunner:
         bookkeeping.refresh_status(self.ctx.report)
         return record
 
-    async def _await_answer(self, record: ApprovalRecord) -> Failed | None:
+    def _waiting_card(self) -> ApprovalRecord:
+        for record in reversed(self.ctx.report.approvals):
+            if (record.step, record.plan_version) == (self.step.n, self.ctx.version):
+                return record
+        raise RuntimeError(f"step {self.step.n} parked at its approval, but it has no card")
+
+    async def _await_answer(self, record: ApprovalRecord, cards: int) -> Failed | None:
+        parked = self._parked(ParkedAt.APPROVAL, cards=cards)
+        if record.status is CardStatus.PENDING and self.ctx.over_bound():
+            raise _Park(parked)
         try:
             await workflow.wait_condition(
-                lambda: record.status is not CardStatus.PENDING,
+                lambda: record.status is not CardStatus.PENDING or self.ctx.parking,
                 timeout=record.expires_at - workflow.now(),
             )
         except TimeoutError:
             record.status = CardStatus.EXPIRED
+        if record.status is CardStatus.PENDING:  # the run continues as new: the card carries
+            raise _Park(parked)
         waited = (workflow.now() - record.card.issued_at).total_seconds() * 1000
         self.ctx.report.sample("approval_wait_ms", waited)
         bookkeeping.refresh_status(self.ctx.report)
@@ -432,7 +513,8 @@ class StepRunner:
                 bookkeeping.record_call(self.ctx.report, self.rep, result)
                 bookkeeping.record_result(self.ctx.report, self.rep, result.output)
                 self.ctx.set_state(self.step.n, StepState.VERIFYING)
-                verified = await self._verify(p, result.refs, self._successor_read(result.output))
+                successor = self._successor_read(result.output)
+                verified = await self._verify(p, result.refs, successor, output=result.output)
                 return verified or Finished(StepState.DONE, p.args, result.output)
 
     async def _verify(
@@ -440,9 +522,15 @@ class StepRunner:
         p: Prepared,
         refs: dict[str, JsonValue] | None,
         successor: tuple[int, list[Condition], list[str]] | None = None,
+        *,
+        output: dict[str, JsonValue] | None = None,
+        read_back: bool = False,
+        resume: Parked | None = None,
     ) -> Failed | Unknown | None:
         """Every post condition on a fresh read; with ``wait``, read again until its deadline.
-        ``successor``: the next step's first read, fused into the first of these reads."""
+        ``successor``: the next step's first read, fused into the first of these reads.
+        ``output`` and ``read_back``: what a wait parked here carries into the next run;
+        ``resume``: such a wait, going on."""
         if not p.post:
             return None
         if successor is not None:
@@ -451,11 +539,26 @@ class StepRunner:
                 return None
         waits = [c.wait for c in p.post if c.wait is not None]
         timeout = timedelta(seconds=max((w.timeout_s for w in waits), default=0))
-        deadline = workflow.now() + timeout
         interval = timedelta(seconds=min((w.interval_s for w in waits), default=60))
+        deadline = workflow.now() + timeout
         reads = 0
+        if resume is not None:
+            deadline, reads = resume.deadline or deadline, resume.reads
+        parked = self._parked(
+            ParkedAt.POST_WAIT,
+            args=p.args,
+            refs=refs,
+            output=output,
+            deadline=deadline,
+            read_back=read_back,
+        )
+        if resume is not None:
+            if resume.resume_at is not None:
+                await self._pause(resume.resume_at, parked.model_copy(update={"reads": reads}))
+            self.ctx.set_state(self.step.n, StepState.VERIFYING, fold=reads >= 2)
         while True:
-            answer = await self._probe(Phase.POST, p, p.post, refs)
+            # a wait's third and later reads are folded into one record (the report stays small)
+            answer = await self._probe(Phase.POST, p, p.post, refs, fold=reads >= 2)
             reads += 1
             if isinstance(answer, Failed | Unknown):
                 return answer
@@ -474,9 +577,10 @@ class StepRunner:
                     ),
                 )
             self._decide(d)
-            self.ctx.set_state(self.step.n, StepState.WAITING)
-            await workflow.sleep(interval)
-            self.ctx.set_state(self.step.n, StepState.VERIFYING)
+            self.ctx.set_state(self.step.n, StepState.WAITING, fold=reads >= 2)
+            due = workflow.now() + interval
+            await self._pause(due, parked.model_copy(update={"reads": reads}))
+            self.ctx.set_state(self.step.n, StepState.VERIFYING, fold=reads >= 2)
 
     async def _fused_post(
         self,
@@ -521,12 +625,27 @@ class StepRunner:
         output = found.observed if isinstance(found.observed, dict) else {}
         bookkeeping.record_result(self.ctx.report, self.rep, output)
         self.ctx.set_state(self.step.n, StepState.VERIFYING)
-        match await self._verify(p, None):
+        match await self._verify(p, None, output=output, read_back=True):
             case Unknown(failure=again):
                 return self._halt_unknown(unknown, again.detail)
             case Failed() as failed:
                 return failed
         return Finished(StepState.DONE, p.args, output)
+
+    async def _resume_wait(self, base: Prepared, parked: Parked) -> Attempt:
+        """A post wait an earlier run of the chain parked: the call acted (with ``args``), and
+        its post conditions are read again on their schedule, up to the same deadline."""
+        args = parked.args if parked.args is not None else base.args
+        p = replace(base, args=args, ref=self._ref(args))
+        verified = await self._verify(
+            p, parked.refs, output=parked.output, read_back=parked.read_back, resume=parked
+        )
+        match verified:
+            case Unknown() if parked.read_back:  # as in ``_read_back``
+                return self._halt_unknown(verified, verified.failure.detail)
+            case Unknown() if self.effect.outcome_must_be_known:  # as in ``_attempt``
+                return await self._read_back(p, verified)
+        return verified or Finished(StepState.DONE, p.args, parked.output)
 
     async def _read_after_cancel(self, p: Prepared) -> None:
         """After a cancel reached a call in flight: did it act? Its post conditions (or, for
@@ -563,6 +682,7 @@ class StepRunner:
         conds: list[Condition],
         refs: dict[str, JsonValue] | None,
         lenient: list[str] | None = None,
+        fold: bool = False,
     ) -> ProbeReport | Failed | Unknown:
         req = ProbeRequest(
             step=p.ref, conditions=conds, idempotency_key=p.key, output=refs,
@@ -570,7 +690,9 @@ class StepRunner:
         )
         answer = await calls.probe(req)
         if isinstance(answer, calls.Probed):
-            bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer.report)
+            bookkeeping.record_check(
+                self.ctx.report, self.rep, phase, self.attempt, answer.report, fold
+            )
             return answer.report
         if answer.report is not None:
             bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer.report)

@@ -33,10 +33,10 @@ with workflow.unsafe.imports_passed_through():
         StepState,
         StepTimings,
     )
-    from records.run import CancelRequest, RunInput
+    from records.run import CancelRequest, Carried, RunInput
     from workflows import options
-    from workflows.context import VersionContext
-    from workflows.execution import VersionOutcome, execute_version
+    from workflows.context import VersionContext, key_tag
+    from workflows.execution import Resumed, VersionOutcome, execute_version
 
 REPLAN_WORKFLOW = "Replan"
 
@@ -45,13 +45,18 @@ REPLAN_WORKFLOW = "Replan"
 class PlanRunWorkflow:
     @workflow.init
     def __init__(self, inp: RunInput) -> None:
-        self._report = RunReport(
-            run_id=workflow.info().workflow_id,
-            goal=inp.plan.plan.goal,
-            replans_max=inp.plan.plan.budget.replans_max,
-            status=RunStatus.QUEUED,  # until the run begins (a queued run waits its start delay)
-        )
-        self._versions: asyncio.Task[None] | None = None
+        if inp.carried is not None:  # an earlier run of the chain continued as new
+            self._report = inp.carried.report
+            self._report.restore_samples(inp.carried.samples)
+            self._report.segments += 1
+        else:
+            self._report = RunReport(
+                run_id=workflow.info().workflow_id,
+                goal=inp.plan.plan.goal,
+                replans_max=inp.plan.plan.budget.replans_max,
+                status=RunStatus.QUEUED,  # until the run begins (a queued run waits its delay)
+            )
+        self._versions: asyncio.Task[RunInput | None] | None = None
         self._stopped_by_signal = False
 
     @workflow.query(name="report")
@@ -144,12 +149,16 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
-        self._report.status = RunStatus.RUNNING
+        if self._report.status is RunStatus.QUEUED:
+            self._report.status = RunStatus.RUNNING
         self._versions = asyncio.create_task(self._run_versions(inp))
         if self._stopped_by_signal:  # signalled before the run began
             self._versions.cancel()
         try:
-            await self._versions
+            following = await self._versions
+            if following is not None:  # the history is long: the run goes on in a new one
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(following)
         except asyncio.CancelledError:
             self._cancelled()
             if not self._stopped_by_signal:
@@ -160,40 +169,112 @@ class PlanRunWorkflow:
             self._crashed(e)
         return self._report
 
-    async def _run_versions(self, inp: RunInput) -> None:
+    async def _run_versions(self, inp: RunInput) -> RunInput | None:
+        """Plan versions until the run ends (None), or until its history is long enough that
+        it continues as new: then what the next run of the chain needs to go on."""
         plan: GuardedPlan | None = inp.plan
-        made_at = inp.plan_made_at or workflow.info().start_time
+        c = inp.carried
         ctx: VersionContext | None = None
-        version = 0
+        resumed: Resumed | None = None
+        if c is None:
+            made_at = inp.plan_made_at or workflow.info().start_time
+            version, begun = 1, False
+            base = VersionContext(
+                run_id=self._report.run_id,
+                guarded=inp.plan,
+                version=0,
+                plan_made_at=made_at,
+                report=self._report,
+                key_tag=key_tag(),
+                history=inp.history,
+                # the run's authority and policy are the first plan's, whatever a re-plan says
+                on_behalf_of=inp.plan.plan.on_behalf_of,
+                policy_bundle=inp.plan.plan.policy_bundle,
+            )
+        else:
+            made_at, version, begun = c.plan_made_at, c.version, c.begun
+            base = VersionContext(
+                run_id=self._report.run_id,
+                guarded=inp.plan,
+                version=c.version,
+                plan_made_at=made_at,
+                report=self._report,
+                key_tag=c.key_tag,
+                history=inp.history,
+                on_behalf_of=c.on_behalf_of,
+                policy_bundle=c.policy_bundle,
+                bound=dict(c.bound),
+                verified=dict(c.verified),
+            )
+            resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
+        ctx = base
         while plan is not None:
-            version += 1
-            ctx = self._begin(plan, version, made_at, ctx)
-            outcome = await execute_version(ctx)
+            if not begun and ctx.over_bound():  # the next version begins in the next run
+                return self._carry(ctx, plan, version, made_at, begun=False)
+            ctx = self._begin(plan, version, made_at, ctx, begun)
+            outcome = await execute_version(ctx, resumed)
+            if outcome.suspended:
+                return self._carry(ctx, plan, version, made_at, begun=True, outcome=outcome)
+            resumed, begun = None, False
             plan = await self._next_plan(ctx, outcome)
             made_at = workflow.now()
+            version += 1
+        return None
+
+    def _carry(
+        self,
+        ctx: VersionContext,
+        plan: GuardedPlan,
+        version: int,
+        made_at: datetime,
+        *,
+        begun: bool,
+        outcome: VersionOutcome | None = None,
+    ) -> RunInput:
+        r = self._report
+        carried = Carried(
+            report=r,
+            samples=r.samples(),
+            version=version,
+            begun=begun,
+            plan_made_at=made_at,
+            key_tag=ctx.key_tag,
+            bound=ctx.bound,
+            verified=ctx.verified,
+            parked=outcome.parked if outcome else [],
+            failure=outcome.failure if outcome else None,
+            failed_state=outcome.failed_state if outcome else None,
+            on_behalf_of=ctx.on_behalf_of,
+            policy_bundle=ctx.policy_bundle,
+        )
+        return RunInput(plan=plan, history=ctx.history, carried=carried)
 
     def _begin(
-        self, plan: GuardedPlan, version: int, made_at: datetime, prev: VersionContext | None
+        self,
+        plan: GuardedPlan,
+        version: int,
+        made_at: datetime,
+        prev: VersionContext,
+        begun: bool = False,
     ) -> VersionContext:
-        self._report.plan_version = version
-        for s in plan.plan.steps:
-            self._report.steps.append(
-                StepReport(
-                    n=s.n, tool=s.tool, plan_version=version, effect=plan.guard(s.n).effect,
-                    timings=StepTimings(plan_made_at=made_at),
+        """The context of a plan version, its steps added to the report (unless an earlier run
+        of the chain began it); bindings and verified states carry over from ``prev``."""
+        if not begun:
+            self._report.plan_version = version
+            for s in plan.plan.steps:
+                self._report.steps.append(
+                    StepReport(
+                        n=s.n, tool=s.tool, plan_version=version, effect=plan.guard(s.n).effect,
+                        timings=StepTimings(plan_made_at=made_at),
+                    )
                 )
-            )
-        ctx = VersionContext(
+        return VersionContext(
             run_id=self._report.run_id, guarded=plan, version=version,
-            plan_made_at=made_at, report=self._report,
-            # the run's authority and policy are the first plan's, whatever a re-plan says
-            on_behalf_of=prev.on_behalf_of if prev else plan.plan.on_behalf_of,
-            policy_bundle=prev.policy_bundle if prev else plan.plan.policy_bundle,
+            plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
+            history=prev.history, on_behalf_of=prev.on_behalf_of,
+            policy_bundle=prev.policy_bundle, bound=dict(prev.bound),
+            verified=dict(prev.verified),
         )
-        if prev is not None:  # bindings and verified states carry over to the next version
-            ctx.bound.update(prev.bound)
-            ctx.verified.update(prev.verified)
-        return ctx
 
     async def _next_plan(
         self, ctx: VersionContext, outcome: VersionOutcome

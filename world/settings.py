@@ -127,6 +127,9 @@ class Settings:
     # the policy bundle the deployment enforces now: a run decided under another one is refused
     # by every tool before it acts (``policy_superseded``, 412); None: not checked
     policy_bundle: str | None = None
+    # the most a run's history holds before it continues as new (records.run.HistoryBound)
+    history_events: int = 10_240
+    history_bytes: int = 10 * 1024 * 1024
 
     @property
     def scope(self) -> Scope:
@@ -192,7 +195,18 @@ class Settings:
                 e.get("PLANGATE_APPROVAL_TTL") or "24h", "PLANGATE_APPROVAL_TTL"
             ),
             policy_bundle=(e.get(POLICY_BUNDLE_VAR) or "").strip() or None,
+            history_events=_at_least(e, "PLANGATE_HISTORY_EVENTS", cls.history_events, 200),
+            history_bytes=_at_least(e, "PLANGATE_HISTORY_BYTES", cls.history_bytes, 65_536),
         )
+
+
+def _at_least(env: Mapping[str, str], name: str, default: int, least: int) -> int:
+    raw = (env.get(name) or "").strip().replace("_", "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < least:
+        raise ValueError(f"{name} must be a whole number of at least {least:,}, not {raw!r}")
+    return int(raw)
 
 
 _TLS_FILES = (
