@@ -18,6 +18,7 @@ from probes.registry import NoRecord, ProbeContext
 from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from world.clients import World
 from world.errors import ToolError
+from world.outages import unreachable
 
 PROBE_ACTIVITY = "probe.evaluate"
 PROBE_TIMEOUT_S = 15.0
@@ -89,7 +90,8 @@ class ProbeActivities:
         try:
             verdict = await asyncio.wait_for(spec.fn(args, self.world, ctx), PROBE_TIMEOUT_S)
         except Exception as e:  # could not answer: unknown, which fails the step, never passes
-            return done(Outcome.UNKNOWN, detail=f"{type(e).__name__}: {e}"[:500])
+            unknown = done(Outcome.UNKNOWN, detail=f"{type(e).__name__}: {e}"[:500])
+            return unknown.model_copy(update={"unreachable": unreachable(e)})
         outcome = Outcome.HOLDS if verdict.holds else Outcome.VIOLATED
         return done(outcome, verdict.observed, verdict.detail)
 
@@ -116,11 +118,14 @@ class ProbeActivities:
                 non_retryable=True,
             )
         if report.unknown:
-            # Retryable: the activity's RetryPolicy bounds how often we ask again.
+            # Retryable: the activity's RetryPolicy bounds how often we ask again. When every
+            # probe that could not answer found its system down, the step waits for the system
+            # (the workflow's outage patience) rather than failing.
             names = ", ".join(f"{r.condition.key()}: {r.detail}" for r in report.unknown)
+            down = all(r.unreachable for r in report.unknown)
             raise ApplicationError(
                 f"probes could not answer: {names}",
                 report.model_dump(mode="json"),
-                type="probe_unknown",
+                type="system_unavailable" if down else "probe_unknown",
             )
         return report

@@ -189,6 +189,7 @@ class Plangate:
                     history=HistoryBound(
                         events=self.settings.history_events, bytes=self.settings.history_bytes
                     ),
+                    outage_patience_s=self.settings.outage_patience_s,
                 ),
                 id=run_id,
                 task_queue=self.settings.task_queue,

@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from plangate._stack import (
     FAKE_CREDENTIALS,
@@ -238,6 +238,28 @@ class EmbeddedStack:
                 if not may_move or attempt == PORT_ATTEMPTS:
                     raise
                 log.warning("%s (attempt %d of %d); trying another port", e, attempt, PORT_ATTEMPTS)
+
+    # -- outages ----------------------------------------------------------------------------
+
+    async def stop_service(self, name: Literal["postgres", "s3"]) -> None:
+        """Stop Postgres or the S3 server, keeping its data and port: an outage, for tests and
+        drills. ``start_service`` brings it back at the same address."""
+        if name == "postgres" and self._postgres is not None:
+            await _in_thread(self._postgres.stop)
+        elif name == "s3" and self._s3 is not None:
+            await _in_thread(self._s3.stop)
+        else:
+            raise StackError(f"embedded stack: no {name} to stop")
+
+    async def start_service(self, name: Literal["postgres", "s3"]) -> None:
+        """Start a service ``stop_service`` stopped, on its port (its data as it was: Postgres
+        from its data directory, S3 from this process's memory)."""
+        if name == "postgres" and self._postgres is not None:
+            await _in_thread(self._postgres.start)
+        elif name == "s3" and self._s3 is not None:
+            self._s3.start()
+        else:
+            raise StackError(f"embedded stack: no {name} to start")
 
     # -- addresses --------------------------------------------------------------------------
 

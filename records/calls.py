@@ -44,6 +44,7 @@ class ProbeResult(BaseModel):
     detail: str = ""
     elapsed_ms: float = 0.0
     invalid_args: bool = False  # the condition's (bound) arguments do not fit the probe
+    unreachable: bool = False  # unknown because its system did not answer (world.outages)
 
 
 class ProbeReport(BaseModel):

@@ -42,6 +42,7 @@ CODES: dict[str, Code] = {
     "unavailable": Code(503, True, "the system did not answer", may_have_acted=True),
     "throttled": Code(429, True, "the system asked us to slow down"),
     "probe_unknown": Code(503, True, "a probe could not answer"),
+    "system_unavailable": Code(503, True, "the system a probe reads did not answer"),
     # an exception the tool did not classify: a bug, or a failure after the request left
     "internal": Code(500, False, "the tool raised an unexpected error", may_have_acted=True),
 }

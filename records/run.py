@@ -71,6 +71,8 @@ class RunInput(BaseModel):
     plan: GuardedPlan  # the plan with its guards, resolved from the catalogue at submission
     plan_made_at: datetime | None = None  # when the plan was written, if the caller knows
     history: HistoryBound = Field(default_factory=HistoryBound)
+    # how long a step waits for a system that does not answer, then halts (README, "Outages")
+    outage_patience_s: float = Field(default=900.0, ge=0)
     carried: Carried | None = None  # set when an earlier run of the chain continued as new
 
 

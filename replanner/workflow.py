@@ -60,8 +60,10 @@ class ReplanWorkflow:
                     retry_policy=options.PROPOSE_RETRY,
                 )
         except (ActivityError, ApplicationError) as e:
+            # The endpoint did not answer, after the activity's own retries: asking again at
+            # once, for the rest of the budget, would only loop. The run halts and says why.
             cause = e.cause if isinstance(e, ActivityError) else e
-            return ReplanOutcome(reason=f"the re-planner gave no answer: {cause or e}")
+            return ReplanOutcome(reason=f"the re-planner gave no answer: {cause or e}", final=True)
         out = ReplanOutcome(backend=proposal.backend, reason=proposal.reason, final=proposal.final)
         if proposal.plan is None:
             return out

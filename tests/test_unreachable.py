@@ -1,4 +1,6 @@
-"""A probe that cannot answer fails its step: the guarded tool is never called."""
+"""A probe whose system does not answer fails its step once the run's outage patience is spent
+(none here): the guarded tool is never called, and nothing is re-planned (``test_outages``
+waits an outage out)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ def closed_port() -> int:
 
 
 async def test_s3_unreachable_never_calls_the_tool(client, settings):
+    settings = replace(settings, outage_patience_s=0.0)
     dead = World(replace(settings, s3_endpoint_url=f"http://127.0.0.1:{closed_port()}"))
     plan = {"goal": "fetch", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.get", "effect": "read",
@@ -27,15 +30,16 @@ async def test_s3_unreachable_never_calls_the_tool(client, settings):
         rep = await h.run(plan)
     calls = await scheduled(client, rep.run_id)
     assert calls == {"probe.evaluate": 1}  # step 1's pre check, and nothing after it
-    assert rep.status == "failed"
-    assert rep.failure is not None and rep.failure.code == "probe_unknown"
+    assert rep.status == "halted"
+    assert rep.failure is not None and rep.failure.code == "system_unavailable"
     assert (await attempts(client, rep.run_id))["probe.evaluate"] == [3]  # bounded, then fails
     results = [r for c in rep.step(1).checks for r in c.results]
-    assert results and all(r.outcome == "unknown" for r in results)
+    assert results and all(r.outcome == "unknown" and r.unreachable for r in results)
 
 
 async def test_postgres_unreachable_never_calls_the_tool(client, settings):
     url = f"postgresql://postgres@127.0.0.1:{closed_port()}/postgres"
+    settings = replace(settings, outage_patience_s=0.0)
     dead = World(replace(settings, database_url=url))
     plan = {"goal": "index", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "warehouse.run_sql",
@@ -46,5 +50,5 @@ async def test_postgres_unreachable_never_calls_the_tool(client, settings):
     async with running_worker(client, settings, world=dead) as h:
         rep = await h.run(plan)
     assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 0
-    assert rep.failure is not None and rep.failure.code == "probe_unknown"
-    assert rep.status == "failed" and rep.step(1).state == "FAILED"
+    assert rep.failure is not None and rep.failure.code == "system_unavailable"
+    assert rep.status == "halted" and rep.step(1).state == "HALTED"

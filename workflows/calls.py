@@ -86,7 +86,8 @@ async def probe(req: ProbeRequest) -> ProbeAnswer:
         if isinstance(cause, ApplicationError) and cause.details:
             answered = ProbeReport.model_validate(cause.details[0])
             detail = "; ".join(f"{r.condition.key()}: {r.detail}" for r in answered.unknown)
-            code = "bad_arguments" if cause.type == "bad_arguments" else "probe_unknown"
+            known = ("bad_arguments", "system_unavailable")
+            code = cause.type if cause.type in known else "probe_unknown"
             return ProbeFailed(code, detail, answered)
         return ProbeFailed("probe_unknown", str(cause or e))
     if [r.condition.key() for r in report.results] != [c.key() for c in req.conditions]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import JsonValue
 from temporalio import workflow
@@ -50,6 +50,8 @@ class VersionContext:
     policy_bundle: str | None = None
     key_tag: str = ""
     history: HistoryBound = field(default_factory=HistoryBound)
+    # how long a step waits for a system that does not answer before it halts
+    outage_patience: timedelta = timedelta(minutes=15)
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False

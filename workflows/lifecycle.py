@@ -684,18 +684,37 @@ class StepRunner:
         lenient: list[str] | None = None,
         fold: bool = False,
     ) -> ProbeReport | Failed | Unknown:
+        """Read ``conds``. A system that does not answer at all is waited for, read again and
+        again (``options.outage_backoff``), up to the run's outage patience; then the step
+        halts: a new plan would meet the same outage, so none is asked for. Not after a cancel:
+        whoever cancelled is not kept waiting."""
         req = ProbeRequest(
             step=p.ref, conditions=conds, idempotency_key=p.key, output=refs,
             lenient=lenient or [],
         )
-        answer = await calls.probe(req)
-        if isinstance(answer, calls.Probed):
-            bookkeeping.record_check(
-                self.ctx.report, self.rep, phase, self.attempt, answer.report, fold
-            )
-            return answer.report
-        if answer.report is not None:
-            bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer.report)
+        began, outage_reads = workflow.now(), 0
+        while True:
+            answer = await calls.probe(req)
+            record = fold or outage_reads >= 2
+            if isinstance(answer, calls.Probed):
+                bookkeeping.record_check(
+                    self.ctx.report, self.rep, phase, self.attempt, answer.report, record
+                )
+                return answer.report
+            if answer.report is not None:
+                bookkeeping.record_check(
+                    self.ctx.report, self.rep, phase, self.attempt, answer.report, record
+                )
+            if answer.code != "system_unavailable" or phase is Phase.AFTER_CANCEL:
+                break
+            waited = workflow.now() - began
+            if waited >= self.ctx.outage_patience:
+                d = route(self._situation(Kind.SYSTEM_DOWN))
+                why = f"{answer.detail} (no answer for {waited.total_seconds():.0f}s)"
+                failure = self._failure("system_unavailable", True, why, status=503)
+                return Unknown(d, failure, d) if phase is Phase.POST else Failed(d, failure)
+            outage_reads += 1
+            await self._wait_for_system(answer, outage_reads, self.ctx.outage_patience - waited)
         if answer.code == "bad_arguments":  # bound values that do not fit: permanent
             d = route(self._situation(Kind.TOOL_ERROR, status=400))
             return Failed(d, self._failure("bad_arguments", False, answer.detail, status=400))
@@ -704,6 +723,25 @@ class StepRunner:
         if phase is Phase.POST:  # the call ran: whether it acted, nobody can tell now
             return Unknown(d, failure, d)
         return Failed(d, failure)
+
+    async def _wait_for_system(
+        self, answer: calls.ProbeFailed, reads: int, left: timedelta
+    ) -> None:
+        """WAITING while the systems a read needs are down; then the state it was in."""
+        report = answer.report
+        down = sorted({
+            self.ctx.guarded.systems.get(r.condition.probe, "record")
+            for r in (report.unknown if report else [])
+        })
+        was = self.rep.state
+        self._decide(route(self._situation(Kind.SYSTEM_DOWN, waits=True)))
+        self.rep.reason = (
+            f"{', '.join(down) or 'a system'} did not answer: waiting for it "
+            f"({reads} read(s) so far, {left.total_seconds():.0f}s of patience left)"
+        )
+        self.ctx.set_state(self.step.n, StepState.WAITING, fold=reads >= 2)
+        await workflow.sleep(min(options.outage_backoff(reads), left))
+        self.ctx.set_state(self.step.n, was, fold=reads >= 2)
 
     # -- the end of a step ----------------------------------------------------------------------
     def _complete(self, done: Finished) -> StepOutcome | Failed:

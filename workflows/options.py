@@ -72,6 +72,11 @@ def step_backoff(attempt: int) -> timedelta:
     return timedelta(seconds=min(30.0, 1.0 * 2 ** (attempt - 1)))
 
 
+def outage_backoff(reads: int) -> timedelta:
+    """Between the reads of a system that does not answer: 2 s, doubling, at most a minute."""
+    return timedelta(seconds=min(60.0, 2.0 * 2 ** (reads - 1)))
+
+
 # The replan child: asking the model (each attempt at most PROPOSE_TIMEOUT), reviewing its plan
 # (a local activity), and the whole child, model retries included.
 PROPOSE_TIMEOUT = timedelta(minutes=3)

@@ -4,7 +4,7 @@ re-planning budget is spent. The run report is always available by query."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from temporalio import workflow
@@ -174,19 +174,16 @@ class PlanRunWorkflow:
         it continues as new: then what the next run of the chain needs to go on."""
         plan: GuardedPlan | None = inp.plan
         c = inp.carried
+        patience = timedelta(seconds=inp.outage_patience_s)
         ctx: VersionContext | None = None
         resumed: Resumed | None = None
         if c is None:
             made_at = inp.plan_made_at or workflow.info().start_time
             version, begun = 1, False
             base = VersionContext(
-                run_id=self._report.run_id,
-                guarded=inp.plan,
-                version=0,
-                plan_made_at=made_at,
-                report=self._report,
-                key_tag=key_tag(),
-                history=inp.history,
+                run_id=self._report.run_id, guarded=inp.plan, version=0, plan_made_at=made_at,
+                report=self._report, key_tag=key_tag(), history=inp.history,
+                outage_patience=patience,
                 # the run's authority and policy are the first plan's, whatever a re-plan says
                 on_behalf_of=inp.plan.plan.on_behalf_of,
                 policy_bundle=inp.plan.plan.policy_bundle,
@@ -194,17 +191,10 @@ class PlanRunWorkflow:
         else:
             made_at, version, begun = c.plan_made_at, c.version, c.begun
             base = VersionContext(
-                run_id=self._report.run_id,
-                guarded=inp.plan,
-                version=c.version,
-                plan_made_at=made_at,
-                report=self._report,
-                key_tag=c.key_tag,
-                history=inp.history,
-                on_behalf_of=c.on_behalf_of,
-                policy_bundle=c.policy_bundle,
-                bound=dict(c.bound),
-                verified=dict(c.verified),
+                run_id=self._report.run_id, guarded=inp.plan, version=c.version,
+                plan_made_at=made_at, report=self._report, key_tag=c.key_tag,
+                history=inp.history, outage_patience=patience, on_behalf_of=c.on_behalf_of,
+                policy_bundle=c.policy_bundle, bound=dict(c.bound), verified=dict(c.verified),
             )
             resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
         ctx = base
@@ -233,21 +223,17 @@ class PlanRunWorkflow:
     ) -> RunInput:
         r = self._report
         carried = Carried(
-            report=r,
-            samples=r.samples(),
-            version=version,
-            begun=begun,
-            plan_made_at=made_at,
-            key_tag=ctx.key_tag,
-            bound=ctx.bound,
-            verified=ctx.verified,
+            report=r, samples=r.samples(), version=version, begun=begun, plan_made_at=made_at,
+            key_tag=ctx.key_tag, bound=ctx.bound, verified=ctx.verified,
             parked=outcome.parked if outcome else [],
             failure=outcome.failure if outcome else None,
             failed_state=outcome.failed_state if outcome else None,
-            on_behalf_of=ctx.on_behalf_of,
-            policy_bundle=ctx.policy_bundle,
+            on_behalf_of=ctx.on_behalf_of, policy_bundle=ctx.policy_bundle,
         )
-        return RunInput(plan=plan, history=ctx.history, carried=carried)
+        return RunInput(
+            plan=plan, history=ctx.history,
+            outage_patience_s=ctx.outage_patience.total_seconds(), carried=carried,
+        )
 
     def _begin(
         self,
@@ -271,9 +257,9 @@ class PlanRunWorkflow:
         return VersionContext(
             run_id=self._report.run_id, guarded=plan, version=version,
             plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
-            history=prev.history, on_behalf_of=prev.on_behalf_of,
-            policy_bundle=prev.policy_bundle, bound=dict(prev.bound),
-            verified=dict(prev.verified),
+            history=prev.history, outage_patience=prev.outage_patience,
+            on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
+            bound=dict(prev.bound), verified=dict(prev.verified),
         )
 
     async def _next_plan(

@@ -24,6 +24,7 @@ class Kind(StrEnum):
     TOOL_ERROR = "tool_error"  # the tool said it failed: its outcome is known
     OUTCOME_UNKNOWN = "outcome_unknown"  # timed out / worker died after the request left
     APPROVAL_REFUSED = "approval_refused"  # the card was rejected, or expired unanswered
+    SYSTEM_DOWN = "system_down"  # a system a probe reads did not answer at all
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,14 @@ def route(s: Situation) -> Decision:
             )
         case Kind.POST_VIOLATED:
             return _unmet(s, "the step did not establish its post condition")
+        case Kind.SYSTEM_DOWN if s.waits:
+            return Decision(Answer.WAIT, "the system did not answer: wait for it, then read again")
+        case Kind.SYSTEM_DOWN:
+            # An outage is not a reason to re-plan: a new plan would meet the same outage.
+            return Decision(
+                Answer.HALT, "the system did not answer within the outage patience: a person "
+                "must look (nothing was re-planned)",
+            )
         case Kind.PROBE_UNKNOWN:
             # Retried by the probe activity's policy already. Never a pass: the step fails
             # and recovery follows on_unmet.

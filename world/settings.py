@@ -130,6 +130,8 @@ class Settings:
     # the most a run's history holds before it continues as new (records.run.HistoryBound)
     history_events: int = 10_240
     history_bytes: int = 10 * 1024 * 1024
+    # how long a step waits for a system that does not answer before it halts
+    outage_patience_s: float = 900.0
 
     @property
     def scope(self) -> Scope:
@@ -197,6 +199,9 @@ class Settings:
             policy_bundle=(e.get(POLICY_BUNDLE_VAR) or "").strip() or None,
             history_events=_at_least(e, "PLANGATE_HISTORY_EVENTS", cls.history_events, 200),
             history_bytes=_at_least(e, "PLANGATE_HISTORY_BYTES", cls.history_bytes, 65_536),
+            outage_patience_s=parse_duration(
+                e.get("PLANGATE_OUTAGE_PATIENCE") or "15m", "PLANGATE_OUTAGE_PATIENCE"
+            ),
         )
 
 
