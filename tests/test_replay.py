@@ -4,34 +4,88 @@ a running workflow fails here (add a `workflow.patched` branch instead)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from plangate.assembly import PlangatePlugin
+from plangate.compression import DATA_CONVERTER
+from records.report import RunReport, StepState
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
-def test_histories_were_recorded():
-    names = {p.stem for p in HISTORIES}
-    assert {
-        "saturday_succeeded",
-        "saturday_export_deleted",
-        "closeout_replanned",
-        "closeout_replanned_replan1",
-        # a post wait (300 s, a read a minute) that expired, recorded with the code from before
-        # the "post-wait-reads-on-schedule" patch: 5 reads where the schedule has 6
-        "wait_expired_before_schedule_patch",
-    } <= names
+E = EventType
+# Every path a plan run can take, recorded (``tests/histories/record.py``): how the run ended
+# (its own report, or continued as new) and an event that only that path has.
+PATHS: dict[str, tuple[str, EventType.ValueType]] = {
+    "saturday_succeeded": ("succeeded", E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED),
+    # the export deleted: step failed, the rest of the plan void
+    "saturday_export_deleted": ("failed", E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED),
+    "closeout_replanned": ("succeeded", E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED),
+    "closeout_replanned_replan1": ("", E.EVENT_TYPE_MARKER_RECORDED),
+    "halted": ("halted", E.EVENT_TYPE_MARKER_RECORDED),
+    "waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
+    "approved": ("succeeded", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
+    "rejected": ("failed", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
+    "cancelled": ("cancelled", E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
+    "continued_as_new_run1": ("continued", E.EVENT_TYPE_TIMER_FIRED),
+    "continued_as_new_run2": ("continued", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
+    "continued_as_new_run3": ("succeeded", E.EVENT_TYPE_MARKER_RECORDED),
+    # a post wait (300 s, a read a minute) that expired, recorded with the code from before
+    # the "post-wait-reads-on-schedule" patch: 5 reads where the schedule has 6
+    "wait_expired_before_schedule_patch": ("failed", E.EVENT_TYPE_TIMER_FIRED),
+}
+
+
+def load(path: Path) -> WorkflowHistory:
+    record = json.loads(path.read_text())
+    return WorkflowHistory.from_json(record["workflow_id"], record["history"])
+
+
+async def ending(history: WorkflowHistory) -> RunReport | str:
+    last = history.events[-1]
+    if last.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+        return "continued"
+    if last.event_type != E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+        return E.Name(last.event_type)
+    payloads = last.workflow_execution_completed_event_attributes.result.payloads
+    codec = DATA_CONVERTER.payload_codec
+    decoded = await codec.decode(list(payloads)) if codec else list(payloads)
+    report = DATA_CONVERTER.payload_converter.from_payloads(decoded, [RunReport])[0]
+    return report if isinstance(report, RunReport) else ""
+
+
+def status(end: RunReport | str) -> str:
+    return str(end.status) if isinstance(end, RunReport) else end
+
+
+async def test_every_path_was_recorded():
+    recorded = {p.stem: p for p in HISTORIES}
+    assert set(PATHS) <= set(recorded), sorted(set(PATHS) - set(recorded))
+    for name, (want, marker) in PATHS.items():
+        history = load(recorded[name])
+        assert any(e.event_type == marker for e in history.events), (name, E.Name(marker))
+        if want:  # a re-planner's child ends with a proposal, not a report
+            assert status(await ending(history)) == want, name
+    voided = await ending(load(recorded["saturday_export_deleted"]))
+    assert isinstance(voided, RunReport)
+    assert [s.state for s in voided.steps].count(StepState.VOID) >= 1
+    # the chain: each run after the first continued from the one before
+    runs = [load(recorded[f"continued_as_new_run{i}"]) for i in (1, 2, 3)]
+    for before, after in itertools.pairwise(runs):
+        this = before.events[0].workflow_execution_started_event_attributes
+        nxt = after.events[0].workflow_execution_started_event_attributes
+        assert nxt.continued_execution_run_id == this.original_execution_run_id
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_replay(path: Path):
-    record = json.loads(await asyncio.to_thread(path.read_text))
-    history = WorkflowHistory.from_json(record["workflow_id"], record["history"])
+    history = await asyncio.to_thread(load, path)
     replayer = Replayer(workflows=[], plugins=[PlangatePlugin()])
     await replayer.replay_workflow(history)

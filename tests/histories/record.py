@@ -1,7 +1,12 @@
-"""Records workflow histories for the replay test. Run by hand after a deliberate, released
-change of workflow code, never to make a failing replay pass:
+"""Records workflow histories for the replay test: one per path a plan run can take. Run by hand
+to add a path, or after a deliberate, released change of workflow code; never to make a
+failing replay pass (README, "Changing workflow code"):
 
-    .venv/bin/python -m tests.histories.record
+    .venv/bin/python -m tests.histories.record            # the paths not recorded yet
+    .venv/bin/python -m tests.histories.record NAME ...   # these, again
+
+A run that continued as new is recorded run by run (``NAME_run1``, ``NAME_run2``, ...), a
+re-plan's child as ``NAME_replanN``.
 """
 
 from __future__ import annotations
@@ -9,40 +14,213 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import boto3
+import psycopg
 
 from activities.demo_schema import seed_acct_3319f
-from bench._stack import bench_stack
+from bench._stack import Bench, bench_stack
+from plangate.api import Plangate
 from plangate.demo import BUCKET, KEY, invoice_csv, saturday_plan
 from plangate.scenarios import closeout_plan
+from records.report import RunReport
+from tests.harness import Harness
+from workflows.plan_run import PlanRunWorkflow
 
 HERE = Path(__file__).parent
+Scenario = Callable[[Bench], Awaitable[RunReport]]
 
 
-async def main() -> None:
+def job_step(n: int, job: str, state: str = "done", **extra: Any) -> dict[str, Any]:
+    return {"n": n, "tool": "warehouse.run_sql",
+            "args": {"statement": "set_job_state", "params": {"job_id": job, "state": state}},
+            "post": [{"probe": "job_state", "job_id": job, "want": "done"}], **extra}
+
+
+async def until(b: Bench, run_id: str, ready: Callable[[RunReport], bool]) -> RunReport:
+    for _ in range(600):
+        rep = await b.client.get_workflow_handle(run_id).query(PlanRunWorkflow.report)
+        if ready(rep):
+            return rep
+        await asyncio.sleep(0.1)
+    raise SystemExit(f"{run_id} never got where the scenario needs it")
+
+
+async def set_job(b: Bench, job: str, state: str) -> None:
+    async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as c:
+        await c.execute("UPDATE plangate.jobs SET state = %s WHERE job_id = %s", (state, job))
+
+
+def bucket(b: Bench) -> str:
+    name = f"rec-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url).create_bucket(Bucket=name)
+    return name
+
+
+async def saturday_succeeded(b: Bench) -> RunReport:
+    s3 = boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url)
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key=KEY, Body=invoice_csv(700))
+    return await b.run(saturday_plan("staging.rec_ok"))
+
+
+async def saturday_export_deleted(b: Bench) -> RunReport:  # failed: the rest of the plan void
+    s3 = boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url)
+    s3.create_bucket(Bucket=BUCKET)
+    s3.delete_object(Bucket=BUCKET, Key=KEY)
+    return await b.run(saturday_plan("staging.rec_gone"))
+
+
+async def closeout_replanned(b: Bench) -> RunReport:
+    await seed_acct_3319f(b.world)
+    return await b.run(closeout_plan())
+
+
+async def halted(b: Bench) -> RunReport:
+    job = f"halt-{uuid.uuid4().hex[:6]}"
+    return await b.run({"goal": "halt", "budget": {"replans_max": 2}, "steps": [
+        job_step(1, job, pre=[{"probe": "job_state", "job_id": job, "want": "requested"}],
+                 on_unmet="halt"),
+    ]})
+
+
+async def waited(b: Bench) -> RunReport:
+    job = f"wait-{uuid.uuid4().hex[:6]}"
+    handle = await b.start({"goal": "wait", "budget": {"replans_max": 0}, "steps": [
+        job_step(1, job, "requested",
+                 post=[{"probe": "job_state", "job_id": job, "want": "done",
+                        "wait": {"timeout_s": 60, "interval_s": 1}}]),
+        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+         "args": {"statement": "select_one"}},
+    ]})
+    await until(b, handle.id, lambda r: sum(c.reads for c in r.step(1).checks) >= 3)
+    await set_job(b, job, "done")
+    return await handle.result()
+
+
+def publish(name: str) -> dict[str, Any]:
+    return {"goal": "publish", "budget": {"replans_max": 0}, "on_behalf_of": "dana", "steps": [
+        {"n": 1, "tool": "s3.put", "approval": "required",
+         "args": {"bucket": name, "key": "figures.txt", "body": "final figures"}},
+    ]}
+
+
+async def answered(b: Bench, approve: bool) -> RunReport:
+    api = Plangate(b.client, b.settings)
+    handle = await api.submit(publish(bucket(b)))
+    rep = await until(b, handle.id, lambda r: bool(r.approvals))
+    card = rep.approvals[0]
+    if approve:
+        await api.approve(handle.id, 1, card.digest, by="erin")
+    else:
+        await api.reject(handle.id, 1, card.digest, reason="not today", by="erin")
+    return await handle.result()
+
+
+async def approved(b: Bench) -> RunReport:
+    return await answered(b, approve=True)
+
+
+async def rejected(b: Bench) -> RunReport:
+    return await answered(b, approve=False)
+
+
+async def cancelled(b: Bench) -> RunReport:
+    job = f"cancel-{uuid.uuid4().hex[:6]}"
+    api = Plangate(b.client, b.settings)
+    handle = await api.submit({"goal": "cancel", "budget": {"replans_max": 0}, "steps": [
+        job_step(1, job, "requested",
+                 post=[{"probe": "job_state", "job_id": job, "want": "done",
+                        "wait": {"timeout_s": 600, "interval_s": 1}}]),
+    ]})
+    await until(b, handle.id, lambda r: r.step(1).state == "WAITING")
+    await api.cancel(handle.id, reason="not needed any more", requester="erin")
+    return await handle.result()
+
+
+async def continued_as_new(b: Bench) -> RunReport:
+    """A wait read every second beside a card: both parked, the chain continues as new twice or
+    more (a bound of 300 events), the card is approved in a later run."""
+    job = f"can-{uuid.uuid4().hex[:6]}"
+    h = Harness(b.client, replace(b.settings, history_events=300))
+    api = Plangate(h.client, h.settings)
+    handle = await api.submit({"goal": "long", "budget": {"replans_max": 0}, "steps": [
+        job_step(1, job, "requested",
+                 post=[{"probe": "job_state", "job_id": job, "want": "done",
+                        "wait": {"timeout_s": 600, "interval_s": 1}}]),
+        {"n": 2, "tool": "s3.put", "approval": "required",
+         "args": {"bucket": bucket(b), "key": "figures.txt", "body": "final figures"}},
+        {"n": 3, "tool": "warehouse.run_sql", "depends_on": [1, 2],
+         "args": {"statement": "select_one"}},
+    ]})
+    rep = await until(b, handle.id, lambda r: r.segments >= 2)
+    await api.approve(handle.id, 2, rep.approvals[0].digest, by="erin")
+    await until(b, handle.id, lambda r: r.segments >= 3)
+    await set_job(b, job, "done")
+    return await handle.result()
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "saturday_succeeded": saturday_succeeded,
+    "saturday_export_deleted": saturday_export_deleted,
+    "closeout_replanned": closeout_replanned,
+    "halted": halted,
+    "waited": waited,
+    "approved": approved,
+    "rejected": rejected,
+    "cancelled": cancelled,
+    "continued_as_new": continued_as_new,
+}
+
+
+async def run_ids(b: Bench, workflow_id: str) -> list[str]:
+    """The runs of a workflow's continue-as-new chain, first to last."""
+    ids: list[str] = []
+    execution: str | None = (await b.client.get_workflow_handle(workflow_id).describe()).run_id
+    while execution:
+        ids.append(execution)
+        handle = b.client.get_workflow_handle(workflow_id, run_id=execution)
+        first = await anext(aiter(handle.fetch_history_events()))
+        execution = first.workflow_execution_started_event_attributes.continued_execution_run_id
+    return ids[::-1]
+
+
+async def save(b: Bench, name: str, rep: RunReport) -> None:
+    runs = await run_ids(b, rep.run_id)
+    for i, run_id in enumerate(runs, start=1):
+        history = await b.client.get_workflow_handle(rep.run_id, run_id=run_id).fetch_history()
+        write(name + (f"_run{i}" if len(runs) > 1 else ""), rep.run_id, history.to_json(),
+              rep.status)
+    for r in rep.replans:
+        wid = f"{rep.run_id}/replan-{r.attempt}"
+        history = await b.client.get_workflow_handle(wid).fetch_history()
+        write(f"{name}_replan{r.attempt}", wid, history.to_json(), rep.status)
+
+
+def write(name: str, workflow_id: str, history: str, status: str) -> None:
+    record = {"workflow_id": workflow_id, "history": json.loads(history)}
+    (HERE / f"{name}.json").write_text(json.dumps(record))
+    print(f"recorded {name} ({status})")
+
+
+async def main(names: list[str]) -> None:
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise SystemExit(f"no such scenario: {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
+    if not names:
+        recorded = {p.stem for p in HERE.glob("*.json")}
+        names = [n for n in SCENARIOS if not any(r.startswith(n) for r in recorded)]
     async with bench_stack(replanner="playbook") as b:
-        s3 = boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url)
-        s3.create_bucket(Bucket=BUCKET)
-        s3.put_object(Bucket=BUCKET, Key=KEY, Body=invoice_csv(700))
-        runs: dict[str, Any] = {}
-        runs["saturday_succeeded"] = await b.run(saturday_plan("staging.rec_ok"))
-        s3.delete_object(Bucket=BUCKET, Key=KEY)
-        runs["saturday_export_deleted"] = await b.run(saturday_plan("staging.rec_gone"))
-        await seed_acct_3319f(b.world)
-        runs["closeout_replanned"] = await b.run(closeout_plan())
-        for name, rep in runs.items():
-            ids = [rep.run_id] + [f"{rep.run_id}/replan-{r.attempt}" for r in rep.replans]
-            for i, wid in enumerate(ids):
-                history = await b.client.get_workflow_handle(wid).fetch_history()
-                suffix = "" if i == 0 else f"_replan{i}"
-                record = {"workflow_id": wid, "history": json.loads(history.to_json())}
-                (HERE / f"{name}{suffix}.json").write_text(json.dumps(record))
-                print(f"recorded {name}{suffix} ({rep.status})")
+        for name in names:
+            await save(b, name, await SCENARIOS[name](b))
 
 
 if __name__ == "__main__":
     os.chdir(HERE.parent.parent)
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))
