@@ -57,7 +57,7 @@ def probe_context(req: ProbeRequest, world: World) -> ProbeContext:
 
     return ProbeContext(
         req.step.tool, req.step.args, req.idempotency_key, read=read,
-        reads_by_key=bool(reader and reader.by_key),
+        reads_by_key=bool(reader and reader.by_key), run_id=req.step.run_id,
     )
 
 

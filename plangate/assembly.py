@@ -88,6 +88,7 @@ async def build_worker(
     *,
     doubles: Mapping[str, Callable[..., Any]] = {},
     bootstrap: bool = True,
+    identity: str | None = None,
 ) -> Worker:
     """A worker on ``settings.task_queue``: its work directory made and (``bootstrap``)
     plangate's tables created through ``world``.
@@ -110,6 +111,7 @@ async def build_worker(
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            identity=identity,
         )
     except BaseException:
         if own:

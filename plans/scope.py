@@ -34,6 +34,8 @@ class Writes:
 class Scope:
     buckets: tuple[str, ...] | None = None  # None: any bucket
     tables: tuple[str, ...] | None = None  # schemas or schema.table; None: any but protected
+    # plangate's own buckets (the run artifacts of world.files): never a target
+    protected_buckets: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, buckets: str | None, tables: str | None) -> Scope:
@@ -47,6 +49,8 @@ class Scope:
     def refusal(self, kind: str, name: str) -> str | None:
         """Why writing ``name`` is out of scope, or None."""
         if kind == "bucket":
+            if name.lower() in self.protected_buckets:
+                return f"bucket {name} holds plangate's run artifacts, never a tool's target"
             if self.buckets is not None and name.lower() not in self.buckets:
                 return f"bucket {name} is not in PLANGATE_ALLOWED_BUCKETS"
             return None

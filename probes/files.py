@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import stat
 from typing import TYPE_CHECKING
 
 from plans.names import NonEmpty
 from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
+from world.files import NotAFile
 
 if TYPE_CHECKING:
     from world.clients import World
@@ -19,15 +19,12 @@ class FileArgs(ProbeArgs):
 
 @probe("local_file_nonempty", FileArgs, system="file")
 async def local_file_nonempty(args: FileArgs, world: World, ctx: ProbeContext) -> Verdict:
-    path = world.path(args.path)
     try:
-        st = await asyncio.to_thread(path.stat)
-    except FileNotFoundError:
+        size = await asyncio.to_thread(world.files.size, ctx.run_id, args.path)
+    except NotAFile as e:
+        return Verdict(False, None, str(e))
+    if size is None:
         return Verdict(False, None, f"{args.path} does not exist")
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        return Verdict(False, None, f"{args.path} is {kind}, not a file")
-    size = st.st_size
     if size <= 0:
         return Verdict(False, {"size": 0}, f"{args.path} is empty")
     return Verdict(True, {"size": size})

@@ -7,7 +7,6 @@ authority of the run's principal (``on_behalf_of``) is re-checked by the tool wh
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -73,22 +72,11 @@ async def table_rowcount(args: RowcountArgs, world: World, ctx: ProbeContext) ->
     return Verdict(True, observed)
 
 
-def _sha256(world: World, source: str) -> str | None:
-    path = world.path(source)
-    if not path.is_file():
-        return None
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @probe("table_loaded_from", LoadedFromArgs, system="postgres")
 async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContext) -> Verdict:
     """The table holds what a load of ``source`` put there: the load recorded this source's
     SHA-256 and row count, and the table still has exactly that many rows."""
-    want = await asyncio.to_thread(_sha256, world, args.source)
+    want = await asyncio.to_thread(world.files.sha256, ctx.run_id, args.source)
     if want is None:
         return Verdict(False, None, f"source file {args.source} is not there to compare with")
     pool = await world.pool()

@@ -55,6 +55,7 @@ class ProbeContext:
     idempotency_key: str = ""
     read: ReadRecord = _no_reader
     reads_by_key: bool = False
+    run_id: str = ""  # the plan run: whose files (world.files) the step passes
 
 
 ProbeFn = Callable[[A, "World", ProbeContext], Awaitable[Verdict]]

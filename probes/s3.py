@@ -69,7 +69,7 @@ async def object_content_equals(args: ContentArgs, world: World, ctx: ProbeConte
     if args.body is not None:
         want = args.body.encode()
     else:
-        want = await asyncio.to_thread(world.file_path(args.source or "").read_bytes)
+        want = await asyncio.to_thread(world.files.read, ctx.run_id, args.source or "")
 
     def read() -> tuple[bytes, str]:
         obj = world.s3.get_object(Bucket=args.bucket, Key=args.key)

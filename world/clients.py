@@ -12,6 +12,7 @@ import boto3
 from botocore.config import Config
 from psycopg_pool import AsyncConnectionPool
 
+from world.files import Files, LocalFiles, SharedFiles
 from world.paths import confine, confine_file
 from world.settings import Settings
 
@@ -33,6 +34,12 @@ class World:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._pool_lock = asyncio.Lock()
         self._kept: dict[str, Any] = {}
+        self.files: Files = LocalFiles(self.workdir)
+        if settings.artifacts_bucket is not None:
+            self.files = SharedFiles(
+                self.workdir, lambda: self.s3, settings.artifacts_bucket,
+                settings.artifacts_prefix,
+            )
 
     @property
     def s3(self) -> S3Client:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -132,10 +132,17 @@ class Settings:
     history_bytes: int = 10 * 1024 * 1024
     # how long a step waits for a system that does not answer before it halts
     outage_patience_s: float = 900.0
+    # where files passed between steps live when workers share no disk (world.files); None:
+    # the work directory (one machine)
+    artifacts_bucket: str | None = None
+    artifacts_prefix: str = "runs"
 
     @property
     def scope(self) -> Scope:
-        return Scope.parse(self.allowed_buckets, self.allowed_schemas)
+        scope = Scope.parse(self.allowed_buckets, self.allowed_schemas)
+        if self.artifacts_bucket is None:
+            return scope
+        return replace(scope, protected_buckets=(self.artifacts_bucket,))
 
     @property
     def temporal_tls_enabled(self) -> bool:
@@ -202,7 +209,28 @@ class Settings:
             outage_patience_s=parse_duration(
                 e.get("PLANGATE_OUTAGE_PATIENCE") or "15m", "PLANGATE_OUTAGE_PATIENCE"
             ),
+            **_artifacts(e.get(ARTIFACTS_VAR) or ""),
         )
+
+
+ARTIFACTS_VAR = "PLANGATE_ARTIFACTS"
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+
+
+def _artifacts(raw: str) -> dict[str, str]:
+    """``PLANGATE_ARTIFACTS``: ``s3://bucket`` or ``s3://bucket/prefix``."""
+    raw = raw.strip()
+    if not raw:
+        return {}
+    if not raw.startswith("s3://"):
+        raise ValueError(f"{ARTIFACTS_VAR} must be s3://bucket[/prefix], not {raw!r}")
+    bucket, _, prefix = raw.removeprefix("s3://").partition("/")
+    if not _BUCKET.match(bucket):
+        raise ValueError(f"{ARTIFACTS_VAR}: {bucket!r} is not an S3 bucket name")
+    prefix = prefix.strip("/")
+    if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
+        raise ValueError(f"{ARTIFACTS_VAR}: prefix {prefix!r} has an empty, . or .. segment")
+    return {"artifacts_bucket": bucket, "artifacts_prefix": prefix or Settings.artifacts_prefix}
 
 
 def _at_least(env: Mapping[str, str], name: str, default: int, least: int) -> int:

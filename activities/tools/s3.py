@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import tempfile
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -58,21 +55,12 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
     def fetch() -> dict[str, Any]:
         extra = {"IfMatch": args.if_match} if args.if_match else {}
         obj = world.s3.get_object(Bucket=args.bucket, Key=args.key, **extra)  # type: ignore[arg-type]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        # A uniquely named temporary file in dest's own directory (inside the work directory),
-        # renamed over dest when complete: never a half-written file under the real name, and
-        # concurrent attempts never share a temporary file.
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                for chunk in obj["Body"].iter_chunks(1 << 20):
-                    f.write(chunk)
-            os.replace(tmp, dest)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return {"etag": obj["ETag"], "size": dest.stat().st_size, "dest": str(dest)}
+        # the run's file, whole or not at all (world.files): in the work directory, or, when
+        # workers share no disk, in the run's artifact prefix where any worker finds it
+        info = world.files.write(call.run_id, args.dest, obj["Body"].iter_chunks(1 << 20))
+        shared = info.where != str(dest)
+        return {"etag": obj["ETag"], "size": info.size, "sha256": info.sha256,
+                "dest": args.dest if shared else str(dest), "stored": info.where}
 
     try:
         return await asyncio.to_thread(fetch)
@@ -113,7 +101,7 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
 async def s3_put(args: PutArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     def put() -> dict[str, Any]:
         if args.source is not None:
-            body = world.file_path(args.source).read_bytes()
+            body = world.files.read(call.run_id, args.source)
         else:
             body = (args.body or "").encode()
         extra: dict[str, str] = {}

@@ -80,8 +80,8 @@ class RunSqlArgs(ToolArgs):
         return v
 
 
-def _read_csv(path: str, world: World) -> tuple[list[str], bytes, str]:
-    data = world.file_path(path).read_bytes()
+def _read_csv(path: str, world: World, run_id: str) -> tuple[list[str], bytes, str]:
+    data = world.files.read(run_id, path)
     header = next(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))), [])
     bad = [c for c in header if not _COLUMN.match(c)]
     if not header or bad:
@@ -101,12 +101,23 @@ async def _create_if_missing(cur: psycopg.AsyncCursor[Any], target: str, header:
         schema = target.split(".", 1)[0]
         await cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
         if await cur.fetchone() is None:
-            # IF NOT EXISTS still: a concurrent load may create it first
-            await cur.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-            )
+            await _created(cur, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                sql.Identifier(schema)))
     coldefs = sql.SQL(", ").join(sql.SQL("{} text").format(sql.Identifier(c)) for c in header)
-    await cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident(target), coldefs))
+    await _created(
+        cur, sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident(target), coldefs)
+    )
+
+
+async def _created(cur: psycopg.AsyncCursor[Any], create: sql.Composed) -> None:
+    """``IF NOT EXISTS`` is not safe against a concurrent load creating the same schema or
+    table: the loser fails on a unique index of the catalogue. Then it exists, which is all
+    this wants (in a savepoint, so the load's transaction goes on)."""
+    try:
+        async with cur.connection.transaction():
+            await cur.execute(create)
+    except psycopg.errors.UniqueViolation:
+        pass
 
 
 @tool(
@@ -125,7 +136,7 @@ async def _create_if_missing(cur: psycopg.AsyncCursor[Any], target: str, header:
 )
 async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     try:
-        header, data, sha256 = await asyncio.to_thread(_read_csv, args.source, world)
+        header, data, sha256 = await asyncio.to_thread(_read_csv, args.source, world, call.run_id)
     except FileNotFoundError as e:
         raise ToolError("not_found", f"source file {args.source}") from e
     table = ident(args.target)
