@@ -272,6 +272,38 @@ async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+    from datetime import UTC
+
+    from plangate import reporting, staleness
+    from plangate.services import connect
+    from plangate.staleness_html import page
+
+    queue = None if args.all_queues else settings.task_queue
+    try:
+        since = reporting.since_arg(args.since, datetime.now(UTC))
+        reporting.query(since, queue)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    client = await connect(settings)  # Temporal unreachable: one line, exit 1
+    runs = await reporting.finished_runs(client, since, queue)
+    tools = staleness.per_tool(runs)
+    table = reporting.text(tools, len(runs), since)
+    if args.html:
+        try:
+            html = page(tools, table, len(runs), since)
+            await asyncio.to_thread(Path(args.html).write_text, html, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"--html {args.html}: {e.strerror or e}") from None
+    if args.json:
+        print(json.dumps({"since": since.isoformat(), "runs": len(runs),
+                          "tools": [t.json() for t in tools]}, indent=2))
+    else:
+        print("\n".join(table))
+    return EXIT_OK
+
+
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.assembly import build_worker
     from plangate.services import check_worker_services
@@ -353,6 +385,17 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--context", metavar="FILE", help="notes for the model (names, amounts)")
     pl.add_argument("-o", "--output", metavar="PLAN", help="write the plan here (YAML)")
     pl.set_defaults(fn=_cmd_plan)
+    rp = sub.add_parser(
+        "report", parents=[common],
+        help="the staleness report over finished runs: E = W x R x V per tool",
+    )
+    rp.add_argument("--since", default="7d", metavar="DURATION",
+                    help="runs finished in this long before now (default 7d)")
+    rp.add_argument("--all-queues", action="store_true",
+                    help="runs on every task queue (default: PLANGATE_TASK_QUEUE's only)")
+    rp.add_argument("--json", action="store_true", help="print it as JSON")
+    rp.add_argument("--html", metavar="FILE", help="also write it as an HTML page with charts")
+    rp.set_defaults(fn=_cmd_report)
     w = sub.add_parser(
         "worker", parents=[common], help="run a worker against the configured services"
     )

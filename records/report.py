@@ -165,6 +165,14 @@ def summarize(output: dict[str, JsonValue], room: bool) -> Summary:
     return Summary(None, digest.model_copy(update={"preview": preview}), PREVIEW_BYTES)
 
 
+class Refusal(BaseModel):
+    """A call the target system refused: 409 (the resource moved), 412 (a version or the
+    policy superseded), 403 (authority revoked). Counted: the staleness rate (seed 002)."""
+
+    status: int
+    code: str
+
+
 class StepReport(BaseModel):
     n: int
     tool: str
@@ -182,6 +190,7 @@ class StepReport(BaseModel):
     result_digest: ResultDigest | None = None
     binds: dict[str, JsonValue] = Field(default_factory=dict)
     cancel_outcome: CancelOutcome | None = None  # the call was in flight when the run stopped
+    refusals: list[Refusal] = Field(default_factory=list)
     transitions: list[Transition] = Field(default_factory=list)
 
 
@@ -267,6 +276,8 @@ class RunReport(BaseModel):
     run_id: str
     status: RunStatus = RunStatus.RUNNING
     starts_at: datetime | None = None  # a queued run: when it will begin
+    submitted_at: datetime | None = None  # the run was started (submitted)
+    begun_at: datetime | None = None  # its first workflow task: after a queued run's delay
     goal: str
     plan_version: int = 1
     steps: list[StepReport] = Field(default_factory=list)

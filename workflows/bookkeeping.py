@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
         RESULTS_BUDGET,
         CheckRecord,
         Phase,
+        Refusal,
         RunReport,
         RunStatus,
         StepReport,
@@ -77,8 +78,11 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult) -> None:
         report.sample("plan_to_use_ms", t.staleness_ms)
 
 
-def count_answer(report: RunReport, status: int | None) -> None:
-    """409, 412 and 403 answers are the staleness rate made countable (seed 002)."""
+def count_answer(report: RunReport, rep: StepReport, status: int | None, code: str) -> None:
+    """409, 412 and 403 answers are the staleness rate made countable (seed 002): per run,
+    and per step for the staleness report."""
+    if status in (409, 412, 403):
+        rep.refusals.append(Refusal(status=status, code=code))
     m = report.metrics
     if status == 409:
         m.answers_409 += 1

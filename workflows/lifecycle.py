@@ -490,7 +490,7 @@ class StepRunner:
                 # superseded (a moved version, a changed policy): read the world again, then
                 # re-plan; never a blind retry
                 self.rep.attempts += tf.attempt
-                bookkeeping.count_answer(self.ctx.report, 412)
+                bookkeeping.count_answer(self.ctx.report, self.rep, 412, tf.code)
                 again = await self._check_before(base, Phase.RE_EVALUATE)
                 if not isinstance(again, Checked):
                     return again
@@ -498,7 +498,7 @@ class StepRunner:
                 return Failed(d, self._failure(tf.code, False, tf.detail, status=412))
             case calls.CallFailed(failure=tf):
                 self.rep.attempts += tf.attempt
-                bookkeeping.count_answer(self.ctx.report, tf.status)
+                bookkeeping.count_answer(self.ctx.report, self.rep, tf.status, tf.code)
                 d = route(
                     self._situation(Kind.TOOL_ERROR, status=tf.status, retryable=tf.retryable)
                 )

@@ -55,6 +55,8 @@ class PlanRunWorkflow:
                 goal=inp.plan.plan.goal,
                 replans_max=inp.plan.plan.budget.replans_max,
                 status=RunStatus.QUEUED,  # until the run begins (a queued run waits its delay)
+                submitted_at=workflow.info().workflow_start_time,
+                begun_at=workflow.info().start_time,
             )
         self._versions: asyncio.Task[RunInput | None] | None = None
         self._stopped_by_signal = False

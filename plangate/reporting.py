@@ -1,0 +1,90 @@
+"""``plangate report``: finished runs fetched through Temporal's visibility, then the
+staleness report (``plangate.staleness``) as text, JSON or an HTML page."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from temporalio.client import Client, WorkflowExecution
+
+from plangate.staleness import Finished, ToolStaleness
+from records.report import RunReport
+from world.settings import parse_duration
+
+FETCH_AT_ONCE = 32
+PLAN_RUN_TYPE = "PlanRun"
+
+
+def query(since: datetime, task_queue: str | None) -> str:
+    stamp = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    q = (f'WorkflowType="{PLAN_RUN_TYPE}" AND ExecutionStatus="Completed" '
+         f'AND CloseTime > "{stamp}"')
+    if task_queue is not None:
+        if '"' in task_queue or "\\" in task_queue:
+            raise ValueError(f"task queue {task_queue!r}: quotes and backslashes not allowed")
+        q += f' AND TaskQueue="{task_queue}"'
+    return q
+
+
+async def finished_runs(
+    client: Client, since: datetime, task_queue: str | None = None
+) -> list[Finished]:
+    """Every plan run that completed after ``since`` (on ``task_queue``; None: any), with
+    when it was submitted and when it began. The last run of a chain that continued as new
+    carries the whole report."""
+    listed = [e async for e in client.list_workflows(query(since, task_queue))]
+    gate = asyncio.Semaphore(FETCH_AT_ONCE)
+
+    async def one(e: WorkflowExecution) -> Finished:
+        async with gate:
+            handle = client.get_workflow_handle(e.id, run_id=e.run_id, result_type=RunReport)
+            rep = await handle.result()
+        submitted = rep.submitted_at or e.start_time
+        begun = rep.begun_at or e.execution_time or submitted
+        return Finished(rep, submitted, begun)
+
+    return list(await asyncio.gather(*(one(e) for e in listed)))
+
+
+def since_arg(raw: str, now: datetime) -> datetime:
+    """``7d``, ``12h``, ``90m``: that long before ``now``."""
+    return now - timedelta(seconds=parse_duration(raw, "--since"))
+
+
+def _h(x: float) -> str:
+    if x == 0:
+        return "0"
+    if x < 1 / 60:
+        return f"{x * 3_600_000:.0f}ms" if x * 3600 < 1 else f"{x * 3600:.1f}s"
+    return f"{x * 60:.1f}m" if x < 1 else f"{x:.2f}h"
+
+
+def _e(x: float) -> str:
+    return f"{x:.3g}" if x else "0"
+
+
+def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
+    lines = [f"staleness since {since.isoformat(timespec='seconds')}: {runs} finished runs, "
+             f"{sum(t.volume for t in tools)} tool calls",
+             "E = W x R x V (seed 002); W plan->use (unguarded) and check->use (guarded)"]
+    head = (f"{'tool':22} {'V':>5} {'W plan p50/p95':>17} {'W check p50/p95':>17} "
+            f"{'approval p50':>12} {'R /h':>9} {'E plan p50/p95':>16} {'E check p95':>11} "
+            f"{'409':>4} {'412':>4} {'403':>4}")
+    lines.append(head)
+    for t in tools:
+        flag = "!" if t.irreversible else " "
+        approval = _h(t.approval_wait_h[0]) if t.approval_wait_h else "-"
+        rate = f"{t.rate_per_h:.3g}" if t.changes else (
+            f"<{t.rate_upper95_per_h:.2g}" if t.rate_upper95_per_h else "0")
+        lines.append(
+            f"{flag}{t.tool:21} {t.volume:5} "
+            f"{_h(t.plan_to_use_h[0]) + ' / ' + _h(t.plan_to_use_h[1]):>17} "
+            f"{_h(t.check_to_use_h[0]) + ' / ' + _h(t.check_to_use_h[1]):>17} "
+            f"{approval:>12} {rate:>9} "
+            f"{_e(t.e_plan[0]) + ' / ' + _e(t.e_plan[1]):>16} {_e(t.e_check[1]):>11} "
+            f"{t.refusals.get(409, 0):4} {t.refusals.get(412, 0):4} {t.refusals.get(403, 0):4}"
+        )
+    if any(t.irreversible for t in tools):
+        lines.append("! irreversible effect (money, external): the stale executions that matter")
+    return lines

@@ -1,0 +1,196 @@
+"""The staleness report: for each action type (a tool), the expected stale executions
+E = W x R x V of seed 002, from finished runs' reports.
+
+- **V**: the tool's calls (steps whose tool started), in the period.
+- **W**: the window in hours, at p50 and p95 (nearest rank), two ways: plan-to-use (the plan
+  written -> the tool started: what an unguarded agent is exposed to) and check-to-use (the
+  pre check's read -> the tool started: what is left with plangate's guard). Plan-to-use is
+  split into where its time goes: planning (plan written -> run submitted), queue (a queued
+  run's delay), approval (cards issued -> answered), run (earlier steps, waits) and
+  check-to-use; the means of the segments add up to the mean window.
+- **R**: changes by other writers per hour of exposure, from what plangate saw change under a
+  plan: version-bound writes refused because the target moved (409, and 412 but for a
+  superseded policy), approved cards superseded because the world moved before the call, and
+  steps whose pre check found a state an earlier step had verified gone. Exposure: the sum of
+  the tool's plan-to-use windows, the time in which plangate would have seen such a change.
+  (A Poisson rate: changes / exposure. None seen in H hours: R is 0, and under 3/H at 95%.)
+- **E** = W (h) x R (/h) x V, at p50 and p95, for both windows; ranked by E at p95 of
+  plan-to-use, irreversible effects (money, external) flagged.
+
+Pure: no I/O here (``plangate.reporting`` fetches the runs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from plans.model import Effect
+from records.approvals import CardStatus
+from records.report import Attribution, RunReport, StepReport
+
+HOUR_MS = 3_600_000.0
+SEGMENTS = ("planning", "queue", "approval", "run", "check_to_use")
+IRREVERSIBLE = (Effect.MONEY, Effect.EXTERNAL)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished run: its report, when it was submitted and when it began (after a queue)."""
+
+    report: RunReport
+    submitted_at: datetime
+    begun_at: datetime
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One call of a tool, its windows in hours and the changes seen under it."""
+
+    tool: str
+    effect: Effect
+    segments: dict[str, float]
+    changes: int
+    refusals: dict[int, int]
+
+    @property
+    def plan_to_use_h(self) -> float:
+        return sum(self.segments.values())
+
+    @property
+    def check_to_use_h(self) -> float:
+        return self.segments["check_to_use"]
+
+
+def _hours(a: datetime, b: datetime) -> float:
+    return max(0.0, (b - a).total_seconds() / 3600)
+
+
+def executions(run: Finished) -> list[Execution]:
+    rep = run.report
+    out = []
+    for step in rep.steps:
+        t = step.timings
+        if t.tool_started_at is None:
+            continue
+        started = t.tool_started_at
+        checked = t.precheck_read_at or started
+        cards = [a for a in rep.approvals
+                 if a.step == step.n and a.plan_version == step.plan_version]
+        approval = sum(_hours(a.card.issued_at, a.answer.at) for a in cards if a.answer)
+        planning = _hours(t.plan_made_at, min(run.submitted_at, started))
+        queue = _hours(run.submitted_at, min(run.begun_at, started))
+        whole = _hours(t.plan_made_at, started)
+        check = _hours(checked, started)
+        rest = max(0.0, whole - planning - queue - approval - check)
+        segments = {"planning": planning, "queue": queue, "approval": approval, "run": rest,
+                    "check_to_use": check}
+        out.append(Execution(step.tool, step.effect, segments, _changes(rep, step),
+                             _refusals(step)))
+    return out
+
+
+def _refusals(step: StepReport) -> dict[int, int]:
+    counts: dict[int, int] = defaultdict(int)
+    for r in step.refusals:
+        counts[r.status] += 1
+    return dict(counts)
+
+
+def _changes(rep: RunReport, step: StepReport) -> int:
+    moved = sum(1 for r in step.refusals
+                if r.status == 409 or (r.status == 412 and r.code != "policy_superseded"))
+    superseded = sum(1 for a in rep.approvals if a.step == step.n
+                     and a.plan_version == step.plan_version
+                     and a.status is CardStatus.SUPERSEDED)
+    f = rep.failure
+    destroyed = int(f is not None and f.step == step.n and f.plan_version == step.plan_version
+                    and f.attribution is Attribution.DESTROYED)
+    return moved + superseded + destroyed
+
+
+def rank(samples: list[float], q: float) -> float:
+    """Nearest-rank percentile (as the run report's windows)."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else 0.0
+
+
+@dataclass
+class ToolStaleness:
+    tool: str
+    irreversible: bool
+    volume: int
+    plan_to_use_h: tuple[float, float]  # p50, p95
+    check_to_use_h: tuple[float, float]
+    approval_wait_h: tuple[float, float] | None  # over the calls that waited for a card
+    changes: int
+    exposure_h: float
+    rate_per_h: float
+    rate_upper95_per_h: float | None  # with no change seen: the rule of three
+    e_plan: tuple[float, float]
+    e_check: tuple[float, float]
+    refusals: dict[int, int]
+    segments_mean_h: dict[str, float] = field(default_factory=dict)
+
+    def json(self) -> dict[str, object]:
+        return {
+            "tool": self.tool, "irreversible": self.irreversible, "V": self.volume,
+            "W_plan_to_use_h": {"p50": self.plan_to_use_h[0], "p95": self.plan_to_use_h[1]},
+            "W_check_to_use_h": {"p50": self.check_to_use_h[0], "p95": self.check_to_use_h[1]},
+            "approval_wait_h": None if self.approval_wait_h is None else {
+                "p50": self.approval_wait_h[0], "p95": self.approval_wait_h[1]},
+            "changes": self.changes, "exposure_h": self.exposure_h,
+            "R_per_h": self.rate_per_h, "R_upper95_per_h": self.rate_upper95_per_h,
+            "E_plan_to_use": {"p50": self.e_plan[0], "p95": self.e_plan[1]},
+            "E_check_to_use": {"p50": self.e_check[0], "p95": self.e_check[1]},
+            "409": self.refusals.get(409, 0), "412": self.refusals.get(412, 0),
+            "403": self.refusals.get(403, 0),
+            "segments_mean_h": self.segments_mean_h,
+        }
+
+
+def per_tool(runs: Iterable[Finished]) -> list[ToolStaleness]:
+    by_tool: dict[str, list[Execution]] = defaultdict(list)
+    for run in runs:
+        for e in executions(run):
+            by_tool[e.tool].append(e)
+    out = [_tool(tool, calls) for tool, calls in by_tool.items()]
+    return sorted(out, key=lambda t: (-t.e_plan[1], -t.volume, t.tool))
+
+
+def _pair(samples: list[float]) -> tuple[float, float]:
+    return rank(samples, 0.5), rank(samples, 0.95)
+
+
+def _tool(tool: str, calls: list[Execution]) -> ToolStaleness:
+    v = len(calls)
+    plan = _pair([c.plan_to_use_h for c in calls])
+    check = _pair([c.check_to_use_h for c in calls])
+    waited = [c.segments["approval"] for c in calls if c.segments["approval"] > 0]
+    changes = sum(c.changes for c in calls)
+    exposure = sum(c.plan_to_use_h for c in calls)
+    rate = changes / exposure if exposure > 0 else 0.0
+    upper = 3 / exposure if changes == 0 and exposure > 0 else None
+    refusals: dict[int, int] = defaultdict(int)
+    for c in calls:
+        for status, n in c.refusals.items():
+            refusals[status] += n
+    return ToolStaleness(
+        tool=tool,
+        irreversible=any(c.effect in IRREVERSIBLE for c in calls),
+        volume=v,
+        plan_to_use_h=plan,
+        check_to_use_h=check,
+        approval_wait_h=_pair(waited) if waited else None,
+        changes=changes,
+        exposure_h=exposure,
+        rate_per_h=rate,
+        rate_upper95_per_h=upper,
+        e_plan=(plan[0] * rate * v, plan[1] * rate * v),
+        e_check=(check[0] * rate * v, check[1] * rate * v),
+        refusals=dict(refusals),
+        segments_mean_h={s: sum(c.segments[s] for c in calls) / v for s in SEGMENTS},
+    )

@@ -1,0 +1,171 @@
+"""The staleness report (``plangate.staleness``): E = W x R x V per tool, by numbers a person
+can check by hand, over reports built to order; then over real runs (a queued night run, an
+approval that waited while another writer moved the object) through ``plangate report``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from plangate.api import Plangate
+from plangate.cli import main
+from plangate.staleness import Finished, per_tool
+from plans.model import Effect
+from records.approvals import Answered, ApprovalCard, ApprovalRecord, CardStatus, Decision
+from records.report import Refusal, RunReport, StepReport, StepTimings
+from tests.harness import running_worker
+from tests.test_approvals import card_of
+
+T0 = datetime(2026, 11, 2, 18, 0, tzinfo=UTC)  # a Monday, 18:00: the plans are written
+H = timedelta(hours=1)
+
+
+def step(n: int, tool: str, effect: Effect, made: datetime, checked: datetime, used: datetime,
+         refusals: tuple[tuple[int, str], ...] = ()) -> StepReport:
+    return StepReport(
+        n=n, tool=tool, plan_version=1, effect=effect,
+        timings=StepTimings(plan_made_at=made, precheck_read_at=checked, tool_started_at=used),
+        refusals=[Refusal(status=s, code=c) for s, c in refusals],
+    )
+
+
+def card(n: int, issued: datetime, answered: datetime, status: CardStatus) -> ApprovalRecord:
+    c = ApprovalCard(run_id="r", plan_version=1, step=n, tool="customer.update",
+                     effect=Effect.WRITE, args={}, issued_at=issued, expires_at=issued + 24 * H)
+    return ApprovalRecord(step=n, plan_version=1, digest="0" * 64, expires_at=c.expires_at,
+                          card=c, status=status,
+                          answer=Answered(decision=Decision.APPROVE, at=answered))
+
+
+def run(steps: list[StepReport], submitted: datetime, begun: datetime,
+        approvals: list[ApprovalRecord] | None = None) -> Finished:
+    rep = RunReport(run_id="r", goal="g", steps=steps, approvals=approvals or [])
+    return Finished(rep, submitted, begun)
+
+
+MS = timedelta(milliseconds=1)
+
+
+def seeded() -> list[Finished]:
+    """customer.update: four calls, plan-to-use 0.25 h, 0.25 h, 0.25 h and 2.5 h; one refused
+    with 409 (the record moved), one whose approved card was superseded: 2 changes seen in
+    3.25 h of exposure. billing.issue_credit (money): two calls queued overnight, 8 h each,
+    no change seen. customer.restore: one call refused by a superseded policy (412: not a
+    change of the record)."""
+    quick = [run([step(1, "customer.update", Effect.WRITE, T0, T0 + 0.25 * H - 5 * MS,
+                       T0 + 0.25 * H, refusals=((409, "conflict"),) if i == 0 else ())],
+                 T0, T0) for i in range(3)]
+    # the approval that waited: the card issued at 0.5 h, answered at 2.25 h, superseded
+    # (the world moved), the call at 2.5 h
+    waited = run([step(1, "customer.update", Effect.WRITE, T0, T0 + 2.5 * H - 5 * MS,
+                       T0 + 2.5 * H)], T0, T0,
+                 [card(1, T0 + 0.5 * H, T0 + 2.25 * H, CardStatus.SUPERSEDED)])
+    # the queued night run: written at 18:00, submitted at 18:30, queued until 02:00
+    night = run([step(1, "billing.issue_credit", Effect.MONEY, T0, T0 + 8 * H - 2 * MS,
+                      T0 + 8 * H),
+                 step(2, "billing.issue_credit", Effect.MONEY, T0, T0 + 8 * H - 2 * MS,
+                      T0 + 8 * H)], T0 + 0.5 * H, T0 + 7.5 * H)
+    policy = run([step(1, "customer.restore", Effect.WRITE, T0, T0 + 0.1 * H, T0 + 0.1 * H,
+                       refusals=((412, "policy_superseded"),))], T0, T0)
+    return [*quick, waited, night, policy]
+
+
+def test_e_is_w_times_r_times_v_by_hand():
+    tools = {t.tool: t for t in per_tool(seeded())}
+    upd = tools["customer.update"]
+    assert upd.volume == 4
+    assert upd.plan_to_use_h == pytest.approx((0.25, 2.5))  # nearest rank of 4: 2nd and 4th
+    assert upd.changes == 2 and upd.exposure_h == pytest.approx(3.25)
+    assert upd.rate_per_h == pytest.approx(2 / 3.25)
+    # E(p50) = 0.25 h x 2/3.25 /h x 4 = 0.615; E(p95) = 2.5 h x 2/3.25 /h x 4 = 6.15
+    assert upd.e_plan == pytest.approx((0.25 * 2 / 3.25 * 4, 2.5 * 2 / 3.25 * 4))
+    # the guarded window, 5 ms: E(p95) = 5 ms in hours x 2/3.25 x 4
+    assert upd.check_to_use_h[1] == pytest.approx(0.005 / 3600)
+    assert upd.e_check[1] == pytest.approx(0.005 / 3600 * 2 / 3.25 * 4)
+    assert upd.refusals == {409: 1} and not upd.irreversible
+    assert upd.approval_wait_h == pytest.approx((1.75, 1.75))
+    credit = tools["billing.issue_credit"]
+    assert credit.irreversible and credit.volume == 2 and credit.changes == 0
+    assert credit.e_plan == (0.0, 0.0) and credit.rate_upper95_per_h == pytest.approx(3 / 16)
+    # where the night run's 8 h went: 0.5 h planning, 7 h in the queue, 0.5 h running
+    assert credit.segments_mean_h == pytest.approx(
+        {"planning": 0.5, "queue": 7.0, "approval": 0.0, "run": 0.5 - 2 * MS / H,
+         "check_to_use": 2 * MS / H})
+    assert sum(credit.segments_mean_h.values()) == pytest.approx(8.0)
+    restore = tools["customer.restore"]
+    assert restore.refusals == {412: 1} and restore.changes == 0  # a policy, not the record
+    # ranked by E at p95, the money tool flagged whatever its rank
+    assert [t.tool for t in per_tool(seeded())] == [
+        "customer.update", "billing.issue_credit", "customer.restore"]
+
+
+def test_no_runs_no_tools():
+    assert per_tool([]) == []
+
+
+def publish(bucket: str, key: str, made_at: datetime, approval: bool) -> dict[str, Any]:
+    return {"goal": "publish the figures", "budget": {"replans_max": 0},
+            "made_at": made_at.isoformat(), "steps": [
+                {"n": 1, "tool": "s3.put", **({"approval": "required"} if approval else {}),
+                 "args": {"bucket": bucket, "key": key, "body": "final figures"}}]}
+
+
+async def report_json(env: dict[str, str], runs: int, monkeypatch: Any, capsys: Any) -> Any:
+    """``plangate report --json`` once visibility lists ``runs`` finished runs (it catches up
+    with a run's close within a moment)."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    for _ in range(100):
+        code = await asyncio.to_thread(main, ["report", "--since", "1h", "--json"])
+        assert code == 0
+        out = json.loads(capsys.readouterr().out)
+        if out["runs"] >= runs:
+            return out
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"visibility never listed {runs} runs")
+
+
+async def test_the_report_over_a_night_run_and_an_approval_that_waited(
+    client, settings, stack, s3, monkeypatch, capsys
+):
+    bucket = f"stale-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="figures.txt", Body=b"v1")
+    written = datetime.now(UTC) - 8 * H  # both plans were written eight hours ago
+    async with running_worker(client, settings) as h:
+        api = Plangate(client, h.settings)
+        night = await api.submit(publish(bucket, "night.txt", written, approval=False),
+                                 start_in=timedelta(seconds=2))
+        handle = await api.submit(publish(bucket, "figures.txt", written, approval=True))
+        first = await card_of(api, handle.id)
+        s3.put_object(Bucket=bucket, Key="figures.txt", Body=b"v2 by someone else")
+        await api.approve(handle.id, 1, first.digest, by="erin")
+        second = await card_of(api, handle.id, index=1)  # the world moved: a new card
+        await api.approve(handle.id, 1, second.digest, by="erin")
+        reps = [await night.result(), await handle.result()]
+        env = {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        out = await report_json(env, 2, monkeypatch, capsys)
+    assert [r.status for r in reps] == ["succeeded", "succeeded"]
+    assert [a.status for a in reps[1].approvals] == ["superseded", "approved"]
+    assert out["runs"] == 2
+    [put] = out["tools"]
+    # by hand: two calls, each used about 8 h after its plan was written; one change seen
+    # (the superseded card) in about 16 h of exposure: R = 1/16 per hour, and
+    # E(p50) = 8 h x 1/16 /h x 2 calls = 1 stale execution expected, unguarded
+    assert put["tool"] == "s3.put" and put["V"] == 2 and put["changes"] == 1
+    assert put["exposure_h"] == pytest.approx(16, rel=1e-3)
+    assert put["R_per_h"] == pytest.approx(1 / 16, rel=1e-3)
+    assert put["W_plan_to_use_h"]["p50"] == pytest.approx(8, rel=1e-3)
+    assert put["E_plan_to_use"]["p50"] == pytest.approx(1.0, rel=1e-3)
+    # guarded: the window is milliseconds, so E is about a million times smaller
+    assert put["E_check_to_use"]["p95"] < 1e-4
+    segments = put["segments_mean_h"]
+    assert 0 < segments["queue"] * 3600 < 10  # the night run's 2 s queue, over two calls
+    assert segments["approval"] > 0  # the waited card's time
+    assert sum(segments.values()) == pytest.approx(put["exposure_h"] / 2, rel=1e-6)
+    assert (put["409"], put["412"], put["403"]) == (0, 0, 0)
