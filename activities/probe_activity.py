@@ -19,6 +19,7 @@ from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from world.clients import World
 from world.errors import ToolError
 from world.outages import unreachable
+from world.spans import span
 
 PROBE_ACTIVITY = "probe.evaluate"
 PROBE_TIMEOUT_S = 15.0
@@ -87,13 +88,20 @@ class ProbeActivities:
                 return done(Outcome.VIOLATED, detail=f"no evidence: arguments: {e}"[:500])
             bad = done(Outcome.UNKNOWN, detail=f"arguments: {e}"[:500])
             return bad.model_copy(update={"invalid_args": True})
-        try:
-            verdict = await asyncio.wait_for(spec.fn(args, self.world, ctx), PROBE_TIMEOUT_S)
-        except Exception as e:  # could not answer: unknown, which fails the step, never passes
-            unknown = done(Outcome.UNKNOWN, detail=f"{type(e).__name__}: {e}"[:500])
-            return unknown.model_copy(update={"unreachable": unreachable(e)})
-        outcome = Outcome.HOLDS if verdict.holds else Outcome.VIOLATED
-        return done(outcome, verdict.observed, verdict.detail)
+        attrs = {"plangate.run_id": ctx.run_id, "plangate.probe": cond.probe,
+                 "plangate.tool": ctx.tool}
+        with span(self.world.tracer, f"probe {cond.probe}", attrs) as s:
+            try:
+                verdict = await asyncio.wait_for(spec.fn(args, self.world, ctx), PROBE_TIMEOUT_S)
+            except Exception as e:  # could not answer: unknown, which fails the step, never passes
+                unknown = done(Outcome.UNKNOWN, detail=f"{type(e).__name__}: {e}"[:500])
+                if s is not None:
+                    s.set_attribute("plangate.outcome", Outcome.UNKNOWN.value)
+                return unknown.model_copy(update={"unreachable": unreachable(e)})
+            outcome = Outcome.HOLDS if verdict.holds else Outcome.VIOLATED
+            if s is not None:
+                s.set_attribute("plangate.outcome", outcome.value)
+            return done(outcome, verdict.observed, verdict.detail)
 
     @activity.defn(name=PROBE_ACTIVITY)
     async def evaluate(self, req: ProbeRequest) -> ProbeReport:

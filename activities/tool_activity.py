@@ -31,6 +31,7 @@ from records.calls import ToolCall, ToolFailure, ToolResult
 from world.clients import World
 from world.errors import ToolError
 from world.paths import PathOutsideWorkdir
+from world.spans import span
 
 HEARTBEAT_EVERY_S = 1.0
 # Far below Temporal's 2 MB payload limit (and its 512 KiB warning): a larger result is
@@ -121,7 +122,11 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
             refuse_superseded_policy(call, world.settings.policy_bundle)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
-            output = bounded(await spec.fn(args, world, ctx))
+            with span(world.tracer, f"step {call.step.n} {spec.name}", {
+                "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
+                "plangate.plan_version": call.step.plan_version, "plangate.tool": spec.name,
+            }):
+                output = bounded(await spec.fn(args, world, ctx))
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -18,6 +18,7 @@ from activities.bootstrap import ensure_schema
 from activities.extensions import registry_for
 from activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from activities.tool_activity import tool_activities
+from plangate import tracing
 from plangate.compression import DATA_CONVERTER
 from replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
 from replanner.activity import ReplanActivities
@@ -77,7 +78,8 @@ async def connect(settings: Settings) -> Client:
     (``Settings.temporal_connect_config``: address, namespace, TLS, API key, gRPC metadata from
     ``temporalio.envconfig``) with the pydantic data converter (``plangate.compression``)."""
     return await Client.connect(
-        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin()]
+        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin()],
+        interceptors=tracing.interceptors(settings),
     )
 
 
@@ -100,6 +102,7 @@ async def build_worker(
     registry_for(settings)
     own = world is None
     world = world or World(settings)
+    world.tracer = tracing.tracer(settings)
     try:
         settings.workdir.mkdir(parents=True, exist_ok=True)
         if bootstrap:

@@ -442,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from activities.extensions import ExtensionError
     from plangate._stack import StackError
     from plangate.services import ServiceUnreachable
+    from plangate.tracing import TracingUnavailable
 
     try:
         code: int = asyncio.run(args.fn(args, settings))
@@ -449,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlanError as e:
         _print_problems(getattr(args, "plan", "?"), e.problems)
         return EXIT_USAGE
-    except (UsageError, ExtensionError) as e:
+    except (UsageError, ExtensionError, TracingUnavailable) as e:
         print(f"plangate: {e}", file=sys.stderr)
         return EXIT_USAGE
     except ServiceUnreachable as e:
@@ -474,7 +475,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def leave(code: int) -> NoReturn:
     """Flush stdout and stderr, then end the process with ``code`` at once: no interpreter
-    teardown, so no native thread of the Temporal client can crash it on the way out."""
+    teardown, so no native thread of the Temporal client can crash it on the way out. Spans
+    still pending are exported first (``plangate.tracing``)."""
+    from plangate import tracing
+
+    with contextlib.suppress(Exception):
+        tracing.flush()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

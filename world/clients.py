@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
 from botocore.config import Config
+from opentelemetry.trace import Tracer
 from psycopg_pool import AsyncConnectionPool
 
 from world.files import Files, LocalFiles, SharedFiles
@@ -34,6 +35,7 @@ class World:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._pool_lock = asyncio.Lock()
         self._kept: dict[str, Any] = {}
+        self.tracer: Tracer | None = None  # plangate.tracing sets it when tracing is on
         self.files: Files = LocalFiles(self.workdir)
         if settings.artifacts_bucket is not None:
             self.files = SharedFiles(

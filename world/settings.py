@@ -136,6 +136,8 @@ class Settings:
     # the work directory (one machine)
     artifacts_bucket: str | None = None
     artifacts_prefix: str = "runs"
+    # where traces go over OTLP/HTTP (plangate.tracing); None: no traces
+    otlp_traces_endpoint: str | None = None
 
     @property
     def scope(self) -> Scope:
@@ -210,7 +212,21 @@ class Settings:
                 e.get("PLANGATE_OUTAGE_PATIENCE") or "15m", "PLANGATE_OUTAGE_PATIENCE"
             ),
             **_artifacts(e.get(ARTIFACTS_VAR) or ""),
+            otlp_traces_endpoint=_otlp(e),
         )
+
+
+def _otlp(env: Mapping[str, str]) -> str | None:
+    """OpenTelemetry's own variables: the traces endpoint, else the base endpoint's."""
+    name, url = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if not url and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        name = "OTEL_EXPORTER_OTLP_ENDPOINT"
+        url = env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
+    if not url:
+        return None
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ValueError(f"{name} must be an http:// or https:// URL, not {url!r}")
+    return url
 
 
 ARTIFACTS_VAR = "PLANGATE_ARTIFACTS"
