@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
         Transition,
         summarize,
     )
+    from workflows import metrics
 
 
 def set_state(rep: StepReport, state: StepState, fold: bool = False) -> None:
@@ -75,10 +76,12 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult) -> None:
         report.sample("check_to_use_ms", t.check_to_use_ms)
     if t.staleness_ms is not None:
         report.sample("plan_to_use_ms", t.staleness_ms)
+    metrics.windows(rep.tool, t.check_to_use_ms, t.staleness_ms)
 
 
-def count_answer(report: RunReport, status: int | None) -> None:
+def count_answer(report: RunReport, rep: StepReport, status: int | None) -> None:
     """409, 412 and 403 answers are the staleness rate made countable (seed 002)."""
+    metrics.refusal(rep.tool, status)
     m = report.metrics
     if status == 409:
         m.answers_409 += 1
