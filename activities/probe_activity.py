@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,10 +12,11 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.extensions import registry_for
 from activities.tools.registry import CallContext
 from plans.model import Condition
-from probes.registry import NoRecord, ProbeContext
+from probes.registry import NoRecord, ProbeContext, ProbeSpec
 from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from world.clients import World
 from world.errors import ToolError
@@ -79,7 +81,20 @@ class ProbeActivities:
 
         spec = self.probes.get(cond.probe)
         if spec is None:
+            metrics.probe_read(metrics.UNREGISTERED, "none", Outcome.UNKNOWN.value)
             return done(Outcome.UNKNOWN, detail=f"no probe named {cond.probe!r}")
+        result = await self._read(spec, cond, ctx, lenient, done)
+        metrics.probe_read(spec.name, spec.system, result.outcome.value)
+        return result
+
+    async def _read(
+        self,
+        spec: ProbeSpec[Any],
+        cond: Condition,
+        ctx: ProbeContext,
+        lenient: bool,
+        done: Callable[..., ProbeResult],
+    ) -> ProbeResult:
         try:
             args = spec.args.model_validate(cond.args)
         except ValidationError as e:

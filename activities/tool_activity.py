@@ -24,6 +24,7 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.extensions import registry_for
 from activities.tools.registry import CallContext, ToolSpec
 from plans.scope import Scope, targets
@@ -130,11 +131,14 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            raise as_application_error(classify(e, spec.name)) from e
+            error = classify(e, spec.name)
+            metrics.tool_call(spec.name, error.status)
+            raise as_application_error(error) from e
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
+        metrics.tool_call(spec.name, 200)
         return ToolResult(
             output=output,
             started_at=started,

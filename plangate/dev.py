@@ -3,7 +3,10 @@
 It prints, on stdout, one ``export NAME=value`` line per variable that points at the stack (and
 ``PLANGATE_DEMO_SYSTEMS=1``: its worker has the demo systems, unless the environment says ``0``,
 so a ``plangate check`` with these exports knows the same tools), a ``# Temporal Web UI: URL``
-line, and ``plangate: ready`` once the worker is polling its queue.
+line, a ``# metrics: http://HOST:PORT/metrics`` line (the worker's Prometheus endpoint:
+``PLANGATE_METRICS_ADDRESS`` when set, else 127.0.0.1:9464, or a free port when that one is
+taken), and ``plangate: ready`` once the worker is polling its queue. The metrics address is a
+comment, not an export: a ``plangate run`` in the shell that pasted the exports serves none.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import shlex
 import signal
 import sys
 import time
+from dataclasses import replace
 from typing import TextIO
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -22,7 +26,9 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
+from plangate._stack import HOST, choose_port
 from plangate.assembly import build_worker, connect
+from plangate.metrics import url
 from plangate.stack import EmbeddedStack, StackError, environment
 from world.clients import World
 from world.settings import DEMO_SYSTEMS_VAR, Settings
@@ -32,6 +38,7 @@ DEV_TEMPORAL_PORT = 7233
 DEV_UI_PORT = 8233
 DEV_POSTGRES_PORT = 5433
 DEV_S3_PORT = 9000
+DEV_METRICS_PORT = 9464  # the worker's Prometheus endpoint, unless PLANGATE_METRICS_ADDRESS
 
 
 async def run_dev(
@@ -42,6 +49,7 @@ async def run_dev(
     ui_port: int | None = DEV_UI_PORT,
     postgres_port: int | None = DEV_POSTGRES_PORT,
     s3_port: int | None = DEV_S3_PORT,
+    metrics_port: int | None = DEV_METRICS_PORT,
     port_fallback: bool = True,
     stop: asyncio.Event | None = None,
     out: TextIO | None = None,
@@ -88,7 +96,11 @@ async def run_dev(
         if stop.is_set():
             return 0
         with environment(env):  # this process's boto3 and worker use the stack too
-            await _serve(Settings.from_env(), stop, out)
+            settings = Settings.from_env()
+            if settings.metrics_address is None:
+                port = choose_port("metrics", metrics_port, fallback=port_fallback)
+                settings = replace(settings, metrics_address=f"{HOST}:{port}")
+            await _serve(settings, stop, out)
         return 0
     finally:
         await stack.stop()
@@ -99,7 +111,9 @@ async def run_dev(
 async def _serve(settings: Settings, stop: asyncio.Event, out: TextIO) -> None:
     """plangate's worker (the one assembly) on the stack until ``stop``; ``plangate: ready``
     once it polls its task queue."""
-    client = await connect(settings)
+    client = await connect(settings, serve_metrics=True)
+    if settings.metrics_address:
+        print(f"# metrics: {url(settings.metrics_address)}", file=out, flush=True)
     world = World(settings)
     try:
         async with await build_worker(client, settings, world) as worker:

@@ -56,11 +56,11 @@ def temporal_address(settings: Settings) -> str:
     return settings.temporal_address + (" over TLS" if settings.temporal_tls_enabled else "")
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     """``plangate.assembly.connect``, with a service that cannot be reached (or that refuses
     the credentials) as one line naming it. The API key never appears in it."""
     try:
-        return await _connect(settings)
+        return await _connect(settings, serve_metrics=serve_metrics)
     except (RuntimeError, RPCError) as e:
         raise ServiceUnreachable(
             "Temporal", temporal_address(settings), _reason(e, settings.temporal_api_key)
@@ -126,8 +126,9 @@ async def check_s3(settings: Settings) -> None:
 
 
 async def check_worker_services(settings: Settings) -> Client:
-    """What a worker needs, in order: Temporal, Postgres, S3. The first missing one raises."""
-    client = await connect(settings)
+    """What a worker needs, in order: Temporal, Postgres, S3. The first missing one raises.
+    The client serves the worker's metrics (``PLANGATE_METRICS_ADDRESS``)."""
+    client = await connect(settings, serve_metrics=True)
     await check_postgres(settings)
     await check_s3(settings)
     return client

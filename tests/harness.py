@@ -1,13 +1,16 @@
-"""Helpers for integration tests: an in-process worker on its own task queue, and readings of
-the Temporal history (what was scheduled, how often it was attempted)."""
+"""Helpers for integration tests: an in-process worker on its own task queue, readings of the
+Temporal history (what was scheduled, how often it was attempted) and of a worker's Prometheus
+endpoint."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import re
 import shutil
 import tempfile
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -74,6 +77,44 @@ async def running_worker(
         yield Harness(client, s)
     if own:
         await world.close()
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """A Prometheus endpoint's text, read once: ``value(name, **labels)`` sums the samples of
+    ``name`` whose labels include ``labels``; ``samples(prefix)``, every sample named so."""
+
+    text: str
+
+    def samples(self, prefix: str = "") -> list[tuple[str, dict[str, str], float]]:
+        out = []
+        for line in self.text.splitlines():
+            m = _SAMPLE.match(line)
+            if m and m.group(1).startswith(prefix):
+                labels = dict(_LABEL.findall(m.group(2) or ""))
+                out.append((m.group(1), labels, float(m.group(3))))
+        return out
+
+    def value(self, name: str, **labels: str) -> float:
+        return sum(
+            v for n, have, v in self.samples(name)
+            if n == name and all(have.get(k) == want for k, want in labels.items())
+        )
+
+
+async def scrape(address: str) -> Scrape:
+    """``GET http://ADDRESS/metrics``."""
+
+    def get() -> str:
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as r:
+            text: str = r.read().decode()
+            return text
+
+    return Scrape(await asyncio.to_thread(get))
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """``plangate dev``: a second embedded stack with plangate's own worker (the one assembly, as a
 user gets it), stopped through its stop event. A plan runs on it and its effects are read back
-from the dev stack's S3 and Postgres; afterwards this process's environment is as it was."""
+from the dev stack's S3 and Postgres, and its calls from the worker's metrics endpoint;
+afterwards this process's environment is as it was."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import psycopg
 from plangate.api import Plangate
 from plangate.assembly import connect
 from plangate.dev import run_dev
-from tests.harness import s3_client, scheduled
+from tests.harness import s3_client, scheduled, scrape
 from world.settings import Settings
 
 EXPORTED = (
@@ -60,6 +61,7 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
             ui_port=None,
             postgres_port=None,
             s3_port=None,
+            metrics_port=None,
             stop=stop,
             out=out,
         )
@@ -72,6 +74,13 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
             line.startswith("# Temporal Web UI: http://127.0.0.1:")
             for line in out.getvalue().splitlines()
         )
+        # the worker's Prometheus endpoint: a comment, not an export (a shell that pastes the
+        # exports and runs `plangate run` must not try to serve it too)
+        (metrics_url,) = [
+            line.removeprefix("# metrics: ") for line in out.getvalue().splitlines()
+            if line.startswith("# metrics: ")
+        ]
+        assert metrics_url.startswith("http://127.0.0.1:") and metrics_url.endswith("/metrics")
 
         # What a user does next: paste the exports, run a plan against the dev worker.
         settings = Settings.from_env(exports)
@@ -95,6 +104,10 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
             "s3.put": 1, "warehouse.run_sql": 1, "probe.evaluate": 3,
         }
         assert s3.get_object(Bucket=bucket, Key="hello.txt")["Body"].read() == b"hello dev"
+        scraped = await scrape(metrics_url.removeprefix("http://").removesuffix("/metrics"))
+        for tool in ("s3.put", "warehouse.run_sql"):
+            assert scraped.value("plangate_tool_calls", tool=tool, status="200") == 1
+        assert scraped.value("temporal_workflow_completed", workflow_type="PlanRun") == 1
         s3.close()
         async with await psycopg.AsyncConnection.connect(settings.database_url) as conn:
             cur = await conn.execute(

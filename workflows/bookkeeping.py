@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         Transition,
         summarize,
     )
+    from workflows import metrics
 
 
 def set_state(rep: StepReport, state: StepState, fold: bool = False) -> None:
@@ -76,6 +77,7 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult) -> None:
         report.sample("check_to_use_ms", t.check_to_use_ms)
     if t.staleness_ms is not None:
         report.sample("plan_to_use_ms", t.staleness_ms)
+    metrics.windows(rep.tool, t.check_to_use_ms, t.staleness_ms)
 
 
 def count_answer(report: RunReport, rep: StepReport, status: int | None, code: str) -> None:
@@ -83,6 +85,7 @@ def count_answer(report: RunReport, rep: StepReport, status: int | None, code: s
     and per step for the staleness report."""
     if status in (409, 412, 403):
         rep.refusals.append(Refusal(status=status, code=code))
+    metrics.refusal(rep.tool, status)
     m = report.metrics
     if status == 409:
         m.answers_409 += 1

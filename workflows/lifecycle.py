@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         StepState,
     )
     from records.run import Parked, ParkedAt
-    from workflows import bookkeeping, calls, options
+    from workflows import bookkeeping, calls, metrics, options
     from workflows.context import VersionContext
     from workflows.router import Decision, Kind, Situation, route
 
@@ -434,9 +434,14 @@ class StepRunner:
             expires_at=card.expires_at, card=card,
         )
         self.ctx.report.approvals.append(record)
+        metrics.approval_requested(self.step.tool)
         self.ctx.set_state(self.step.n, StepState.AWAITING_APPROVAL)
         bookkeeping.refresh_status(self.ctx.report)
         return record
+
+    @staticmethod
+    def _waited(record: ApprovalRecord) -> float:
+        return (workflow.now() - record.card.issued_at).total_seconds() * 1000
 
     def _waiting_card(self) -> ApprovalRecord:
         for record in reversed(self.ctx.report.approvals):
@@ -455,10 +460,14 @@ class StepRunner:
             )
         except TimeoutError:
             record.status = CardStatus.EXPIRED
+        except asyncio.CancelledError:  # the run was cancelled: the card waits no longer
+            metrics.approval_answered(self.step.tool, "cancelled", self._waited(record))
+            raise
         if record.status is CardStatus.PENDING:  # the run continues as new: the card carries
             raise _Park(parked)
-        waited = (workflow.now() - record.card.issued_at).total_seconds() * 1000
+        waited = self._waited(record)
         self.ctx.report.sample("approval_wait_ms", waited)
+        metrics.approval_answered(self.step.tool, record.status.value, waited)
         bookkeeping.refresh_status(self.ctx.report)
         if record.status is CardStatus.APPROVED:
             return None
@@ -576,7 +585,7 @@ class StepRunner:
                         attribution=Attribution.NOT_ESTABLISHED,
                     ),
                 )
-            self._decide(d)
+            self._decide(d, again=reads > 1)  # a wait is one answer, however many reads
             self.ctx.set_state(self.step.n, StepState.WAITING, fold=reads >= 2)
             due = workflow.now() + interval
             await self._pause(due, parked.model_copy(update={"reads": reads}))
@@ -734,7 +743,7 @@ class StepRunner:
             for r in (report.unknown if report else [])
         })
         was = self.rep.state
-        self._decide(route(self._situation(Kind.SYSTEM_DOWN, waits=True)))
+        self._decide(route(self._situation(Kind.SYSTEM_DOWN, waits=True)), again=reads > 1)
         self.rep.reason = (
             f"{', '.join(down) or 'a system'} did not answer: waiting for it "
             f"({reads} read(s) so far, {left.total_seconds():.0f}s of patience left)"
@@ -784,9 +793,13 @@ class StepRunner:
         self.ctx.set_state(self.step.n, state)
         return StepOutcome(self.step.n, state, failure)
 
-    def _decide(self, d: Decision) -> None:
+    def _decide(self, d: Decision, again: bool = False) -> None:
+        """``again``: the answer the step already has, to a later read of the same wait (the
+        report shows it once; so does the metric)."""
         self.rep.answer = d.answer
         self.rep.reason = d.reason
+        if not again:
+            metrics.answer(d.answer.value, self.step.tool)
 
     def _situation(self, kind: Kind, **kw: object) -> Situation:
         return Situation(

@@ -14,9 +14,10 @@ The API key, the TLS material and the gRPC metadata (which may carry credentials
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -82,6 +83,31 @@ def parse_duration(raw: str, what: str) -> float:
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
+METRICS_ADDRESS_VAR = "PLANGATE_METRICS_ADDRESS"
+
+
+def metrics_address(raw: str) -> str:
+    """``PLANGATE_METRICS_ADDRESS``: where a worker serves its Prometheus endpoint, an IP
+    address and a port (``127.0.0.1:9464``, ``0.0.0.0:9464``, ``[::]:9464``). Temporal's core
+    binds it as a socket address: a host name is not resolved, and port 0 would hide the port
+    it got, so both are refused here, in one line naming the variable."""
+    text = raw.strip()
+    host, sep, port = text.rpartition(":")
+    try:
+        if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(port)
+        if host.startswith("[") and host.endswith("]"):
+            ipaddress.IPv6Address(host[1:-1])
+        else:
+            ipaddress.IPv4Address(host)
+    except ValueError:
+        raise ValueError(
+            f"{METRICS_ADDRESS_VAR} must be an IP address and a port from 1 to 65535 "
+            f"(127.0.0.1:9464, 0.0.0.0:9464, [::]:9464), not {raw!r}"
+        ) from None
+    return text
+
+
 def extension_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The modules ``PLANGATE_EXTENSIONS`` names (``os.environ`` by default)."""
     return _module_paths((os.environ if env is None else env).get(EXTENSIONS_VAR) or "")
@@ -138,6 +164,8 @@ class Settings:
     artifacts_prefix: str = "runs"
     # where traces go over OTLP/HTTP (plangate.tracing); None: no traces
     otlp_traces_endpoint: str | None = None
+    # where a worker serves its Prometheus endpoint (plangate.metrics); None: nowhere
+    metrics_address: str | None = None
 
     @property
     def scope(self) -> Scope:
@@ -213,7 +241,15 @@ class Settings:
             ),
             **_artifacts(e.get(ARTIFACTS_VAR) or ""),
             otlp_traces_endpoint=_otlp(e),
+            metrics_address=_optional(e, METRICS_ADDRESS_VAR, metrics_address),
         )
+
+
+def _optional(
+    env: Mapping[str, str], name: str, parse: Callable[[str], str]
+) -> str | None:
+    raw = (env.get(name) or "").strip()
+    return parse(raw) if raw else None
 
 
 def _otlp(env: Mapping[str, str]) -> str | None:
