@@ -29,7 +29,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from bench._stack import bench_stack
-from plangate.compression import DATA_CONVERTER
+from plangate.encryption import data_converter
 from records.report import RunReport
 from tests.harness import chain, running_worker
 from world.settings import Settings
@@ -93,7 +93,7 @@ def test_server() -> str:
 async def wait_bench() -> None:
     async with bench_stack() as b:
         env = await WorkflowEnvironment.start_time_skipping(
-            data_converter=DATA_CONVERTER, test_server_existing_path=test_server()
+            data_converter=data_converter(b.settings), test_server_existing_path=test_server()
         )
         try:
             await day_long_wait(env, b.settings, b.database_url)

@@ -2,6 +2,11 @@
 converter, as a Temporal plugin (``PlangatePlugin``). ``plangate worker``, ``plangate dev``,
 ``plangate demo``, the tests and the benchmarks all build their workers with ``build_worker``;
 a client connects with ``connect``; a replayer takes the plugin with no world.
+
+The data converter is the deployment's (``plangate.encryption.data_converter``): large
+payloads compressed, every payload encrypted when ``PLANGATE_ENCRYPTION_KEYS`` names keys. A
+worker uses its client's converter, so ``build_worker`` refuses a client that would not encrypt
+with the deployment's key.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from activities.tool_activity import tool_activities
 from plangate import metrics, tracing
 from plangate.compression import DATA_CONVERTER
+from plangate.encryption import data_converter, encrypts_with
 from replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
 from replanner.activity import ReplanActivities
 from replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
@@ -48,35 +54,44 @@ def activities(world: World) -> dict[str, Callable[..., Any]]:
 
 class PlangatePlugin(SimplePlugin):
     """plangate on a Temporal client, worker or replayer. With a ``world``, its activities too;
-    ``doubles`` (by activity name) stand in for ours: test doubles, injected, not patched."""
+    ``doubles`` (by activity name) stand in for ours: test doubles, injected, not patched.
+
+    The data converter (which a client and a replayer take; a worker uses its client's) is the
+    one of ``settings``, else of the world's settings; with neither, compression alone
+    (``plangate.compression.DATA_CONVERTER``: a replayer of histories recorded unencrypted)."""
 
     def __init__(
-        self, world: World | None = None, *, doubles: Mapping[str, Callable[..., Any]] = {}
+        self,
+        world: World | None = None,
+        *,
+        doubles: Mapping[str, Callable[..., Any]] = {},
+        settings: Settings | None = None,
     ) -> None:
         acts: list[Callable[..., Any]] | None = None
         if world is not None:
             acts = list({**activities(world), **doubles}.values())
+        settings = settings or (world.settings if world is not None else None)
         super().__init__(
             "plangate",
-            data_converter=DATA_CONVERTER,
+            data_converter=DATA_CONVERTER if settings is None else data_converter(settings),
             workflows=WORKFLOWS,
             activities=acts,
         )
 
 
 class PlangateClientPlugin(SimplePlugin):
-    """What a client needs: the pydantic data converter, large payloads compressed
-    (``plangate.compression``). A worker built on the client takes its workflows and activities
-    from ``PlangatePlugin``."""
+    """What a client needs: the deployment's data converter (``plangate.encryption``: the
+    pydantic converter, large payloads compressed, payloads encrypted when keys are set). A
+    worker built on the client takes its workflows and activities from ``PlangatePlugin``."""
 
-    def __init__(self) -> None:
-        super().__init__("plangate-client", data_converter=DATA_CONVERTER)
+    def __init__(self, settings: Settings) -> None:
+        super().__init__("plangate-client", data_converter=data_converter(settings))
 
 
 async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     """The one way plangate makes a Temporal client: the deployment's connection
     (``Settings.temporal_connect_config``: address, namespace, TLS, API key, gRPC metadata from
-    ``temporalio.envconfig``) with the pydantic data converter (``plangate.compression``).
+    ``temporalio.envconfig``) with the deployment's data converter (``plangate.encryption``).
 
     ``serve_metrics`` (a worker's client): on the runtime that serves Prometheus on
     ``settings.metrics_address`` when it names one (``plangate.metrics``); a worker built on
@@ -85,8 +100,8 @@ async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     if serve_metrics and settings.metrics_address:
         rt = metrics.runtime(settings.metrics_address)  # MetricsError before any connection
     return await Client.connect(
-        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin()], runtime=rt,
-        interceptors=tracing.interceptors(settings),
+        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin(settings)],
+        runtime=rt, interceptors=tracing.interceptors(settings),
     )
 
 
@@ -100,13 +115,21 @@ async def build_worker(
     identity: str | None = None,
 ) -> Worker:
     """A worker on ``settings.task_queue``: its work directory made and (``bootstrap``)
-    plangate's tables created through ``world``.
+    plangate's tables created through ``world``. ``client`` must encrypt with the deployment's
+    key when ``settings`` names keys (``connect`` makes such a client).
 
     The deployment's tools and probes are resolved first: an extension that cannot load or
     that clashes (``ExtensionError``) stops the worker before it opens a connection. A world
     made here is closed again when the worker cannot be built: an open connection pool left
     behind would keep the process from ending."""
     registry_for(settings)
+    if not encrypts_with(client.data_converter, settings):
+        # the worker would write the deployment's runs in clear
+        raise ValueError(
+            f"the worker's Temporal client does not encrypt with key "
+            f"{settings.encryption_key_ids[0]!r} of PLANGATE_ENCRYPTION_KEYS: connect it with "
+            "plangate.assembly.connect"
+        )
     own = world is None
     world = world or World(settings)
     world.tracer = tracing.tracer(settings)

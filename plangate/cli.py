@@ -312,12 +312,35 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
     client = await check_worker_services(settings)
     worker = await build_worker(client, settings)
-    print(f"plangate: worker polling {settings.task_queue} on {settings.temporal_address}")
+    keys = settings.encryption_key_ids
+    encrypted = f" (payloads encrypted with key {keys[0]})" if keys else ""
+    print(f"plangate: worker polling {settings.task_queue} on {settings.temporal_address}"
+          f"{encrypted}")
     if settings.metrics_address:
         from plangate.metrics import url
 
         print(f"plangate: metrics: {url(settings.metrics_address)}", flush=True)
     await worker.run()
+    return EXIT_OK
+
+
+async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.codec_server import DEFAULT_ORIGINS, codec_server, describe
+
+    origins = args.origin or DEFAULT_ORIGINS
+    try:
+        server = codec_server(settings, host=args.host, port=args.port, origins=origins)
+    except OSError as e:
+        raise UsageError(
+            f"codec-server: cannot listen on {args.host}:{args.port}: "
+            f"{e.strerror or type(e).__name__}"
+        ) from None
+    print(describe(server, settings), flush=True)
+    try:
+        await asyncio.to_thread(server.serve_forever)
+    finally:  # Ctrl-C cancels the wait: stop the server's loop, so its thread ends too
+        server.shutdown()
+        server.server_close()
     return EXIT_OK
 
 
@@ -405,6 +428,17 @@ def parser() -> argparse.ArgumentParser:
         "worker", parents=[common], help="run a worker against the configured services"
     )
     w.set_defaults(fn=_cmd_worker)
+    cs = sub.add_parser(
+        "codec-server", parents=[common],
+        help="decrypt payloads for the Temporal Web UI (its remote codec endpoint)",
+    )
+    cs.add_argument("--host", default="127.0.0.1", help="the address to listen on "
+                    "(default 127.0.0.1: this machine only)")
+    cs.add_argument("--port", type=int, default=8081, help="default 8081")
+    cs.add_argument("--origin", action="append", metavar="URL",
+                    help="the Web UI's origin, allowed by CORS (repeatable; default: "
+                    "localhost and 127.0.0.1, ports 8080 and 8233)")
+    cs.set_defaults(fn=_cmd_codec_server)
     d = sub.add_parser(
         "dev", parents=[common], help="start the embedded stack and a worker in the foreground"
     )

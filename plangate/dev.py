@@ -31,7 +31,12 @@ from plangate.assembly import build_worker, connect
 from plangate.metrics import url
 from plangate.stack import EmbeddedStack, StackError, environment
 from world.clients import World
-from world.settings import DEMO_SYSTEMS_VAR, Settings
+from world.settings import (
+    DEMO_SYSTEMS_VAR,
+    ENCRYPTION_KEYS_VAR,
+    Settings,
+    parse_encryption_keys,
+)
 
 #: The ports ``plangate dev`` asks for; a taken one is replaced by a free one (and printed).
 DEV_TEMPORAL_PORT = 7233
@@ -92,6 +97,12 @@ async def run_dev(
             print(f"export {name}={shlex.quote(value)}", file=out)
         if stack.ui_url:
             print(f"# Temporal Web UI: {stack.ui_url}", file=out)
+        keys = parse_encryption_keys(os.environ.get(ENCRYPTION_KEYS_VAR) or "")
+        if keys:  # never printed: the other shells need the same variable
+            origin = f" --origin {stack.ui_url}" if stack.ui_url else ""
+            print(f"# payloads encrypted with key {keys[0][0]}: set the same "
+                  f"{ENCRYPTION_KEYS_VAR} where plangate runs; the Web UI reads them "
+                  f"through `plangate codec-server{origin}`", file=out)
         print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out, flush=True)
         if stop.is_set():
             return 0

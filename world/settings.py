@@ -9,11 +9,15 @@ neither, plangate's defaults: ``localhost:7233``, namespace ``default``, no TLS.
 TLS on unless TLS is disabled. As for every plangate variable, an empty value counts as unset.
 
 The API key, the TLS material and the gRPC metadata (which may carry credentials) never appear in
-``repr(settings)`` nor in an error message.
+``repr(settings)`` nor in an error message; nor do the payload encryption keys
+(``PLANGATE_ENCRYPTION_KEYS``, ``plangate.encryption``) and the codec server's token
+(``PLANGATE_CODEC_TOKEN``): of a key, only its id is ever named.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import os
 import re
@@ -69,6 +73,45 @@ def _effects(raw: str) -> tuple[Effect, ...]:
         known = ", ".join(e.value for e in Effect)
         raise ValueError(f"PLANGATE_APPROVE_EFFECTS: unknown effect {bad[0]!r} (known: {known})")
     return tuple(Effect(n) for n in names)
+
+
+ENCRYPTION_KEYS_VAR = "PLANGATE_ENCRYPTION_KEYS"
+CODEC_TOKEN_VAR = "PLANGATE_CODEC_TOKEN"
+ENCRYPTION_KEY_BYTES = 32  # AES-256
+_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def parse_encryption_keys(raw: str) -> tuple[tuple[str, bytes], ...]:
+    """``PLANGATE_ENCRYPTION_KEYS``: ``ID:BASE64`` entries separated by commas, the first the
+    one that encrypts (``k2:...,k1:...``); each key 32 bytes (AES-256) in standard base64, each
+    id 1-64 letters, digits, ``.``, ``_`` or ``-``, no id twice. An error names the variable and
+    the entry (by its position, and by its id once the id is valid), never key material: a
+    malformed entry may be a key pasted in the wrong place, so nothing of it is quoted."""
+    keys: list[tuple[str, bytes]] = []
+    for i, entry in enumerate((e.strip() for e in raw.split(",")), 1):
+        if not entry:
+            continue
+        kid, colon, material = (part.strip() for part in entry.partition(":"))
+        if not colon or not _KEY_ID.fullmatch(kid):
+            raise ValueError(
+                f"{ENCRYPTION_KEYS_VAR}: entry {i} is not ID:BASE64KEY with an id of 1-64 "
+                "letters, digits, '.', '_' or '-' (e.g. k1:<44 base64 characters>)"
+            )
+        if any(kid == known for known, _ in keys):
+            raise ValueError(f"{ENCRYPTION_KEYS_VAR}: key id {kid!r} is given twice")
+        try:
+            key = base64.b64decode(material, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(
+                f"{ENCRYPTION_KEYS_VAR}: key {kid!r} is not standard base64"
+            ) from None
+        if len(key) != ENCRYPTION_KEY_BYTES:
+            raise ValueError(
+                f"{ENCRYPTION_KEYS_VAR}: key {kid!r} is {len(key)} bytes, not "
+                f"{ENCRYPTION_KEY_BYTES} (AES-256)"
+            )
+        keys.append((kid, key))
+    return tuple(keys)
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -166,6 +209,16 @@ class Settings:
     otlp_traces_endpoint: str | None = None
     # where a worker serves its Prometheus endpoint (plangate.metrics); None: nowhere
     metrics_address: str | None = None
+    # payload encryption (plangate.encryption): (key id, 32-byte AES key), the first encrypts,
+    # all decrypt; (): payloads are not encrypted. Secrets: kept out of repr.
+    encryption_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
+    # the bearer token ``plangate codec-server`` asks for; None: none asked
+    codec_token: str | None = field(default=None, repr=False)
+
+    @property
+    def encryption_key_ids(self) -> tuple[str, ...]:
+        """The ids of the encryption keys, the one that encrypts first (never the keys)."""
+        return tuple(kid for kid, _ in self.encryption_keys)
 
     @property
     def scope(self) -> Scope:
@@ -242,6 +295,8 @@ class Settings:
             **_artifacts(e.get(ARTIFACTS_VAR) or ""),
             otlp_traces_endpoint=_otlp(e),
             metrics_address=_optional(e, METRICS_ADDRESS_VAR, metrics_address),
+            encryption_keys=parse_encryption_keys(e.get(ENCRYPTION_KEYS_VAR) or ""),
+            codec_token=(e.get(CODEC_TOKEN_VAR) or "").strip() or None,
         )
 
 

@@ -1,0 +1,166 @@
+"""Encrypted payloads. Temporal stores every payload of a run (its plan and arguments, each
+tool's result, the report, an answer's text) in its database and shows it in the Web UI; a
+billing contact or an e-mail address would sit there in clear. With keys configured
+(``PLANGATE_ENCRYPTION_KEYS``, ``world.settings.parse_encryption_keys``), every plangate client
+and worker encrypts each payload before it leaves the process; ``plangate codec-server``
+(``plangate.codec_server``) decrypts them again for an operator's Web UI.
+
+The format of an encrypted payload:
+
+- ``data``: a 12-byte random nonce, then AES-256-GCM's ciphertext and 16-byte tag of the whole
+  serialized inner payload (its metadata, the encoding included, is hidden too);
+- ``metadata``: ``encoding: binary/encrypted`` and ``encryption-key-id: <id>``, nothing else;
+- associated data: the key id, so a payload whose key id was changed does not decrypt.
+
+The first key encrypts; every key decrypts, found by the id the payload carries. Rotation: put
+a new key first (``k2:...,k1:...``) on every worker and client, keep the old one for reading
+what it wrote. A payload that is not encrypted passes through decoding unchanged: histories
+recorded before encryption was turned on still read and replay.
+
+The codecs run in order: compression (``plangate.compression``, large payloads only), then
+encryption; decoding undoes them in reverse. With keys, failure messages and stack traces are
+moved into an encoded payload too (Temporal's ``DefaultFailureConverterWithEncodedAttributes``):
+a tool's error names what it was doing ("send account_closed to ar@...").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    FailureConverter,
+    PayloadCodec,
+)
+
+from plangate.compression import CompressionCodec
+from world.settings import ENCRYPTION_KEYS_VAR, Settings
+
+ENCODING = b"binary/encrypted"
+KEY_ID = "encryption-key-id"
+NONCE_BYTES = 12
+TAG_BYTES = 16
+
+
+class DecryptionError(ValueError):
+    """An encrypted payload that cannot be decrypted here: its key is not configured, or the
+    key of its id does not open it. Names the key id, never a key."""
+
+
+class EncryptionCodec(PayloadCodec):
+    """AES-256-GCM over whole payloads. ``keys``: (id, 32-byte key), the first encrypts, all
+    decrypt. With no keys nothing is encrypted, and an encrypted payload is refused with a
+    clear error rather than handed on as an encoding nobody knows."""
+
+    def __init__(self, keys: Sequence[tuple[str, bytes]] = ()) -> None:
+        self._ciphers = {kid: AESGCM(key) for kid, key in keys}
+        self.key_ids = tuple(kid for kid, _ in keys)
+
+    def __repr__(self) -> str:
+        return f"EncryptionCodec(key_ids={self.key_ids!r})"
+
+    @property
+    def encrypts(self) -> bool:
+        return bool(self.key_ids)
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.encrypt(p) for p in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.decrypt(p) for p in payloads]
+
+    def encrypt(self, p: Payload) -> Payload:
+        if not self.key_ids:
+            return p
+        kid = self.key_ids[0]
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._ciphers[kid].encrypt(nonce, p.SerializeToString(), kid.encode())
+        return Payload(metadata={"encoding": ENCODING, KEY_ID: kid.encode()}, data=nonce + sealed)
+
+    def decrypt(self, p: Payload) -> Payload:
+        if p.metadata.get("encoding") != ENCODING:
+            return p
+        raw_id = p.metadata.get(KEY_ID)
+        if raw_id is None:
+            raise DecryptionError(f"an encrypted payload carries no {KEY_ID}")
+        kid = raw_id.decode("utf-8", "replace")
+        cipher = self._ciphers.get(kid)
+        if cipher is None:
+            held = (
+                f"it holds {', '.join(self.key_ids)}" if self.key_ids else "it is not set"
+            )
+            raise DecryptionError(
+                f"payload encrypted with key {kid!r}, which {ENCRYPTION_KEYS_VAR} does not "
+                f"hold ({held})"
+            )
+        if len(p.data) < NONCE_BYTES + TAG_BYTES:
+            raise DecryptionError(f"payload encrypted with key {kid!r} is truncated")
+        nonce, sealed = p.data[:NONCE_BYTES], p.data[NONCE_BYTES:]
+        try:
+            inner = cipher.decrypt(nonce, sealed, raw_id)
+        except InvalidTag:
+            raise DecryptionError(
+                f"payload encrypted with key {kid!r} does not decrypt with the key of that id "
+                f"in {ENCRYPTION_KEYS_VAR}: another key under the same id, or an altered payload"
+            ) from None
+        return Payload.FromString(inner)
+
+
+class CodecChain(PayloadCodec):
+    """Codecs applied in order when encoding, in reverse when decoding."""
+
+    def __init__(self, *codecs: PayloadCodec) -> None:
+        self.codecs = codecs
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = list(payloads)
+        for codec in self.codecs:
+            out = await codec.encode(out)
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = list(payloads)
+        for codec in reversed(self.codecs):
+            out = await codec.decode(out)
+        return out
+
+
+def payload_codec(settings: Settings) -> CodecChain:
+    """The deployment's codec: large payloads compressed, then every payload encrypted with
+    ``settings.encryption_keys`` (none: not encrypted)."""
+    return CodecChain(CompressionCodec(), EncryptionCodec(settings.encryption_keys))
+
+
+def data_converter(settings: Settings) -> DataConverter:
+    """The pydantic data converter with the deployment's codec (``payload_codec``); with keys,
+    failure messages and stack traces encoded (so encrypted) too. Every plangate client and
+    worker is built with it (``plangate.assembly.connect``)."""
+    failures: type[FailureConverter] = DefaultFailureConverter
+    if settings.encryption_keys:
+        failures = DefaultFailureConverterWithEncodedAttributes
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=payload_codec(settings),
+        failure_converter_class=failures,
+    )
+
+
+def encrypts_with(converter: DataConverter, settings: Settings) -> bool:
+    """Whether ``converter`` encrypts with the key ``settings`` names first (true of any
+    converter when ``settings`` names no keys)."""
+    if not settings.encryption_keys:
+        return True
+    codec = converter.payload_codec
+    codecs = codec.codecs if isinstance(codec, CodecChain) else (codec,)
+    return any(
+        isinstance(c, EncryptionCodec) and c.key_ids[:1] == settings.encryption_key_ids[:1]
+        for c in codecs
+    )
