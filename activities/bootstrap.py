@@ -5,12 +5,22 @@ demo systems are on).
 - ``plangate.jobs``: job states ``job_state`` reads and ``set_job_state`` writes;
 - ``plangate.loads``: what each ``warehouse.load`` put in its target (the source's SHA-256 and
   its data-row count), written in the load's own transaction, read by ``table_loaded_from``.
+
+A worker creates them when it starts (``ensure_schema``), unless its role may not: then
+``plangate setup`` creates them once, as their owner, and the worker, started with
+``--no-setup``, only checks that they are there for it (``require_schema``).
 """
 
 from __future__ import annotations
 
+import re
+
+import psycopg
+from psycopg import sql
+
 from activities.extensions import registry_for
 from world.clients import World
+from world.pg import ident
 
 OWN_SCHEMA = "plangate"
 
@@ -32,6 +42,9 @@ CREATE TABLE IF NOT EXISTS plangate.loads (
 );
 """
 
+# plangate's own tables, as SCHEMA creates them
+OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+) \(", SCHEMA))
+
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"
 
@@ -43,3 +56,32 @@ async def ensure_schema(world: World) -> None:
         await conn.execute(SCHEMA)
     for ensure in registry_for(world.settings).schemas.values():
         await ensure(world)
+
+
+class SchemaNotReady(Exception):
+    """plangate's own tables are missing, or this role may not read them."""
+
+
+async def require_schema(world: World) -> None:
+    """plangate's own tables are there, and the role of ``world`` may read them: what a worker
+    that does not create them (``plangate worker --no-setup``) checks before it polls. The
+    tables of the deployment's extensions are their own affair (``plangate setup`` creates them
+    with plangate's)."""
+    pool = await world.pool()
+    async with pool.connection() as conn:
+        try:
+            cur = await conn.execute(
+                "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL",
+                (list(OWN_TABLES),),
+            )
+            missing = [row[0] for row in await cur.fetchall()]
+            if missing:
+                raise SchemaNotReady(
+                    f"plangate's tables {', '.join(missing)} are missing: run `plangate setup` "
+                    "as the role that is to own them"
+                )
+            for table in OWN_TABLES:
+                await conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 0").format(ident(table)))
+        except psycopg.errors.InsufficientPrivilege as e:
+            first = str(e).strip().splitlines()[0]
+            raise SchemaNotReady(f"this role may not use plangate's tables: {first}") from None

