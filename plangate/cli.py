@@ -272,6 +272,21 @@ async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.ui import run_ui, ui_token
+
+    try:
+        token = ui_token(os.environ)  # before connecting: no token, no page
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    api = await _api(settings)
+    try:
+        return await run_ui(api, token, args.host, args.port)
+    except OSError as e:
+        raise UsageError(f"ui: cannot listen on {args.host}:{args.port}: "
+                         f"{e.strerror or e}") from None
+
+
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.assembly import build_worker
     from plangate.services import check_worker_services
@@ -353,6 +368,15 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--context", metavar="FILE", help="notes for the model (names, amounts)")
     pl.add_argument("-o", "--output", metavar="PLAN", help="write the plan here (YAML)")
     pl.set_defaults(fn=_cmd_plan)
+    u = sub.add_parser(
+        "ui", parents=[common],
+        help="serve the approval page: pending cards across runs, with approve and reject "
+             "(needs PLANGATE_UI_TOKEN)",
+    )
+    u.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on (default: 127.0.0.1, this machine only)")
+    u.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0: any free)")
+    u.set_defaults(fn=_cmd_ui)
     w = sub.add_parser(
         "worker", parents=[common], help="run a worker against the configured services"
     )
