@@ -43,7 +43,8 @@ exit codes:
        without the embedded servers (pip install 'plangate[embedded]')
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
-       option, an unknown run id, a run id already running, cancelling an ended run)
+       option, an unknown run id, a run id already running, cancelling an ended run; ui
+       without PLANGATE_UI_TOKEN, or on an address it cannot listen on)
   130  interrupted (Ctrl-C)
 Errors are one line on stderr; --debug adds the traceback."""
 

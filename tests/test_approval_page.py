@@ -22,6 +22,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -35,6 +36,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from plangate.api import PendingCard, Plangate
 from plangate.cli import main
+from plangate.ui import card_html, span
+from plans.model import Effect
+from records.approvals import ApprovalCard, ApprovalRecord
 from tests.harness import running_worker, scheduled
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -150,6 +154,31 @@ def test_the_page_refuses_to_start_without_a_token(monkeypatch, capsys):
     monkeypatch.setenv("PLANGATE_UI_TOKEN", "short")
     assert main(["ui"]) == 2
     assert "PLANGATE_UI_TOKEN is too short" in capsys.readouterr().err
+
+
+def test_card_values_are_escaped_and_hidden_characters_shown():
+    now = datetime.now(UTC)
+    hostile = '"><img src=x onerror=alert(1)>'
+    card = ApprovalCard(
+        run_id=hostile, plan_version=1, step=3, tool="billing.issue_credit",
+        effect=Effect.MONEY, args={"account_id": "acct_1\u202egnp.exe", hostile: "</code>"},
+        observed={hostile: {"version": "<i>7</i>"}}, on_behalf_of="<dana>", issued_at=now,
+        expires_at=now + timedelta(minutes=5, seconds=30),
+    )
+    record = ApprovalRecord(step=3, plan_version=1, digest=card.digest(),
+                            expires_at=card.expires_at, card=card)
+    page = card_html(PendingCard(run_id=hostile, goal="<script>x()</script>", record=record),
+                     csrf="c" * 43, now=now)
+    assert "<img" not in page and "<script" not in page and "<i>" not in page
+    assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "acct_1\\u202egnp.exe" in page and "\u202e" not in page  # shown, not obeyed
+    assert "irreversible" in page and "&lt;dana&gt;" in page
+    assert "5m 30s" in page and card.digest() in page
+
+
+def test_time_left_in_its_two_largest_units():
+    assert [span(s) for s in (0, -5, 9, 70, 3600 * 5 + 61, 86400 * 2 + 3600 * 3)] == [
+        "expired", "expired", "9s", "1m 10s", "5h 01m", "2d 03h"]
 
 
 async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refused(
