@@ -10,6 +10,8 @@ Python. The CLI is built on it.
         ...
     report = await pg.result(run_id)               # waits for the end
     await pg.cancel(run_id, reason="goal withdrawn", requester="ops@example.com")
+    pending = await pg.pending_approvals()         # the cards waiting, across runs
+    await pg.approve(run_id, step, digest, by="erin")
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ from plangate.assembly import connect
 from plans.checking import lint
 from plans.load import PlanError, load_file, load_text, parse_plan
 from plans.model import Plan
-from records.approvals import ApprovalAnswer, ApprovalReceipt, Decision
+from records.approvals import (
+    ApprovalAnswer,
+    ApprovalReceipt,
+    ApprovalRecord,
+    CardStatus,
+    Decision,
+)
 from records.report import (
     Cancellation,
     RunReport,
@@ -48,7 +56,7 @@ from records.report import (
 )
 from records.run import CancelRequest, HistoryBound, RunInput
 from replanner.planner import Draft, draft_plan
-from workflows.plan_run import PlanRunWorkflow
+from workflows.plan_run import PLAN_RUN_WORKFLOW, PlanRunWorkflow
 from world.settings import Settings
 
 PlanSource = Plan | Mapping[str, Any] | str | Path
@@ -78,6 +86,49 @@ class AnswerRefused(ValueError):
 
 
 MAX_START_DELAY = timedelta(days=30)
+
+PENDING_RUNS_MAX = 500  # runs read for one listing of pending cards
+PENDING_QUERY_TIMEOUT = timedelta(seconds=5)  # a run whose worker does not answer is skipped
+_PENDING_QUERIES_AT_ONCE = 16
+
+
+@dataclass(frozen=True)
+class PendingCard:
+    """A card that waits for a person: the run it belongs to, and the card's record (its
+    ``card``, ``digest``, ``expires_at``)."""
+
+    run_id: str
+    goal: str
+    record: ApprovalRecord
+
+
+@dataclass(frozen=True)
+class PendingApprovals:
+    """The cards waiting across the open runs of one task queue, the soonest to expire first."""
+
+    cards: list[PendingCard]
+    runs: int  # open runs listed
+    unanswered: list[str]  # run ids whose report could not be read (no worker polling?)
+    truncated: bool  # more than ``PENDING_RUNS_MAX`` open runs: only the first were read
+
+
+def card_fate(rep: RunReport, step: int, digest: str) -> str:
+    """What became of the card ``digest`` of ``step``, from the run report, in a few words."""
+    for a in reversed(rep.approvals):
+        if a.digest != digest:
+            continue
+        if a.status is CardStatus.SUPERSEDED:
+            return f"the card of step {a.step} was superseded by a new card (the world moved)"
+        if a.answer is not None:
+            x = a.answer
+            return (
+                f"the card of step {a.step} was already answered: {x.decision} by "
+                f"{x.by or 'someone'} at {x.at.isoformat()}"
+            )
+        if a.status is CardStatus.EXPIRED:
+            return f"the card of step {a.step} expired unanswered at {a.expires_at.isoformat()}"
+        return f"the card of step {a.step} was never answered"
+    return f"no card of step {step} has digest {digest}"
 
 
 def start_delay(
@@ -224,9 +275,67 @@ class Plangate:
             raise AnswerRefused(str(getattr(cause, "message", cause) or e)) from None
         except RPCError as e:
             if e.status == RPCStatusCode.NOT_FOUND:
-                raise RunEnded(f"run {run_id!r} has ended: no card waits for an answer") from None
+                raise await self._ended(run_id, answer) from None
             raise
         return receipt
+
+    async def _ended(self, run_id: str, answer: ApprovalAnswer) -> RunEnded:
+        """Why an answer to an ended run is refused: what became of its card."""
+        try:
+            rep = await self.report(run_id)
+        except (RPCError, UnknownRun):
+            return RunEnded(f"run {run_id!r} has ended: no card waits for an answer")
+        fate = card_fate(rep, answer.step, answer.digest)
+        return RunEnded(f"run {run_id!r} has ended ({rep.status.value}): {fate}")
+
+    async def pending_approvals(self) -> PendingApprovals:
+        """The approval cards waiting for a person across the open runs of this task queue
+        (listed through Temporal visibility, each run's report queried), the soonest to expire
+        first. A run whose report cannot be read in time (no worker polling) is named in
+        ``unanswered``; a queued run has no card yet."""
+        queue = self.settings.task_queue
+        query = f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus="Running"'
+        if not any(c in queue for c in "\"'\\"):
+            query += f' AND TaskQueue="{queue}"'  # else filtered below only
+        runs = [
+            wf.id
+            async for wf in self.client.list_workflows(query, limit=PENDING_RUNS_MAX + 1)
+            if wf.task_queue == queue
+        ]
+        truncated = len(runs) > PENDING_RUNS_MAX
+        runs = runs[:PENDING_RUNS_MAX]
+        at_once = asyncio.Semaphore(_PENDING_QUERIES_AT_ONCE)
+
+        async def read(run_id: str) -> RunReport | Exception | None:
+            async with at_once:
+                try:
+                    rep: RunReport = await self.handle(run_id).query(
+                        PlanRunWorkflow.report, rpc_timeout=PENDING_QUERY_TIMEOUT
+                    )
+                    return rep
+                except RPCError as e:
+                    # not begun (queued), or ended since it was listed: no card waits
+                    gone = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.NOT_FOUND)
+                    return None if e.status in gone else e
+                except Exception as e:  # a query the worker failed: the run is unreadable
+                    return e
+
+        reports = await asyncio.gather(*(read(r) for r in runs))
+        cards: list[PendingCard] = []
+        unanswered: list[str] = []
+        for run_id, rep in zip(runs, reports, strict=True):
+            if isinstance(rep, Exception):
+                unanswered.append(run_id)
+            elif rep is not None and not rep.status.final:
+                cards += [
+                    PendingCard(run_id=run_id, goal=rep.goal, record=a)
+                    for a in rep.approvals
+                    if a.status is CardStatus.PENDING and a.plan_version == rep.plan_version
+                ]
+        cards.sort(key=lambda c: (c.record.expires_at, c.run_id, c.record.step))
+        return PendingApprovals(
+            cards=cards, runs=len(runs), unanswered=unanswered, truncated=truncated
+        )
 
     def handle(self, run_id: str) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
         """The run's Temporal workflow handle, for what this API does not cover."""

@@ -46,7 +46,8 @@ exit codes:
        the embedded servers (pip install 'plangate[embedded]')
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
-       option, an unknown run id, a run id already running, cancelling an ended run)
+       option, an unknown run id, a run id already running, cancelling an ended run; ui
+       without PLANGATE_UI_TOKEN, or on an address it cannot listen on)
   130  interrupted (Ctrl-C)
 Errors are one line on stderr; --debug adds the traceback."""
 
@@ -307,6 +308,21 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.ui import run_ui, ui_token
+
+    try:
+        token = ui_token(os.environ)  # before connecting: no token, no page
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    api = await _api(settings)
+    try:
+        return await run_ui(api, token, args.host, args.port)
+    except OSError as e:
+        raise UsageError(f"ui: cannot listen on {args.host}:{args.port}: "
+                         f"{e.strerror or e}") from None
+
+
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from activities.bootstrap import SchemaNotReady, require_schema
     from plangate.assembly import build_worker
@@ -467,6 +483,15 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true", help="print it as JSON")
     rp.add_argument("--html", metavar="FILE", help="also write it as an HTML page with charts")
     rp.set_defaults(fn=_cmd_report)
+    u = sub.add_parser(
+        "ui", parents=[common],
+        help="serve the approval page: pending cards across runs, with approve and reject "
+             "(needs PLANGATE_UI_TOKEN)",
+    )
+    u.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on (default: 127.0.0.1, this machine only)")
+    u.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0: any free)")
+    u.set_defaults(fn=_cmd_ui)
     w = sub.add_parser(
         "worker", parents=[common], help="run a worker against the configured services"
     )

@@ -39,9 +39,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.execution import Resumed, VersionOutcome, execute_version
 
 REPLAN_WORKFLOW = "Replan"
+PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists it
 
 
-@workflow.defn(name="PlanRun")
+@workflow.defn(name=PLAN_RUN_WORKFLOW)
 class PlanRunWorkflow:
     @workflow.init
     def __init__(self, inp: RunInput) -> None:

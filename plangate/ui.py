@@ -1,0 +1,547 @@
+"""``plangate ui``: a small web page of the approval cards waiting across runs (issue 14).
+
+The page lists every pending card of the open runs on this deployment's task queue (through
+``Plangate.pending_approvals``: Temporal visibility, then each run's report), each showing what
+will happen to what (the tool, its fully bound arguments, the effect), the versions its probes
+observed, who the run acts for, the digest and the time left. Its approve and reject buttons
+post the card's digest, and the server answers through the same Temporal Updates as
+``plangate approve`` / ``reject`` (``Plangate.approve`` / ``reject``): a card that changed,
+expired or was already answered is refused by the workflow, and the page shows why (409).
+
+The server is the standard library's ``ThreadingHTTPServer`` in a thread of its own; each
+request hands its Temporal calls to the command's event loop and waits for them.
+
+Access: a token from the environment (``PLANGATE_UI_TOKEN``), given once (the login form, or
+``/?token=...``, which redirects at once); it is exchanged for a session cookie (HttpOnly,
+SameSite=Strict) derived from the token and a secret of this process, so restarting the page
+logs everyone out. Every request checks the cookie (or the token) with ``hmac.compare_digest``.
+A POST must also carry the CSRF token of its form, equal to a second cookie (double submit),
+and must not come from another origin (``Origin``, ``Sec-Fetch-Site``). Everything a card holds
+comes from plans and models, so it is untrusted: every value is HTML-escaped, and invisible
+and direction-changing characters are shown as ``\\uXXXX``. The page sends a strict Content
+Security Policy (scripts and styles only with this response's nonce), no caching, no framing
+and no referrer; the log never holds the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import html
+import json
+import re
+import secrets
+import socket
+import sys
+import threading
+import traceback
+import unicodedata
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.cookies import CookieError, SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar, cast
+from urllib.parse import parse_qs, urlsplit
+
+from temporalio.service import RPCError
+
+from plangate.api import (
+    AnswerRefused,
+    PendingApprovals,
+    PendingCard,
+    Plangate,
+    RunEnded,
+    UnknownRun,
+)
+from plans.model import Effect
+from records.approvals import ApprovalReceipt, Decision
+
+TOKEN_VAR = "PLANGATE_UI_TOKEN"
+MIN_TOKEN_CHARS = 16
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+SESSION_COOKIE, CSRF_COOKIE = "plangate_ui", "plangate_csrf"
+MAX_BODY_BYTES = 32 * 1024  # a form: ids, a digest, a name, a reason of 2,000 characters
+CALL_TIMEOUT_S = 60.0  # one page's Temporal calls
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_TOKEN_IN_TEXT = re.compile(r"token=[^&\s\"']*")
+
+T = TypeVar("T")
+
+
+def ui_token(env: Mapping[str, str]) -> str:
+    """The page's token from ``PLANGATE_UI_TOKEN``; a clear error when it is missing or short."""
+    token = env.get(TOKEN_VAR) or ""
+    if not token.strip():
+        raise ValueError(
+            f"plangate ui needs {TOKEN_VAR}: the token a person gives the page to get in "
+            f"(for example: export {TOKEN_VAR}=$(python3 -c "
+            "'import secrets; print(secrets.token_urlsafe(32))'))"
+        )
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ValueError(f"{TOKEN_VAR} is too short: use at least {MIN_TOKEN_CHARS} characters")
+    return token
+
+
+class Gate:
+    """Who may use the page: the token once, then a session cookie derived from it and from a
+    secret of this process; compared in constant time."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+        self.session = hmac.new(
+            self._token, b"plangate ui session " + secrets.token_bytes(32), hashlib.sha256
+        ).hexdigest()
+
+    def token_ok(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self._token)
+
+    def session_ok(self, cookie: str | None) -> bool:
+        return cookie is not None and hmac.compare_digest(cookie.encode(), self.session.encode())
+
+
+# -- rendering: every value from a card is untrusted ------------------------------------------
+def _visible(text: str) -> str:
+    """Invisible, control and direction-changing characters as ``\\uXXXX``: a reader sees
+    every character the tool will be given."""
+    return "".join(
+        f"\\u{ord(ch):04x}" if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029"
+        else ch
+        for ch in text
+    )
+
+
+def _text(value: object) -> str:
+    return html.escape(_visible(str(value)), quote=True)
+
+
+def _json(value: object) -> str:
+    return _text(json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+def span(seconds: float) -> str:
+    """Time left, in its two largest units: ``4m 10s``, ``2h 05m``; ``expired`` at 0."""
+    s = int(seconds)
+    if s <= 0:
+        return "expired"
+    d, rest = divmod(s, 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    if d:
+        return f"{d}d {h:02d}h"
+    if h:
+        return f"{h}h {m:02d}m"
+    if m:
+        return f"{m}m {sec:02d}s"
+    return f"{sec}s"
+
+
+_STYLE = """
+body{font:15px/1.4 system-ui,sans-serif;margin:2em auto;max-width:60em;padding:0 1em;color:#222}
+h1{font-size:1.4em}.card{border:1px solid #bbb;border-radius:6px;padding:1em;margin:1em 0}
+.card.irreversible{border:2px solid #b00}.effect{font-weight:bold}.irreversible .effect{color:#b00}
+table{border-collapse:collapse;width:100%}
+th,td{text-align:left;vertical-align:top;padding:.2em .5em;border-bottom:1px solid #eee}
+th{width:12em;font-weight:600}
+code,pre{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
+.cell{max-height:12em;overflow:auto;display:block}.digest{font-size:.9em}
+.left{font-weight:bold}.note{color:#555}form.answer{margin-top:.8em;display:flex;gap:.5em;
+flex-wrap:wrap;align-items:end}label{display:flex;flex-direction:column;font-size:.9em}
+button{padding:.4em 1.2em;font-size:1em}.approve{background:#1a7f37;color:#fff}
+.reject{background:#fff;color:#b00;border:1px solid #b00}
+.outcome{font-size:1.1em;padding:1em;border-radius:6px}.refused{background:#fdecea}
+.accepted{background:#e6f4ea}
+"""
+
+# updates the time left of each card once a second (the server's figure is right at load)
+_SCRIPT = """
+function span(s){if(s<=0)return"expired";const d=Math.floor(s/86400),h=Math.floor(s%86400/3600),
+m=Math.floor(s%3600/60),x=s%60,p=n=>String(n).padStart(2,"0");
+return d?d+"d "+p(h)+"h":h?h+"h "+p(m)+"m":m?m+"m "+p(x)+"s":x+"s"}
+function tick(){for(const el of document.querySelectorAll("[data-expires]")){
+el.textContent=span(Math.floor((Date.parse(el.dataset.expires)-Date.now())/1000))}}
+setInterval(tick,1000);
+"""
+
+
+def _document(title: str, body: str, nonce: str, script: bool = False) -> str:
+    js = f'<script nonce="{nonce}">{_SCRIPT}</script>' if script else ""
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_text(title)}</title><style nonce=\"{nonce}\">{_STYLE}</style></head>"
+        f"<body>{body}{js}</body></html>"
+    )
+
+
+def login_page(nonce: str, problem: str | None = None) -> str:
+    said = f'<p class="outcome refused" id="problem">{_text(problem)}</p>' if problem else ""
+    body = (
+        "<h1>plangate: approval cards</h1>"
+        f"{said}<p>Give the page's token (<code>{TOKEN_VAR}</code>) to see the cards that wait "
+        "for a person.</p>"
+        '<form method="post" action="/login"><label>token '
+        '<input type="password" name="token" autocomplete="current-password" required></label>'
+        ' <button type="submit">Log in</button></form>'
+    )
+    return _document("plangate: log in", body, nonce)
+
+
+def _target(args: Mapping[str, Any]) -> str:
+    """The object a call acts on, where its arguments name one plainly."""
+    bucket, key = args.get("bucket"), args.get("key")
+    if isinstance(bucket, str) and isinstance(key, str):
+        return f" on <code class=\"target\">s3://{_text(bucket)}/{_text(key)}</code>"
+    for name in ("target", "table", "account_id", "invoice_id", "sub_id", "ticket_id", "to"):
+        if isinstance(args.get(name), str):
+            return f' on <code class="target">{_text(args[name])}</code>'
+    return ""
+
+
+def _rows(values: Mapping[str, Any]) -> str:
+    return "".join(
+        f'<tr><th><code>{_text(k)}</code></th><td><code class="cell">{_json(v)}</code></td></tr>'
+        for k, v in values.items()
+    )
+
+
+def card_html(pending: PendingCard, csrf: str, now: datetime) -> str:
+    r = pending.record
+    c = r.card
+    irreversible = c.effect in (Effect.MONEY, Effect.EXTERNAL)
+    observed = (
+        f"<table>{_rows(c.observed)}</table>" if c.observed
+        else '<p class="note">no pre condition: nothing was observed</p>'
+    )
+    left = (r.expires_at - now).total_seconds()
+    expires = r.expires_at.astimezone(UTC).isoformat()
+    hidden = "".join(
+        f'<input type="hidden" name="{name}" value="{_text(value)}">'
+        for name, value in (("run_id", pending.run_id), ("step", r.step), ("digest", r.digest),
+                            ("csrf", csrf))
+    )
+    return (
+        f'<section class="card{" irreversible" if irreversible else ""}" '
+        f'data-run="{_text(pending.run_id)}" data-step="{r.step}" data-digest="{_text(r.digest)}">'
+        f"<h2>Step {r.step} of run <code>{_text(pending.run_id)}</code> "
+        f"(plan version {r.plan_version})</h2>"
+        f'<p class="note">goal: {_text(pending.goal)}</p>'
+        f'<p class="what">Will call <code class="tool">{_text(c.tool)}</code>{_target(c.args)} '
+        f'&mdash; effect <span class="effect">{_text(c.effect.value)}'
+        f'{" (irreversible)" if irreversible else ""}</span></p>'
+        f"<h3>With these arguments (fully bound)</h3><table>{_rows(c.args)}</table>"
+        f"<h3>What its probes observed</h3>{observed}"
+        "<h3>Under whose authority, until when</h3><table>"
+        f"<tr><th>on behalf of</th><td>{_text(c.on_behalf_of or '-')}</td></tr>"
+        f"<tr><th>policy bundle</th><td>{_text(c.policy_bundle or '-')}</td></tr>"
+        f"<tr><th>issued</th><td>{_text(c.issued_at.astimezone(UTC).isoformat())}</td></tr>"
+        f"<tr><th>expires</th><td>{_text(expires)} &mdash; time left "
+        f'<span class="left" data-expires="{_text(expires)}">{span(left)}</span></td></tr>'
+        f'<tr><th>digest</th><td><code class="digest">{_text(r.digest)}</code></td></tr>'
+        "</table>"
+        f'<form class="answer" method="post" action="/answer">{hidden}'
+        '<label>your name <input name="as" required maxlength="200" autocomplete="name"></label>'
+        '<label>reason (to reject) <input name="reason" maxlength="2000"></label>'
+        '<button class="approve" name="decision" value="approve">Approve</button>'
+        '<button class="reject" name="decision" value="reject">Reject</button>'
+        "</form></section>"
+    )
+
+
+def cards_page(pending: PendingApprovals, queue: str, csrf: str, now: datetime,
+               nonce: str) -> str:
+    n = len(pending.cards)
+    notes = []
+    if pending.unanswered:
+        ids = ", ".join(pending.unanswered[:20]) + (" ..." if len(pending.unanswered) > 20 else "")
+        notes.append(f"{len(pending.unanswered)} open runs did not answer (is a worker polling "
+                     f"{queue}?): {ids}")
+    if pending.truncated:
+        notes.append(f"only the first {pending.runs} open runs were read")
+    body = (
+        "<h1>plangate: approval cards</h1>"
+        f'<p id="summary">{n} card{"s" if n != 1 else ""} waiting in {pending.runs} open '
+        f"run{'s' if pending.runs != 1 else ''} of task queue <code>{_text(queue)}</code> "
+        f'(read {_text(now.astimezone(UTC).isoformat(timespec="seconds"))}, '
+        '<a href="/">refresh</a>). Approving runs the step after it reads the world again; '
+        "a card that changed, expired or was answered is refused.</p>"
+        + "".join(f'<p class="note">{_text(x)}</p>' for x in notes)
+        + "".join(card_html(c, csrf, now) for c in pending.cards)
+    )
+    return _document(f"plangate: {n} approval cards", body, nonce, script=bool(pending.cards))
+
+
+def outcome_page(nonce: str, accepted: bool, headline: str, detail: str) -> str:
+    cls = "accepted" if accepted else "refused"
+    body = (
+        f"<h1>{_text(headline)}</h1>"
+        f'<p class="outcome {cls}" id="outcome" data-outcome="{cls}">{_text(detail)}</p>'
+        '<p><a href="/">back to the cards</a></p>'
+    )
+    return _document(f"plangate: {headline}", body, nonce)
+
+
+# -- the server -----------------------------------------------------------------------------
+@dataclass(eq=False)
+class _Reply(Exception):
+    """A response, raised from anywhere in a request's handling."""
+
+    status: int
+    body: str
+    cookies: Sequence[str] = ()
+    location: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ApprovalPage:
+    api: Plangate
+    gate: Gate
+    loop: asyncio.AbstractEventLoop
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a Temporal call on the command's event loop, from a request's thread."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(CALL_TIMEOUT_S)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+
+def _cookie(name: str, value: str, clear: bool = False) -> str:
+    age = "; Max-Age=0" if clear else ""
+    return f"{name}={value}; Path=/; HttpOnly; SameSite=Strict{age}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "plangate-ui"
+    sys_version = ""
+    timeout = 15  # seconds to send a request: a stalled client does not hold a thread
+    nonce = ""  # this response's CSP nonce
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def page(self) -> ApprovalPage:
+        return cast(_Server, self.server).page
+
+    def log_message(self, format: str, *args: Any) -> None:
+        line = _TOKEN_IN_TEXT.sub("token=***", format % args)
+        sys.stderr.write(f"plangate ui: {self.address_string()} {line}\n")
+
+    def _cookies(self) -> dict[str, str]:
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(self.headers.get("Cookie", ""))
+        except CookieError:
+            return {}
+        return {k: m.value for k, m in jar.items()}
+
+    def _send(self, reply: _Reply) -> None:
+        data = reply.body.encode()
+        self.send_response(reply.status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("X-Frame-Options", "DENY")
+        # same-origin, not no-referrer: with no referrer, a browser sends `Origin: null`
+        self.send_header("Referrer-Policy", "same-origin")
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header(
+            "Content-Security-Policy",
+            f"default-src 'none'; style-src 'nonce-{self.nonce}'; "
+            f"script-src 'nonce-{self.nonce}'; form-action 'self'; frame-ancestors 'none'; "
+            "base-uri 'none'",
+        )
+        for c in reply.cookies:
+            self.send_header("Set-Cookie", c)
+        if reply.location is not None:
+            self.send_header("Location", reply.location)
+        for k, v in reply.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _serve(self, method: str) -> None:
+        self.nonce = secrets.token_urlsafe(16)
+        try:
+            reply = self._get() if method == "GET" else self._post()
+        except _Reply as r:
+            reply = r
+        except TimeoutError:
+            reply = self._error(504, "Temporal did not answer in time", "Try again.")
+        except RPCError as e:
+            reply = self._error(502, "Temporal refused the call", e.message)
+        except Exception as e:
+            traceback.print_exc()
+            reply = self._error(500, "Internal error", f"{type(e).__name__} (see the log)")
+        self._send(reply)
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def _error(self, status: int, headline: str, detail: str) -> _Reply:
+        return _Reply(status, outcome_page(self.nonce, False, headline, detail))
+
+    def _login_reply(self, problem: str | None = None) -> _Reply:
+        return _Reply(401, login_page(self.nonce, problem),
+                      headers={"WWW-Authenticate": 'Cookie realm="plangate ui"'})
+
+    def _logged_in(self) -> _Reply:
+        """The token was right: a session cookie and a CSRF cookie, and to the cards."""
+        cookies = [_cookie(SESSION_COOKIE, self.page.gate.session),
+                   _cookie(CSRF_COOKIE, secrets.token_urlsafe(32))]
+        return _Reply(303, outcome_page(self.nonce, True, "Logged in", "To the cards."),
+                      cookies=cookies, location="/")
+
+    def _authorised(self) -> bool:
+        return self.page.gate.session_ok(self._cookies().get(SESSION_COOKIE))
+
+    def _same_origin(self) -> bool:
+        site = self.headers.get("Sec-Fetch-Site")
+        if site is not None and site not in ("same-origin", "none"):
+            return False
+        origin = self.headers.get("Origin")
+        return origin is None or urlsplit(origin).netloc == self.headers.get("Host", "")
+
+    def _form(self) -> dict[str, str]:
+        if self.headers.get_content_type() != "application/x-www-form-urlencoded":
+            raise self._error(415, "Not a form", "The page only takes its own forms.")
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            raise self._error(411, "No length", "A form needs its Content-Length.") from None
+        if not 0 <= length <= MAX_BODY_BYTES:
+            raise self._error(413, "Too large", f"A form is at most {MAX_BODY_BYTES} bytes.")
+        raw = self.rfile.read(length)
+        try:
+            fields = parse_qs(raw.decode("ascii"), max_num_fields=12, errors="strict")
+        except (UnicodeDecodeError, ValueError):
+            raise self._error(400, "Bad form", "The form could not be read.") from None
+        if any(len(v) != 1 for v in fields.values()):
+            raise self._error(400, "Bad form", "A field was given more than once.")
+        return {k: v[0] for k, v in fields.items()}
+
+    # -- routes -----------------------------------------------------------------------------
+    def _get(self) -> _Reply:
+        url = urlsplit(self.path)
+        if url.path != "/":
+            raise self._error(404, "Not found", "The cards are at /.")
+        given = parse_qs(url.query, max_num_fields=8).get("token")
+        if given is not None:
+            if self.page.gate.token_ok(given[0]):
+                return self._logged_in()
+            return self._login_reply("That is not the page's token.")
+        if not self._authorised():
+            return self._login_reply()
+        cookies: list[str] = []
+        csrf = self._cookies().get(CSRF_COOKIE) or ""
+        if len(csrf) < 32:
+            csrf = secrets.token_urlsafe(32)
+            cookies.append(_cookie(CSRF_COOKIE, csrf))
+        pending = self.page.call(self.page.api.pending_approvals())
+        body = cards_page(pending, self.page.api.settings.task_queue, csrf,
+                          datetime.now(UTC), self.nonce)
+        return _Reply(200, body, cookies=cookies)
+
+    def _post(self) -> _Reply:
+        path = urlsplit(self.path).path
+        if path not in ("/login", "/answer"):
+            raise self._error(404, "Not found", "Nothing to post here.")
+        if not self._same_origin():
+            raise self._error(403, "Forbidden", "A form from another site is not taken.")
+        if path == "/login":
+            if self.page.gate.token_ok(self._form().get("token", "")):
+                return self._logged_in()
+            return self._login_reply("That is not the page's token.")
+        if not self._authorised():
+            return self._login_reply("Log in first.")
+        form = self._form()
+        csrf = self._cookies().get(CSRF_COOKIE, "")
+        if not csrf or not hmac.compare_digest(form.get("csrf", "").encode(), csrf.encode()):
+            raise self._error(403, "Forbidden", "The form's CSRF token does not match: reload "
+                              "the page and answer again.")
+        return self._answer(form)
+
+    def _answer(self, form: Mapping[str, str]) -> _Reply:
+        run_id, step, digest = form.get("run_id", ""), form.get("step", ""), form.get("digest", "")
+        decision, by = form.get("decision", ""), form.get("as", "").strip()
+        reason = form.get("reason", "")
+        if not (0 < len(run_id) <= 1000 and step.isdigit() and len(step) <= 9
+                and _DIGEST.match(digest) and decision in ("approve", "reject")):
+            raise self._error(400, "Bad form", "The card's run, step, digest or decision is "
+                              "missing or malformed.")
+        if not 0 < len(by) <= 200:
+            raise self._error(400, "Say who answers", "Give your name (at most 200 characters).")
+        if len(reason) > 2000:
+            raise self._error(400, "Reason too long", "A reason is at most 2000 characters.")
+        api, n = self.page.api, int(step)
+        try:
+            receipt: ApprovalReceipt = self.page.call(
+                api.approve(run_id, n, digest, by=by) if decision == "approve"
+                else api.reject(run_id, n, digest, reason=reason, by=by)
+            )
+        except (AnswerRefused, RunEnded) as e:
+            raise self._error(409, f"Refused: {decision} of step {n}", str(e)) from None
+        except UnknownRun as e:
+            raise self._error(404, f"Refused: {decision} of step {n}", str(e)) from None
+        if receipt.decision is Decision.APPROVE:
+            then = ("The step reads the world again right before it acts; if what its probes "
+                    "observe has changed, a new card will wait here.")
+        else:
+            then = "The step follows its on_unmet."
+        detail = (f"{receipt.decision} of step {receipt.step} of run {run_id} (card "
+                  f"{receipt.digest}) recorded at {receipt.at.isoformat()} by {by}. {then}")
+        word = "Approved" if receipt.decision is Decision.APPROVE else "Rejected"
+        return _Reply(200, outcome_page(self.nonce, True, word, detail))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, host: str, port: int, page: ApprovalPage) -> None:
+        self.page = page
+        if ":" in host:
+            self.address_family = socket.AF_INET6
+        super().__init__((host, port), _Handler)
+
+
+@asynccontextmanager
+async def serving(
+    api: Plangate, token: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
+) -> AsyncIterator[str]:
+    """The page, served from a thread until the block ends; yields its URL. ``port`` 0: a free
+    port. ``OSError`` when the address cannot be listened on."""
+    server = _Server(host, port, ApprovalPage(api, Gate(token), asyncio.get_running_loop()))
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="plangate-ui",
+        daemon=True,
+    )
+    thread.start()
+    bound = server.server_address[1]
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        yield f"http://{shown}:{bound}/"
+    finally:
+        await asyncio.to_thread(server.shutdown)
+        server.server_close()
+
+
+async def run_ui(api: Plangate, token: str, host: str, port: int) -> int:
+    """Serve the page until interrupted."""
+    async with serving(api, token, host, port) as url:
+        s = api.settings
+        print(f"plangate ui: serving {url} (cards of task queue {s.task_queue} in namespace "
+              f"{s.temporal_namespace}); log in with {TOKEN_VAR}", flush=True)
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"plangate ui: warning: listening on {host} over plain HTTP: the token and "
+                  "the session cross the network in clear; put a TLS proxy in front",
+                  file=sys.stderr, flush=True)
+        await asyncio.Event().wait()
+    return 0

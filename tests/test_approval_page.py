@@ -1,0 +1,307 @@
+"""The approval page (``plangate ui``) in a real headless browser: Debian's Chromium, driven by
+Debian's chromedriver through Selenium. Both paths are given, so Selenium's own driver manager
+never runs and nothing is downloaded (``scripts/test.sh`` installs the two packages where they
+are missing). ``plangate ui`` runs as a process of its own, with a worker in this one.
+
+What a person sees and does: the cards of open runs appear with what will happen to what, the
+observed version, the digest and the time left; approving runs the step once (counted in the
+Temporal history and found in S3); a stale form of an answered card and the form of an expired
+card are refused on the page with the reason; a rejection needs a reason; a request without the
+token, or a form without its CSRF token or from another origin, is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from plangate.api import PendingCard, Plangate
+from plangate.cli import main
+from plangate.ui import card_html, span
+from plans.model import Effect
+from records.approvals import ApprovalCard, ApprovalRecord
+from tests.harness import running_worker, scheduled
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()):
+        why = ("Debian's chromium and chromium-driver are not installed (scripts/test.sh "
+               "installs them: apt-get install -y chromium chromium-driver)")
+        if os.environ.get("CI"):
+            pytest.fail(why)  # the test command should have installed them
+        pytest.skip(why)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="plangate-chromium-")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", "--disable-extensions", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1200,900",
+                f"--user-data-dir={profile}"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@asynccontextmanager
+async def ui_process(env: Mapping[str, str], log: Path) -> AsyncIterator[str]:
+    """``plangate ui --port 0`` in a process of its own, until the block ends: its URL."""
+    with log.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "plangate", "ui", "--port", "0", env=dict(env),
+            stdout=asyncio.subprocess.PIPE, stderr=err,
+        )
+        try:
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            found = re.search(rb"serving (http://\S+/) ", line)
+            assert found, (line, await asyncio.to_thread(log.read_text))
+            yield found.group(1).decode()
+        finally:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 30)
+
+
+def request(url: str, method: str = "GET", form: Mapping[str, Any] | None = None,
+            headers: Mapping[str, str] | None = None) -> tuple[int, http.client.HTTPMessage, str]:
+    """One plain HTTP request (no cookies but those given, no redirects followed)."""
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=30)
+    try:
+        body = urlencode(form) if form is not None else None
+        sent = {"Content-Type": "application/x-www-form-urlencoded"} if form is not None else {}
+        conn.request(method, u.path + (f"?{u.query}" if u.query else ""), body,
+                     {**sent, **(headers or {})})
+        r = conn.getresponse()
+        return r.status, r.headers, r.read().decode()
+    finally:
+        conn.close()
+
+
+async def waiting(api: Plangate, run_id: str, step: int) -> PendingCard:
+    """The card of ``step`` of ``run_id`` once it is pending (10 s at most)."""
+    for _ in range(100):
+        for c in (await api.pending_approvals()).cards:
+            if (c.run_id, c.record.step) == (run_id, step):
+                return c
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no card of step {step} of {run_id} waits")
+
+
+# -- what a person does in the browser (run in a thread: the worker shares this event loop) --
+def show(d: WebDriver, url: str, tab: str | None = None) -> str:
+    """Load ``url`` in ``tab``, or in a new tab: the tab."""
+    if tab is None:
+        d.switch_to.new_window("tab")
+    else:
+        d.switch_to.window(tab)
+    d.get(url)
+    return d.current_window_handle
+
+
+def log_in(d: WebDriver, url: str, token: str) -> str:
+    """Give the token to the page's login form: the tab, showing the cards."""
+    d.get(url)
+    d.find_element(By.NAME, "token").send_keys(token)
+    d.find_element(By.CSS_SELECTOR, "form button").click()
+    WebDriverWait(d, 30).until(lambda d: d.find_elements(By.ID, "summary"))
+    assert d.current_url == url
+    return d.current_window_handle
+
+
+def card_text(d: WebDriver, digest: str) -> str:
+    return d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]').text
+
+
+def answer(d: WebDriver, tab: str, digest: str, decision: str, name: str,
+           reason: str = "") -> tuple[str, str, str]:
+    """Fill in and press a button of the card ``digest`` in ``tab``: the outcome shown
+    (accepted or refused), its text and the page's title."""
+    d.switch_to.window(tab)
+    card = d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]')
+    card.find_element(By.NAME, "as").send_keys(name)
+    if reason:
+        card.find_element(By.NAME, "reason").send_keys(reason)
+    card.find_element(By.CSS_SELECTOR, f'button[value="{decision}"]').click()
+    shown = WebDriverWait(d, 30).until(lambda d: d.find_element(By.ID, "outcome"))
+    return shown.get_attribute("data-outcome") or "", shown.text, d.title
+
+
+def test_the_page_refuses_to_start_without_a_token(monkeypatch, capsys):
+    monkeypatch.delenv("PLANGATE_UI_TOKEN", raising=False)
+    assert main(["ui"]) == 2
+    assert "plangate ui needs PLANGATE_UI_TOKEN" in capsys.readouterr().err
+    monkeypatch.setenv("PLANGATE_UI_TOKEN", "short")
+    assert main(["ui"]) == 2
+    assert "PLANGATE_UI_TOKEN is too short" in capsys.readouterr().err
+
+
+def test_card_values_are_escaped_and_hidden_characters_shown():
+    now = datetime.now(UTC)
+    hostile = '"><img src=x onerror=alert(1)>'
+    card = ApprovalCard(
+        run_id=hostile, plan_version=1, step=3, tool="billing.issue_credit",
+        effect=Effect.MONEY, args={"account_id": "acct_1\u202egnp.exe", hostile: "</code>"},
+        observed={hostile: {"version": "<i>7</i>"}}, on_behalf_of="<dana>", issued_at=now,
+        expires_at=now + timedelta(minutes=5, seconds=30),
+    )
+    record = ApprovalRecord(step=3, plan_version=1, digest=card.digest(),
+                            expires_at=card.expires_at, card=card)
+    page = card_html(PendingCard(run_id=hostile, goal="<script>x()</script>", record=record),
+                     csrf="c" * 43, now=now)
+    assert "<img" not in page and "<script" not in page and "<i>" not in page
+    assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "acct_1\\u202egnp.exe" in page and "\u202e" not in page  # shown, not obeyed
+    assert "irreversible" in page and "&lt;dana&gt;" in page
+    assert "5m 30s" in page and card.digest() in page
+
+
+def test_time_left_in_its_two_largest_units():
+    assert [span(s) for s in (0, -5, 9, 70, 3600 * 5 + 61, 86400 * 2 + 3600 * 3)] == [
+        "expired", "expired", "9s", "1m 10s", "5h 01m", "2d 03h"]
+
+
+async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refused(
+    client, settings, stack, s3, browser, tmp_path
+):
+    bucket, first, second, late = unique("ui"), unique("a") + ".txt", unique("b"), unique("c")
+    s3.create_bucket(Bucket=bucket)
+    publish = {"goal": "publish the <b>figures</b>", "budget": {"replans_max": 0},
+               "on_behalf_of": "dana", "steps": [
+                   {"n": 1, "tool": "s3.put", "approval": "required",
+                    "args": {"bucket": bucket, "key": first, "body": "final figures"}},
+                   {"n": 2, "tool": "s3.put", "approval": "required", "depends_on": [1],
+                    "on_unmet": "halt",
+                    "args": {"bucket": bucket, "key": second,
+                             "body": "<script>document.title='owned'</script>\u202etxt"}}]}
+    expiring = {"goal": "publish late", "budget": {"replans_max": 0}, "approval_ttl_s": 8,
+                "steps": [{"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
+                           "args": {"bucket": bucket, "key": late, "body": "too late"}}]}
+    token = secrets.token_urlsafe(32)
+    log = tmp_path / "ui.log"
+    async with running_worker(client, settings) as h:
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue,
+               "PLANGATE_UI_TOKEN": token}
+        api = Plangate(client, h.settings)
+        async with ui_process(env, log) as url:
+            run_a, run_b = await api.start(publish), await api.start(expiring)
+            a1, b1 = await waiting(api, run_a, 1), await waiting(api, run_b, 1)
+
+            # -- no token, no page; a form without its CSRF token or from elsewhere: refused
+            status, _, body = await asyncio.to_thread(request, url)
+            assert status == 401 and 'name="token"' in body and a1.record.digest not in body
+            status, _, _ = await asyncio.to_thread(request, url + "?token=" + "x" * 43)
+            assert status == 401
+            form = {"run_id": run_a, "step": 1, "digest": a1.record.digest,
+                    "decision": "approve", "as": "mallory", "csrf": "x" * 43}
+            status, _, _ = await asyncio.to_thread(request, url + "answer", "POST", form)
+            assert status == 401
+            status, headers, _ = await asyncio.to_thread(request, url + "?token=" + token)
+            assert status == 303 and headers["Location"] == "/"
+            cookies = headers.get_all("Set-Cookie") or []
+            assert all("HttpOnly" in c and "SameSite=Strict" in c for c in cookies)
+            session = {"Cookie": "; ".join(c.split(";", 1)[0] for c in cookies)}
+            status, _, _ = await asyncio.to_thread(request, url + "answer", "POST", form,
+                                                   session)
+            assert status == 403  # the CSRF token does not match the cookie
+            csrf = re.search(r"plangate_csrf=([^;]+)", session["Cookie"])
+            assert csrf is not None
+            status, _, _ = await asyncio.to_thread(
+                request, url + "answer", "POST", {**form, "csrf": csrf.group(1)},
+                {**session, "Origin": "http://evil.example"},
+            )
+            assert status == 403  # another origin
+            assert (await scheduled(client, run_a)).get("s3.put", 0) == 0
+
+            # -- a person logs in with the token; the cards appear: what will happen to what,
+            # the observed version, the digest, the time left
+            tab1 = await asyncio.to_thread(log_in, browser, url, token)
+            shown = await asyncio.to_thread(card_text, browser, a1.record.digest)
+            assert a1.record.digest in shown and f"s3://{bucket}/{first}" in shown
+            assert '"final figures"' in shown and "if_none_match" in shown  # the version
+            assert f"object_version(bucket='{bucket}',key='{first}')" in shown  # observed:
+            assert '{"absent": true}' in shown  # the object is absent, hence if_none_match *
+            assert re.search(r"time left 23h 5\dm", shown), shown
+            assert "on behalf of dana" in shown
+            assert "<b>figures</b>" in browser.find_element(By.TAG_NAME, "body").text
+            late_card = await asyncio.to_thread(card_text, browser, b1.record.digest)
+            assert re.search(r"time left \ds", late_card), late_card
+            tab2 = await asyncio.to_thread(show, browser, url)  # a second, stale copy
+            tab3 = await asyncio.to_thread(show, browser, url)  # kept for the late card
+
+            # -- approving runs the step once
+            outcome, text, _ = await asyncio.to_thread(
+                answer, browser, tab1, a1.record.digest, "approve", "erin")
+            assert outcome == "accepted" and "approve of step 1" in text, text
+            a2 = await waiting(api, run_a, 2)
+            assert s3.get_object(Bucket=bucket, Key=first)["Body"].read() == b"final figures"
+            assert (await scheduled(client, run_a))["s3.put"] == 1
+
+            # -- the same card again, from the stale copy: refused by the workflow, shown
+            outcome, text, title = await asyncio.to_thread(
+                answer, browser, tab2, a1.record.digest, "approve", "frank")
+            assert outcome == "refused" and title.startswith("plangate: Refused"), text
+            assert "no longer waiting: approve" in text, text
+            assert (await scheduled(client, run_a))["s3.put"] == 1
+
+            # -- the next card: shown as text, never run as markup; a rejection needs a reason
+            await asyncio.to_thread(show, browser, url, tab1)
+            page = browser.find_element(By.TAG_NAME, "body").text
+            assert a1.record.digest not in page and a2.record.digest in page
+            shown = await asyncio.to_thread(card_text, browser, a2.record.digest)
+            assert "<script>document.title='owned'</script>\\u202etxt" in shown
+            assert browser.title != "owned"
+            assert not browser.find_elements(By.CSS_SELECTOR, "section.card script")
+            outcome, text, _ = await asyncio.to_thread(
+                answer, browser, tab1, a2.record.digest, "reject", "erin")
+            assert outcome == "refused" and "a rejection needs a reason" in text, text
+            await asyncio.to_thread(show, browser, url, tab1)
+            outcome, text, _ = await asyncio.to_thread(
+                answer, browser, tab1, a2.record.digest, "reject", "erin", "not these figures")
+            assert outcome == "accepted" and "reject of step 2" in text, text
+            rep_a = await api.result(run_a)
+
+            # -- the late card, answered after it expired: refused, with the reason
+            rep_b = await api.result(run_b)  # nobody answered in time: the run halted
+            outcome, text, _ = await asyncio.to_thread(
+                answer, browser, tab3, b1.record.digest, "approve", "erin")
+            assert outcome == "refused" and "expired unanswered" in text, text
+
+    assert rep_a.status == "halted" and rep_a.failure is not None
+    assert rep_a.failure.code == "approval_rejected" and "not these figures" in rep_a.failure.detail
+    assert [a.answer.by if a.answer else None for a in rep_a.approvals] == ["erin", "erin"]
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=second).get("KeyCount", 0) == 0
+    assert rep_b.status == "halted" and rep_b.approvals[0].status == "expired"
+    assert (await scheduled(client, run_b)).get("s3.put", 0) == 0
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=late).get("KeyCount", 0) == 0
+    assert token not in await asyncio.to_thread(log.read_text)  # the log redacts the token
