@@ -45,6 +45,15 @@ with workflow.unsafe.imports_passed_through():
 WAIT_SCHEDULE_PATCH = "post-wait-reads-on-schedule"
 
 
+# A read or write whose call was lost (its worker died, or it timed out after its attempts) is
+# tried again like a transient fault, while the step has attempts left, instead of re-planned at
+# once: every attempt reads the world first, so a write that landed is found done (skipped on its
+# evidence, or its version-bound retry is refused with 412 and re-evaluated) and one that did not
+# goes again with the version its new pre probe observed. Money and external calls are read back
+# by idempotency key instead (``_read_back``). Runs that began before this patch re-plan.
+LOST_CALL_PATCH = "lost-call-retried"
+
+
 def _next_read_in_time(
     reads: int, interval: timedelta, timeout: timedelta, deadline: datetime
 ) -> bool:
@@ -517,7 +526,10 @@ class StepRunner:
                 d = route(self._situation(Kind.OUTCOME_UNKNOWN))
                 # certainly not done: a transient failure, tried again with the same key
                 absent = route(self._situation(Kind.TOOL_ERROR, status=503, retryable=True))
-                return Unknown(d, self._failure("outcome_unknown", False, detail), absent)
+                failure = self._failure("outcome_unknown", False, detail)
+                if not self.effect.outcome_must_be_known and workflow.patched(LOST_CALL_PATCH):
+                    return Unknown(absent, failure, absent)
+                return Unknown(d, failure, absent)
             case calls.Called(result=result):
                 bookkeeping.record_call(self.ctx.report, self.rep, result)
                 bookkeeping.record_result(self.ctx.report, self.rep, result.output)
@@ -630,7 +642,8 @@ class StepRunner:
         found = answer.results[0]
         if found.outcome is not Outcome.HOLDS:
             # Nothing was done under this key: the failure is what the tool said it was.
-            return Failed(unknown.if_absent, unknown.failure)
+            detail = f"{unknown.failure.detail}; nothing was recorded under its idempotency key"
+            return Failed(unknown.if_absent, unknown.failure.model_copy(update={"detail": detail}))
         output = found.observed if isinstance(found.observed, dict) else {}
         bookkeeping.record_result(self.ctx.report, self.rep, output)
         self.ctx.set_state(self.step.n, StepState.VERIFYING)

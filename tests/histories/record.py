@@ -30,7 +30,8 @@ from plangate.api import Plangate
 from plangate.demo import BUCKET, KEY, invoice_csv, saturday_plan
 from plangate.scenarios import closeout_plan
 from records.report import RunReport
-from tests.harness import Harness
+from tests.crash_harness import LostPut, put_plan
+from tests.harness import Harness, running_worker
 from workflows.plan_run import PlanRunWorkflow
 
 HERE = Path(__file__).parent
@@ -166,6 +167,14 @@ async def continued_as_new(b: Bench) -> RunReport:
     return await handle.result()
 
 
+async def lost_write_retried(b: Bench) -> RunReport:
+    """An ``s3.put`` whose every attempt lost its answer after the write landed: tried again
+    (``workflow.patched("lost-call-retried")``), the world read first, skipped as done."""
+    tool = LostPut(b.world, lands=True)
+    async with running_worker(b.client, b.settings, {"s3.put": tool.run}) as h:
+        return await h.run(put_plan(bucket(b), "out/report.txt"))
+
+
 SCENARIOS: dict[str, Scenario] = {
     "saturday_succeeded": saturday_succeeded,
     "saturday_export_deleted": saturday_export_deleted,
@@ -176,6 +185,7 @@ SCENARIOS: dict[str, Scenario] = {
     "rejected": rejected,
     "cancelled": cancelled,
     "continued_as_new": continued_as_new,
+    "lost_write_retried": lost_write_retried,
 }
 
 
