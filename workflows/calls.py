@@ -58,10 +58,10 @@ class CallLost:
 CallAnswer = Called | CallFailed | CallLost
 
 
-async def probe(req: ProbeRequest) -> ProbeAnswer:
+async def probe(req: ProbeRequest, summary: str | None = None) -> ProbeAnswer:
     """Read the world: a local activity (a probe is short, read-only and safe to repeat; no
     server round trip to schedule it, and a worker that dies mid-read reads again on replay,
-    since only a finished read is recorded)."""
+    since only a finished read is recorded). ``summary``: its one line in the Temporal UI."""
     try:
         report: ProbeReport
         if workflow.patched("local-probes"):
@@ -71,6 +71,7 @@ async def probe(req: ProbeRequest) -> ProbeAnswer:
                 result_type=ProbeReport,
                 start_to_close_timeout=options.PROBE.start_to_close_timeout,
                 retry_policy=options.PROBE.retry_policy,
+                summary=summary,
             )
         else:  # runs started before probes ran locally
             report = await workflow.execute_activity(
@@ -96,7 +97,9 @@ async def probe(req: ProbeRequest) -> ProbeAnswer:
     return Probed(report)
 
 
-async def call_tool(tool: str, call: ToolCall, effect: Effect) -> CallAnswer:
+async def call_tool(
+    tool: str, call: ToolCall, effect: Effect, summary: str | None = None
+) -> CallAnswer:
     opts = options.tool_options(effect)
     try:
         result: ToolResult = await workflow.execute_activity(
@@ -107,6 +110,7 @@ async def call_tool(tool: str, call: ToolCall, effect: Effect) -> CallAnswer:
             heartbeat_timeout=opts.heartbeat_timeout,
             retry_policy=opts.retry_policy,
             cancellation_type=opts.cancellation_type,
+            summary=summary,
         )
     except ActivityError as e:
         cause = e.cause

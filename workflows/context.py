@@ -52,6 +52,9 @@ class VersionContext:
     history: HistoryBound = field(default_factory=HistoryBound)
     # how long a step waits for a system that does not answer before it halts
     outage_patience: timedelta = timedelta(minutes=15)
+    # one-line summaries on the activities and children it schedules (Temporal UI and CLI);
+    # off for runs that began before them (``plan_run.SEARCH_ATTRIBUTES_PATCH``)
+    summaries: bool = False
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         StepState,
     )
     from records.run import Parked, ParkedAt
-    from workflows import bookkeeping, calls, options
+    from workflows import bookkeeping, calls, options, summaries
     from workflows.context import VersionContext
     from workflows.router import Decision, Kind, Situation, route
 
@@ -479,7 +479,10 @@ class StepRunner:
             on_behalf_of=self.ctx.on_behalf_of, policy_bundle=self.ctx.policy_bundle,
         )
         try:
-            answer = await calls.call_tool(self.step.tool, call, self.effect)
+            summary = None
+            if self.ctx.summaries:
+                summary = summaries.tool(self.step.n, self.ctx.version, self.step.tool, p.args)
+            answer = await calls.call_tool(self.step.tool, call, self.effect, summary)
         except asyncio.CancelledError:
             # the run was cancelled while the call was in flight (and has ended: the activity
             # waits for its cancellation to complete): what really happened, read by probes
@@ -596,7 +599,10 @@ class StepRunner:
             step=p.ref, conditions=[*p.post, *first], idempotency_key=p.key, output=refs,
             lenient=lenient,
         )
-        answer = await calls.probe(req)
+        summary = None
+        if self.ctx.summaries:
+            summary = summaries.fused(self.step.n, m, self.ctx.version, req.conditions)
+        answer = await calls.probe(req, summary)
         if not isinstance(answer, calls.Probed):
             return None
         mine = answer.report.model_copy(update={"results": answer.report.results[: len(p.post)]})
@@ -692,9 +698,12 @@ class StepRunner:
             step=p.ref, conditions=conds, idempotency_key=p.key, output=refs,
             lenient=lenient or [],
         )
+        summary = None
+        if self.ctx.summaries:
+            summary = summaries.probe(phase, self.step.n, self.ctx.version, conds)
         began, outage_reads = workflow.now(), 0
         while True:
-            answer = await calls.probe(req)
+            answer = await calls.probe(req, summary)
             record = fold or outage_reads >= 2
             if isinstance(answer, calls.Probed):
                 bookkeeping.record_check(

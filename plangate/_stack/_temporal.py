@@ -12,11 +12,14 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from records.visibility import registration
+
 from . import HOST, StackError, find_script, log_tail
 
 
 class TemporalDevServer:
-    """``temporal server start-dev`` on ``HOST:port`` with its state in ``db_file``.
+    """``temporal server start-dev`` on ``HOST:port`` with its state in ``db_file``, plangate's
+    search attributes registered.
 
     The child runs in its own session (so a Ctrl-C on the terminal reaches us, not it), and
     ``stop`` ends its whole process group.
@@ -56,6 +59,8 @@ class TemporalDevServer:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         if self.namespace != "default":
             cmd += ["--namespace", self.namespace]
+        for name, kind in registration():  # plangate's search attributes (records.visibility)
+            cmd += ["--search-attribute", f"{name}={kind}"]
         return cmd
 
     async def start(self, wait_s: float = 60.0) -> None:

@@ -176,6 +176,11 @@ SCENARIOS: dict[str, Scenario] = {
     "rejected": rejected,
     "cancelled": cancelled,
     "continued_as_new": continued_as_new,
+    # the same paths recorded with the "search-attributes" patch (upserts of plangate's search
+    # attributes, summaries on what the run schedules): the new branch replays too
+    "approved_findable": approved,
+    "cancelled_findable": cancelled,
+    "continued_as_new_findable": continued_as_new,
 }
 
 
