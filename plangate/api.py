@@ -292,9 +292,12 @@ class Plangate:
                 )
         return self._registered
 
-    async def runs(self, status: RunStatus | None = None, limit: int = 100) -> list[Listed]:
+    async def runs(
+        self, status: RunStatus | str | None = None, limit: int = 100
+    ) -> list[Listed]:
         """The runs on this task queue (in ``status``), newest first, through Temporal's
         visibility (eventually consistent: a change shows within a second or so)."""
+        status = RunStatus(status) if status is not None else None
         if status is not None and not await self.search_attributes_registered():
             names = ", ".join(f"{n} ({t})" for n, t in visibility.registration())
             raise SearchAttributesMissing(

@@ -18,7 +18,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
 
+from plangate._stack import _temporal as dev
+from plangate._stack import choose_port
 from plangate.api import Plangate, SearchAttributesMissing
 from plangate.cli import main
 from plangate.view import render
@@ -191,3 +195,48 @@ async def test_a_server_without_the_attributes_runs_plans_all_the_same(time_skip
             await api.runs(rep.status)
     assert rep.status == "succeeded"
     assert await plangate_status(env.client, rep.run_id) == []  # no upsert was even tried
+
+
+async def test_a_dev_server_state_from_before_gets_the_attributes(state_dir, monkeypatch):
+    """``start-dev --search-attribute`` registers them only in a new database: a ``plangate
+    dev`` state directory from before they existed gets them when its server starts."""
+    def server() -> dev.TemporalDevServer:
+        return dev.TemporalDevServer(
+            port=choose_port("Temporal", None, fallback=True), ui_port=None,
+            db_file=state_dir / "temporal.db", log_file=state_dir / "temporal.log",
+            namespace="default",
+        )
+
+    async def names(s: dev.TemporalDevServer) -> set[str]:
+        c = await Client.connect(s.address)
+        have = await c.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace="default")
+        )
+        return {n for n in have.custom_attributes if n.startswith("Plangate")}
+
+    original = dev.TemporalDevServer.command
+
+    def without_attributes(self: dev.TemporalDevServer) -> list[str]:
+        cmd = original(self)
+        flags = [i for i, a in enumerate(cmd) if a == "--search-attribute"]
+        return [a for i, a in enumerate(cmd) if i not in flags and i - 1 not in flags]
+
+    before = server()
+    with monkeypatch.context() as m:  # the server as plangate dev started it before
+        m.setattr(dev.TemporalDevServer, "command", without_attributes)
+        m.setattr(dev, "register_search_attributes", _nothing)
+        await before.start()
+    try:
+        assert await names(before) == set()
+    finally:
+        await asyncio.to_thread(before.stop)
+    now = server()
+    await now.start()
+    try:
+        assert await names(now) == {"PlangateStatus", "PlangateGoal", "PlangateAwaitingApproval"}
+    finally:
+        await asyncio.to_thread(now.stop)
+
+
+async def _nothing(*_: Any) -> list[str]:
+    return []

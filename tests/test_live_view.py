@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import io
 import os
 import re
 import struct
@@ -14,8 +15,23 @@ import termios
 import threading
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from rich.console import Console
 
 from plangate.api import Plangate
+from plangate.view import render
+from plans.model import Effect
+from records.approvals import ApprovalCard, ApprovalRecord
+from records.report import (
+    ReplanRecord,
+    RunReport,
+    RunStatus,
+    StepReport,
+    StepState,
+    StepTimings,
+    Transition,
+)
 from tests.harness import console_script, polling_plan, running_worker, until_state
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
@@ -145,3 +161,59 @@ async def test_watch_on_a_terminal_and_on_a_pipe(client, settings, stack, pg):
         "  v1 step 1 warehouse.run_sql: DONE [wait: the post condition declares a wait]",
         "  v1 step 2 warehouse.run_sql: DONE",
     ]
+
+
+def shown(rep: RunReport, height: int = 0) -> str:
+    screen = io.StringIO()
+    Console(file=screen, width=COLS, force_terminal=False).print(render(rep, NOW, height))
+    return screen.getvalue()
+
+
+NOW = datetime(2026, 3, 12, 7, 30, tzinfo=UTC)
+
+
+def step(version: int, n: int, state: str, began_s_ago: float | None = None) -> StepReport:
+    rep = StepReport(n=n, tool="customer.update", plan_version=version, effect=Effect.WRITE,
+                     state=StepState(state), timings=StepTimings(plan_made_at=NOW))
+    if began_s_ago is not None:
+        rep.transitions = [Transition(state=StepState.PROBING,
+                                      at=NOW - timedelta(seconds=began_s_ago)),
+                           Transition(state=StepState(state), at=NOW)]
+    return rep
+
+
+def test_the_view_shows_re_plans_and_the_card_waiting():
+    card = ApprovalCard(run_id="plan-x", plan_version=2, step=1, tool="customer.update",
+                        effect=Effect.WRITE, args={"account_id": "acct_1"}, issued_at=NOW,
+                        expires_at=NOW + timedelta(hours=24))
+    rep = RunReport(
+        run_id="plan-x", goal="close out acct_1", status=RunStatus.AWAITING_APPROVAL,
+        plan_version=2, replans_used=1,
+        steps=[step(1, 1, "DONE", 2.5), step(1, 2, "REPLANNING", 3), step(1, 3, "VOID"),
+               step(2, 1, "AWAITING_APPROVAL", 75), step(2, 2, "PENDING")],
+        replans=[ReplanRecord(attempt=1, after_step=2, after_version=1, backend="playbook",
+                              accepted=True, reason="restore the record first")],
+        approvals=[ApprovalRecord(step=1, plan_version=2, digest=card.digest(),
+                                  expires_at=card.expires_at, card=card)],
+    )
+    text = shown(rep)
+    rows = {line.split("│")[0].strip(): line for line in text.splitlines() if "│" in line}
+    assert re.search(rf"DONE{SEP}2\.5s", rows["v1·1"])
+    assert "REPLANNING" in rows["v1·2"] and re.search(rf"VOID{SEP}-", rows["v1·3"])
+    assert re.search(rf"AWAITING_APPROVAL{SEP}1:15", rows["v2·1"])
+    assert "re-plan 1 of 2 after v1 step 2 by playbook: accepted: plan version 2 (restore " \
+           "the record first)" in text
+    assert f"plangate approve plan-x --step 1 --digest {card.digest()}" in text
+    assert f"plangate reject plan-x --step 1 --digest {card.digest()} --reason TEXT" in text
+    assert "expires in 1.0d" in text
+
+
+def test_a_long_plan_fits_the_terminal():
+    rep = RunReport(run_id="plan-x", goal="a thousand steps",
+                    steps=[step(1, n, "DONE", 1) for n in range(1, 601)]
+                    + [step(1, 601, "EXECUTING", 4)]
+                    + [step(1, n, "PENDING") for n in range(602, 1001)])
+    text = shown(rep, height=30)
+    assert len(text.splitlines()) <= 30
+    assert re.search(rf"601{SEP}customer\.update{SEP}EXECUTING{SEP}4\.0s", text)
+    assert re.search(r"\.\.\. and \d+ more: \d+ DONE, \d+ PENDING", text)
