@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
 
 PROBE_ACTIVITY = "probe.evaluate"
+LOCAL_PROBES_PATCH = "local-probes"  # runs started before probes ran locally call an activity
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ async def probe(req: ProbeRequest, summary: str | None = None) -> ProbeAnswer:
     since only a finished read is recorded). ``summary``: its one line in the Temporal UI."""
     try:
         report: ProbeReport
-        if workflow.patched("local-probes"):
+        if workflow.patched(LOCAL_PROBES_PATCH):
             report = await workflow.execute_local_activity(
                 PROBE_ACTIVITY,
                 req,

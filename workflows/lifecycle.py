@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
 # before this patch keep the rule they started with (the next read had to be due by the clock
 # before the deadline, so the time the reads took could cost the last one).
 WAIT_SCHEDULE_PATCH = "post-wait-reads-on-schedule"
+# Runs that began before it read the next step's first condition on its own.
+FUSED_READS_PATCH = "fused-reads"
 
 
 def _next_read_in_time(
@@ -326,7 +328,7 @@ class StepRunner:
         this step's post check: one read of the world instead of two, when nothing else runs.
         Not for a step whose first read needs its own record (field probes)."""
         ctx, n = self.ctx, self.step.n
-        if not workflow.patched("fused-reads"):
+        if not workflow.patched(FUSED_READS_PATCH):
             return None
         after = [s for s in ctx.plan.steps if s.depends_on == [n]]
         busy = [

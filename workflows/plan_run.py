@@ -36,14 +36,26 @@ with workflow.unsafe.imports_passed_through():
     )
     from records.run import CancelRequest, Carried, RunInput
     from workflows import options, summaries
-    from workflows.context import VersionContext, key_tag
+    from workflows.calls import LOCAL_PROBES_PATCH
+    from workflows.context import CONTINUE_AS_NEW_PATCH, VersionContext, key_tag
     from workflows.execution import Resumed, VersionOutcome, execute_version
+    from workflows.lifecycle import FUSED_READS_PATCH, WAIT_SCHEDULE_PATCH
 
 REPLAN_WORKFLOW = "Replan"
 
 # Runs that began before it neither upsert search attributes nor put summaries on what they
 # schedule: their histories must replay as they ran (an upsert is a command of its own).
 SEARCH_ATTRIBUTES_PATCH = "search-attributes"
+# The patches before it. A run that has "search-attributes" began with every one of them, and
+# decides them all in its first workflow task. Asked later, a patch whose question follows a
+# local activity's result can fail to replay: when a query reaches the worker while a local
+# activity runs, the workflow task may be completed with the activity's marker but before the
+# code that follows its result; replaying, that code runs a workflow task early, before the
+# patch's marker is announced ("Non-deprecated patch marker encountered ..."). Runs from before
+# keep asking as they did.
+EARLIER_PATCHES = (
+    LOCAL_PROBES_PATCH, FUSED_READS_PATCH, WAIT_SCHEDULE_PATCH, CONTINUE_AS_NEW_PATCH,
+)
 
 
 @workflow.defn(name="PlanRun")
@@ -161,6 +173,9 @@ class PlanRunWorkflow:
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
         self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+        if self._metadata:
+            for patch in EARLIER_PATCHES:
+                workflow.patched(patch)
         self._registered = inp.search_attributes
         # what the client (or the run before, for a run that continued as new) set already
         self._upserted = visibility.current(workflow.info().typed_search_attributes)
