@@ -269,7 +269,10 @@ class Plangate:
                 id=run_id,
                 task_queue=self.settings.task_queue,
                 start_delay=delay,
-                search_attributes=visibility.initial(plan.goal) if registered else None,
+                search_attributes=(
+                    visibility.initial(plan.goal, RunStatus.QUEUED if delay else RunStatus.RUNNING)
+                    if registered else None
+                ),
                 static_summary=run_summary(plan),
                 static_details=run_details(plan),
             )

@@ -78,7 +78,9 @@ def current(attributes: TypedSearchAttributes) -> Values | None:
 
 
 def initial(goal: str, status: RunStatus = RunStatus.QUEUED) -> TypedSearchAttributes:
-    """The attributes a run starts with (the client sets them at submission)."""
+    """The attributes a run starts with (the client sets them at submission: ``queued`` for a
+    run queued for later, else ``running``, which its first workflow task then need not
+    upsert)."""
     return TypedSearchAttributes([
         SearchAttributePair(STATUS, status.value),
         SearchAttributePair(GOAL, short_goal(goal)),

@@ -12,7 +12,7 @@ import re
 import shlex
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -162,11 +162,18 @@ async def test_the_runs_awaiting_approval_are_found(client, settings, stack, s3,
         assert await settled("cancelled", lambda: ended("cancelled"), {cancelled}) == {cancelled}
         assert await ended("succeeded") == {approved, other}
 
-    assert await plangate_status(client, approved) == [
-        "running", "awaiting_approval", "running", "succeeded"
-    ]
-    assert await plangate_status(client, cancelled) == ["running", "awaiting_approval",
-                                                        "cancelled"]
+        # a run queued for later is found queued; cancelled before it began (terminated: no
+        # code of the run ran to say so), it is found cancelled by its execution status
+        later = await api.start(publish(bucket, "later.txt"), start_in=timedelta(hours=1))
+        assert await settled("queued", lambda: ended("queued"), {later}) == {later}
+        await api.cancel(later, reason="not tonight")
+        both = {cancelled, later}
+        assert await settled("cancelled", lambda: ended("cancelled"), both) == both
+
+    # set "running" at the start by the client, then upserted by the run as it changed
+    assert await plangate_status(client, approved) == ["awaiting_approval", "running",
+                                                       "succeeded"]
+    assert await plangate_status(client, cancelled) == ["awaiting_approval", "cancelled"]
     # summaries: the workflow's own, and one on every activity and probe it scheduled
     desc = await client.get_workflow_handle(approved).describe()
     assert await desc.static_summary() == "publish the report 0.txt · plan v1, 1 step"

@@ -59,13 +59,16 @@ class CallLost:
 CallAnswer = Called | CallFailed | CallLost
 
 
-async def probe(req: ProbeRequest, summary: str | None = None) -> ProbeAnswer:
+async def probe(
+    req: ProbeRequest, summary: str | None = None, *, local: bool = False
+) -> ProbeAnswer:
     """Read the world: a local activity (a probe is short, read-only and safe to repeat; no
     server round trip to schedule it, and a worker that dies mid-read reads again on replay,
-    since only a finished read is recorded). ``summary``: its one line in the Temporal UI."""
+    since only a finished read is recorded). ``summary``: its one line in the Temporal UI;
+    ``local``: the run is recent enough not to ask the "local-probes" patch."""
     try:
         report: ProbeReport
-        if workflow.patched(LOCAL_PROBES_PATCH):
+        if local or workflow.patched(LOCAL_PROBES_PATCH):
             report = await workflow.execute_local_activity(
                 PROBE_ACTIVITY,
                 req,

@@ -48,9 +48,9 @@ FUSED_READS_PATCH = "fused-reads"
 
 
 def _next_read_in_time(
-    reads: int, interval: timedelta, timeout: timedelta, deadline: datetime
+    reads: int, interval: timedelta, timeout: timedelta, deadline: datetime, recent: bool
 ) -> bool:
-    if workflow.patched(WAIT_SCHEDULE_PATCH):
+    if recent or workflow.patched(WAIT_SCHEDULE_PATCH):
         return interval * reads <= timeout
     return workflow.now() + interval <= deadline
 
@@ -328,7 +328,7 @@ class StepRunner:
         this step's post check: one read of the world instead of two, when nothing else runs.
         Not for a step whose first read needs its own record (field probes)."""
         ctx, n = self.ctx, self.step.n
-        if not workflow.patched(FUSED_READS_PATCH):
+        if not (ctx.recent or workflow.patched(FUSED_READS_PATCH)):
             return None
         after = [s for s in ctx.plan.steps if s.depends_on == [n]]
         busy = [
@@ -482,7 +482,7 @@ class StepRunner:
         )
         try:
             summary = None
-            if self.ctx.summaries:
+            if self.ctx.recent:
                 summary = summaries.tool(self.step.n, self.ctx.version, self.step.tool, p.args)
             answer = await calls.call_tool(self.step.tool, call, self.effect, summary)
         except asyncio.CancelledError:
@@ -570,7 +570,9 @@ class StepRunner:
             failed = [r for r in answer.results if r.outcome is not Outcome.HOLDS]
             if not failed:
                 return None
-            in_time = bool(waits) and _next_read_in_time(reads, interval, timeout, deadline)
+            in_time = bool(waits) and _next_read_in_time(
+                reads, interval, timeout, deadline, self.ctx.recent
+            )
             d = route(self._situation(Kind.POST_VIOLATED, waits=in_time))
             if d.answer is not Answer.WAIT:
                 first = failed[0]
@@ -602,9 +604,9 @@ class StepRunner:
             lenient=lenient,
         )
         summary = None
-        if self.ctx.summaries:
+        if self.ctx.recent:
             summary = summaries.fused(self.step.n, m, self.ctx.version, req.conditions)
-        answer = await calls.probe(req, summary)
+        answer = await calls.probe(req, summary, local=self.ctx.recent)
         if not isinstance(answer, calls.Probed):
             return None
         mine = answer.report.model_copy(update={"results": answer.report.results[: len(p.post)]})
@@ -701,11 +703,11 @@ class StepRunner:
             lenient=lenient or [],
         )
         summary = None
-        if self.ctx.summaries:
+        if self.ctx.recent:
             summary = summaries.probe(phase, self.step.n, self.ctx.version, conds)
         began, outage_reads = workflow.now(), 0
         while True:
-            answer = await calls.probe(req, summary)
+            answer = await calls.probe(req, summary, local=self.ctx.recent)
             record = fold or outage_reads >= 2
             if isinstance(answer, calls.Probed):
                 bookkeeping.record_check(

@@ -36,26 +36,23 @@ with workflow.unsafe.imports_passed_through():
     )
     from records.run import CancelRequest, Carried, RunInput
     from workflows import options, summaries
-    from workflows.calls import LOCAL_PROBES_PATCH
-    from workflows.context import CONTINUE_AS_NEW_PATCH, VersionContext, key_tag
+    from workflows.context import VersionContext, key_tag
     from workflows.execution import Resumed, VersionOutcome, execute_version
-    from workflows.lifecycle import FUSED_READS_PATCH, WAIT_SCHEDULE_PATCH
 
 REPLAN_WORKFLOW = "Replan"
 
 # Runs that began before it neither upsert search attributes nor put summaries on what they
 # schedule: their histories must replay as they ran (an upsert is a command of its own).
+# A run that has it began on code with every earlier patch, and takes them without asking
+# (``VersionContext.recent``). Asked lazily, a patch first asked right after a local activity's
+# result could fail to replay: when a query reaches the worker while a local activity runs, the
+# workflow task may be completed with the activity's marker but before the code that follows
+# its result; replaying, that code runs one workflow task early, before the patch's marker is
+# announced ("Non-deprecated patch marker encountered for change
+# post-wait-reads-on-schedule"). And every patch marker costs two events (the marker and
+# TemporalChangeVersion): past ten in the workflow task before an Update, a refused Update is
+# no longer discarded but leaves a workflow task in the history.
 SEARCH_ATTRIBUTES_PATCH = "search-attributes"
-# The patches before it. A run that has "search-attributes" began with every one of them, and
-# decides them all in its first workflow task. Asked later, a patch whose question follows a
-# local activity's result can fail to replay: when a query reaches the worker while a local
-# activity runs, the workflow task may be completed with the activity's marker but before the
-# code that follows its result; replaying, that code runs a workflow task early, before the
-# patch's marker is announced ("Non-deprecated patch marker encountered ..."). Runs from before
-# keep asking as they did.
-EARLIER_PATCHES = (
-    LOCAL_PROBES_PATCH, FUSED_READS_PATCH, WAIT_SCHEDULE_PATCH, CONTINUE_AS_NEW_PATCH,
-)
 
 
 @workflow.defn(name="PlanRun")
@@ -173,9 +170,6 @@ class PlanRunWorkflow:
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
         self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
-        if self._metadata:
-            for patch in EARLIER_PATCHES:
-                workflow.patched(patch)
         self._registered = inp.search_attributes
         # what the client (or the run before, for a run that continued as new) set already
         self._upserted = visibility.current(workflow.info().typed_search_attributes)
@@ -261,7 +255,7 @@ class PlanRunWorkflow:
             base = VersionContext(
                 run_id=self._report.run_id, guarded=inp.plan, version=0, plan_made_at=made_at,
                 report=self._report, key_tag=key_tag(), history=inp.history,
-                outage_patience=patience, summaries=self._metadata,
+                outage_patience=patience, recent=self._metadata,
                 # the run's authority and policy are the first plan's, whatever a re-plan says
                 on_behalf_of=inp.plan.plan.on_behalf_of,
                 policy_bundle=inp.plan.plan.policy_bundle,
@@ -273,7 +267,7 @@ class PlanRunWorkflow:
                 plan_made_at=made_at, report=self._report, key_tag=c.key_tag,
                 history=inp.history, outage_patience=patience, on_behalf_of=c.on_behalf_of,
                 policy_bundle=c.policy_bundle, bound=dict(c.bound), verified=dict(c.verified),
-                summaries=self._metadata,
+                recent=self._metadata,
             )
             resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
         ctx = base
@@ -339,7 +333,7 @@ class PlanRunWorkflow:
             plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
             history=prev.history, outage_patience=prev.outage_patience,
             on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
-            bound=dict(prev.bound), verified=dict(prev.verified), summaries=prev.summaries,
+            bound=dict(prev.bound), verified=dict(prev.verified), recent=prev.recent,
         )
 
     async def _next_plan(
