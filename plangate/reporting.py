@@ -10,15 +10,16 @@ from temporalio.client import Client, WorkflowExecution
 
 from plangate.staleness import Finished, ToolStaleness
 from records.report import RunReport
+from workflows.plan_run import PLAN_RUN_WORKFLOW
 from world.settings import parse_duration
 
 FETCH_AT_ONCE = 32
-PLAN_RUN_TYPE = "PlanRun"
+
 
 
 def query(since: datetime, task_queue: str | None) -> str:
     stamp = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    q = (f'WorkflowType="{PLAN_RUN_TYPE}" AND ExecutionStatus="Completed" '
+    q = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus="Completed" '
          f'AND CloseTime > "{stamp}"')
     if task_queue is not None:
         if '"' in task_queue or "\\" in task_queue:

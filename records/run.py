@@ -74,6 +74,10 @@ class RunInput(BaseModel):
     # how long a step waits for a system that does not answer, then halts (README, "Outages")
     outage_patience_s: float = Field(default=900.0, ge=0)
     carried: Carried | None = None  # set when an earlier run of the chain continued as new
+    # the namespace has plangate's search attributes registered (``records.visibility``), as
+    # the client found at submission: only then does the run upsert them (an unregistered one
+    # would fail its workflow task forever). Carried across continue-as-new.
+    search_attributes: bool = False
 
 
 class CancelRequest(BaseModel):

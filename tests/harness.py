@@ -9,6 +9,7 @@ import contextlib
 import json
 import re
 import shutil
+import sys
 import tempfile
 import urllib.request
 import uuid
@@ -132,6 +133,14 @@ def stack_state(name: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def console_script(name: str) -> str:
+    """An installed console script (``plangate``, ``temporal``) next to this Python."""
+    script = Path(sys.executable).parent / name
+    if not script.is_file():
+        raise RuntimeError(f"{name} is not installed next to {sys.executable}")
+    return str(script)
+
+
 def s3_client(env: Mapping[str, str]) -> S3Client:
     """A boto3 S3 client from a stack's environment alone (its endpoint and credentials), never
     from this process's ``AWS_*`` variables."""
@@ -229,14 +238,14 @@ async def incident_account(world: World) -> Account:
     return account
 
 
-def polling_plan(job: str, replans_max: int = 0) -> dict[str, Any]:
-    """Request a job, then wait up to an hour (a read a minute) for it to be done; then a
-    second step."""
+def polling_plan(job: str, replans_max: int = 0, interval_s: int = 60) -> dict[str, Any]:
+    """Request a job, then wait up to an hour (a read a minute, or every ``interval_s``) for it
+    to be done; then a second step."""
     return {"goal": "re-export and load", "budget": {"replans_max": replans_max}, "steps": [
         {"n": 1, "tool": "warehouse.run_sql",
          "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "requested"}},
          "post": [{"probe": "job_state", "job_id": job, "want": "done",
-                   "wait": {"timeout_s": 3600, "interval_s": 60}}]},
+                   "wait": {"timeout_s": 3600, "interval_s": interval_s}}]},
         {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
          "args": {"statement": "select_one"}},
     ]}

@@ -88,7 +88,9 @@ async def test_a_failed_run_exits_1_with_its_report(client, settings, stack, buc
     out, err = capsys.readouterr()
     assert code == 1
     assert err == ""
-    run, step_1, step_2, failure = out.splitlines()
+    # stdout is no terminal: a plain line per change as the run went, then its summary
+    *changes, run, step_1, step_2, failure = out.splitlines()
+    assert any(" v1 step 1 s3.get: FAILED " in line for line in changes), changes
     assert run == f"run {run_id}: failed (plan version 1)"
     assert step_1.startswith("  v1 step 1 s3.get: FAILED [replan: a pre condition does not hold")
     assert step_2 == "  v1 step 2 s3.put: VOID"

@@ -46,8 +46,7 @@ from plangate.encryption import (
     EncryptionCodec,
     payload_codec,
 )
-from tests.harness import running_worker
-from tests.test_exit_codes import console_script
+from tests.harness import console_script, running_worker
 from world.clients import World
 from world.settings import ENCRYPTION_KEYS_VAR, Settings, parse_encryption_keys
 
@@ -111,6 +110,17 @@ SDK_RECORDS = {"core_local_activity": "data", "core_patch": "patch-data"}
 def run_payloads(e: HistoryEvent) -> Iterator[Payload]:
     """Every payload of an event but the SDK's own records."""
     if e.HasField("upsert_workflow_search_attributes_event_attributes"):
+        return
+    if e.HasField("workflow_execution_started_event_attributes"):
+        # search attributes are indexed by Temporal, so never encoded (README): only plangate's
+        # status, goal and awaiting flag, which this plan's goal keeps free of the address
+        started = e.workflow_execution_started_event_attributes
+        indexed = set(started.search_attributes.indexed_fields)
+        assert indexed <= {"PlangateStatus", "PlangateGoal", "PlangateAwaitingApproval"}, indexed
+        copy = type(e)()
+        copy.CopyFrom(e)
+        copy.workflow_execution_started_event_attributes.ClearField("search_attributes")
+        yield from payloads_in(copy)
         return
     if e.HasField("marker_recorded_event_attributes"):
         a = e.marker_recorded_event_attributes

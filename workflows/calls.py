@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
 
 PROBE_ACTIVITY = "probe.evaluate"
+LOCAL_PROBES_PATCH = "local-probes"  # runs started before probes ran locally call an activity
 
 
 @dataclass(frozen=True)
@@ -58,19 +59,23 @@ class CallLost:
 CallAnswer = Called | CallFailed | CallLost
 
 
-async def probe(req: ProbeRequest) -> ProbeAnswer:
+async def probe(
+    req: ProbeRequest, summary: str | None = None, *, local: bool = False
+) -> ProbeAnswer:
     """Read the world: a local activity (a probe is short, read-only and safe to repeat; no
     server round trip to schedule it, and a worker that dies mid-read reads again on replay,
-    since only a finished read is recorded)."""
+    since only a finished read is recorded). ``summary``: its one line in the Temporal UI;
+    ``local``: the run is recent enough not to ask the "local-probes" patch."""
     try:
         report: ProbeReport
-        if workflow.patched("local-probes"):
+        if local or workflow.patched(LOCAL_PROBES_PATCH):
             report = await workflow.execute_local_activity(
                 PROBE_ACTIVITY,
                 req,
                 result_type=ProbeReport,
                 start_to_close_timeout=options.PROBE.start_to_close_timeout,
                 retry_policy=options.PROBE.retry_policy,
+                summary=summary,
             )
         else:  # runs started before probes ran locally
             report = await workflow.execute_activity(
@@ -96,7 +101,9 @@ async def probe(req: ProbeRequest) -> ProbeAnswer:
     return Probed(report)
 
 
-async def call_tool(tool: str, call: ToolCall, effect: Effect) -> CallAnswer:
+async def call_tool(
+    tool: str, call: ToolCall, effect: Effect, summary: str | None = None
+) -> CallAnswer:
     opts = options.tool_options(effect)
     try:
         result: ToolResult = await workflow.execute_activity(
@@ -107,6 +114,7 @@ async def call_tool(tool: str, call: ToolCall, effect: Effect) -> CallAnswer:
             heartbeat_timeout=opts.heartbeat_timeout,
             retry_policy=opts.retry_policy,
             cancellation_type=opts.cancellation_type,
+            summary=summary,
         )
     except ActivityError as e:
         cause = e.cause

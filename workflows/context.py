@@ -52,6 +52,10 @@ class VersionContext:
     history: HistoryBound = field(default_factory=HistoryBound)
     # how long a step waits for a system that does not answer before it halts
     outage_patience: timedelta = timedelta(minutes=15)
+    # the run began with the "search-attributes" patch (``plan_run.SEARCH_ATTRIBUTES_PATCH``),
+    # so on code that has every patch before it: those are taken without asking (their markers
+    # are never written), and what it schedules carries a one-line summary
+    recent: bool = False
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False
@@ -70,7 +74,7 @@ class VersionContext:
             or info.get_current_history_size() >= self.history.bytes // 2
             or info.is_continue_as_new_suggested()
         )
-        if over and workflow.patched(CONTINUE_AS_NEW_PATCH):
+        if over and (self.recent or workflow.patched(CONTINUE_AS_NEW_PATCH)):
             self.parking = True
         return self.parking
 

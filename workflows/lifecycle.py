@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         StepState,
     )
     from records.run import Parked, ParkedAt
-    from workflows import bookkeeping, calls, metrics, options
+    from workflows import bookkeeping, calls, metrics, options, summaries
     from workflows.context import VersionContext
     from workflows.router import Decision, Kind, Situation, route
 
@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
 # before this patch keep the rule they started with (the next read had to be due by the clock
 # before the deadline, so the time the reads took could cost the last one).
 WAIT_SCHEDULE_PATCH = "post-wait-reads-on-schedule"
+# Runs that began before it read the next step's first condition on its own.
+FUSED_READS_PATCH = "fused-reads"
 
 
 # A read or write whose call was lost (its worker died, or it timed out after its attempts) is
@@ -55,9 +57,9 @@ LOST_CALL_PATCH = "lost-call-retried"
 
 
 def _next_read_in_time(
-    reads: int, interval: timedelta, timeout: timedelta, deadline: datetime
+    reads: int, interval: timedelta, timeout: timedelta, deadline: datetime, recent: bool
 ) -> bool:
-    if workflow.patched(WAIT_SCHEDULE_PATCH):
+    if recent or workflow.patched(WAIT_SCHEDULE_PATCH):
         return interval * reads <= timeout
     return workflow.now() + interval <= deadline
 
@@ -335,7 +337,7 @@ class StepRunner:
         this step's post check: one read of the world instead of two, when nothing else runs.
         Not for a step whose first read needs its own record (field probes)."""
         ctx, n = self.ctx, self.step.n
-        if not workflow.patched("fused-reads"):
+        if not (ctx.recent or workflow.patched(FUSED_READS_PATCH)):
             return None
         after = [s for s in ctx.plan.steps if s.depends_on == [n]]
         busy = [
@@ -497,7 +499,10 @@ class StepRunner:
             on_behalf_of=self.ctx.on_behalf_of, policy_bundle=self.ctx.policy_bundle,
         )
         try:
-            answer = await calls.call_tool(self.step.tool, call, self.effect)
+            summary = None
+            if self.ctx.recent:
+                summary = summaries.tool(self.step.n, self.ctx.version, self.step.tool, p.args)
+            answer = await calls.call_tool(self.step.tool, call, self.effect, summary)
         except asyncio.CancelledError:
             # the run was cancelled while the call was in flight (and has ended: the activity
             # waits for its cancellation to complete): what really happened, read by probes
@@ -586,7 +591,9 @@ class StepRunner:
             failed = [r for r in answer.results if r.outcome is not Outcome.HOLDS]
             if not failed:
                 return None
-            in_time = bool(waits) and _next_read_in_time(reads, interval, timeout, deadline)
+            in_time = bool(waits) and _next_read_in_time(
+                reads, interval, timeout, deadline, self.ctx.recent
+            )
             d = route(self._situation(Kind.POST_VIOLATED, waits=in_time))
             if d.answer is not Answer.WAIT:
                 first = failed[0]
@@ -617,7 +624,10 @@ class StepRunner:
             step=p.ref, conditions=[*p.post, *first], idempotency_key=p.key, output=refs,
             lenient=lenient,
         )
-        answer = await calls.probe(req)
+        summary = None
+        if self.ctx.recent:
+            summary = summaries.fused(self.step.n, m, self.ctx.version, req.conditions)
+        answer = await calls.probe(req, summary, local=self.ctx.recent)
         if not isinstance(answer, calls.Probed):
             return None
         mine = answer.report.model_copy(update={"results": answer.report.results[: len(p.post)]})
@@ -714,9 +724,12 @@ class StepRunner:
             step=p.ref, conditions=conds, idempotency_key=p.key, output=refs,
             lenient=lenient or [],
         )
+        summary = None
+        if self.ctx.recent:
+            summary = summaries.probe(phase, self.step.n, self.ctx.version, conds)
         began, outage_reads = workflow.now(), 0
         while True:
-            answer = await calls.probe(req)
+            answer = await calls.probe(req, summary, local=self.ctx.recent)
             record = fold or outage_reads >= 2
             if isinstance(answer, calls.Probed):
                 bookkeeping.record_check(

@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from plans.guards import GuardedPlan
+    from records import visibility
     from records.approvals import (
         Answered,
         ApprovalAnswer,
@@ -34,12 +35,25 @@ with workflow.unsafe.imports_passed_through():
         StepTimings,
     )
     from records.run import CancelRequest, Carried, RunInput
-    from workflows import options
+    from workflows import options, summaries
     from workflows.context import VersionContext, key_tag
     from workflows.execution import Resumed, VersionOutcome, execute_version
 
 REPLAN_WORKFLOW = "Replan"
 PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists it
+
+# Runs that began before it neither upsert search attributes nor put summaries on what they
+# schedule: their histories must replay as they ran (an upsert is a command of its own).
+# A run that has it began on code with every earlier patch, and takes them without asking
+# (``VersionContext.recent``). Asked lazily, a patch first asked right after a local activity's
+# result could fail to replay: when a query reaches the worker while a local activity runs, the
+# workflow task may be completed with the activity's marker but before the code that follows
+# its result; replaying, that code runs one workflow task early, before the patch's marker is
+# announced ("Non-deprecated patch marker encountered for change
+# post-wait-reads-on-schedule"). And every patch marker costs two events (the marker and
+# TemporalChangeVersion): past ten in the workflow task before an Update, a refused Update is
+# no longer discarded but leaves a workflow task in the history.
+SEARCH_ATTRIBUTES_PATCH = "search-attributes"
 
 
 @workflow.defn(name=PLAN_RUN_WORKFLOW)
@@ -61,6 +75,12 @@ class PlanRunWorkflow:
             )
         self._versions: asyncio.Task[RunInput | None] | None = None
         self._stopped_by_signal = False
+        # what the Temporal UI and visibility show of the run (``_show``)
+        self._metadata = False  # summaries and search attributes: not in runs from before
+        self._registered = False  # the namespace has the search attributes (the input says)
+        self._goal = visibility.short_goal(self._report.goal)
+        self._shown: tuple[RunStatus, int, int] | None = None
+        self._upserted: visibility.Values | None = None
 
     @workflow.query(name="report")
     def report(self) -> RunReport:
@@ -152,8 +172,14 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
+        self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+        self._registered = inp.search_attributes
+        # what the client (or the run before, for a run that continued as new) set already
+        self._upserted = visibility.current(workflow.info().typed_search_attributes)
         if self._report.status is RunStatus.QUEUED:
             self._report.status = RunStatus.RUNNING
+        self._show()
+        shown = asyncio.create_task(self._keep_shown())
         self._versions = asyncio.create_task(self._run_versions(inp))
         if self._stopped_by_signal:  # signalled before the run began
             self._versions.cancel()
@@ -161,16 +187,62 @@ class PlanRunWorkflow:
             following = await self._versions
             if following is not None:  # the history is long: the run goes on in a new one
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                shown.cancel()
+                self._hand_over()
                 workflow.continue_as_new(following)
         except asyncio.CancelledError:
             self._cancelled()
+            self._show()
             if not self._stopped_by_signal:
                 raise  # Temporal asked (UI, CLI, API): the execution ends canceled
         except Exception as e:
             # A bug, or input no check caught: retrying the workflow task could never change
             # it. The run fails, with its report, instead of hanging as "running".
             self._crashed(e)
+        self._show()  # the final status, in the same workflow task as the run's end
+        shown.cancel()
         return self._report
+
+    # -- what the Temporal UI and visibility show -----------------------------------------------
+    def _show(self) -> None:
+        """The run's status as its current details (no command) and, where the namespace has
+        them registered, as search attributes: upserted when they change (one command)."""
+        r = self._report
+        now = (r.status, r.plan_version, r.replans_used)
+        if now == self._shown:
+            return
+        self._shown = now
+        workflow.set_current_details(
+            f"**{r.status.value}** · plan version {r.plan_version} · re-plans "
+            f"{r.replans_used} of {r.replans_max}"
+        )
+        if not (self._metadata and self._registered):
+            return
+        values = visibility.values(r.status, self._goal)
+        changes = visibility.updates(values, self._upserted)
+        if changes:
+            workflow.upsert_search_attributes(changes)
+            self._upserted = values
+
+    def _hand_over(self) -> None:
+        """This execution continues as new: its attributes say so (``continued``, waiting for
+        no one), so that a query for the runs awaiting approval finds the execution that holds
+        the card, not every one the run went through."""
+        if self._metadata and self._registered:
+            values = (visibility.CONTINUED, self._goal, False)
+            changes = visibility.updates(values, self._upserted)
+            if changes:
+                workflow.upsert_search_attributes(changes)
+
+    async def _keep_shown(self) -> None:
+        """``_show`` whenever the status changes (a card published or answered, a re-plan):
+        the steps change it deep in their own code; this is the one place that publishes."""
+        r = self._report
+        while True:
+            await workflow.wait_condition(
+                lambda: (r.status, r.plan_version, r.replans_used) != self._shown
+            )
+            self._show()
 
     async def _run_versions(self, inp: RunInput) -> RunInput | None:
         """Plan versions until the run ends (None), or until its history is long enough that
@@ -186,7 +258,7 @@ class PlanRunWorkflow:
             base = VersionContext(
                 run_id=self._report.run_id, guarded=inp.plan, version=0, plan_made_at=made_at,
                 report=self._report, key_tag=key_tag(), history=inp.history,
-                outage_patience=patience,
+                outage_patience=patience, recent=self._metadata,
                 # the run's authority and policy are the first plan's, whatever a re-plan says
                 on_behalf_of=inp.plan.plan.on_behalf_of,
                 policy_bundle=inp.plan.plan.policy_bundle,
@@ -198,6 +270,7 @@ class PlanRunWorkflow:
                 plan_made_at=made_at, report=self._report, key_tag=c.key_tag,
                 history=inp.history, outage_patience=patience, on_behalf_of=c.on_behalf_of,
                 policy_bundle=c.policy_bundle, bound=dict(c.bound), verified=dict(c.verified),
+                recent=self._metadata,
             )
             resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
         ctx = base
@@ -236,6 +309,7 @@ class PlanRunWorkflow:
         return RunInput(
             plan=plan, history=ctx.history,
             outage_patience_s=ctx.outage_patience.total_seconds(), carried=carried,
+            search_attributes=self._registered,
         )
 
     def _begin(
@@ -262,7 +336,7 @@ class PlanRunWorkflow:
             plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
             history=prev.history, outage_patience=prev.outage_patience,
             on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
-            bound=dict(prev.bound), verified=dict(prev.verified),
+            bound=dict(prev.bound), verified=dict(prev.verified), recent=prev.recent,
         )
 
     async def _next_plan(
@@ -334,6 +408,11 @@ class PlanRunWorkflow:
         return out
 
     async def _ask(self, req: ReplanRequest, attempt: int) -> ReplanOutcome:
+        f = req.failure
+        summary = (
+            summaries.replan(attempt, self._report.run_id, f.step, f.plan_version, f.code)
+            if self._metadata else None
+        )
         try:
             out: ReplanOutcome = await workflow.execute_child_workflow(
                 REPLAN_WORKFLOW,
@@ -341,6 +420,7 @@ class PlanRunWorkflow:
                 id=f"{self._report.run_id}/replan-{attempt}",
                 result_type=ReplanOutcome,
                 execution_timeout=options.REPLAN_EXECUTION_TIMEOUT,
+                static_summary=summary,
             )
         except ChildWorkflowError as e:
             return ReplanOutcome(reason=f"the replan workflow failed: {e.cause or e}")

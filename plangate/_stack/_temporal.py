@@ -10,13 +10,22 @@ import subprocess
 import time
 from pathlib import Path
 
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
 from temporalio.client import Client
+from temporalio.service import RPCError
 
-from . import HOST, StackError, find_script, log_tail
+from records.visibility import KEYS, registration
+
+from . import HOST, StackError, find_script, log, log_tail
 
 
 class TemporalDevServer:
-    """``temporal server start-dev`` on ``HOST:port`` with its state in ``db_file``.
+    """``temporal server start-dev`` on ``HOST:port`` with its state in ``db_file``, plangate's
+    search attributes registered.
 
     The child runs in its own session (so a Ctrl-C on the terminal reaches us, not it), and
     ``stop`` ends its whole process group.
@@ -56,6 +65,8 @@ class TemporalDevServer:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         if self.namespace != "default":
             cmd += ["--namespace", self.namespace]
+        for name, kind in registration():  # plangate's search attributes (records.visibility)
+            cmd += ["--search-attribute", f"{name}={kind}"]
         return cmd
 
     async def start(self, wait_s: float = 60.0) -> None:
@@ -73,10 +84,15 @@ class TemporalDevServer:
                     Client.connect(self.address, namespace=self.namespace), timeout=5
                 )
                 await client.count_workflows()
-                return
             except Exception as e:  # not up yet
                 last = e
                 await asyncio.sleep(0.1)
+                continue
+            try:
+                await register_search_attributes(client, self.namespace)
+            except RPCError as e:  # runs are not findable by status; they run all the same
+                log.warning("plangate's search attributes could not be registered: %s", e)
+            return
         self.stop()
         raise StackError(
             f"temporal dev server did not answer on {self.address} within {wait_s:.0f}s "
@@ -104,6 +120,25 @@ class TemporalDevServer:
         except subprocess.TimeoutExpired:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+async def register_search_attributes(client: Client, namespace: str) -> list[str]:
+    """Register those of plangate's search attributes the namespace lacks; their names. The
+    ``--search-attribute`` flags register them only in a new database: a state directory from
+    before they existed gets them here."""
+    have = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    missing = {
+        k.name: IndexedValueType.ValueType(int(k.indexed_value_type))
+        for k in KEYS
+        if k.name not in have.custom_attributes
+    }
+    if missing:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
+        )
+    return sorted(missing)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

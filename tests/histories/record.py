@@ -186,6 +186,11 @@ SCENARIOS: dict[str, Scenario] = {
     "cancelled": cancelled,
     "continued_as_new": continued_as_new,
     "lost_write_retried": lost_write_retried,
+    # the same paths recorded with the "search-attributes" patch (upserts of plangate's search
+    # attributes, summaries on what the run schedules): the new branch replays too
+    "approved_findable": approved,
+    "cancelled_findable": cancelled,
+    "continued_as_new_findable": continued_as_new,
 }
 
 

@@ -1,0 +1,340 @@
+"""What ``plangate run --wait`` and ``plangate watch`` show while a run goes, and what
+``plangate status`` prints: all of it read from the run report (the workflow's ``report``
+query, polled).
+
+On a terminal, a table updated in place (rich's ``Live``): each step's state, how long it has
+taken, its tool attempts, the outcome of its last check, the answer its failure got and why;
+the re-plans as they happen; each approval card with the command that answers it. Elsewhere
+(a pipe, a file, a CI log) one plain line per change, then the run's summary.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TextIO
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from records.approvals import CardStatus
+from records.calls import Outcome
+from records.report import RunReport, RunStatus, StepReport, StepState
+
+if TYPE_CHECKING:
+    from plangate.api import Plangate
+
+POLL_S = 0.5  # how often the report is read
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+STATE_STYLES = {
+    StepState.PENDING: "dim",
+    StepState.AWAITING_APPROVAL: "bold yellow",
+    StepState.PROBING: "cyan",
+    StepState.EXECUTING: "bold cyan",
+    StepState.VERIFYING: "cyan",
+    StepState.DONE: "green",
+    StepState.SKIPPED: "green",
+    StepState.WAITING: "yellow",
+    StepState.REPLANNING: "magenta",
+    StepState.HALTED: "bold red",
+    StepState.FAILED: "bold red",
+    StepState.CANCELLED: "red",
+    StepState.VOID: "dim",
+}
+STATUS_STYLES = {
+    RunStatus.QUEUED: "dim",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.AWAITING_APPROVAL: "bold yellow",
+    RunStatus.SUCCEEDED: "bold green",
+    RunStatus.HALTED: "bold red",
+    RunStatus.CANCELLED: "red",
+    RunStatus.FAILED: "bold red",
+}
+
+
+# -- reading the report ----------------------------------------------------------------------
+def clock(seconds: float) -> str:
+    """``4.2s`` under a minute, ``12:05`` under an hour, ``3:02:41`` beyond."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    h, rest = divmod(whole, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def span(seconds: float) -> str:
+    """A time left, roughly: ``23.9h``, ``15.0m``, ``42s``."""
+    if seconds <= 0:
+        return "0s (expired)"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def elapsed(step: StepReport, now: datetime) -> float | None:
+    """Seconds since the step left PENDING, until it ended (or until ``now``); None for a
+    step that never began."""
+    t = step.transitions
+    if not t or step.state in (StepState.PENDING, StepState.VOID):
+        return None
+    end = (t[-1].last_at or t[-1].at) if step.state.final else now
+    return max(0.0, (end - t[0].at).total_seconds())
+
+
+def last_check(step: StepReport) -> str:
+    """The outcome of the step's latest read: ``post: job_state violated (job is requested)``."""
+    if not step.checks:
+        return ""
+    c = step.checks[-1]
+    reads = f" ({c.reads} reads)" if c.reads > 1 else ""
+    failed = [r for r in c.results if r.outcome is not Outcome.HOLDS]
+    if not failed:
+        return f"{c.phase}: holds{reads}"
+    r = failed[0]
+    more = f" (+{len(failed) - 1})" if len(failed) > 1 else ""
+    detail = f": {r.detail}" if r.detail else ""
+    return f"{c.phase}: {r.condition.probe} {r.outcome}{more}{detail}{reads}"
+
+
+def why(step: StepReport) -> str:
+    return f"{step.answer}: {step.reason}" if step.answer else step.reason
+
+
+def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
+    """Each approval card readably: what will happen, to what, its digest, its expiry; a
+    waiting card with the commands that answer it."""
+    now = now or datetime.now(UTC)
+    out: list[str] = []
+    for a in rep.approvals:
+        c = a.card
+        args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
+        out.append(f"  card for v{a.plan_version} step {a.step}: {a.status.value}")
+        out.append(f"    will call {c.tool}({args}) [{c.effect}]")
+        for claim, seen in c.observed.items():
+            out.append(f"    observed {claim}: {seen}")
+        if c.on_behalf_of or c.policy_bundle:
+            out.append(f"    on behalf of {c.on_behalf_of or '-'}, policy {c.policy_bundle or '-'}")
+        out.append(f"    digest {a.digest}")
+        if a.answer is not None:
+            x = a.answer
+            said = f": {x.reason}" if x.reason else ""
+            out.append(f"    {x.decision} by {x.by or 'someone'} at {x.at.isoformat()}{said}")
+        elif a.status is CardStatus.PENDING:
+            left = (a.expires_at - now).total_seconds()
+            out.append(f"    expires in {span(left)} ({a.expires_at.isoformat()})")
+            out.append(f"    plangate approve {rep.run_id} --step {a.step} --digest {a.digest}")
+            out.append(
+                f"    plangate reject {rep.run_id} --step {a.step} --digest {a.digest} "
+                "--reason TEXT"
+            )
+    return out
+
+
+def replan_lines(rep: RunReport) -> list[str]:
+    out = []
+    for r in rep.replans:
+        verdict = f"accepted: plan version {r.after_version + 1}" if r.accepted else "refused"
+        said = f" ({r.reason})" if r.reason else ""
+        by = f" by {r.backend}" if r.backend else ""
+        out.append(
+            f"  re-plan {r.attempt} of {rep.replans_max} after v{r.after_version} step "
+            f"{r.after_step}{by}: {verdict}{said}"
+        )
+        out += [f"    - {p}" for p in r.problems]
+    return out
+
+
+def outcome_lines(rep: RunReport) -> list[str]:
+    lines = []
+    if rep.failure:
+        f = rep.failure
+        lines.append(
+            f"  failure: step {f.step} {f.tool} {f.code} (retryable: {str(f.retryable).lower()})"
+            f" {f.detail}"
+        )
+    if rep.escalation:
+        lines.append(f"  escalation: {rep.escalation}")
+    if rep.cancellation:
+        c = rep.cancellation
+        lines.append(f"  cancelled by {c.requester or 'someone'}: {c.reason or 'no reason given'}")
+    return lines
+
+
+def summary(rep: RunReport) -> str:
+    """The run report in a few lines (``plangate status``, and the end of a plain watch)."""
+    lines = [f"run {rep.run_id}: {rep.status.value} (plan version {rep.plan_version})"]
+    if rep.starts_at is not None:
+        lines.append(f"  queued: starts at {rep.starts_at.isoformat()}")
+    for s in rep.steps:
+        reason = f" [{s.answer}: {s.reason}]" if s.answer else ""
+        lines.append(f"  v{s.plan_version} step {s.n} {s.tool}: {s.state.value}{reason}")
+    lines += outcome_lines(rep)
+    lines += card_lines(rep)
+    return "\n".join(lines)
+
+
+# -- on a terminal: a table updated in place -------------------------------------------------
+def _run_elapsed(rep: RunReport, now: datetime) -> float | None:
+    began = [s.transitions[0].at for s in rep.steps if s.transitions]
+    if not began:
+        return None
+    ended = [s.transitions[-1].last_at or s.transitions[-1].at for s in rep.steps if s.transitions]
+    return ((max(ended) if rep.status.final else now) - min(began)).total_seconds()
+
+
+def _shown_steps(rep: RunReport, room: int) -> tuple[list[StepReport], Counter[str]]:
+    """The steps that fit ``room`` rows: those in flight first, then the next pending ones,
+    then the latest finished; and a count, by state, of the rest."""
+    if len(rep.steps) <= room:
+        return list(rep.steps), Counter()
+
+    def latest(s: StepReport) -> datetime:
+        return s.transitions[-1].last_at or s.transitions[-1].at if s.transitions else _EPOCH
+
+    active = [s for s in rep.steps if not s.state.final and s.state is not StepState.PENDING]
+    pending = [s for s in rep.steps if s.state is StepState.PENDING]
+    ended = sorted((s for s in rep.steps if s.state.final), key=latest, reverse=True)
+    chosen = (active + pending[: max(1, room // 4)] + ended + pending)[:room]
+    keep = {id(s) for s in chosen}
+    hidden = Counter(s.state.value for s in rep.steps if id(s) not in keep)
+    return [s for s in rep.steps if id(s) in keep], hidden
+
+
+def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
+    """The live view of ``rep`` at ``now`` (``height``: the terminal's rows, 0 for no limit)."""
+    head = Text.assemble(
+        ("run ", "bold"), (rep.run_id, "bold"), "  ",
+        (rep.status.value, STATUS_STYLES[rep.status]),
+        f"  plan version {rep.plan_version}",
+        f"  re-plans {rep.replans_used} of {rep.replans_max}",
+    )
+    took = _run_elapsed(rep, now)
+    if took is not None:
+        head.append(f"  {clock(took)}")
+    parts: list[RenderableType] = [head, Text(f"goal: {rep.goal}", style="dim")]
+    if rep.starts_at is not None:
+        parts.append(Text(f"queued: starts at {rep.starts_at.isoformat()}", style="yellow"))
+    table = Table(expand=True, show_edge=False, pad_edge=False)
+    for name, kw in (
+        ("step", {"justify": "right", "no_wrap": True}),
+        ("tool", {"no_wrap": True}),
+        ("state", {"no_wrap": True}),
+        ("elapsed", {"justify": "right", "no_wrap": True}),
+        ("tries", {"justify": "right", "no_wrap": True}),
+        ("last check", {"ratio": 2}),
+        ("answer and reason", {"ratio": 3}),
+    ):
+        table.add_column(name, **kw)
+    extra = card_lines(rep, now) + replan_lines(rep) + outcome_lines(rep)
+    room = max(5, height - 8 - len(extra)) if height else len(rep.steps)
+    steps, hidden = _shown_steps(rep, room)
+    many = len({s.plan_version for s in rep.steps}) > 1
+    for s in steps:
+        took_s = elapsed(s, now)
+        dim = "dim" if s.plan_version != rep.plan_version else ""
+        table.add_row(
+            f"v{s.plan_version}·{s.n}" if many else str(s.n),
+            s.tool,
+            Text(s.state.value, style=STATE_STYLES[s.state]),
+            clock(took_s) if took_s is not None else "-",
+            str(s.attempts) if s.attempts else "",
+            last_check(s),
+            why(s),
+            style=dim,
+        )
+    parts.append(table)
+    if hidden:
+        rest = ", ".join(f"{n} {state}" for state, n in sorted(hidden.items()))
+        parts.append(Text(f"  ... and {sum(hidden.values())} more: {rest}", style="dim"))
+    for line in replan_lines(rep):
+        parts.append(Text(line, style="magenta"))
+    for line in outcome_lines(rep):
+        parts.append(Text(line, style="red"))
+    for line in card_lines(rep, now):
+        command = line.lstrip().startswith("plangate ")
+        parts.append(Text(line, style="bold" if command else "yellow", overflow="fold"))
+    return Group(*parts)
+
+
+# -- elsewhere: a line per change ------------------------------------------------------------
+@dataclass
+class PlainLines:
+    """One line for each change between successive reports: the run's status, a step's state,
+    answer or attempts, a re-plan, a card."""
+
+    steps: dict[tuple[int, int], tuple[object, ...]] = field(default_factory=dict)
+    status: RunStatus | None = None
+    replans: int = 0
+    cards: dict[tuple[int, int, str], CardStatus] = field(default_factory=dict)
+
+    def changes(self, rep: RunReport, now: datetime) -> list[str]:
+        stamp = now.astimezone().strftime("%H:%M:%S")
+        out: list[str] = []
+        if rep.status is not self.status:
+            self.status = rep.status
+            out.append(f"{stamp} run {rep.run_id}: {rep.status.value} "
+                       f"(plan version {rep.plan_version})")
+        for s in rep.steps:
+            key = (s.plan_version, s.n)
+            seen = (s.state, s.answer, s.reason, s.attempts)
+            if self.steps.get(key) == seen or (key not in self.steps and s.state is
+                                               StepState.PENDING):
+                self.steps[key] = seen
+                continue
+            self.steps[key] = seen
+            took = elapsed(s, now)
+            line = f"{stamp} v{s.plan_version} step {s.n} {s.tool}: {s.state.value}"
+            if took is not None:
+                line += f" after {clock(took)}"
+            if s.attempts:
+                line += f", {s.attempts} tool attempt{'s' if s.attempts > 1 else ''}"
+            if s.answer:
+                line += f" [{why(s)}]"
+            if check := last_check(s):
+                line += f"; last check {check}"
+            out.append(line)
+        for line in replan_lines(rep)[self.replans:]:
+            out.append(f"{stamp}{line}")
+        self.replans = len(replan_lines(rep))
+        for a in rep.approvals:
+            key2 = (a.plan_version, a.step, a.digest)
+            if self.cards.get(key2) is a.status:
+                continue
+            self.cards[key2] = a.status
+            if a.status is CardStatus.PENDING:
+                out.append(f"{stamp} card for v{a.plan_version} step {a.step} waits for a person:")
+                out += card_lines(rep.model_copy(update={"approvals": [a]}), now)[1:]
+            else:
+                out.append(f"{stamp} card for v{a.plan_version} step {a.step}: {a.status.value}")
+        return out
+
+
+# -- following a run -------------------------------------------------------------------------
+async def follow(
+    api: Plangate, run_id: str, out: TextIO, *, live: bool | None = None, every_s: float = POLL_S
+) -> RunReport:
+    """Show the run on ``out`` until it ends: a live table when ``out`` is a terminal (or
+    ``live``), else plain lines and the summary. The final report."""
+    live = out.isatty() if live is None else live
+    rep: RunReport | None = None
+    if live:
+        console = Console(file=out, highlight=False)
+        with Live(console=console, auto_refresh=False, transient=False) as view:
+            async for rep in api.poll(run_id, every_s):
+                view.update(render(rep, datetime.now(UTC), console.height), refresh=True)
+    else:
+        lines = PlainLines()
+        async for rep in api.poll(run_id, every_s):
+            for line in lines.changes(rep, datetime.now(UTC)):
+                print(line, file=out, flush=True)
+    if rep is None:  # pragma: no cover - poll always yields the final report
+        rep = await api.result(run_id)
+    if not live:
+        print(summary(rep), file=out, flush=True)
+    return rep

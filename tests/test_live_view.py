@@ -1,0 +1,219 @@
+"""`plangate watch ID` on a real (pseudo-)terminal: a table updated in place, with each step's
+elapsed time and a waiting step's reason; on a pipe, plain lines and no escape codes. Real
+subprocesses of the installed script, against a real worker, Temporal and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import io
+import os
+import re
+import struct
+import termios
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from rich.console import Console
+
+from plangate.api import Plangate
+from plangate.view import render
+from plans.model import Effect
+from records.approvals import ApprovalCard, ApprovalRecord
+from records.report import (
+    ReplanRecord,
+    RunReport,
+    RunStatus,
+    StepReport,
+    StepState,
+    StepTimings,
+    Transition,
+)
+from tests.harness import console_script, polling_plan, running_worker, until_state
+
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+ELAPSED = r"(\d+\.\ds|\d+:\d\d)"  # 4.2s, 1:05
+SEP = r"[\s│]+"  # between the cells of a row
+ROWS, COLS = 40, 160
+
+
+def plain(raw: bytes) -> str:
+    return ANSI.sub("", raw.decode(errors="replace")).replace("\r", "")
+
+
+class Terminal:
+    """A pseudo-terminal of ``ROWS`` x ``COLS`` for a child process, and what it wrote there,
+    read as it writes (a thread; the child's side closed, reading ends)."""
+
+    def __init__(self) -> None:
+        self.master, self.slave = os.openpty()
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        self.raw = bytearray()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+
+    def started(self) -> None:
+        """The child has the slave side: ours is closed, so its exit ends our reading."""
+        os.close(self.slave)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: the child's side is closed
+                return
+            if not chunk:
+                return
+            self.raw += chunk
+
+    def close(self) -> None:
+        self._reader.join(timeout=10)
+        with contextlib.suppress(OSError):
+            os.close(self.master)
+
+    @property
+    def text(self) -> str:
+        return plain(bytes(self.raw))
+
+
+async def until(
+    what: str, ready: Callable[[], bool], shown: Callable[[], str], seconds: float = 30
+) -> None:
+    for _ in range(int(seconds / 0.1)):
+        if ready():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never saw {what}; the end of what was shown:\n{shown()[-3000:]}")
+
+
+def waiting_rows(text: str) -> list[str]:
+    """The table rows of step 1 while it waits, as the terminal showed them."""
+    row = re.compile(
+        rf"^\s*1{SEP}warehouse\.run_sql{SEP}WAITING{SEP}{ELAPSED}{SEP}.*wait: the post condition "
+        r"declares a wait"
+    )
+    return [line for line in text.splitlines() if row.search(line)]
+
+
+async def test_watch_on_a_terminal_and_on_a_pipe(client, settings, stack, pg):
+    job = f"view-{uuid.uuid4().hex[:8]}"
+    script = console_script("plangate")
+    async with running_worker(client, settings) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(polling_plan(job, interval_s=1))
+        await until_state(api.handle(run_id), 1, "WAITING")  # its first read saw "requested"
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env.update({**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue,
+                    "TERM": "xterm-256color"})
+        tty = Terminal()
+        on_tty = await asyncio.create_subprocess_exec(
+            script, "watch", run_id, stdin=tty.slave, stdout=tty.slave, stderr=tty.slave,
+            env=env,
+        )
+        tty.started()
+        on_pipe = await asyncio.create_subprocess_exec(
+            script, "watch", run_id, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env,
+        )
+        try:
+            # the live view: the waiting step, its reason, its elapsed time growing
+            await until("the waiting step shown twice with different elapsed times",
+                        lambda: len({re.search(ELAPSED, r).group(0)  # type: ignore[union-attr]
+                                     for r in waiting_rows(tty.text)}) >= 2,
+                        lambda: tty.text)
+            await pg.execute("UPDATE plangate.jobs SET state = 'done' WHERE job_id = %s", (job,))
+            code = await asyncio.wait_for(on_tty.wait(), 60)
+            out, err = await asyncio.wait_for(on_pipe.communicate(), 60)
+        finally:
+            for proc in (on_tty, on_pipe):
+                if proc.returncode is None:
+                    proc.kill()
+            tty.close()
+    assert code == 0 and on_pipe.returncode == 0, (tty.text[-2000:], err)
+
+    # on the terminal: drawn in place (the cursor moved back over the table), ...
+    raw = bytes(tty.raw)
+    assert b"\x1b[" in raw and (b"\x1b[2K" in raw or re.search(rb"\x1b\[\d*A", raw))
+    screen = tty.text
+    first = waiting_rows(screen)[0]
+    assert re.search(r"post: job_state violated", first), first  # the last check's outcome
+    # ... and the last frame is the run's end: both steps done, each with its elapsed time
+    last = screen[screen.rindex(f"run {run_id}"):]
+    assert "succeeded" in last.splitlines()[0]
+    for n in (1, 2):
+        assert re.search(rf"^\s*{n}{SEP}warehouse\.run_sql{SEP}DONE{SEP}{ELAPSED}{SEP}", last,
+                         re.MULTILINE), last
+
+    # on a pipe: plain lines, no escape codes, a line per change, then the summary
+    text = out.decode()
+    assert "\x1b" not in text and err == b""
+    lines = text.splitlines()
+    waited = [line for line in lines if " v1 step 1 warehouse.run_sql: WAITING after " in line]
+    assert waited and "[wait: the post condition declares a wait]" in waited[0], text
+    assert re.search(rf"WAITING after {ELAPSED}", waited[0])
+    assert any(re.search(rf"v1 step 2 warehouse\.run_sql: DONE after {ELAPSED}", line)
+               for line in lines), text
+    assert lines[-3:] == [
+        f"run {run_id}: succeeded (plan version 1)",
+        "  v1 step 1 warehouse.run_sql: DONE [wait: the post condition declares a wait]",
+        "  v1 step 2 warehouse.run_sql: DONE",
+    ]
+
+
+def shown(rep: RunReport, height: int = 0) -> str:
+    screen = io.StringIO()
+    Console(file=screen, width=COLS, force_terminal=False).print(render(rep, NOW, height))
+    return screen.getvalue()
+
+
+NOW = datetime(2026, 3, 12, 7, 30, tzinfo=UTC)
+
+
+def step(version: int, n: int, state: str, began_s_ago: float | None = None) -> StepReport:
+    rep = StepReport(n=n, tool="customer.update", plan_version=version, effect=Effect.WRITE,
+                     state=StepState(state), timings=StepTimings(plan_made_at=NOW))
+    if began_s_ago is not None:
+        rep.transitions = [Transition(state=StepState.PROBING,
+                                      at=NOW - timedelta(seconds=began_s_ago)),
+                           Transition(state=StepState(state), at=NOW)]
+    return rep
+
+
+def test_the_view_shows_re_plans_and_the_card_waiting():
+    card = ApprovalCard(run_id="plan-x", plan_version=2, step=1, tool="customer.update",
+                        effect=Effect.WRITE, args={"account_id": "acct_1"}, issued_at=NOW,
+                        expires_at=NOW + timedelta(hours=24))
+    rep = RunReport(
+        run_id="plan-x", goal="close out acct_1", status=RunStatus.AWAITING_APPROVAL,
+        plan_version=2, replans_used=1,
+        steps=[step(1, 1, "DONE", 2.5), step(1, 2, "REPLANNING", 3), step(1, 3, "VOID"),
+               step(2, 1, "AWAITING_APPROVAL", 75), step(2, 2, "PENDING")],
+        replans=[ReplanRecord(attempt=1, after_step=2, after_version=1, backend="playbook",
+                              accepted=True, reason="restore the record first")],
+        approvals=[ApprovalRecord(step=1, plan_version=2, digest=card.digest(),
+                                  expires_at=card.expires_at, card=card)],
+    )
+    text = shown(rep)
+    rows = {line.split("│")[0].strip(): line for line in text.splitlines() if "│" in line}
+    assert re.search(rf"DONE{SEP}2\.5s", rows["v1·1"])
+    assert "REPLANNING" in rows["v1·2"] and re.search(rf"VOID{SEP}-", rows["v1·3"])
+    assert re.search(rf"AWAITING_APPROVAL{SEP}1:15", rows["v2·1"])
+    assert "re-plan 1 of 2 after v1 step 2 by playbook: accepted: plan version 2 (restore " \
+           "the record first)" in text
+    assert f"plangate approve plan-x --step 1 --digest {card.digest()}" in text
+    assert f"plangate reject plan-x --step 1 --digest {card.digest()} --reason TEXT" in text
+    assert "expires in 1.0d" in text
+
+
+def test_a_long_plan_fits_the_terminal():
+    rep = RunReport(run_id="plan-x", goal="a thousand steps",
+                    steps=[step(1, n, "DONE", 1) for n in range(1, 601)]
+                    + [step(1, 601, "EXECUTING", 4)]
+                    + [step(1, n, "PENDING") for n in range(602, 1001)])
+    text = shown(rep, height=30)
+    assert len(text.splitlines()) <= 30
+    assert re.search(rf"601{SEP}customer\.update{SEP}EXECUTING{SEP}4\.0s", text)
+    assert re.search(r"\.\.\. and \d+ more: \d+ DONE, \d+ PENDING", text)
