@@ -420,18 +420,21 @@ class CrashHarness:
         waits for one (its ``FOR SHARE``), at most ``within_s``: a money call is in flight, its
         request sent, its answer not yet given. Yields whether one was; the rows are let go when
         the block ends (the worker killed by then: its transaction never commits)."""
-        accounts = [p.account_id for p in result.plans]
         url = self.settings.database_url
         async with (
             await psycopg.AsyncConnection.connect(url) as pg,
             await psycopg.AsyncConnection.connect(url, autocommit=True) as look,
         ):
-            await pg.execute(
-                "SELECT 1 FROM demo.customers WHERE account_id = ANY(%s) FOR UPDATE", (accounts,)
-            )
             deadline = time.monotonic() + within_s
             waiting = 0
             while not waiting and time.monotonic() < deadline:
+                # the plans started since the last look too: the running ones may all be past
+                # their credits, and a new plan's account is a new row
+                accounts = [p.account_id for p in result.plans]
+                await pg.execute(
+                    "SELECT 1 FROM demo.customers WHERE account_id = ANY(%s) FOR UPDATE",
+                    (accounts,),
+                )
                 await asyncio.sleep(0.05)
                 cur = await look.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
