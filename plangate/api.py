@@ -163,6 +163,10 @@ class Checked:
     warnings: list[str]
 
 
+_KINDS = {"NoneType": "null", "bool": "true or false", "int": "a number", "float": "a number",
+          "list": "a list", "tuple": "a list", "bytes": "bytes"}
+
+
 def load(source: PlanSource) -> Plan:
     """A plan from a model, a dict, a file path (JSON or YAML), or JSON text (a string that
     starts with ``{``)."""
@@ -172,6 +176,10 @@ def load(source: PlanSource) -> Plan:
         return load_text(source)
     if isinstance(source, str | Path):
         return load_file(source)
+    if not isinstance(source, Mapping):
+        name = type(source).__name__
+        kind = _KINDS.get(name, f"a {name}")
+        raise PlanError([f"plan: a plan is an object with goal and steps, not {kind}"])
     return parse_plan(dict(source))
 
 

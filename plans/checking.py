@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
+from itertools import pairwise
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from plans import bindings, jsonpath
 from plans.catalogue import Catalogue, ToolInfo
-from plans.guards import contract_conditions, guard
-from plans.load import PlanError, field_name, limit_problems
+from plans.guards import conditions_for, contract_conditions, guard
+from plans.load import PlanError, field_name, limit_problems, shown
 from plans.model import Condition, Plan, Step
 from plans.scope import Scope, targets
 
@@ -39,7 +40,8 @@ def _model_problems(model: type[BaseModel], args: Mapping[str, Any], where: str)
             loc = tuple(err["loc"])
             if loc and loc[0] in deferred:
                 continue
-            yield f"{where}{'.' if loc else ''}{field_name(loc)}: {err['msg']}"
+            name = field_name(loc)
+            yield f"{where}{'.' if name and not name.startswith('[') else ''}{name}: {err['msg']}"
 
 
 def _cycle(deps: Mapping[int, set[int]], left: set[int]) -> list[int]:
@@ -56,25 +58,34 @@ def _cycle(deps: Mapping[int, set[int]], left: set[int]) -> list[int]:
     return [*trail[seen[n] :], n]
 
 
-def _ancestors(plan: Plan) -> dict[int, set[int]]:
-    """Each step's transitive dependencies, in topological order (Kahn's algorithm, no
-    recursion: a long chain of steps is as easy as a short one). A cycle is a PlanError that
-    names the steps on it."""
-    deps = {s.n: set(s.depends_on) for s in plan.steps}
+def _order(deps: Mapping[int, set[int]]) -> list[int]:
+    """The steps in an order that puts each after everything it waits for (Kahn's algorithm, no
+    recursion: a long chain of steps is as easy as a short one); a step on a cycle, or waiting
+    for one, is left out."""
     waiting = {n: len(d) for n, d in deps.items()}
     dependents: dict[int, list[int]] = {n: [] for n in deps}
     for n, ds in deps.items():
         for d in ds:
             dependents[d].append(n)
     ready = [n for n, count in waiting.items() if count == 0]
-    out: dict[int, set[int]] = {}
+    order: list[int] = []
     while ready:
         n = ready.pop()
-        out[n] = set(deps[n]).union(*(out[d] for d in deps[n]))
+        order.append(n)
         for m in dependents[n]:
             waiting[m] -= 1
             if waiting[m] == 0:
                 ready.append(m)
+    return order
+
+
+def _ancestors(plan: Plan) -> dict[int, set[int]]:
+    """Each step's transitive dependencies, in topological order. A cycle is a PlanError that
+    names the steps on it."""
+    deps = {s.n: set(s.depends_on) for s in plan.steps}
+    out: dict[int, set[int]] = {}
+    for n in _order(deps):
+        out[n] = set(deps[n]).union(*(out[d] for d in deps[n]))
     if len(out) < len(deps):
         cycle = _cycle(deps, set(deps) - set(out))
         shown = cycle if len(cycle) <= 12 else [*cycle[:5], "...", *cycle[-5:]]
@@ -87,6 +98,49 @@ def _ancestors(plan: Plan) -> dict[int, set[int]]:
     return out
 
 
+def _circular_waits(
+    plan: Plan, catalogue: Catalogue, ancestors: Mapping[int, set[int]]
+) -> list[str]:
+    """Steps that would wait for each other. A step whose pre condition is violated and that a
+    step not after it promises as a post condition waits for that step to end before it reads
+    again (up to an hour; ``workflows.context.VersionContext.unfinished_owner``); around a
+    circle of such waits and dependencies, no step ever ends. Claims holding a ``${name}`` are
+    left out (bound only at run time), and so are field probes (they read the step's own
+    record)."""
+    guarded = guard(plan, catalogue)
+    systems = {name: p.system for name, p in catalogue.probes.items()}
+
+    def shared(conds: list[Condition]) -> list[Condition]:
+        return [
+            c for c in conds
+            if systems.get(c.probe, "record") != "record" and not any(bindings.references(c.args))
+        ]
+
+    promised: dict[str, list[int]] = {}
+    for s in plan.steps:
+        for c in shared(conditions_for(guarded.guard(s.n), "post", s.args, s.post)):
+            promised.setdefault(c.key(), []).append(s.n)
+    waits: dict[int, set[int]] = {s.n: set(s.depends_on) for s in plan.steps}
+    why = {(s.n, d): "depends_on" for s in plan.steps for d in s.depends_on}
+    for s in plan.steps:
+        written = {c.key(): f"pre[{i}]" for i, c in enumerate(s.pre)}
+        for c in shared(conditions_for(guarded.guard(s.n), "pre", s.args, s.pre)):
+            for owner in promised.get(c.key(), []):
+                if owner != s.n and s.n not in ancestors[owner]:
+                    waits[s.n].add(owner)
+                    why.setdefault((s.n, owner), f"{written.get(c.key(), 'args')}: {c.key()}")
+    left = set(waits) - set(_order(waits))
+    if not left:
+        return []
+    cycle = _cycle(waits, left)
+    links = "; ".join(f"step {a} waits for step {b} ({why[(a, b)]})" for a, b in pairwise(cycle))
+    first = why[(cycle[0], cycle[1])].split(":", 1)[0]
+    return [
+        f"step {cycle[0]}, field {first}: steps {' -> '.join(map(str, cycle))} would wait for "
+        f"each other and none could start: {links}"
+    ]
+
+
 def _conditions(step: Step, phase: str, conds: list[Condition], cat: Catalogue) -> Iterator[str]:
     probes = cat.probes
     tool = cat.tools.get(step.tool)
@@ -97,15 +151,17 @@ def _conditions(step: Step, phase: str, conds: list[Condition], cat: Catalogue) 
             yield f"{where}.probe: unknown probe {c.probe!r} (known: {', '.join(sorted(probes))})"
             continue
         if spec.system == "record" and (tool is None or not tool.reader):
-            yield f"{where}.probe: {c.probe} needs a tool with a reader; {step.tool} has none"
+            tool_name = shown(step.tool)
+            yield f"{where}.probe: {c.probe} needs a tool with a reader; {tool_name} has none"
         yield from _model_problems(spec.args, c.args, where)
 
 
-def _paths(step: Step, paths: PathCheck, cat: Catalogue) -> Iterator[str]:
+def _paths(step: Step, paths: PathCheck, cat: Catalogue, args_fit: bool = True) -> Iterator[str]:
     """Local paths (of the step, and of its conditions) name files inside the work directory;
     the same rule the tools and probes apply at run time after binding. A condition's ``path``
-    is a local path only for a file probe (for field probes it is a JSON path)."""
-    found = [(f"args.{name}", step.args.get(name)) for name in _PATH_ARGS]
+    is a local path only for a file probe (for field probes it is a JSON path). ``args_fit``:
+    the step's arguments fit its tool (else their problems are named already)."""
+    found = [(f"args.{name}", step.args.get(name)) for name in _PATH_ARGS if args_fit]
     for phase, conds in (("pre", step.pre), ("post", step.post)):
         for i, c in enumerate(conds):
             spec = cat.probes.get(c.probe)
@@ -162,19 +218,23 @@ def problems(
     binder = {name: s.n for s in plan.steps for name in s.binds}
     for s in plan.steps:
         spec = catalogue.tools.get(s.tool)
+        arg_problems: list[str] = []
         if spec is None:
             out.append(f"step {s.n}, field tool: unknown tool {s.tool!r}")
         else:
-            out += _model_problems(spec.args, s.args, f"step {s.n}, field args")
-            out += _scope(s, spec, scope or Scope())
+            arg_problems = list(_model_problems(spec.args, s.args, f"step {s.n}, field args"))
+            # where a step writes, and its paths, are judged on arguments that fit the tool
+            out += arg_problems or list(_scope(s, spec, scope or Scope()))
         for name, path in s.binds.items():
             try:
                 jsonpath.parse(path)
             except jsonpath.PathError as e:
-                out.append(f"step {s.n}, field binds.{name}: {e}")
+                out.append(f"step {s.n}, field {field_name(('binds', name))}: {e}")
         out += _conditions(s, "pre", s.pre, catalogue)
         out += _conditions(s, "post", s.post, catalogue)
-        refs = [(f"args.{k}", r) for k, v in s.args.items() for r in bindings.references(v)] + [
+        refs = [
+            (field_name(("args", k)), r) for k, v in s.args.items() for r in bindings.references(v)
+        ] + [
             (f"{phase}[{i}]", r)
             for phase, conds in (("pre", s.pre), ("post", s.post))
             for i, c in enumerate(conds)
@@ -191,8 +251,10 @@ def problems(
                     f"which step {s.n} does not depend on"
                 )
         if paths is not None:
-            out += _paths(s, paths, catalogue)
-    return out
+            out += _paths(s, paths, catalogue, args_fit=not arg_problems)
+    if out:
+        return out
+    return _circular_waits(plan, catalogue, ancestors)
 
 
 def check(

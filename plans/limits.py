@@ -53,6 +53,29 @@ is a probe activity against a real system and events in the run's history; faste
 hammers both and brings no earlier answer worth having."""
 
 
+MIN_INTEGER, MAX_INTEGER = -(2**63), 2**63 - 1
+"""Every integer in a plan (a step number, a count, a version, any argument value) is a signed
+64-bit integer. Python's are unbounded, but past 64 bits the plan's numbers no longer mean the
+same to PostgreSQL (``bigint``) or to a JSON parser in another language, and past 4,300 digits
+Python itself refuses to print or parse them."""
+
+
+MAX_LOCAL_PATH_BYTES = 1024
+"""A local path a plan names (``dest``, ``source``, the ``path`` of ``local_file_nonempty``), as
+written, in UTF-8. Together with the work directory it must stay under the operating system's
+limit on a whole path (4,096 bytes on Linux); past it the file system refuses the name
+(``ENAMETOOLONG``) in the middle of a run instead of ``check`` refusing it."""
+
+MAX_FILE_NAME_BYTES = 200
+"""One name in a local path (a file or a directory), in UTF-8. File systems take 255 bytes; the
+rest is room for the temporary file a tool writes beside its ``dest`` (``.NAME.XXXXXXXX.part``,
+renamed over it when complete)."""
+
+
+def is_integer_in_range(value: int) -> bool:
+    return MIN_INTEGER <= value <= MAX_INTEGER
+
+
 def canonical_json(value: Any) -> bytes:
     """``value`` as canonical JSON; ``ValueError`` for NaN or infinity anywhere in it."""
     return json.dumps(

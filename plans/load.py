@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,11 +33,30 @@ class PlanError(ValueError):
         self.problems = problems
 
 
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
+
+
+def shown(text: str, most: int = 40) -> str:
+    """``text`` quoted on one line (``repr`` escapes line breaks and every other character that
+    is not printable), cut after ``most`` characters."""
+    cut = text if len(text) <= most else text[:most]
+    return repr(cut) + ("..." if len(text) > most else "")
+
+
 def field_name(loc: Sequence[int | str]) -> str:
-    """``('pre', 0, 'wait', 'timeout_s')`` as the plan spells it: ``pre[0].wait.timeout_s``."""
+    """``('pre', 0, 'wait', 'timeout_s')`` as the plan spells it: ``pre[0].wait.timeout_s``. A
+    name that is not a plain word (a plan's own keys may be anything) is quoted in brackets,
+    ``args['a b']``, so a problem stays one line whatever the plan holds."""
     out = ""
     for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p == "[key]":  # pydantic's mark of a name (a key) that is refused, not its value
+            out += " (the name)"
+        elif isinstance(p, str) and _PLAIN.match(p):
+            out += f".{p}" if out else p
+        else:
+            out += f"[{shown(str(p))}]"
     return out
 
 
@@ -62,15 +82,77 @@ def _as_written(loc: tuple[int | str, ...], raw: Any) -> tuple[int | str, ...]:
     return tuple(out)
 
 
+def _fits(n: Any) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and limits.is_integer_in_range(n)
+
+
+def step_label(raw: Any, i: int) -> str:
+    """How a problem names the ``i``-th step as written: by its ``n`` when that is a number a
+    plan may hold, else by its place in the list (``#3``: the third step)."""
+    n: Any = None
+    with contextlib.suppress(KeyError, IndexError, TypeError):
+        n = raw["steps"][i]["n"]
+    if isinstance(n, float) and n.is_integer() and abs(n) < 2**63:
+        n = int(n)  # 1.0 is the step 1 validation accepts
+    return str(n) if _fits(n) else f"#{i + 1}"
+
+
 def _where(loc: tuple[int | str, ...], raw: Any) -> str:
     # Turn pydantic's ('steps', 2, 'args') into "step 3, field args" using the step's own n.
     loc = _as_written(loc, raw)
     if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
-        n: Any = loc[1] + 1
-        with contextlib.suppress(KeyError, IndexError, TypeError):
-            n = raw["steps"][loc[1]]["n"]
-        return f"step {n}, field {field_name(loc[2:]) or '(step)'}"
+        return f"step {step_label(raw, loc[1])}, field {field_name(loc[2:]) or '(step)'}"
     return "plan, field " + (field_name(loc) or "(root)")
+
+
+_TOO_LARGE = (
+    "an integer beyond 64 bits; integers in a plan are between "
+    f"{limits.MIN_INTEGER:,} and {limits.MAX_INTEGER:,}"
+)
+
+
+def _unfit(value: Any) -> str | None:
+    """Why a scalar is no value a plan may hold, or None: an integer past 64 bits; text with a
+    lone surrogate (no UTF-8 file, no JSON payload can carry it) or a NUL character (no file
+    name, no PostgreSQL text can hold it: refused here rather than by a system mid-run)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if limits.is_integer_in_range(value) else _TOO_LARGE
+    if isinstance(value, str):
+        bad = _SURROGATE.search(value)
+        if bad is not None:
+            return (
+                f"not Unicode text: a lone surrogate U+{ord(bad.group()):04X} at character "
+                f"{bad.start()}"
+            )
+        if "\0" in value:
+            return f"{shown(value)} holds a NUL byte, which no text in a plan may hold"
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unfit_values(raw: Any, most: int = 20) -> list[str]:
+    """The values (and keys) anywhere in ``raw`` no plan may hold, each with where it is, in
+    the order written; without recursion, and once per object even if it repeats."""
+    out: list[str] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(raw, ())]
+    while stack and len(out) < most:
+        value, loc = stack.pop()
+        if isinstance(value, dict | list):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            for key, child in reversed(items):
+                if isinstance(value, dict) and (why := _unfit(key)) is not None:
+                    out.append(f"{_where((*loc, key), raw)}: {why} (in a name)")
+                else:
+                    stack.append((child, (*loc, key)))
+        elif (why := _unfit(value)) is not None:
+            out.append(f"{_where(loc, raw)}: {why}")
+    return out
 
 
 def _problem(err: ErrorDetails, raw: Any) -> str:
@@ -99,7 +181,7 @@ def _too_big(value: Any) -> str | None:
 
 def _condition_problems(n: int, phase: str, conds: list[Condition]) -> list[str]:
     return [
-        f"step {n}, field {phase}[{i}].{name}: {why}"
+        f"step {n}, field {field_name((phase, i, name))}: {why}"
         for i, c in enumerate(conds)
         for name, value in c.args.items()
         if (why := _too_big(value))
@@ -107,11 +189,14 @@ def _condition_problems(n: int, phase: str, conds: list[Condition]) -> list[str]
 
 
 def limit_problems(plan: Plan) -> list[str]:
-    """The plan's sizes against ``plans.limits`` (the step count is the model's own check)."""
-    out: list[str] = []
+    """The plan's sizes against ``plans.limits`` (the step count is the model's own check), and
+    its values (a plan built in code, not read by ``parse_plan``, is held to them here)."""
+    out: list[str] = _unfit_values(plan.model_dump())
+    if out:
+        return out
     for s in plan.steps:
         out += [
-            f"step {s.n}, field args.{name}: {why}"
+            f"step {s.n}, field {field_name(('args', name))}: {why}"
             for name, value in s.args.items()
             if (why := _too_big(value))
         ]
@@ -129,6 +214,9 @@ def limit_problems(plan: Plan) -> list[str]:
 
 
 def parse_plan(raw: Any) -> Plan:
+    unfit = _unfit_values(raw)
+    if unfit:
+        raise PlanError(unfit)
     try:
         plan = Plan.model_validate(raw)
     except ValidationError as e:
@@ -180,6 +268,12 @@ def _one_line(e: yaml.YAMLError) -> str:
     return " ".join(str(e).split())
 
 
+def _unreadable(e: ValueError) -> str:
+    if "integer string conversion" in str(e):  # int() of more than 4,300 digits
+        return f"a number of more than 4,300 digits; {_TOO_LARGE}"
+    return f"a value that cannot be read: {' '.join(str(e).split())[:200]}"
+
+
 def load_text(text: str, name: str = "plan") -> Plan:
     # json.loads accepts NaN, Infinity and -Infinity, which JSON itself does not. They are read
     # as floats so that validation names the step and the field holding one (no number in a
@@ -198,8 +292,14 @@ def load_text(text: str, name: str = "plan") -> Plan:
                 raw = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader
             except yaml.YAMLError as e:
                 raise PlanError([f"{name}: neither JSON nor YAML: {_one_line(e)}"]) from None
+    except PlanError:
+        raise
     except _Refused as e:
         raise PlanError([f"{name}: {e}"]) from None
+    except ValueError as e:
+        # what a parser's constructors refuse: an integer of more than 4,300 digits (Python's
+        # own limit), a YAML date that is none (2026-02-30)
+        raise PlanError([f"{name}: {_unreadable(e)}"]) from None
     except RecursionError:
         raise PlanError([f"{name}: {_TOO_DEEP.removeprefix('plan: ')}"]) from None
     if not isinstance(raw, dict):
@@ -227,17 +327,23 @@ def load_bytes(data: bytes, name: str = "plan") -> Plan:
 def load_file(path: str | Path) -> Plan:
     """A plan from a file, refused by its size before it is read (and never read whole)."""
     p = Path(path)
+    # the file as problems name it: quoted when its name holds what a line cannot show
+    name = str(p) if str(p).isprintable() else shown(str(p), 200)
     most = limits.MAX_PLAN_FILE_BYTES
     try:
         st = p.stat()
         if stat.S_ISDIR(st.st_mode):
-            raise PlanError([f"{p}: a directory, not a plan file"])
+            raise PlanError([f"{name}: a directory, not a plan file"])
         if st.st_size > most:
-            raise PlanError([f"{p}: {_size(st.st_size)}; a plan file is at most {_size(most)}"])
+            raise PlanError([f"{name}: {_size(st.st_size)}; a plan file is at most {_size(most)}"])
         with p.open("rb") as f:
             data = f.read(most + 1)  # a size stat did not tell (a pipe, a device) stops here
+    except PlanError:
+        raise
     except OSError as e:
-        raise PlanError([f"{p}: cannot read: {e.strerror}"]) from None
+        raise PlanError([f"{name}: cannot read: {e.strerror}"]) from None
+    except ValueError:  # a NUL byte in the name
+        raise PlanError([f"{name}: cannot read: no file name holds a NUL byte"]) from None
     if len(data) > most:
-        raise PlanError([f"{p}: more than {_size(most)}; a plan file is at most {_size(most)}"])
-    return load_bytes(data, str(p))
+        raise PlanError([f"{name}: more than {_size(most)}; a plan file is at most {_size(most)}"])
+    return load_bytes(data, name)

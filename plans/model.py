@@ -188,6 +188,19 @@ class Plan(BaseModel):
     # how long an approval card stays valid (default: the deployment's, 24 h)
     approval_ttl_s: float | None = Field(default=None, gt=0, le=limits.MAX_WAIT_TIMEOUT_S)
 
+    @field_validator("made_at")
+    @classmethod
+    def _zoned(cls, v: datetime | None) -> datetime | None:
+        # A time without a zone is no instant: it cannot be compared with the clock the
+        # staleness window is measured by (the CLI's --start-at refuses one alike).
+        if v is not None and v.utcoffset() is None:
+            raise PydanticCustomError(
+                "timezone_aware",
+                "{value} has no time zone (add Z or +01:00)",
+                {"value": v.isoformat()},
+            )
+        return v
+
     @field_validator("steps", mode="before")
     @classmethod
     def _not_too_many(cls, v: Any) -> Any:

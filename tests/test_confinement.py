@@ -58,6 +58,8 @@ def names_in(directory: Path) -> list[str]:
     ("${where}/../..", "is the work directory itself"),
     ("${where}/../../../escaped.csv", "is outside the work directory"),
     ("${where}/..", "is a directory, not a file"),
+    # a name of 245 bytes: s3.get's temporary file beside it would pass the file system's 255
+    ("${where}" + "a" * 240, "a file or directory name is at most 200 bytes"),
 ])
 async def test_a_bound_path_that_names_no_file_inside_is_refused(client, settings, bucket, dest,
                                                                  why):
