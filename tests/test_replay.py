@@ -17,6 +17,7 @@ from plangate.assembly import PlangatePlugin
 from plangate.compression import DATA_CONVERTER
 from records.report import RunReport, StepState
 from workflows.lifecycle import LOST_CALL_PATCH
+from workflows.plan_run import VOID_AT_FAILURE_PATCH
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -40,6 +41,8 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "continued_as_new_run3": ("succeeded", E.EVENT_TYPE_MARKER_RECORDED),
     # a write whose every attempt failed without an answer, tried again ("lost-call-retried")
     "lost_write_retried": ("succeeded", E.EVENT_TYPE_ACTIVITY_TASK_FAILED),
+    # a final failure that voided at once the step another one waited for ("void-at-failure")
+    "voided_at_failure": ("failed", E.EVENT_TYPE_MARKER_RECORDED),
     # a post wait (300 s, a read a minute) that expired, recorded with the code from before
     # the "post-wait-reads-on-schedule" patch: 5 reads where the schedule has 6
     "wait_expired_before_schedule_patch": ("failed", E.EVENT_TYPE_TIMER_FIRED),
@@ -76,11 +79,14 @@ async def test_every_path_was_recorded():
         assert any(e.event_type == marker for e in history.events), (name, E.Name(marker))
         if want:  # a re-planner's child ends with a proposal, not a report
             assert status(await ending(history)) == want, name
-    lost = load(recorded["lost_write_retried"])
-    markers = [e.marker_recorded_event_attributes for e in lost.events
-               if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
-    assert any(LOST_CALL_PATCH.encode() in p.data for m in markers for d in m.details.values()
-               for p in d.payloads)
+    for name, patch in (("lost_write_retried", LOST_CALL_PATCH),
+                        ("voided_at_failure", VOID_AT_FAILURE_PATCH)):
+        markers = [e.marker_recorded_event_attributes for e in load(recorded[name]).events
+                   if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
+        assert any(patch.encode() in p.data for m in markers for d in m.details.values()
+                   for p in d.payloads), name
+    early = await ending(load(recorded["voided_at_failure"]))
+    assert isinstance(early, RunReport) and early.step(2).state == StepState.VOID
     voided = await ending(load(recorded["saturday_export_deleted"]))
     assert isinstance(voided, RunReport)
     assert [s.state for s in voided.steps].count(StepState.VOID) >= 1

@@ -112,3 +112,37 @@ async def test_post_wait_past_its_deadline_fails_and_the_next_tool_never_runs(
     states = [(t.state, t.times) for t in rep.step(1).transitions]
     assert states[-4:] == [("VERIFYING", 1), ("WAITING", 60), ("VERIFYING", 60), ("REPLANNING", 1)]
     assert await timers(env.client, rep.run_id) == [timedelta(seconds=60)] * 60
+
+
+async def test_a_wait_for_a_step_that_will_never_start_ends_with_the_failure(
+    time_skipping_env, settings
+):
+    # Found by plan fuzzing: step 3's pre condition is owed by step 2, so step 3 waits for step
+    # 2 to end; step 1 fails, so step 2 (after it) will never start. Step 2 is VOID at once and
+    # step 3 stops waiting: it reads again and fails too, instead of waiting out its hour.
+    job, missing = f"never-{uuid.uuid4().hex[:8]}", f"missing-{uuid.uuid4().hex[:8]}"
+    owed = {"probe": "job_state", "job_id": job, "want": "done"}
+    plan = {"goal": "never", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
+         "pre": [{"probe": "job_state", "job_id": missing, "want": "done"}]},
+        {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
+         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
+         "post": [owed]},
+        {"n": 3, "tool": "warehouse.run_sql", "args": {"statement": "select_one"}, "pre": [owed]},
+    ]}
+    env = time_skipping_env
+    async with running_worker(env.client, settings) as h:
+        rep = await h.run(plan)
+    assert rep.status == "failed"
+    assert rep.failure is not None and rep.failure.step == 1
+    assert rep.failure.code == "precondition_unmet"
+    assert rep.step(2).state == "VOID"
+    third = rep.step(3)
+    assert third.state.final and third.state not in ("DONE", "SKIPPED")
+    assert "did not establish it within" not in third.reason
+    # no tool ran, and no timer fired: nobody waited out an hour (on the time-skipping server
+    # an hour's timer would have fired at once)
+    assert "warehouse.run_sql" not in await scheduled(env.client, rep.run_id)
+    fired = [e async for e in env.client.get_workflow_handle(rep.run_id).fetch_history_events()
+             if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED]
+    assert fired == []

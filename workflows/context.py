@@ -56,6 +56,9 @@ class VersionContext:
     # so on code that has every patch before it: those are taken without asking (their markers
     # are never written), and what it schedules carries a one-line summary
     recent: bool = False
+    # the run began with the "void-at-failure" patch (``plan_run.VOID_AT_FAILURE_PATCH``): a
+    # final failure voids the steps it leaves undispatched at once (``execution``)
+    void_at_failure: bool = False
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False

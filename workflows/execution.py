@@ -52,6 +52,7 @@ async def execute_version(ctx: VersionContext, resumed: Resumed | None = None) -
         if resumed.failure is not None and resumed.failed_state is not None:
             f = resumed.failure
             failure = StepOutcome(f.step, resumed.failed_state, f)
+            _void_the_rest(ctx, tasks, settled)
     while True:
         if failure is None and not ctx.over_bound():
             for step in ctx.plan.steps:
@@ -77,19 +78,39 @@ async def execute_version(ctx: VersionContext, resumed: Resumed | None = None) -
                 raise crash
             if t.done() and failure is None and not t.result().ok:
                 failure = t.result()
+                _void_the_rest(ctx, tasks, settled)
     parked = [o.parked for t in tasks.values() if (o := t.result()).parked is not None]
-    unstarted = [s.n for s in ctx.plan.steps if s.n not in tasks and s.n not in settled]
+    unstarted = _unstarted(ctx, tasks, settled)
     if parked or (ctx.parking and failure is None and unstarted):
         if failure is None:
             return VersionOutcome(None, None, True, parked)
         return VersionOutcome(failure.failure, failure.state, True, parked)
     for n in unstarted:
-        ctx.set_state(n, StepState.VOID)
+        if ctx.state(n) is not StepState.VOID:  # VOID already at the failure
+            ctx.set_state(n, StepState.VOID)
     if failure is None:
         if never := unstarted:  # a dependency never met: nothing ran, nothing succeeded
             raise RuntimeError(f"steps {never} could never start: their dependencies never ended")
         return VersionOutcome(None)
     return VersionOutcome(failure.failure, failure.state)
+
+
+def _void_the_rest(
+    ctx: VersionContext, tasks: dict[int, asyncio.Task[StepOutcome]], settled: set[int]
+) -> None:
+    """At a final failure: what will never be dispatched is VOID now, not when the steps still
+    in flight have ended, so a step in flight waiting for one of them (a pre condition that
+    step owes, ``StepRunner._wait_for``) stops waiting instead of waiting out its hour. Runs
+    that began before ``plan_run.VOID_AT_FAILURE_PATCH`` void them at the end."""
+    if ctx.void_at_failure:
+        for n in _unstarted(ctx, tasks, settled):
+            ctx.set_state(n, StepState.VOID)
+
+
+def _unstarted(
+    ctx: VersionContext, tasks: dict[int, asyncio.Task[StepOutcome]], settled: set[int]
+) -> list[int]:
+    return [s.n for s in ctx.plan.steps if s.n not in tasks and s.n not in settled]
 
 
 async def _stop(running: Iterable[asyncio.Task[StepOutcome]]) -> None:

@@ -54,6 +54,11 @@ PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists
 # TemporalChangeVersion): past ten in the workflow task before an Update, a refused Update is
 # no longer discarded but leaves a workflow task in the history.
 SEARCH_ATTRIBUTES_PATCH = "search-attributes"
+# After a final failure, the steps it leaves undispatched are VOID at once, not when the steps
+# in flight have ended (``execution._void_the_rest``): a step waiting for one of them stops
+# waiting. Asked once, when the run begins (``VersionContext.void_at_failure``), for the reason
+# above: a failure is decided right after an activity's result.
+VOID_AT_FAILURE_PATCH = "void-at-failure"
 
 
 @workflow.defn(name=PLAN_RUN_WORKFLOW)
@@ -78,6 +83,7 @@ class PlanRunWorkflow:
         # what the Temporal UI and visibility show of the run (``_show``)
         self._metadata = False  # summaries and search attributes: not in runs from before
         self._registered = False  # the namespace has the search attributes (the input says)
+        self._void_at_failure = False  # VOID_AT_FAILURE_PATCH: not in runs from before
         self._goal = visibility.short_goal(self._report.goal)
         self._shown: tuple[RunStatus, int, int] | None = None
         self._upserted: visibility.Values | None = None
@@ -173,6 +179,7 @@ class PlanRunWorkflow:
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
         self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+        self._void_at_failure = workflow.patched(VOID_AT_FAILURE_PATCH)
         self._registered = inp.search_attributes
         # what the client (or the run before, for a run that continued as new) set already
         self._upserted = visibility.current(workflow.info().typed_search_attributes)
@@ -259,6 +266,7 @@ class PlanRunWorkflow:
                 run_id=self._report.run_id, guarded=inp.plan, version=0, plan_made_at=made_at,
                 report=self._report, key_tag=key_tag(), history=inp.history,
                 outage_patience=patience, recent=self._metadata,
+                void_at_failure=self._void_at_failure,
                 # the run's authority and policy are the first plan's, whatever a re-plan says
                 on_behalf_of=inp.plan.plan.on_behalf_of,
                 policy_bundle=inp.plan.plan.policy_bundle,
@@ -270,7 +278,7 @@ class PlanRunWorkflow:
                 plan_made_at=made_at, report=self._report, key_tag=c.key_tag,
                 history=inp.history, outage_patience=patience, on_behalf_of=c.on_behalf_of,
                 policy_bundle=c.policy_bundle, bound=dict(c.bound), verified=dict(c.verified),
-                recent=self._metadata,
+                recent=self._metadata, void_at_failure=self._void_at_failure,
             )
             resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
         ctx = base
@@ -337,6 +345,7 @@ class PlanRunWorkflow:
             history=prev.history, outage_patience=prev.outage_patience,
             on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
             bound=dict(prev.bound), verified=dict(prev.verified), recent=prev.recent,
+            void_at_failure=prev.void_at_failure,
         )
 
     async def _next_plan(

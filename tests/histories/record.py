@@ -175,6 +175,19 @@ async def lost_write_retried(b: Bench) -> RunReport:
         return await h.run(put_plan(bucket(b), "out/report.txt"))
 
 
+async def voided_at_failure(b: Bench) -> RunReport:
+    """Step 1 fails; step 2, after it, is VOID at once (``workflow.patched("void-at-failure")``),
+    so step 3, which waits for step 2 to establish its pre condition, stops waiting."""
+    owed = f"owed-{uuid.uuid4().hex[:6]}"
+    return await b.run({"goal": "void at failure", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
+         "pre": [{"probe": "job_state", "job_id": f"none-{owed}", "want": "done"}]},
+        job_step(2, owed, depends_on=[1]),  # its post condition: step 3's pre condition
+        {"n": 3, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
+         "pre": [{"probe": "job_state", "job_id": owed, "want": "done"}]},
+    ]})
+
+
 SCENARIOS: dict[str, Scenario] = {
     "saturday_succeeded": saturday_succeeded,
     "saturday_export_deleted": saturday_export_deleted,
@@ -186,6 +199,7 @@ SCENARIOS: dict[str, Scenario] = {
     "cancelled": cancelled,
     "continued_as_new": continued_as_new,
     "lost_write_retried": lost_write_retried,
+    "voided_at_failure": voided_at_failure,
     # the same paths recorded with the "search-attributes" patch (upserts of plangate's search
     # attributes, summaries on what the run schedules): the new branch replays too
     "approved_findable": approved,
