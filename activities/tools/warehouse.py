@@ -101,23 +101,31 @@ async def _create_if_missing(cur: psycopg.AsyncCursor[Any], target: str, header:
         schema = target.split(".", 1)[0]
         await cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
         if await cur.fetchone() is None:
-            await _created(cur, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                sql.Identifier(schema)))
+            await _created(
+                cur, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)),
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", schema,
+            )
     coldefs = sql.SQL(", ").join(sql.SQL("{} text").format(sql.Identifier(c)) for c in header)
     await _created(
-        cur, sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident(target), coldefs)
+        cur, sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident(target), coldefs),
+        "SELECT 1 WHERE to_regclass(%s) IS NOT NULL", ident(target).as_string(cur),
     )
 
 
-async def _created(cur: psycopg.AsyncCursor[Any], create: sql.Composed) -> None:
+async def _created(
+    cur: psycopg.AsyncCursor[Any], create: sql.Composed, exists: str, name: str
+) -> None:
     """``IF NOT EXISTS`` is not safe against a concurrent load creating the same schema or
-    table: the loser fails on a unique index of the catalogue. Then it exists, which is all
-    this wants (in a savepoint, so the load's transaction goes on)."""
+    table: the loser fails on a unique index of the catalogue. That is all right only if the
+    object now exists (``exists`` finds it); anything else is the error it was. In a savepoint,
+    so the load's transaction goes on."""
     try:
         async with cur.connection.transaction():
             await cur.execute(create)
     except psycopg.errors.UniqueViolation:
-        pass
+        await cur.execute(exists, (name,))
+        if await cur.fetchone() is None:
+            raise
 
 
 @tool(
