@@ -3,8 +3,10 @@ worker assembly, the same way of running a plan)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -47,3 +49,19 @@ async def bench_stack(
                 async with running_worker(client, settings, doubles, world) as h:
                     yield Bench(h.client, h.settings, world, stack.database_url)
             await world.close()
+
+
+async def concurrent_steps_per_s(
+    h: Harness, plans: int, make: Callable[[], dict[str, Any]]
+) -> float:
+    """Steps per second of ``plans`` plans (each made by ``make``) started at once, from the
+    start to the last one's end; every run must succeed."""
+    bodies = [make() for _ in range(plans)]
+    steps = sum(len(b["steps"]) for b in bodies)
+    t0 = time.perf_counter()
+    reports = await asyncio.gather(*(h.run(body) for body in bodies))
+    elapsed = time.perf_counter() - t0
+    bad = [r.run_id for r in reports if r.status != "succeeded"]
+    if bad:
+        raise SystemExit(f"{len(bad)} runs did not succeed: {bad[:3]}")
+    return steps / elapsed

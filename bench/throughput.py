@@ -9,24 +9,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import time
 
 import psycopg
 
-from bench._stack import Bench, bench_stack
+from bench._stack import Bench, bench_stack, concurrent_steps_per_s
 from bench.guard_cost import TABLE, plan
 
 
 async def burst(b: Bench, plans: int, steps: int, guarded: bool) -> float:
-    """Steps per second of ``plans`` plans started at once, start to the last one's end."""
-    bodies = [plan(steps, guarded) for _ in range(plans)]
-    t0 = time.perf_counter()
-    reports = await asyncio.gather(*(b.run(body) for body in bodies))
-    elapsed = time.perf_counter() - t0
-    bad = [r.run_id for r in reports if r.status != "succeeded"]
-    if bad:
-        raise SystemExit(f"{len(bad)} runs did not succeed: {bad[:3]}")
-    return plans * steps / elapsed
+    """Steps per second of ``plans`` plans of ``steps`` steps started at once."""
+    return await concurrent_steps_per_s(b, plans, lambda: plan(steps, guarded))
 
 
 async def main(plans: int, steps: int, rounds: int) -> None:

@@ -20,7 +20,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -29,6 +28,7 @@ from typing import Any
 
 import psycopg
 
+from bench._stack import concurrent_steps_per_s
 from bench.guard_cost import TABLE
 from bench.guard_cost import plan as jobs_plan
 from plangate.assembly import connect
@@ -87,19 +87,6 @@ async def _drain(out: asyncio.StreamReader) -> None:
         pass
 
 
-async def burst(h: Harness, plans: int, make: Callable[[], dict[str, Any]]) -> float:
-    """Steps per second of ``plans`` plans started at once, start to the last one's end."""
-    bodies = [make() for _ in range(plans)]
-    steps = sum(len(b["steps"]) for b in bodies)
-    t0 = time.perf_counter()
-    reports = await asyncio.gather(*(h.run(body) for body in bodies))
-    elapsed = time.perf_counter() - t0
-    bad = [r.run_id for r in reports if r.status != "succeeded"]
-    if bad:
-        raise SystemExit(f"{len(bad)} runs did not succeed: {bad[:3]}")
-    return steps / elapsed
-
-
 async def main(plans: int, steps: int, rounds: int) -> None:
     kinds: dict[str, Callable[[], dict[str, Any]]] = {
         "jobs": lambda: jobs_plan(steps, True),
@@ -127,8 +114,8 @@ async def main(plans: int, steps: int, rounds: int) -> None:
                 for n in (1, 3) if r % 2 == 0 else (3, 1):
                     async with workers(n, env, Path(tmp)):
                         for kind, make in kinds.items():
-                            await burst(h, 5, make)  # warm-up, left out of the figures
-                            figures[kind, n].append(await burst(h, plans, make))
+                            await concurrent_steps_per_s(h, 5, make)  # warm-up: not counted
+                            figures[kind, n].append(await concurrent_steps_per_s(h, plans, make))
             s3.close()
     print(f"{plans} concurrent guarded plans of {steps} steps, {rounds} rounds, "
           f"{os.cpu_count()} cores")
