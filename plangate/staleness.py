@@ -4,7 +4,8 @@ E = W x R x V of seed 002, from finished runs' reports.
 - **V**: the tool's calls (steps whose tool started), in the period.
 - **W**: the window in hours, at p50 and p95 (nearest rank), two ways: plan-to-use (the plan
   written -> the tool started: what an unguarded agent is exposed to) and check-to-use (the
-  pre check's read -> the tool started: what is left with plangate's guard). Plan-to-use is
+  pre check's read -> the tool started: what is left with plangate's guard; a call with no pre
+  check keeps its whole plan-to-use window). Plan-to-use is
   split into where its time goes: planning (plan written -> run submitted), queue (a queued
   run's delay), approval (cards issued -> answered), run (earlier steps, waits) and
   check-to-use; the means of the segments add up to the mean window.
@@ -55,6 +56,8 @@ class Execution:
     segments: dict[str, float]
     changes: int
     refusals: dict[int, int]
+    checked: bool = True  # a pre check read the world before the call
+
 
     @property
     def plan_to_use_h(self) -> float:
@@ -62,7 +65,8 @@ class Execution:
 
     @property
     def check_to_use_h(self) -> float:
-        return self.segments["check_to_use"]
+        """From the pre check's read; with none, nothing shortened the window: all of it."""
+        return self.segments["check_to_use"] if self.checked else self.plan_to_use_h
 
 
 def _hours(a: datetime, b: datetime) -> float:
@@ -89,7 +93,7 @@ def executions(run: Finished) -> list[Execution]:
         segments = {"planning": planning, "queue": queue, "approval": approval, "run": rest,
                     "check_to_use": check}
         out.append(Execution(step.tool, step.effect, segments, _changes(rep, step),
-                             _refusals(step)))
+                             _refusals(step), checked=t.precheck_read_at is not None))
     return out
 
 

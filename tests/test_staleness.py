@@ -99,6 +99,11 @@ def test_e_is_w_times_r_times_v_by_hand():
     assert sum(credit.segments_mean_h.values()) == pytest.approx(8.0)
     restore = tools["customer.restore"]
     assert restore.refusals == {412: 1} and restore.changes == 0  # a policy, not the record
+    # a call with no pre check: nothing shortened its window
+    unchecked = run([step(1, "customer.update", Effect.WRITE, T0, T0, T0 + H)], T0, T0)
+    unchecked.report.steps[0].timings.precheck_read_at = None
+    [lone] = per_tool([unchecked])
+    assert lone.check_to_use_h == pytest.approx((1.0, 1.0)) == lone.plan_to_use_h
     # ranked by E at p95, the money tool flagged whatever its rank
     assert [t.tool for t in per_tool(seeded())] == [
         "customer.update", "billing.issue_credit", "customer.restore"]

@@ -310,14 +310,15 @@ def _optional(
 def _otlp(env: Mapping[str, str]) -> str | None:
     """OpenTelemetry's own variables: the traces endpoint, else the base endpoint's."""
     name, url = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    suffix = ""
     if not url and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        name = "OTEL_EXPORTER_OTLP_ENDPOINT"
-        url = env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
+        name, url = "OTEL_EXPORTER_OTLP_ENDPOINT", env["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        suffix = "/v1/traces"
     if not url:
         return None
     if not re.match(r"^https?://[^/\s]+", url):
         raise ValueError(f"{name} must be an http:// or https:// URL, not {url!r}")
-    return url
+    return url.rstrip("/") + suffix if suffix else url
 
 
 ARTIFACTS_VAR = "PLANGATE_ARTIFACTS"
