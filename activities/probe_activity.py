@@ -118,19 +118,24 @@ class ProbeActivities:
                 s.set_attribute("plangate.outcome", outcome.value)
             return done(outcome, verdict.observed, verdict.detail)
 
-    @activity.defn(name=PROBE_ACTIVITY)
-    async def evaluate(self, req: ProbeRequest) -> ProbeReport:
+    async def read(self, req: ProbeRequest) -> ProbeReport:
+        """Every condition of ``req``, read at once: a probe that cannot answer is ``UNKNOWN``
+        in the report, never raised (the tool's activity reads this way around its call)."""
         ctx = probe_context(req, self.world)
         t0 = time.perf_counter()
         lenient = set(req.lenient)
         results = await asyncio.gather(
             *(self._one(c, ctx, c.key() in lenient) for c in req.conditions)
         )
-        report = ProbeReport(
+        return ProbeReport(
             results=list(results),
             read_at=datetime.now(UTC),
             elapsed_ms=(time.perf_counter() - t0) * 1000,
         )
+
+    @activity.defn(name=PROBE_ACTIVITY)
+    async def evaluate(self, req: ProbeRequest) -> ProbeReport:
+        report = await self.read(req)
         if any(r.invalid_args for r in report.results):
             names = ", ".join(f"{r.condition.key()}: {r.detail}" for r in report.results
                               if r.invalid_args)

@@ -26,9 +26,11 @@ from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.extensions import registry_for
+from activities.probe_activity import ProbeActivities
 from activities.tools.registry import CallContext, ToolSpec
+from plans.model import Condition
 from plans.scope import Scope, targets
-from records.calls import ToolCall, ToolFailure, ToolResult
+from records.calls import Outcome, ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
 from world.clients import World
 from world.errors import ToolError
 from world.paths import PathOutsideWorkdir
@@ -111,23 +113,62 @@ async def _heartbeat() -> None:
         await asyncio.sleep(HEARTBEAT_EVERY_S)
 
 
-def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
+def refuse_unless_held(checked: ProbeReport) -> None:
+    """The check at the call: the tool acts only if every pre condition holds on this read."""
+    if checked.all_hold:
+        return
+    first = next(r for r in checked.results if r.outcome is not Outcome.HOLDS)
+    why = f"{first.condition.key()}: {first.detail or first.outcome.value}"
+    code = "probe_unknown" if first.outcome is Outcome.UNKNOWN else "precondition_failed"
+    raise ToolError(code, f"not called: at the call, {why}"[:DETAIL_MAX],
+                    data=checked.model_dump(mode="json"))
+
+
+async def _read(probes: ProbeActivities, call: ToolCall, conds: list[Condition],
+                lenient: list[str], refs: dict[str, JsonValue] | None) -> ProbeReport:
+    req = ProbeRequest(step=call.step, conditions=conds, idempotency_key=call.idempotency_key,
+                       output=refs, lenient=lenient)
+    return await probes.read(req)
+
+
+async def _read_after(
+    probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall, output: dict[str, JsonValue]
+) -> ProbeReport | None:
+    """``call.after``, once the tool has acted: nothing this read meets may fail the call (a
+    retry would act again), so a read that breaks is no read, and the workflow reads itself."""
+    if not call.after:
+        return None
+    try:
+        refs = reader_refs(spec, output)
+        return await _read(probes, call, call.after, call.after_lenient, refs)
+    except Exception:  # the probes report what they cannot answer; this is anything else
+        activity.logger.exception("the read after %s failed; the workflow reads again", spec.name)
+        return None
+
+
+def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callable[[ToolCall], Any]:
     async def run_tool(call: ToolCall) -> ToolResult:
-        started = datetime.now(UTC)
         ctx = CallContext(
             call.step.run_id, call.step.n, call.idempotency_key,
             on_behalf_of=call.on_behalf_of, policy_bundle=call.policy_bundle,
         )
         beat = asyncio.create_task(_heartbeat())
+        checked = after = None
         try:
             refuse_superseded_policy(call, world.settings.policy_bundle)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
+            if call.check:
+                checked = await _read(probes, call, call.check, [], None)
+                refuse_unless_held(checked)
             with span(world.tracer, f"step {call.step.n} {spec.name}", {
                 "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
                 "plangate.plan_version": call.step.plan_version, "plangate.tool": spec.name,
             }):
+                started = datetime.now(UTC)
                 output = bounded(await spec.fn(args, world, ctx))
+                finished = datetime.now(UTC)
+            after = await _read_after(probes, spec, call, output)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -142,9 +183,11 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
         return ToolResult(
             output=output,
             started_at=started,
-            finished_at=datetime.now(UTC),
+            finished_at=finished,
             attempt=activity.info().attempt,
             refs=reader_refs(spec, output),
+            checked=checked,
+            after=after,
         )
 
     run_tool.__name__ = run_tool.__qualname__ = "tool_" + spec.name.replace(".", "_")
@@ -153,4 +196,6 @@ def _make(spec: ToolSpec[Any], world: World) -> Callable[[ToolCall], Any]:
 
 def tool_activities(world: World) -> dict[str, Callable[[ToolCall], Any]]:
     """Every tool of the deployment (``world.settings``) as an activity, by its name."""
-    return {name: _make(spec, world) for name, spec in registry_for(world.settings).tools.items()}
+    probes = ProbeActivities(world)
+    tools = registry_for(world.settings).tools
+    return {name: _make(spec, world, probes) for name, spec in tools.items()}

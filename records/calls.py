@@ -68,6 +68,16 @@ class ToolCall(BaseModel):
     # re-checks both when it acts (403 when the authority is gone, 412 when the policy moved).
     on_behalf_of: str | None = None
     policy_bundle: str | None = None
+    # Read in the tool's activity, the instant before it acts (the step's pre conditions): the
+    # tool is not called unless every one holds (412 ``precondition_failed`` when one does
+    # not, ``probe_unknown`` when one cannot answer). The check-to-use window is then this read
+    # to the tool's first line, not the workflow's read plus the call's dispatch.
+    check: list[Condition] = Field(default_factory=list)
+    # Read in the same activity the instant after the tool returns (its post conditions, and
+    # the next step's first read when it is fused): reported, never raised, since the tool
+    # has acted. ``after_lenient`` as ``ProbeRequest.lenient``.
+    after: list[Condition] = Field(default_factory=list)
+    after_lenient: list[str] = Field(default_factory=list)
 
 
 class ToolResult(BaseModel):
@@ -78,6 +88,8 @@ class ToolResult(BaseModel):
     # The fields of ``output`` the tool's reader needs to re-read its record (field probes), so
     # the post check is handed those, not the whole result again.
     refs: dict[str, JsonValue] = Field(default_factory=dict)
+    checked: ProbeReport | None = None  # ``ToolCall.check``, read just before the tool acted
+    after: ProbeReport | None = None  # ``ToolCall.after``, read just after it returned
 
 
 class ToolFailure(BaseModel):

@@ -75,6 +75,7 @@ class Phase(StrEnum):
     POST = "post"  # after the call: did it establish its state?
     READ_BACK = "read-back"  # an unknown money/external outcome, read by idempotency key
     RE_PROBE = "re-probe"  # after an approval, immediately before the call
+    AT_CALL = "at-call"  # the pre conditions again, in the tool's activity, the instant before
     RE_EVALUATE = "re-evaluate"  # after a 412: what moved under the plan
     AFTER_CANCEL = "after-cancel"  # a call in flight when the run was cancelled: did it act?
 

@@ -14,13 +14,14 @@ import tempfile
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
@@ -29,6 +30,7 @@ from activities.bootstrap import ensure_schema
 from activities.demo_schema import ACCT_3319F, Account, seed_account
 from plangate.api import Plangate
 from plangate.assembly import build_worker
+from records.calls import ToolCall, ToolResult
 from records.report import RunReport
 from replanner.activity import ReplanActivities
 from replanner.backends.openai import OpenAIBackend
@@ -175,6 +177,36 @@ def local_activity(e: Any) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = json.loads(a.details["data"].payloads[0].data)
     return data
+
+
+class MovedBeforeCall:
+    """The real ``warehouse.run_sql`` activity, with another writer changing the world after
+    the workflow's read and before the call: ``move`` runs first, then the real activity."""
+
+    def __init__(self, real: Callable[[ToolCall], Awaitable[ToolResult]],
+                 move: Callable[[], Awaitable[None]]) -> None:
+        self.real, self.move = real, move
+        self.calls = 0
+
+    @activity.defn(name="warehouse.run_sql")
+    async def run(self, call: ToolCall) -> ToolResult:
+        self.calls += 1
+        await self.move()
+        return await self.real(call)
+
+
+def reads_in_call(e: Any) -> int:
+    """How many reads of the world a tool's activity made around its call (``ToolResult``'s
+    ``checked`` and ``after``), from its completion event, else 0."""
+    if e.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+        return 0
+    payloads = e.activity_task_completed_event_attributes.result.payloads
+    if not payloads or payloads[0].metadata.get("encoding") != b"json/plain":
+        return 0
+    result = json.loads(payloads[0].data)
+    if not isinstance(result, dict):
+        return 0
+    return sum(1 for k in ("checked", "after") if result.get(k) is not None)
 
 
 async def chain(client: Client, run_id: str) -> list[list[HistoryEvent]]:

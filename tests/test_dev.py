@@ -99,10 +99,12 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
         rep = await (await Plangate(client, settings).submit(plan)).result()
         assert rep.status == "succeeded", rep.failure
         # each step: one read before its call (may it be skipped?), one after (did it act?);
-        # step 1's read after and step 2's read before are one read (nothing runs between them)
+        # step 1's read after and step 2's read before are one read (nothing runs between
+        # them), made in step 1's activity, as is step 2's read after: one local read
         assert await scheduled(client, rep.run_id) == {
-            "s3.put": 1, "warehouse.run_sql": 1, "probe.evaluate": 3,
+            "s3.put": 1, "warehouse.run_sql": 1, "probe.evaluate": 1,
         }
+        assert [c.phase for c in rep.step(2).checks] == ["skip+pre", "post"]
         assert s3.get_object(Bucket=bucket, Key="hello.txt")["Body"].read() == b"hello dev"
         scraped = await scrape(metrics_url.removeprefix("http://").removesuffix("/metrics"))
         for tool in ("s3.put", "warehouse.run_sql"):

@@ -15,9 +15,9 @@ from temporalio.worker import Replayer
 
 from plangate.assembly import PlangatePlugin
 from plangate.compression import DATA_CONVERTER
-from records.report import RunReport, StepState
+from records.report import Phase, RunReport, StepState
 from workflows.lifecycle import LOST_CALL_PATCH
-from workflows.plan_run import VOID_AT_FAILURE_PATCH
+from workflows.plan_run import READS_IN_CALL_PATCH, VOID_AT_FAILURE_PATCH
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -43,6 +43,10 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "lost_write_retried": ("succeeded", E.EVENT_TYPE_ACTIVITY_TASK_FAILED),
     # a final failure that voided at once the step another one waited for ("void-at-failure")
     "voided_at_failure": ("failed", E.EVENT_TYPE_MARKER_RECORDED),
+    # reads made in the tools' activities, at and after each call ("reads-in-call")
+    "reads_in_call": ("succeeded", E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED),
+    # a call its activity refused: the world moved after the workflow's read ("reads-in-call")
+    "refused_at_call": ("failed", E.EVENT_TYPE_ACTIVITY_TASK_FAILED),
     # a post wait (300 s, a read a minute) that expired, recorded with the code from before
     # the "post-wait-reads-on-schedule" patch: 5 reads where the schedule has 6
     "wait_expired_before_schedule_patch": ("failed", E.EVENT_TYPE_TIMER_FIRED),
@@ -80,11 +84,19 @@ async def test_every_path_was_recorded():
         if want:  # a re-planner's child ends with a proposal, not a report
             assert status(await ending(history)) == want, name
     for name, patch in (("lost_write_retried", LOST_CALL_PATCH),
-                        ("voided_at_failure", VOID_AT_FAILURE_PATCH)):
+                        ("voided_at_failure", VOID_AT_FAILURE_PATCH),
+                        ("reads_in_call", READS_IN_CALL_PATCH),
+                        ("refused_at_call", READS_IN_CALL_PATCH)):
         markers = [e.marker_recorded_event_attributes for e in load(recorded[name]).events
                    if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
         assert any(patch.encode() in p.data for m in markers for d in m.details.values()
                    for p in d.payloads), name
+    refused = await ending(load(recorded["refused_at_call"]))
+    assert isinstance(refused, RunReport)
+    assert [c.phase for c in refused.step(1).checks][1:] == [Phase.AT_CALL, Phase.RE_EVALUATE]
+    chained = await ending(load(recorded["reads_in_call"]))
+    assert isinstance(chained, RunReport)
+    assert all(Phase.AT_CALL in [c.phase for c in s.checks] for s in chained.steps)
     early = await ending(load(recorded["voided_at_failure"]))
     assert isinstance(early, RunReport) and early.step(2).state == StepState.VOID
     voided = await ending(load(recorded["saturday_export_deleted"]))

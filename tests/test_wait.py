@@ -68,8 +68,13 @@ async def test_a_state_owed_by_a_concurrent_step_is_waited_for(client, settings)
     assert [t.state for t in waited.transitions] == [
         "PROBING", "WAITING", "PROBING", "EXECUTING", "VERIFYING", "DONE"
     ]
-    assert [r.outcome for c in waited.checks for r in c.results] == ["violated", "holds"]
-    assert await scheduled(client, rep.run_id) == {"warehouse.run_sql": 2, "probe.evaluate": 4}
+    # read while step 1 ran, again after it, and at the call (in the tool's activity)
+    assert [(c.phase, r.outcome) for c in waited.checks for r in c.results] == [
+        ("pre", "violated"), ("pre", "holds"), ("at-call", "holds")
+    ]
+    # local reads: step 1's skip check, step 2's two pre reads; step 1's post check is read
+    # in its own activity
+    assert await scheduled(client, rep.run_id) == {"warehouse.run_sql": 2, "probe.evaluate": 3}
 
 
 async def test_post_wait_proceeds_when_the_world_catches_up(time_skipping_env, settings):

@@ -66,10 +66,14 @@ def record_check(
     report.metrics.probes_run += len(probe.results)
 
 
-def record_call(report: RunReport, rep: StepReport, result: ToolResult) -> None:
-    """The call's attempts and timings: the check-to-use and plan-to-use windows."""
+def record_call(report: RunReport, rep: StepReport, result: ToolResult, attempt: int) -> None:
+    """The call's attempts and timings: the check-to-use and plan-to-use windows. A check made
+    at the call is the read the tool acted on: the window begins there."""
     rep.attempts += result.attempt
     t = rep.timings
+    if result.checked is not None:
+        record_check(report, rep, Phase.AT_CALL, attempt, result.checked)
+        t.precheck_read_at = result.checked.read_at
     t.tool_started_at, t.tool_finished_at = result.started_at, result.finished_at
     rep.check_to_use_ms = t.check_to_use_ms
     rep.staleness_ms = t.staleness_ms

@@ -59,6 +59,10 @@ class VersionContext:
     # the run began with the "void-at-failure" patch (``plan_run.VOID_AT_FAILURE_PATCH``): a
     # final failure voids the steps it leaves undispatched at once (``execution``)
     void_at_failure: bool = False
+    # the run began with the "reads-in-call" patch (``plan_run.READS_IN_CALL_PATCH``): a tool's
+    # activity reads the step's pre conditions the instant before it acts, and its post check
+    # (with the next step's first read) the instant after (``lifecycle``)
+    reads_in_call: bool = False
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -54,6 +54,14 @@ FUSED_READS_PATCH = "fused-reads"
 # goes again with the version its new pre probe observed. Money and external calls are read back
 # by idempotency key instead (``_read_back``). Runs that began before this patch re-plan.
 LOST_CALL_PATCH = "lost-call-retried"
+
+# How a tool's activity refuses a call whose check at the call did not hold (``ToolCall.check``):
+# the details carry the read.
+AT_CALL_REFUSALS = ("precondition_failed", "probe_unknown")
+
+# The next step's first read, fused into this step's post check: (its n, what it reads, which
+# of those are read only as evidence to skip)
+Successor = tuple[int, list[Condition], list[str]]
 
 
 def _next_read_in_time(
@@ -332,7 +340,7 @@ class StepRunner:
 
     def _successor_read(
         self, output: dict[str, JsonValue] | None
-    ) -> tuple[int, list[Condition], list[str]] | None:
+    ) -> Successor | None:
         """The first read of the one step that depends on this one alone, to be fused into
         this step's post check: one read of the world instead of two, when nothing else runs.
         Not for a step whose first read needs its own record (field probes)."""
@@ -494,9 +502,11 @@ class StepRunner:
     async def _execute(self, base: Prepared, p: Prepared) -> Finished | Failed | Unknown | Owed:
         self.ctx.set_state(self.step.n, StepState.EXECUTING)
         self.rep.timings.dispatched_at = workflow.now()
+        check, after, lenient, successor = self._reads_at_call(p)
         call = ToolCall(
             step=p.ref, idempotency_key=p.key,
             on_behalf_of=self.ctx.on_behalf_of, policy_bundle=self.ctx.policy_bundle,
+            check=check, after=after, after_lenient=lenient,
         )
         try:
             summary = None
@@ -511,8 +521,10 @@ class StepRunner:
         match answer:
             case calls.CallFailed(failure=tf) if tf.status == 412:
                 # superseded (a moved version, a changed policy): read the world again, then
-                # re-plan; never a blind retry
+                # re-plan; never a blind retry. A refusal at the call carries what it read.
                 self.rep.attempts += tf.attempt
+                if check and tf.code in AT_CALL_REFUSALS:
+                    self._record_at_call(tf.data)
                 bookkeeping.count_answer(self.ctx.report, self.rep, 412, tf.code)
                 again = await self._check_before(base, Phase.RE_EVALUATE)
                 if not isinstance(again, Checked):
@@ -521,6 +533,8 @@ class StepRunner:
                 return Failed(d, self._failure(tf.code, False, tf.detail, status=412))
             case calls.CallFailed(failure=tf):
                 self.rep.attempts += tf.attempt
+                if check and tf.code in AT_CALL_REFUSALS:
+                    self._record_at_call(tf.data)
                 bookkeeping.count_answer(self.ctx.report, self.rep, tf.status, tf.code)
                 d = route(
                     self._situation(Kind.TOOL_ERROR, status=tf.status, retryable=tf.retryable)
@@ -536,27 +550,91 @@ class StepRunner:
                     return Unknown(absent, failure, absent)
                 return Unknown(d, failure, absent)
             case calls.Called(result=result):
-                bookkeeping.record_call(self.ctx.report, self.rep, result)
+                bookkeeping.record_call(self.ctx.report, self.rep, result, self.attempt)
                 bookkeeping.record_result(self.ctx.report, self.rep, result.output)
                 self.ctx.set_state(self.step.n, StepState.VERIFYING)
-                successor = self._successor_read(result.output)
-                verified = await self._verify(p, result.refs, successor, output=result.output)
+                first = None
+                if after:
+                    first = self._read_after_call(p, after, result.after, successor)
+                    if first is not None and first.all_hold:
+                        return Finished(StepState.DONE, p.args, result.output)
+                    successor = None
+                else:
+                    successor = self._successor_read(result.output)
+                verified = await self._verify(
+                    p, result.refs, successor, output=result.output, first=first
+                )
                 return verified or Finished(StepState.DONE, p.args, result.output)
+
+    def _reads_at_call(
+        self, p: Prepared
+    ) -> tuple[list[Condition], list[Condition], list[str], Successor | None]:
+        """What the tool's activity reads around the call (``ToolCall.check`` and ``after``):
+        the pre conditions before; the post conditions after, with the next step's first read
+        when it can be fused (as in ``_successor_read``; known before the call unless this step
+        binds values from its result)."""
+        if not self.ctx.reads_in_call:
+            return [], [], [], None
+        if not p.post:
+            return p.pre, [], [], None
+        successor = None if self.step.binds else self._successor_read(None)
+        if successor is None:
+            return p.pre, p.post, [], None
+        _, first, lenient = successor
+        return p.pre, [*p.post, *first], lenient, successor
+
+    def _read_after_call(
+        self,
+        p: Prepared,
+        asked: list[Condition],
+        report: ProbeReport | None,
+        successor: Successor | None,
+    ) -> ProbeReport | None:
+        """The read made in the tool's activity right after the call: the post check's first
+        read (recorded as such), its verdict the same as the workflow's own read would get.
+        When every post condition held, the next step's part is kept for it, if nothing else
+        has begun since. None when there is no usable read (none was made, it is not an
+        answer to what was asked, or a probe could not answer): the workflow reads itself."""
+        if report is None or [r.condition.key() for r in report.results] != [
+            c.key() for c in asked
+        ]:
+            return None  # never a pass
+        mine = report.model_copy(update={"results": report.results[: len(p.post)]})
+        bookkeeping.record_check(self.ctx.report, self.rep, Phase.POST, self.attempt, mine)
+        if mine.unknown:
+            return None
+        if mine.all_hold and successor is not None and self._successor_read(None) == successor:
+            m, first, _ = successor
+            theirs = report.model_copy(
+                update={"results": report.results[len(p.post) :], "elapsed_ms": 0.0}
+            )
+            self.ctx.prefetched[m] = ([c.key() for c in first], theirs)
+        return mine
+
+    def _record_at_call(self, data: JsonValue) -> None:
+        """The read that refused a call at its door, kept in the report as a check."""
+        try:
+            read = ProbeReport.model_validate(data)
+        except ValidationError:
+            return
+        bookkeeping.record_check(self.ctx.report, self.rep, Phase.AT_CALL, self.attempt, read)
 
     async def _verify(
         self,
         p: Prepared,
         refs: dict[str, JsonValue] | None,
-        successor: tuple[int, list[Condition], list[str]] | None = None,
+        successor: Successor | None = None,
         *,
         output: dict[str, JsonValue] | None = None,
         read_back: bool = False,
         resume: Parked | None = None,
+        first: ProbeReport | None = None,
     ) -> Failed | Unknown | None:
         """Every post condition on a fresh read; with ``wait``, read again until its deadline.
         ``successor``: the next step's first read, fused into the first of these reads.
         ``output`` and ``read_back``: what a wait parked here carries into the next run;
-        ``resume``: such a wait, going on."""
+        ``resume``: such a wait, going on. ``first``: the first read, made (and recorded) in
+        the tool's activity right after the call."""
         if not p.post:
             return None
         if successor is not None:
@@ -584,7 +662,11 @@ class StepRunner:
             self.ctx.set_state(self.step.n, StepState.VERIFYING, fold=reads >= 2)
         while True:
             # a wait's third and later reads are folded into one record (the report stays small)
-            answer = await self._probe(Phase.POST, p, p.post, refs, fold=reads >= 2)
+            answer: ProbeReport | Failed | Unknown
+            if first is not None:
+                answer, first = first, None
+            else:
+                answer = await self._probe(Phase.POST, p, p.post, refs, fold=reads >= 2)
             reads += 1
             if isinstance(answer, Failed | Unknown):
                 return answer
@@ -596,11 +678,11 @@ class StepRunner:
             )
             d = route(self._situation(Kind.POST_VIOLATED, waits=in_time))
             if d.answer is not Answer.WAIT:
-                first = failed[0]
+                unmet = failed[0]
                 return Failed(
                     d,
                     self._failure(
-                        "postcondition_unmet", False, f"{first.condition.key()}: {first.detail}",
+                        "postcondition_unmet", False, f"{unmet.condition.key()}: {unmet.detail}",
                         attribution=Attribution.NOT_ESTABLISHED,
                     ),
                 )
@@ -614,7 +696,7 @@ class StepRunner:
         self,
         p: Prepared,
         refs: dict[str, JsonValue] | None,
-        successor: tuple[int, list[Condition], list[str]],
+        successor: Successor,
     ) -> ProbeReport | None:
         """This step's post check and the next step's first read in one call. When every post
         condition holds, the next step's part is kept for it; otherwise (or when the call

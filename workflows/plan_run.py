@@ -59,6 +59,11 @@ SEARCH_ATTRIBUTES_PATCH = "search-attributes"
 # waiting. Asked once, when the run begins (``VersionContext.void_at_failure``), for the reason
 # above: a failure is decided right after an activity's result.
 VOID_AT_FAILURE_PATCH = "void-at-failure"
+# A tool's activity reads the step's pre conditions the instant before the tool acts and is
+# refused unless they hold, and reads its post conditions (with the next step's first read)
+# the instant after: the check-to-use window is no longer the call's dispatch, and a chain of
+# guarded steps needs no local activity between its calls. Asked once, when the run begins.
+READS_IN_CALL_PATCH = "reads-in-call"
 
 
 @workflow.defn(name=PLAN_RUN_WORKFLOW)
@@ -84,6 +89,7 @@ class PlanRunWorkflow:
         self._metadata = False  # summaries and search attributes: not in runs from before
         self._registered = False  # the namespace has the search attributes (the input says)
         self._void_at_failure = False  # VOID_AT_FAILURE_PATCH: not in runs from before
+        self._reads_in_call = False  # READS_IN_CALL_PATCH: not in runs from before
         self._goal = visibility.short_goal(self._report.goal)
         self._shown: tuple[RunStatus, int, int] | None = None
         self._upserted: visibility.Values | None = None
@@ -180,6 +186,7 @@ class PlanRunWorkflow:
     async def run(self, inp: RunInput) -> RunReport:
         self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
         self._void_at_failure = workflow.patched(VOID_AT_FAILURE_PATCH)
+        self._reads_in_call = workflow.patched(READS_IN_CALL_PATCH)
         self._registered = inp.search_attributes
         # what the client (or the run before, for a run that continued as new) set already
         self._upserted = visibility.current(workflow.info().typed_search_attributes)
@@ -266,7 +273,7 @@ class PlanRunWorkflow:
                 run_id=self._report.run_id, guarded=inp.plan, version=0, plan_made_at=made_at,
                 report=self._report, key_tag=key_tag(), history=inp.history,
                 outage_patience=patience, recent=self._metadata,
-                void_at_failure=self._void_at_failure,
+                void_at_failure=self._void_at_failure, reads_in_call=self._reads_in_call,
                 # the run's authority and policy are the first plan's, whatever a re-plan says
                 on_behalf_of=inp.plan.plan.on_behalf_of,
                 policy_bundle=inp.plan.plan.policy_bundle,
@@ -279,6 +286,7 @@ class PlanRunWorkflow:
                 history=inp.history, outage_patience=patience, on_behalf_of=c.on_behalf_of,
                 policy_bundle=c.policy_bundle, bound=dict(c.bound), verified=dict(c.verified),
                 recent=self._metadata, void_at_failure=self._void_at_failure,
+                reads_in_call=self._reads_in_call,
             )
             resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
         ctx = base
@@ -345,7 +353,7 @@ class PlanRunWorkflow:
             history=prev.history, outage_patience=prev.outage_patience,
             on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
             bound=dict(prev.bound), verified=dict(prev.verified), recent=prev.recent,
-            void_at_failure=prev.void_at_failure,
+            void_at_failure=prev.void_at_failure, reads_in_call=prev.reads_in_call,
         )
 
     async def _next_plan(

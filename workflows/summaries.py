@@ -20,6 +20,7 @@ _PHASES = {
     Phase.POST: "post-check",
     Phase.READ_BACK: "read-back",
     Phase.RE_PROBE: "re-probe",
+    Phase.AT_CALL: "check at the call",
     Phase.RE_EVALUATE: "re-evaluate",
     Phase.AFTER_CANCEL: "after-cancel check",
 }

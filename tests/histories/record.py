@@ -25,13 +25,14 @@ import boto3
 import psycopg
 
 from activities.demo_schema import seed_acct_3319f
+from activities.tool_activity import tool_activities
 from bench._stack import Bench, bench_stack
 from plangate.api import Plangate
 from plangate.demo import BUCKET, KEY, invoice_csv, saturday_plan
 from plangate.scenarios import closeout_plan
 from records.report import RunReport
 from tests.crash_harness import LostPut, put_plan
-from tests.harness import Harness, running_worker
+from tests.harness import Harness, MovedBeforeCall, running_worker
 from workflows.plan_run import PlanRunWorkflow
 
 HERE = Path(__file__).parent
@@ -188,6 +189,39 @@ async def voided_at_failure(b: Bench) -> RunReport:
     ]})
 
 
+def gated_step(n: int, job: str, gate: str, **extra: Any) -> dict[str, Any]:
+    return job_step(n, job, pre=[{"probe": "job_state", "job_id": gate, "want": "open"}],
+                    **extra)
+
+
+async def open_gate(b: Bench) -> str:
+    gate = f"gate-{uuid.uuid4().hex[:6]}"
+    async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as c:
+        await c.execute("INSERT INTO plangate.jobs (job_id, state) VALUES (%s, 'open')", (gate,))
+    return gate
+
+
+async def reads_in_call(b: Bench) -> RunReport:
+    """A chain of three guarded steps (``workflow.patched("reads-in-call")``): one local read,
+    then every read made in the tools' activities, at and after each call."""
+    gate, tag = await open_gate(b), uuid.uuid4().hex[:6]
+    return await b.run({"goal": "reads in call", "budget": {"replans_max": 0}, "steps": [
+        gated_step(n, f"chain-{tag}-{n}", gate, depends_on=[n - 1] if n > 1 else [])
+        for n in (1, 2, 3)
+    ]})
+
+
+async def refused_at_call(b: Bench) -> RunReport:
+    """The gate closes after the workflow's read and before the call: the tool's activity
+    refuses it (412 ``precondition_failed``), the workflow reads again and the run fails."""
+    gate = await open_gate(b)
+    real = tool_activities(b.world)["warehouse.run_sql"]
+    moved = MovedBeforeCall(real, lambda: set_job(b, gate, "closed"))
+    async with running_worker(b.client, b.settings, {"warehouse.run_sql": moved.run}) as h:
+        return await h.run({"goal": "refused at call", "budget": {"replans_max": 0},
+                            "steps": [gated_step(1, f"refused-{gate}", gate)]})
+
+
 SCENARIOS: dict[str, Scenario] = {
     "saturday_succeeded": saturday_succeeded,
     "saturday_export_deleted": saturday_export_deleted,
@@ -200,6 +234,8 @@ SCENARIOS: dict[str, Scenario] = {
     "continued_as_new": continued_as_new,
     "lost_write_retried": lost_write_retried,
     "voided_at_failure": voided_at_failure,
+    "reads_in_call": reads_in_call,
+    "refused_at_call": refused_at_call,
     # the same paths recorded with the "search-attributes" patch (upserts of plangate's search
     # attributes, summaries on what the run schedules): the new branch replays too
     "approved_findable": approved,

@@ -1,0 +1,169 @@
+"""Reads in the tool's own activity (``workflow.patched("reads-in-call")``): the pre conditions
+are read again the instant before the tool acts, and the tool is not called unless they hold;
+the post check (with the next step's first read) is read the instant after it returns."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from activities.tool_activity import refuse_unless_held, tool_activities
+from plans.model import Condition
+from records.calls import Outcome, ProbeReport, ProbeResult, ToolCall, ToolResult
+from records.report import Phase, StepState
+from tests.harness import MovedBeforeCall, running_worker
+from workflows.plan_run import READS_IN_CALL_PATCH
+from world.errors import ToolError
+
+E = EventType
+
+
+def mark(n: int, job: str, gate: str | None = None, **extra: Any) -> dict[str, Any]:
+    step: dict[str, Any] = {
+        "n": n, "tool": "warehouse.run_sql",
+        "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
+        "post": [{"probe": "job_state", "job_id": job, "want": "done"}], **extra,
+    }
+    if gate is not None:
+        step["pre"] = [{"probe": "job_state", "job_id": gate, "want": "open"}]
+    return step
+
+
+async def set_job(pg: psycopg.AsyncConnection[Any], job: str, state: str) -> None:
+    await pg.execute(
+        "INSERT INTO plangate.jobs (job_id, state) VALUES (%s, %s) "
+        "ON CONFLICT (job_id) DO UPDATE SET state = EXCLUDED.state", (job, state),
+    )
+
+
+async def job_state(pg: psycopg.AsyncConnection[Any], job: str) -> str | None:
+    row = await (await pg.execute(
+        "SELECT state FROM plangate.jobs WHERE job_id = %s", (job,)
+    )).fetchone()
+    return None if row is None else str(row[0])
+
+
+async def events(client: Any, run_id: str) -> list[Any]:
+    return [e async for e in client.get_workflow_handle(run_id).fetch_history_events()]
+
+
+async def test_a_world_that_moves_after_the_check_is_caught_at_the_call(
+    client, settings, world, pg
+):
+    tag = uuid.uuid4().hex[:8]
+    gate, job = f"gate-{tag}", f"job-{tag}"
+    await set_job(pg, gate, "open")
+    real = tool_activities(world)["warehouse.run_sql"]
+    moved = MovedBeforeCall(real, lambda: set_job(pg, gate, "closed"))
+    async with running_worker(client, settings, {"warehouse.run_sql": moved.run}, world) as h:
+        rep = await h.run({"goal": "mark behind a gate", "budget": {"replans_max": 0},
+                           "steps": [mark(1, job, gate)]})
+    # the workflow's read saw the gate open; the read at the call saw it closed: no write
+    assert await job_state(pg, job) is None
+    assert moved.calls == 1
+    step = rep.step(1)
+    assert step.state is not StepState.DONE and rep.status == "failed"
+    # the workflow's first read: the skip check (the job not done) and the gate, open
+    first = step.checks[0]
+    assert first.phase is Phase.SKIP_PRE
+    assert [r.outcome for r in first.results] == [Outcome.VIOLATED, Outcome.HOLDS]
+    at_call = [c for c in step.checks if c.phase is Phase.AT_CALL]
+    assert len(at_call) == 1 and at_call[0].results[0].outcome is Outcome.VIOLATED
+    # after the refusal the workflow read the world again and found the gate closed
+    assert step.checks[-1].phase is Phase.RE_EVALUATE
+    assert step.checks[-1].results[-1].outcome is Outcome.VIOLATED
+    assert [r.status for r in step.refusals] == [412]
+    history = await events(client, rep.run_id)
+    failed = [e.activity_task_failed_event_attributes.failure.application_failure_info.type
+              for e in history if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_FAILED]
+    assert failed == ["precondition_failed"]  # refused once, never retried
+
+
+async def test_without_the_check_at_the_call_the_same_move_is_written_through(
+    client, settings, world, pg
+):
+    """The control: the same move, the same real activity, but the call carries no check (as
+    in runs from before the patch): the write goes through the closed gate."""
+    tag = uuid.uuid4().hex[:8]
+    gate, job = f"gate-{tag}", f"job-{tag}"
+    await set_job(pg, gate, "open")
+    real = tool_activities(world)["warehouse.run_sql"]
+
+    async def unchecked(call: ToolCall) -> ToolResult:
+        result: ToolResult = await real(call.model_copy(update={"check": []}))
+        return result
+
+    moved = MovedBeforeCall(unchecked, lambda: set_job(pg, gate, "closed"))
+    async with running_worker(client, settings, {"warehouse.run_sql": moved.run}, world) as h:
+        rep = await h.run({"goal": "mark behind a gate", "budget": {"replans_max": 0},
+                           "steps": [mark(1, job, gate)]})
+    assert await job_state(pg, job) == "done"
+    assert await job_state(pg, gate) == "closed"
+    assert rep.step(1).state is StepState.DONE
+
+
+async def test_a_guarded_chain_reads_around_each_call_not_in_between(client, settings, pg):
+    tag = uuid.uuid4().hex[:8]
+    gate = f"gate-{tag}"
+    await set_job(pg, gate, "open")
+    steps = [mark(n, f"job-{tag}-{n}", gate, depends_on=[n - 1] if n > 1 else [])
+             for n in range(1, 6)]
+    async with running_worker(client, settings) as h:
+        rep = await h.run({"goal": "chain", "budget": {"replans_max": 0}, "steps": steps})
+    assert rep.status == "succeeded"
+    for n in range(1, 6):
+        assert await job_state(pg, f"job-{tag}-{n}") == "done"
+    history = await events(client, rep.run_id)
+    markers = [e for e in history if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
+    patch = [m for m in markers if READS_IN_CALL_PATCH.encode() in
+             b"".join(p.data for d in m.marker_recorded_event_attributes.details.values()
+                      for p in d.payloads)]
+    assert len(patch) == 1
+    local = [m for m in markers
+             if m.marker_recorded_event_attributes.marker_name == "core_local_activity"]
+    # one local read, step 1's first; every later read was made inside a tool's activity
+    assert len(local) == 1
+    started = {e.activity_task_started_event_attributes.scheduled_event_id: e.event_time
+               for e in history if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED}
+    scheduled = [e.event_id for e in history
+                 if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert len(scheduled) == 5
+    for s, eid in zip(rep.steps, scheduled, strict=True):
+        at_call = [c for c in s.checks if c.phase is Phase.AT_CALL]
+        assert len(at_call) == 1 and at_call[0].results[0].outcome is Outcome.HOLDS
+        post = [c for c in s.checks if c.phase is Phase.POST]
+        assert len(post) == 1 and post[0].results[0].outcome is Outcome.HOLDS
+        read = at_call[0].read_at
+        assert read is not None and s.timings.tool_started_at is not None
+        # the read the tool acted on was made inside its activity, after the server started it
+        assert read >= started[eid].ToDatetime().replace(tzinfo=UTC)
+        assert s.timings.precheck_read_at == read
+        assert post[0].read_at is not None and post[0].read_at >= s.timings.tool_started_at
+        assert s.check_to_use_ms == pytest.approx(
+            (s.timings.tool_started_at - read).total_seconds() * 1000
+        )
+
+
+def _report(*outcomes: Outcome) -> ProbeReport:
+    return ProbeReport(
+        results=[ProbeResult(condition=Condition(probe="job_state", args={"job_id": f"j{i}"}),
+                             outcome=o, detail=o.value) for i, o in enumerate(outcomes)],
+        read_at=datetime.now(UTC), elapsed_ms=0.0,
+    )
+
+
+@pytest.mark.parametrize(("outcomes", "code"), [
+    ((Outcome.HOLDS, Outcome.VIOLATED), "precondition_failed"),
+    ((Outcome.UNKNOWN, Outcome.HOLDS), "probe_unknown"),  # cannot answer: never a pass
+])
+def test_the_call_is_refused_unless_every_condition_holds(outcomes, code):
+    with pytest.raises(ToolError) as e:
+        refuse_unless_held(_report(*outcomes))
+    assert e.value.code == code and not e.value.may_have_acted
+    assert ProbeReport.model_validate(e.value.data).results[1].outcome is outcomes[1]
+    refuse_unless_held(_report(Outcome.HOLDS, Outcome.HOLDS))  # all hold: no refusal
