@@ -42,6 +42,8 @@ HEARTBEAT_EVERY_S = 1.0
 MAX_RESULT_BYTES = 256 * 1024
 RESULT_PREVIEW_BYTES = 16 * 1024
 DETAIL_MAX = 500
+# The read after a call never holds the call's answer back long: past this the workflow reads.
+AFTER_READ_TIMEOUT_S = 5.0
 
 
 def as_application_error(e: ToolError) -> ApplicationError:
@@ -131,8 +133,12 @@ async def _read(probes: ProbeActivities, call: ToolCall, conds: list[Condition],
     return await probes.read(req)
 
 
-async def _read_after(
-    probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall, output: dict[str, JsonValue]
+async def read_after(
+    probes: ProbeActivities,
+    spec: ToolSpec[Any],
+    call: ToolCall,
+    output: dict[str, JsonValue],
+    timeout_s: float = AFTER_READ_TIMEOUT_S,
 ) -> ProbeReport | None:
     """``call.after``, once the tool has acted: nothing this read meets may fail the call (a
     retry would act again), so a read that breaks is no read, and the workflow reads itself."""
@@ -140,7 +146,10 @@ async def _read_after(
         return None
     try:
         refs = reader_refs(spec, output)
-        return await _read(probes, call, call.after, call.after_lenient, refs)
+        read = _read(probes, call, call.after, call.after_lenient, refs)
+        return await asyncio.wait_for(read, timeout_s)
+    except TimeoutError:  # a system slow or down: the workflow's read waits for it properly
+        return None
     except Exception:  # the probes report what they cannot answer; this is anything else
         activity.logger.exception("the read after %s failed; the workflow reads again", spec.name)
         return None
@@ -168,7 +177,7 @@ def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callabl
                 started = datetime.now(UTC)
                 output = bounded(await spec.fn(args, world, ctx))
                 finished = datetime.now(UTC)
-            after = await _read_after(probes, spec, call, output)
+            after = await read_after(probes, spec, call, output)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -4,6 +4,7 @@ the post check (with the next step's first read) is read the instant after it re
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -12,9 +13,19 @@ import psycopg
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from activities.tool_activity import refuse_unless_held, tool_activities
+from activities.probe_activity import ProbeActivities
+from activities.tool_activity import read_after, refuse_unless_held, tool_activities
+from activities.tools.registry import TOOLS
 from plans.model import Condition
-from records.calls import Outcome, ProbeReport, ProbeResult, ToolCall, ToolResult
+from records.calls import (
+    Outcome,
+    ProbeReport,
+    ProbeRequest,
+    ProbeResult,
+    StepRef,
+    ToolCall,
+    ToolResult,
+)
 from records.report import Phase, StepState
 from tests.harness import MovedBeforeCall, running_worker
 from workflows.plan_run import READS_IN_CALL_PATCH
@@ -167,3 +178,29 @@ def test_the_call_is_refused_unless_every_condition_holds(outcomes, code):
     assert e.value.code == code and not e.value.may_have_acted
     assert ProbeReport.model_validate(e.value.data).results[1].outcome is outcomes[1]
     refuse_unless_held(_report(Outcome.HOLDS, Outcome.HOLDS))  # all hold: no refusal
+
+
+class SlowProbes(ProbeActivities):
+    """Reads that take longer than a call may wait for them (a system slow to answer)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def read(self, req: ProbeRequest) -> ProbeReport:
+        self.asked += 1
+        await asyncio.sleep(30)
+        raise AssertionError("never reached")
+
+
+async def test_a_slow_read_after_the_call_is_no_read_and_holds_the_answer_back_briefly():
+    spec = TOOLS["warehouse.run_sql"]
+    call = ToolCall(
+        step=StepRef(run_id="r", plan_version=1, n=1, tool=spec.name), idempotency_key="k",
+        after=[Condition(probe="job_state", args={"job_id": "j", "want": "done"})],
+    )
+    slow = SlowProbes()
+    assert await asyncio.wait_for(read_after(slow, spec, call, {}, timeout_s=0.05), 5) is None
+    assert slow.asked == 1
+    # nothing asked after the call: nothing read
+    bare = call.model_copy(update={"after": []})
+    assert await read_after(slow, spec, bare, {}, timeout_s=0.05) is None and slow.asked == 1
