@@ -107,7 +107,8 @@ class ProbeActivities:
                  "plangate.tool": ctx.tool}
         with span(self.world.tracer, f"probe {cond.probe}", attrs) as s:
             try:
-                verdict = await asyncio.wait_for(spec.fn(args, self.world, ctx), PROBE_TIMEOUT_S)
+                async with asyncio.timeout(PROBE_TIMEOUT_S):  # no task of its own per read
+                    verdict = await spec.fn(args, self.world, ctx)
             except Exception as e:  # could not answer: unknown, which fails the step, never passes
                 unknown = done(Outcome.UNKNOWN, detail=f"{type(e).__name__}: {e}"[:500])
                 if s is not None:
@@ -124,9 +125,8 @@ class ProbeActivities:
         ctx = probe_context(req, self.world)
         t0 = time.perf_counter()
         lenient = set(req.lenient)
-        results = await asyncio.gather(
-            *(self._one(c, ctx, c.key() in lenient) for c in req.conditions)
-        )
+        reads = [self._one(c, ctx, c.key() in lenient) for c in req.conditions]
+        results = [await reads[0]] if len(reads) == 1 else await asyncio.gather(*reads)
         return ProbeReport(
             results=list(results),
             read_at=datetime.now(UTC),

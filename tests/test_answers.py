@@ -39,7 +39,12 @@ async def test_resume_skips_done_steps_and_resumes_at_the_failure(client, settin
     async with running_worker(client, settings) as h:
         first = await h.run(plan)
         assert [s.state for s in first.steps] == ["DONE"] * 4 + ["FAILED", "VOID", "VOID"]
-        assert (await scheduled(client, first.run_id))["warehouse.run_sql"] == 4
+        # step 5's pre condition is first read at its own call (step 4's read after its call
+        # held step 5's skip check only): its activity was started and refused it, the tool
+        # never ran; four steps acted
+        assert (await scheduled(client, first.run_id))["warehouse.run_sql"] == 5
+        assert [c.phase for c in first.step(5).checks] == ["skip+pre", "at-call", "pre"]
+        assert first.failure is not None and first.failure.code == "precondition_unmet"
         assert len(await job_states(pg, tag)) == 4
 
         await pg.execute(f"ALTER TABLE {table} ADD COLUMN ready bool")  # someone fixes the world

@@ -204,3 +204,33 @@ async def test_a_slow_read_after_the_call_is_no_read_and_holds_the_answer_back_b
     # nothing asked after the call: nothing read
     bare = call.model_copy(update={"after": []})
     assert await read_after(slow, spec, bare, {}, timeout_s=0.05) is None and slow.asked == 1
+
+
+async def test_a_pre_condition_first_read_at_the_call_fails_as_a_pre_check(client, settings, pg):
+    """Step 2 follows step 1 alone: the read after step 1's call is also step 2's skip check,
+    and step 2's gate is read only at its own call. Closed from the start, the gate refuses
+    the call; the workflow reads again and answers as for any failed pre check: no 412, since
+    the world did not move between a check and its use."""
+    tag = uuid.uuid4().hex[:8]
+    gate = f"gate-{tag}"
+    await set_job(pg, gate, "closed")
+    steps = [mark(1, f"job-{tag}-1"), mark(2, f"job-{tag}-2", gate, depends_on=[1])]
+    async with running_worker(client, settings) as h:
+        rep = await h.run({"goal": "gate closed", "budget": {"replans_max": 0}, "steps": steps})
+    assert await job_state(pg, f"job-{tag}-1") == "done"
+    assert await job_state(pg, f"job-{tag}-2") is None
+    assert rep.status == "failed" and rep.failure is not None and rep.failure.step == 2
+    step = rep.step(2)
+    skip, at_call, pre = step.checks
+    # the skip check, read in step 1's activity: the job not done yet; the gate not read
+    assert skip.phase is Phase.SKIP_PRE and skip.read_at == rep.step(1).checks[-1].read_at
+    assert [r.condition.probe for r in skip.results] == ["job_state"]
+    assert skip.results[0].condition.args["job_id"] == f"job-{tag}-2"
+    assert at_call.phase is Phase.AT_CALL and at_call.results[0].outcome is Outcome.VIOLATED
+    assert pre.phase is Phase.PRE and pre.results[-1].outcome is Outcome.VIOLATED
+    assert step.refusals == [] and rep.metrics.answers_412 == 0
+    assert rep.failure.code == "precondition_unmet" and gate in rep.failure.detail
+    history = await events(client, rep.run_id)
+    failed = [e.activity_task_failed_event_attributes.failure.application_failure_info.type
+              for e in history if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_FAILED]
+    assert failed == ["precondition_failed"]

@@ -47,6 +47,8 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "reads_in_call": ("succeeded", E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED),
     # a call its activity refused: the world moved after the workflow's read ("reads-in-call")
     "refused_at_call": ("failed", E.EVENT_TYPE_ACTIVITY_TASK_FAILED),
+    # a pre condition first read at the call, refused there: a failed pre check ("reads-in-call")
+    "pre_failed_at_call": ("failed", E.EVENT_TYPE_ACTIVITY_TASK_FAILED),
     # a post wait (300 s, a read a minute) that expired, recorded with the code from before
     # the "post-wait-reads-on-schedule" patch: 5 reads where the schedule has 6
     "wait_expired_before_schedule_patch": ("failed", E.EVENT_TYPE_TIMER_FIRED),
@@ -86,7 +88,8 @@ async def test_every_path_was_recorded():
     for name, patch in (("lost_write_retried", LOST_CALL_PATCH),
                         ("voided_at_failure", VOID_AT_FAILURE_PATCH),
                         ("reads_in_call", READS_IN_CALL_PATCH),
-                        ("refused_at_call", READS_IN_CALL_PATCH)):
+                        ("refused_at_call", READS_IN_CALL_PATCH),
+                        ("pre_failed_at_call", READS_IN_CALL_PATCH)):
         markers = [e.marker_recorded_event_attributes for e in load(recorded[name]).events
                    if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
         assert any(patch.encode() in p.data for m in markers for d in m.details.values()
@@ -94,6 +97,9 @@ async def test_every_path_was_recorded():
     refused = await ending(load(recorded["refused_at_call"]))
     assert isinstance(refused, RunReport)
     assert [c.phase for c in refused.step(1).checks][1:] == [Phase.AT_CALL, Phase.RE_EVALUATE]
+    unread = await ending(load(recorded["pre_failed_at_call"]))
+    assert isinstance(unread, RunReport) and unread.metrics.answers_412 == 0
+    assert [c.phase for c in unread.step(2).checks] == [Phase.SKIP_PRE, Phase.AT_CALL, Phase.PRE]
     chained = await ending(load(recorded["reads_in_call"]))
     assert isinstance(chained, RunReport)
     assert all(Phase.AT_CALL in [c.phase for c in s.checks] for s in chained.steps)

@@ -167,6 +167,9 @@ class StepRunner:
         self.attempt = 0
         self.also_bound = also_bound or {}  # what a step just before will bind (a fused read)
         self.resume = resume  # where an earlier run of the chain parked this step
+        # pre conditions (by key) this attempt has read only at the call, not before it: the
+        # fused read after the step before left them to the call (``_fused_first``)
+        self.read_at_call_only: set[str] = set()
 
     # -- the whole step, with workflow-level retries ------------------------------------------
     async def run(self) -> StepOutcome:
@@ -310,16 +313,26 @@ class StepRunner:
         pre conditions hold. ``again``: the phase of a second read (after an approval, after a
         412), recorded as such."""
         self.ctx.set_state(self.step.n, StepState.PROBING)
+        self.read_at_call_only = set()
         done, first, only = self._first_read(p)
         if not first:
             return Checked([])
         phase = again or (Phase.SKIP_PRE if done else Phase.PRE)
         fused = self.ctx.prefetched.pop(self.step.n, None)
         answer: ProbeReport | Failed | Unknown
+        short, _ = self._fused_first(p)
         if again is None and fused is not None and fused[0] == [c.key() for c in first]:
             # read with the post check of the step before, nothing having run in between
             answer = fused[1]
             bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer)
+        elif again is None and fused is not None and fused[0] == [c.key() for c in short]:
+            # the same, in the step before's activity; the pre conditions it left out are read
+            # at this step's call, where they count
+            answer = fused[1]
+            bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer)
+            read = set(fused[0])
+            self.read_at_call_only = {c.key() for c in p.pre if c.key() not in read}
+            first = short
         else:
             answer = await self._probe(phase, p, first, None, lenient=only)
         if isinstance(answer, Failed | Unknown):
@@ -330,6 +343,19 @@ class StepRunner:
             return Finished(StepState.SKIPPED, p.args)
         pre = answer.results[len(done) :]
         return self._judge_pre(pre) or Checked(pre)
+
+    def _fused_first(self, p: Prepared) -> tuple[list[Condition], list[str]]:
+        """The step's first read as the step before's activity makes it, right after its call
+        (``reads-in-call``): the skip check, and of the pre conditions only the version the
+        call will carry. The others are read at the step's own call, which acts only if they
+        hold, and which a read just before would only repeat. A step a person approves reads
+        them all before its card is shown."""
+        done, first, only = self._first_read(p)
+        if self.guard.approval:
+            return first, only
+        version = version_condition(self.guard, p.args)
+        carried = [c for c in p.pre if version is not None and c.key() == version.key()]
+        return done + carried, only
 
     def _first_read(self, p: Prepared) -> tuple[list[Condition], list[Condition], list[str]]:
         """What the step reads before its call: the skip check, then the pre conditions; and
@@ -365,7 +391,10 @@ class StepRunner:
         prepared = nxt._prepare()
         if isinstance(prepared, Failed):
             return None
-        _, first, only = nxt._first_read(prepared)
+        if ctx.reads_in_call:
+            first, only = nxt._fused_first(prepared)
+        else:
+            _, first, only = nxt._first_read(prepared)
         systems = ctx.guarded.systems
         if not first or any(systems.get(c.probe, "record") == "record" for c in first):
             return None
@@ -521,14 +550,21 @@ class StepRunner:
         match answer:
             case calls.CallFailed(failure=tf) if tf.status == 412:
                 # superseded (a moved version, a changed policy): read the world again, then
-                # re-plan; never a blind retry. A refusal at the call carries what it read.
+                # re-plan; never a blind retry. A refusal at the call carries what it read:
+                # when what failed there had not been read before, it is the step's pre check
+                # failing (answered as such), not the world moving between check and use.
                 self.rep.attempts += tf.attempt
+                refused = None
                 if check and tf.code in AT_CALL_REFUSALS:
-                    self._record_at_call(tf.data)
-                bookkeeping.count_answer(self.ctx.report, self.rep, 412, tf.code)
-                again = await self._check_before(base, Phase.RE_EVALUATE)
+                    refused = self._record_at_call(tf.data)
+                unread = refused is not None and self._read_at_call_only(refused)
+                if not unread:
+                    bookkeeping.count_answer(self.ctx.report, self.rep, 412, tf.code)
+                again = await self._check_before(base, Phase.PRE if unread else Phase.RE_EVALUATE)
                 if not isinstance(again, Checked):
                     return again
+                if unread:  # it held again a moment later: the world moves under the step
+                    bookkeeping.count_answer(self.ctx.report, self.rep, 412, tf.code)
                 d = route(self._situation(Kind.TOOL_ERROR, status=412))
                 return Failed(d, self._failure(tf.code, False, tf.detail, status=412))
             case calls.CallFailed(failure=tf):
@@ -611,13 +647,19 @@ class StepRunner:
             self.ctx.prefetched[m] = ([c.key() for c in first], theirs)
         return mine
 
-    def _record_at_call(self, data: JsonValue) -> None:
+    def _record_at_call(self, data: JsonValue) -> ProbeReport | None:
         """The read that refused a call at its door, kept in the report as a check."""
         try:
             read = ProbeReport.model_validate(data)
         except ValidationError:
-            return
+            return None
         bookkeeping.record_check(self.ctx.report, self.rep, Phase.AT_CALL, self.attempt, read)
+        return read
+
+    def _read_at_call_only(self, refused: ProbeReport) -> bool:
+        """Whether every condition that refused the call was read there for the first time."""
+        failed = {r.condition.key() for r in refused.results if r.outcome is not Outcome.HOLDS}
+        return bool(failed) and failed <= self.read_at_call_only
 
     async def _verify(
         self,

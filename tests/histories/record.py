@@ -222,6 +222,16 @@ async def refused_at_call(b: Bench) -> RunReport:
                             "steps": [gated_step(1, f"refused-{gate}", gate)]})
 
 
+async def pre_failed_at_call(b: Bench) -> RunReport:
+    """Step 2's gate, closed from the start, is first read at its call (the read after step 1
+    held only its skip check): refused there, read again, failed as a pre check, no 412."""
+    gate, tag = await open_gate(b), uuid.uuid4().hex[:6]
+    await set_job(b, gate, "closed")
+    return await b.run({"goal": "pre failed at call", "budget": {"replans_max": 0}, "steps": [
+        job_step(1, f"first-{tag}"), gated_step(2, f"second-{tag}", gate, depends_on=[1]),
+    ]})
+
+
 SCENARIOS: dict[str, Scenario] = {
     "saturday_succeeded": saturday_succeeded,
     "saturday_export_deleted": saturday_export_deleted,
@@ -236,6 +246,7 @@ SCENARIOS: dict[str, Scenario] = {
     "voided_at_failure": voided_at_failure,
     "reads_in_call": reads_in_call,
     "refused_at_call": refused_at_call,
+    "pre_failed_at_call": pre_failed_at_call,
     # the same paths recorded with the "search-attributes" patch (upserts of plangate's search
     # attributes, summaries on what the run schedules): the new branch replays too
     "approved_findable": approved,
