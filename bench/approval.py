@@ -1,6 +1,7 @@
 """Approval turnaround: from the approve Update's acceptance to the tool's start, the re-probe
 the step makes after the approval included, p50 of 20; beside it, the same step with no card
-(its pre-check read to the tool's start).
+(the workflow's read before the call to the tool's start: the call's dispatch alone), and the
+check-to-use window of each (the read at the call to the tool's start).
 
     .venv/bin/python -m bench.approval [--runs 20]
 """
@@ -16,6 +17,7 @@ from typing import Any
 import boto3
 
 from bench._stack import bench_stack
+from bench.guard_cost import workflow_read_ms
 from plangate.api import Plangate
 from records.report import RunReport
 
@@ -48,9 +50,16 @@ def turnaround_ms(rep: RunReport) -> float:
 
 
 def dispatch_ms(rep: RunReport) -> float:
-    ms = rep.step(1).check_to_use_ms
-    if rep.status != "succeeded" or ms is None:
+    (ms,) = workflow_read_ms(rep)
+    if rep.status != "succeeded":
         raise SystemExit(f"run {rep.run_id} did not run: {rep.status}")
+    return ms
+
+
+def check_to_use_ms(rep: RunReport) -> float:
+    ms = rep.step(1).check_to_use_ms
+    if ms is None:
+        raise SystemExit(f"run {rep.run_id} has no check-to-use window")
     return ms
 
 
@@ -62,18 +71,26 @@ async def main(runs: int) -> None:
         await api.result(await api.start(plan(bucket, False)))  # warm-up
         approved: list[float] = []
         plain: list[float] = []
+        windows: dict[str, list[float]] = {"approved": [], "no card": []}
         for _ in range(runs):
             run_id = await api.start(plan(bucket, True))
             await approve_when_asked(api, run_id)
-            approved.append(turnaround_ms(await api.result(run_id)))
-            plain.append(dispatch_ms(await api.result(await api.start(plan(bucket, False)))))
+            rep = await api.result(run_id)
+            approved.append(turnaround_ms(rep))
+            windows["approved"].append(check_to_use_ms(rep))
+            rep = await api.result(await api.start(plan(bucket, False)))
+            plain.append(dispatch_ms(rep))
+            windows["no card"].append(check_to_use_ms(rep))
     a, p = statistics.median(approved), statistics.median(plain)
     print(f"runs: {runs}")
     print(f"approve Update accepted -> tool started (re-probe included): p50 {a:.1f} ms, "
           f"max {max(approved):.1f} ms")
-    print(f"no card: pre-check read -> tool started:                  p50 {p:.1f} ms, "
+    print(f"no card: the workflow's read -> tool started:             p50 {p:.1f} ms, "
           f"max {max(plain):.1f} ms")
-    print(f"approval turnaround / plain check-to-use: {a / p:.2f}")
+    print(f"approval turnaround / the call's dispatch: {a / p:.2f}")
+    for name, xs in windows.items():
+        print(f"check-to-use (the read at the call -> tool started), {name}: "
+              f"p50 {statistics.median(xs):.2f} ms, max {max(xs):.2f} ms")
 
 
 if __name__ == "__main__":
