@@ -114,7 +114,9 @@ class CheckRecord(BaseModel):
 
 class StepTimings(BaseModel):
     plan_made_at: datetime
-    precheck_read_at: datetime | None = None  # the pre check's read (the worker's clock)
+    # the pre check's read the call acted on (the worker's clock): in the tool's activity, the
+    # instant before it (``reads-in-call``), else the workflow's last read before the call
+    precheck_read_at: datetime | None = None
     dispatched_at: datetime | None = None  # the call dispatched (the workflow's clock)
     tool_started_at: datetime | None = None  # the tool began (the worker's clock)
     tool_finished_at: datetime | None = None
