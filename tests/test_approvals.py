@@ -40,6 +40,15 @@ def publish(bucket: str, key: str, **step: Any) -> dict[str, Any]:
             ]}
 
 
+async def until_waiting(api: Plangate, run_id: str, step: int) -> None:
+    for _ in range(200):
+        if (await api.report(run_id)).step(step).state == "WAITING":
+            return
+        await asyncio.sleep(0.05)
+    rep = await api.report(run_id)
+    raise AssertionError(f"step {step} of {run_id} never waited: {rep.status} {rep.failure}")
+
+
 async def card_of(api: Plangate, run_id: str, step: int = 1, index: int = -1) -> Any:
     """The card of ``step`` once it waits (10 s at most)."""
     for _ in range(200):
@@ -85,10 +94,19 @@ async def test_the_right_digest_runs_the_step_once(client, settings, s3, bucket)
 
 
 async def test_refused_answers_leave_no_event_and_run_nothing(client, settings, s3, bucket):
-    key = unique("r") + ".txt"
+    key, signal = unique("r") + ".txt", unique("signal") + ".txt"
+    plan = publish(bucket, key)
+    # a step after the approved one that waits for the world: the run is still going when the
+    # second answer arrives, whatever the machine's speed
+    plan["steps"].append({
+        "n": 2, "tool": "s3.put", "depends_on": [1],
+        "args": {"bucket": bucket, "key": unique("notice") + ".txt", "body": "published"},
+        "post": [{"probe": "object_exists", "bucket": bucket, "key": signal,
+                  "wait": {"timeout_s": 60, "interval_s": 1}}],
+    })
     async with running_worker(client, settings) as h:
         api = Plangate(client, h.settings)
-        run_id = await api.start(publish(bucket, key))
+        run_id = await api.start(plan)
         card = await card_of(api, run_id)
         before = await events(client, run_id)
         refusals = {
@@ -103,10 +121,14 @@ async def test_refused_answers_leave_no_event_and_run_nothing(client, settings, 
         assert await events(client, run_id) == before  # no history event for any of them
         assert (await scheduled(client, run_id)).get("s3.put", 0) == 0
         await api.approve(run_id, 1, card.digest, by="erin")
+        await until_waiting(api, run_id, 2)
         with pytest.raises(AnswerRefused, match="no longer waiting"):
             await api.approve(run_id, 1, card.digest, by="frank")  # a second answer
+        s3.put_object(Bucket=bucket, Key=signal, Body=b"go")
         rep = await api.result(run_id)
-    assert rep.status == "succeeded" and (await scheduled(client, run_id))["s3.put"] == 1
+    # one call for the approved step, one for the step after it
+    assert rep.status == "succeeded" and (await scheduled(client, run_id))["s3.put"] == 2
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"final figures"
     assert rep.approvals[0].answer is not None and rep.approvals[0].answer.by == "erin"
 
 
