@@ -61,7 +61,8 @@ async def concurrent_steps_per_s(
     t0 = time.perf_counter()
     reports = await asyncio.gather(*(h.run(body) for body in bodies))
     elapsed = time.perf_counter() - t0
-    bad = [r.run_id for r in reports if r.status != "succeeded"]
+    bad = [r for r in reports if r.status != "succeeded"]
     if bad:
-        raise SystemExit(f"{len(bad)} runs did not succeed: {bad[:3]}")
+        why = "; ".join(f"{r.run_id} {r.status}: {r.failure}" for r in bad[:3])
+        raise SystemExit(f"{len(bad)} runs did not succeed: {why}")
     return steps / elapsed

@@ -87,7 +87,11 @@ async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContex
         rec = await cur.fetchone()
         if rec is None:
             return Verdict(False, None, f"no load into {args.table} is recorded")
-        if await _one(world, "SELECT to_regclass(%s)::text", (args.table,)) is None:
+        # on this connection: a second one from the pool while holding the first can wait
+        # forever when every connection is held by a read waiting for its second
+        await cur.execute("SELECT to_regclass(%s)::text", (args.table,))
+        exists = await cur.fetchone()
+        if exists is None or exists[0] is None:
             return Verdict(False, None, f"table {args.table} does not exist")
         await cur.execute(sql.SQL("SELECT count(*) FROM {}").format(ident(args.table)))
         count_row = await cur.fetchone()
