@@ -137,15 +137,15 @@ async def read_after(
     probes: ProbeActivities,
     spec: ToolSpec[Any],
     call: ToolCall,
-    output: dict[str, JsonValue],
+    refs: dict[str, JsonValue],
     timeout_s: float = AFTER_READ_TIMEOUT_S,
 ) -> ProbeReport | None:
     """``call.after``, once the tool has acted: nothing this read meets may fail the call (a
-    retry would act again), so a read that breaks is no read, and the workflow reads itself."""
+    retry would act again), so a read that breaks is no read, and the workflow reads itself.
+    ``refs``: the fields of the tool's result its reader needs (field probes)."""
     if not call.after:
         return None
     try:
-        refs = reader_refs(spec, output)
         read = _read(probes, call, call.after, call.after_lenient, refs)
         return await asyncio.wait_for(read, timeout_s)
     except TimeoutError:  # a system slow or down: the workflow's read waits for it properly
@@ -177,7 +177,8 @@ def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callabl
                 started = datetime.now(UTC)
                 output = bounded(await spec.fn(args, world, ctx))
                 finished = datetime.now(UTC)
-            after = await read_after(probes, spec, call, output)
+            refs = reader_refs(spec, output)
+            after = await read_after(probes, spec, call, refs)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -194,7 +195,7 @@ def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callabl
             started_at=started,
             finished_at=finished,
             attempt=activity.info().attempt,
-            refs=reader_refs(spec, output),
+            refs=refs,
             checked=checked,
             after=after,
         )

@@ -320,19 +320,19 @@ class StepRunner:
         phase = again or (Phase.SKIP_PRE if done else Phase.PRE)
         fused = self.ctx.prefetched.pop(self.step.n, None)
         answer: ProbeReport | Failed | Unknown
-        short, _ = self._fused_first(p)
         if again is None and fused is not None and fused[0] == [c.key() for c in first]:
             # read with the post check of the step before, nothing having run in between
             answer = fused[1]
             bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer)
-        elif again is None and fused is not None and fused[0] == [c.key() for c in short]:
+        elif again is None and fused is not None and self.ctx.reads_in_call and fused[0] == [
+            c.key() for c in self._fused_first(p)[0]
+        ]:
             # the same, in the step before's activity; the pre conditions it left out are read
             # at this step's call, where they count
             answer = fused[1]
             bookkeeping.record_check(self.ctx.report, self.rep, phase, self.attempt, answer)
             read = set(fused[0])
             self.read_at_call_only = {c.key() for c in p.pre if c.key() not in read}
-            first = short
         else:
             answer = await self._probe(phase, p, first, None, lenient=only)
         if isinstance(answer, Failed | Unknown):
@@ -370,16 +370,11 @@ class StepRunner:
         """The first read of the one step that depends on this one alone, to be fused into
         this step's post check: one read of the world instead of two, when nothing else runs.
         Not for a step whose first read needs its own record (field probes)."""
-        ctx, n = self.ctx, self.step.n
+        ctx = self.ctx
         if not (ctx.recent or workflow.patched(FUSED_READS_PATCH)):
             return None
-        after = [s for s in ctx.plan.steps if s.depends_on == [n]]
-        busy = [
-            s for s in ctx.plan.steps
-            if s.n != n and ctx.state(s.n) not in (StepState.PENDING, StepState.DONE,
-                                                   StepState.SKIPPED)
-        ]
-        if len(after) != 1 or busy or ctx.state(after[0].n) is not StepState.PENDING:
+        nxt_step = self._alone()
+        if nxt_step is None:
             return None
         binds: dict[str, JsonValue] = {}
         for name, path in self.step.binds.items():
@@ -387,7 +382,7 @@ class StepRunner:
                 binds[name] = jsonpath.get(output or {}, path)
             except jsonpath.PathError:
                 return None
-        nxt = StepRunner(ctx, after[0], also_bound=binds)
+        nxt = StepRunner(ctx, nxt_step, also_bound=binds)
         prepared = nxt._prepare()
         if isinstance(prepared, Failed):
             return None
@@ -398,7 +393,22 @@ class StepRunner:
         systems = ctx.guarded.systems
         if not first or any(systems.get(c.probe, "record") == "record" for c in first):
             return None
-        return after[0].n, first, only
+        return nxt_step.n, first, only
+
+    def _alone(self) -> Step | None:
+        """The one step that depends on this one alone, while it has not begun and no other
+        step runs: nothing can come between this step's read after its call and that step's
+        first read."""
+        ctx, n = self.ctx, self.step.n
+        after = [s for s in ctx.plan.steps if s.depends_on == [n]]
+        busy = [
+            s for s in ctx.plan.steps
+            if s.n != n and ctx.state(s.n) not in (StepState.PENDING, StepState.DONE,
+                                                   StepState.SKIPPED)
+        ]
+        if len(after) != 1 or busy or ctx.state(after[0].n) is not StepState.PENDING:
+            return None
+        return after[0]
 
     def _judge_pre(self, results: list[ProbeResult]) -> Failed | Owed | None:
         failed = [r for r in results if r.outcome is not Outcome.HOLDS]
@@ -639,7 +649,8 @@ class StepRunner:
         bookkeeping.record_check(self.ctx.report, self.rep, Phase.POST, self.attempt, mine)
         if mine.unknown:
             return None
-        if mine.all_hold and successor is not None and self._successor_read(None) == successor:
+        alone = self._alone()  # still so after the call: the read is the next step's too
+        if mine.all_hold and successor is not None and alone and alone.n == successor[0]:
             m, first, _ = successor
             theirs = report.model_copy(
                 update={"results": report.results[len(p.post) :], "elapsed_ms": 0.0}
