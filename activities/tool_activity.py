@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import JsonValue, ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities import metrics
 from activities.extensions import registry_for
@@ -56,8 +56,17 @@ def as_application_error(e: ToolError) -> ApplicationError:
         attempt=activity.info().attempt,
         may_have_acted=e.may_have_acted,
     )
-    # The type is the code: the RetryPolicy decides from it (records.codes.CODES).
-    return ApplicationError(str(e), failure.model_dump(mode="json"), type=e.code)
+    # The type is the code: the RetryPolicy decides from it (records.codes.CODES). A refusal
+    # at the call is the guard working: benign, logged without a traceback.
+    category = (ApplicationErrorCategory.BENIGN if isinstance(e, RefusedAtCall)
+                else ApplicationErrorCategory.UNSPECIFIED)
+    return ApplicationError(
+        str(e), failure.model_dump(mode="json"), type=e.code, category=category
+    )
+
+
+class RefusedAtCall(ToolError):
+    """The check at the call did not hold: the tool was not called (``refuse_unless_held``)."""
 
 
 def classify(e: BaseException, tool: str) -> ToolError:
@@ -122,8 +131,8 @@ def refuse_unless_held(checked: ProbeReport) -> None:
     first = next(r for r in checked.results if r.outcome is not Outcome.HOLDS)
     why = f"{first.condition.key()}: {first.detail or first.outcome.value}"
     code = "probe_unknown" if first.outcome is Outcome.UNKNOWN else "precondition_failed"
-    raise ToolError(code, f"not called: at the call, {why}"[:DETAIL_MAX],
-                    data=checked.model_dump(mode="json"))
+    raise RefusedAtCall(code, f"not called: at the call, {why}"[:DETAIL_MAX],
+                        data=checked.model_dump(mode="json"))
 
 
 async def _read(probes: ProbeActivities, call: ToolCall, conds: list[Condition],

@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import ApplicationErrorCategory, EventType
 
 from activities.probe_activity import ProbeActivities
 from activities.tool_activity import read_after, refuse_unless_held, tool_activities
@@ -90,9 +90,12 @@ async def test_a_world_that_moves_after_the_check_is_caught_at_the_call(
     assert step.checks[-1].results[-1].outcome is Outcome.VIOLATED
     assert [r.status for r in step.refusals] == [412]
     history = await events(client, rep.run_id)
-    failed = [e.activity_task_failed_event_attributes.failure.application_failure_info.type
+    failed = [e.activity_task_failed_event_attributes.failure.application_failure_info
               for e in history if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_FAILED]
-    assert failed == ["precondition_failed"]  # refused once, never retried
+    assert [f.type for f in failed] == ["precondition_failed"]  # refused once, never retried
+    # the guard working, not a fault: the worker logs it without a traceback
+    benign = ApplicationErrorCategory.APPLICATION_ERROR_CATEGORY_BENIGN
+    assert [f.category for f in failed] == [benign]
 
 
 async def test_without_the_check_at_the_call_the_same_move_is_written_through(
