@@ -45,10 +45,10 @@ def check_plan(plan: Plan, settings: Settings) -> Plan:
     return plan
 
 
-def guarded(plan: Plan, settings: Settings) -> GuardedPlan:
+def guarded(plan: Plan, settings: Settings, *, replanned: bool = False) -> GuardedPlan:
     """The plan with its guards for this deployment: its tools' contracts and effects, and which
-    steps wait for a person (``approval: required``, or an effect the deployment names)."""
+    steps wait for a person (``plans.guards.needs_approval``)."""
     return guard(
         plan, catalogue(settings), approve_effects=settings.approve_effects,
-        approval_ttl_s=settings.approval_ttl_s,
+        approval_ttl_s=settings.approval_ttl_s, replanned=replanned,
     )

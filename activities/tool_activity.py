@@ -28,12 +28,15 @@ from activities import metrics
 from activities.extensions import registry_for
 from activities.probe_activity import ProbeActivities
 from activities.tools.registry import CallContext, ToolSpec
+from plans.guards import needs_approval
 from plans.model import Condition
 from plans.scope import Scope, targets
 from records.calls import Outcome, ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
+from records.proofs import grant_refusal, submission_refusal
 from world.clients import World
 from world.errors import ToolError
 from world.paths import PathOutsideWorkdir
+from world.settings import Settings
 from world.spans import span
 
 HEARTBEAT_EVERY_S = 1.0
@@ -78,16 +81,52 @@ def classify(e: BaseException, tool: str) -> ToolError:
 
 
 def refuse_superseded_policy(call: ToolCall, current: str | None) -> None:
-    """A run decided under one policy bundle, on a deployment that now enforces another, is
-    refused before the tool acts (412: re-evaluate). Either side unset: nothing to compare."""
+    """A run decided under one policy bundle (or under none), on a deployment that now enforces
+    another, is refused before the tool acts (412: re-evaluate). A deployment with no bundle
+    compares nothing."""
     decided = call.policy_bundle
-    if decided is not None and current is not None and decided != current:
+    if current is not None and decided != current:
         raise ToolError(
             "policy_superseded",
             f"the run was decided under policy bundle {decided!r}; "
             f"this deployment now enforces {current!r}",
             {"policy_bundle": decided, "current": current},
         )
+
+
+def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, settings: Settings) -> None:
+    """What protects the call, decided here, where it acts, from this worker's own settings and
+    catalogue, whatever the workflow says: a deployment that lists submitters acts only for a
+    run one of them signed, as a principal that submitter may use (403 ``not_permitted``); a
+    call that waits for a person (the plan's word, passed on, or the tool's, the deployment's,
+    or a re-planned money or external step) acts only on a card that is this very call, with
+    an approval signed by an approver the deployment knows now (403 ``approval_missing``)."""
+    workflow_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
+    submitter: str | None = None
+    submitter_key: bytes | None = None
+    if settings.submitters:
+        why = submission_refusal(
+            call.submission, settings.submitter_map, workflow_id=workflow_id, plan=None,
+            on_behalf_of=call.on_behalf_of, started_at=None,
+        )
+        if why is not None:
+            raise ToolError("not_permitted", f"{spec.name}: {why}")
+        if call.submission is not None:
+            submitter = call.submission.submitter
+            submitter_key = settings.submitter_map[submitter].public
+    need = call.approval_required or needs_approval(
+        said=False, effect=spec.effect, approve_effects=settings.approve_effects,
+        tool_says=spec.approval, replanned=call.step.plan_version > 1,
+    )
+    if not need:
+        return
+    why = grant_refusal(
+        call.approval, settings.approver_map, run_id=workflow_id, step=call.step.n,
+        plan_version=call.step.plan_version, tool=spec.name, args=call.step.args,
+        idempotency_key=call.idempotency_key, submitter=submitter, submitter_key=submitter_key,
+    )
+    if why is not None:
+        raise ToolError("approval_missing", f"not called: {why}")
 
 
 def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:
@@ -174,6 +213,7 @@ def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callabl
         checked = after = None
         try:
             refuse_superseded_policy(call, world.settings.policy_bundle)
+            refuse_unproven(spec, call, world.settings)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
             if call.check:

@@ -15,7 +15,8 @@ from typing import Any
 
 from plangate.assembly import connect
 from plangate.stack import EmbeddedStack, environment
-from tests.harness import Harness, running_worker
+from records.signing import SigningKey
+from tests.harness import APPROVER_NAMES, Harness, running_worker
 from world.clients import World
 from world.settings import DEMO_SYSTEMS_VAR, Settings
 
@@ -38,9 +39,12 @@ async def bench_stack(
             env = stack.env()
             aws = {k: v for k, v in env.items() if k.startswith("AWS_")}
             # the benchmarks replay the seeds' incidents: the demo systems on, as a user would
+            # the approvers a bench answers cards as: the worker knows them, the client signs
+            keys = tuple(SigningKey.generate(name) for name in APPROVER_NAMES)
             settings = replace(
                 Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"}),
                 task_queue=f"bench-{uuid.uuid4().hex[:8]}",
+                approvers=tuple((k.name, k.public) for k in keys), approver_keys=keys,
                 **overrides,
             )
             world = World(settings)

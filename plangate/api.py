@@ -35,9 +35,10 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.catalogue import catalogue, check_plan, guarded
+from activities.catalogue import catalogue, check_plan
 from plangate.assembly import connect
 from plans.checking import lint
+from plans.guards import GuardedPlan
 from plans.load import PlanError, load_file, load_text, parse_plan
 from plans.model import Plan
 from records import visibility
@@ -48,6 +49,7 @@ from records.approvals import (
     CardStatus,
     Decision,
 )
+from records.proofs import principal_refusal, sign_answer, sign_submission
 from records.report import (
     Cancellation,
     RunReport,
@@ -57,10 +59,11 @@ from records.report import (
     StepTimings,
 )
 from records.run import CancelRequest, HistoryBound, RunInput
+from records.signing import SigningKey
 from replanner.planner import Draft, draft_plan
 from workflows import summaries
 from workflows.plan_run import PLAN_RUN_WORKFLOW, PlanRunWorkflow
-from world.settings import Settings
+from world.settings import APPROVER_KEY_VAR, SUBMITTER_KEY_VAR, Settings
 
 PlanSource = Plan | Mapping[str, Any] | str | Path
 
@@ -86,6 +89,10 @@ class RunEnded(ValueError):
 
 class AnswerRefused(ValueError):
     """An approval answer the run refused (the message says why); nothing was recorded."""
+
+
+class NoApproverKey(ValueError):
+    """This process holds no approver's key to sign an answer with (or not the one asked)."""
 
 
 class SearchAttributesMissing(RuntimeError):
@@ -310,15 +317,19 @@ class Plangate:
         """``start``, returning the Temporal handle of this very execution. The staleness
         window runs from the plan's ``made_at``, or from submission when it has none."""
         plan = self.check(source).plan
+        self._refuse_principal(plan)
         run_id = run_id or new_run_id()
         now = datetime.now(UTC)
         delay = start_delay(now, start_at, start_in)
+        key = self.settings.submitter_key
         registered = await self.search_attributes_registered()
         try:
             return await self.client.start_workflow(
                 PlanRunWorkflow.run,
                 RunInput(
-                    plan=guarded(plan, self.settings), plan_made_at=plan.made_at or now,
+                    # the plan alone: its guards are the worker's to derive
+                    plan=GuardedPlan(plan=plan), plan_made_at=plan.made_at or now,
+                    submission=sign_submission(key, run_id, plan, now) if key else None,
                     history=HistoryBound(
                         events=self.settings.history_events, bytes=self.settings.history_bytes
                     ),
@@ -337,6 +348,45 @@ class Plangate:
             )
         except WorkflowAlreadyStartedError:
             raise RunIdInUse(f"a run with id {run_id!r} is already running") from None
+
+    def _refuse_principal(self, plan: Plan) -> None:
+        """Where this client knows the deployment's submitters, a plan its own key may not
+        submit (or that names a principal it may not act as) is refused here, before any
+        workflow starts; the worker refuses it again, whatever the client did."""
+        known = self.settings.submitter_map
+        if not known:
+            return
+        key = self.settings.submitter_key
+        if key is None:
+            raise PlanError([
+                f"plan: this deployment takes runs only from the submitters it lists: set "
+                f"{SUBMITTER_KEY_VAR} to your submitter key"
+            ])
+        me = known.get(key.name)
+        if me is None:
+            raise PlanError([f"plan: {key.name} is not a submitter of this deployment"])
+        why = principal_refusal(me, plan.on_behalf_of)
+        if why is not None:
+            raise PlanError([why])
+
+    def approver_key(self, name: str = "") -> SigningKey:
+        """The key an answer is signed with: the one named ``name`` among this process's
+        approver keys (``PLANGATE_APPROVER_KEY``), else the first."""
+        keys = self.settings.approver_keys
+        if not keys:
+            raise NoApproverKey(
+                f"no approver key: set {APPROVER_KEY_VAR} to your key file (`plangate key new "
+                "NAME` makes one; the deployment lists its public line in PLANGATE_APPROVERS)"
+            )
+        if name:
+            for k in keys:
+                if k.name == name:
+                    return k
+            raise NoApproverKey(
+                f"no approver key named {name!r} in {APPROVER_KEY_VAR} (it holds "
+                f"{', '.join(k.name for k in keys)})"
+            )
+        return keys[0]
 
     async def search_attributes_registered(self) -> bool:
         """Whether the namespace has plangate's search attributes, with their types (asked
@@ -380,21 +430,40 @@ class Plangate:
         return out
 
     async def approve(
-        self, run_id: str, step: int, digest: str, *, by: str = ""
+        self, run_id: str, step: int, digest: str, *, by: str = "", at: datetime | None = None
     ) -> ApprovalReceipt:
-        """Approve the card of ``step`` by its digest (refused: wrong digest, expired card,
-        unknown step, a second answer; nothing is recorded then)."""
-        answer = ApprovalAnswer(step=step, digest=digest, decision=Decision.APPROVE, by=by)
+        """Approve the card of ``step`` by its digest, signed with the approver key named
+        ``by`` (default: the first; ``approver_key``). Refused: no such key, a key the
+        deployment does not know, the run's own submitter, a wrong digest, an expired card, an
+        unknown step, a second answer; nothing is recorded then. ``at``: the time it is signed
+        at (default: now; a time-skipping test server's clock is not this machine's)."""
+        answer = self.signed_answer(run_id, step, digest, Decision.APPROVE, "", by, at)
         return await self._answer(run_id, PlanRunWorkflow.approve, answer)
 
     async def reject(
-        self, run_id: str, step: int, digest: str, *, reason: str, by: str = ""
+        self, run_id: str, step: int, digest: str, *, reason: str, by: str = "",
+        at: datetime | None = None,
     ) -> ApprovalReceipt:
-        """Reject the card of ``step``: the step follows its ``on_unmet``."""
-        answer = ApprovalAnswer(
-            step=step, digest=digest, decision=Decision.REJECT, by=by, reason=reason
-        )
+        """Reject the card of ``step``: the step follows its ``on_unmet`` (signed as
+        ``approve``)."""
+        answer = self.signed_answer(run_id, step, digest, Decision.REJECT, reason, by, at)
         return await self._answer(run_id, PlanRunWorkflow.reject, answer)
+
+    def signed_answer(
+        self, run_id: str, step: int, digest: str, decision: Decision, reason: str = "",
+        by: str = "", at: datetime | None = None,
+    ) -> ApprovalAnswer:
+        """An answer signed with the approver key named ``by`` (``approver_key``): what the
+        ``approve`` and ``reject`` Updates take, and what a client that can only signal sends
+        as the ``answer`` signal."""
+        key = self.approver_key(by)
+        proof = sign_answer(
+            key, run_id=run_id, step=step, digest=digest, decision=decision, reason=reason,
+            now=at or datetime.now(UTC),
+        )
+        return ApprovalAnswer(
+            step=step, digest=digest, decision=decision, by=key.name, reason=reason, proof=proof
+        )
 
     async def _answer(self, run_id: str, update: Any, answer: ApprovalAnswer) -> ApprovalReceipt:
         await self._describe(run_id)
@@ -520,6 +589,7 @@ class Plangate:
         if inp is None:
             raise UnknownRun(f"run {run_id!r} has no history")
         plan = inp.plan.plan
+        cat = catalogue(self.settings)
         ended = cancellation is not None
         return RunReport(
             run_id=run_id, goal=plan.goal, replans_max=plan.budget.replans_max,
@@ -527,7 +597,7 @@ class Plangate:
             starts_at=None if ended else desc.execution_time, cancellation=cancellation,
             steps=[
                 StepReport(
-                    n=s.n, tool=s.tool, plan_version=1, effect=inp.plan.guard(s.n).effect,
+                    n=s.n, tool=s.tool, plan_version=1, effect=cat.effect_of(s.tool, s.effect),
                     state=StepState.CANCELLED if ended else StepState.PENDING,
                     timings=StepTimings(plan_made_at=inp.plan_made_at or desc.start_time),
                 )

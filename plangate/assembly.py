@@ -21,6 +21,8 @@ from temporalio.worker import Worker
 
 from activities.bootstrap import ensure_schema
 from activities.extensions import registry_for
+from activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
+from activities.guarding import GuardActivities
 from activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from activities.tool_activity import tool_activities
 from plangate import metrics, tracing
@@ -46,6 +48,7 @@ def activities(world: World) -> dict[str, Callable[..., Any]]:
     """Every plangate activity on ``world``, by the name workflows call it by."""
     return {
         PROBE_ACTIVITY: ProbeActivities(world).evaluate,
+        GUARD_ACTIVITY: GuardActivities(world.settings).resolve,
         **tool_activities(world),
         PROPOSE_ACTIVITY: ReplanActivities(world.settings).propose,
         REVIEW_ACTIVITY: ReviewActivities(world.settings).review,

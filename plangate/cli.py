@@ -32,6 +32,7 @@ from world.settings import Settings, parse_duration
 
 if TYPE_CHECKING:
     from plangate.api import Plangate
+    from records.signing import SigningKey
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -175,9 +176,13 @@ def _when(text: str) -> datetime:
 
 
 async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import AnswerRefused, RunEnded, UnknownRun
+    from plangate.api import AnswerRefused, NoApproverKey, RunEnded, UnknownRun
 
     api = await _api(settings)
+    try:
+        api.approver_key(args.requester)  # before any call: a missing key is bad usage
+    except NoApproverKey as e:
+        raise UsageError(f"{args.command}: {e}") from None
     try:
         if args.command == "approve":
             receipt = await api.approve(args.id, args.step, args.digest, by=args.requester)
@@ -430,9 +435,23 @@ def parser() -> argparse.ArgumentParser:
         a.add_argument("--digest", required=True, help="the card's SHA-256, as status shows it")
         if name == "reject":
             a.add_argument("--reason", required=True)
-        a.add_argument("--as", dest="requester", default=_whoami(), metavar="NAME",
-                       help="who answers (default: the user running the command)")
+        a.add_argument("--as", dest="requester", default="", metavar="NAME",
+                       help="which approver key of PLANGATE_APPROVER_KEY signs the answer "
+                       "(default: the first); the answer is recorded under its name")
         a.set_defaults(fn=_cmd_answer)
+    ke = sub.add_parser(
+        "key", help="make or show a signing key: an approver's (PLANGATE_APPROVER_KEY) or a "
+        "submitter's (PLANGATE_SUBMITTER_KEY)",
+    )
+    kk = ke.add_subparsers(dest="key_command", required=True, metavar="{new,show}")
+    kn = kk.add_parser("new", help="a new key: written to a file only you can read; prints "
+                       "the public line a deployment lists")
+    kn.add_argument("name", help="whose key: the name answers and submissions are recorded by")
+    kn.add_argument("-o", "--output", metavar="FILE", help="where (default: NAME.key)")
+    kn.set_defaults(fn=_cmd_key)
+    ks = kk.add_parser("show", help="the public line and page login token of a key file")
+    ks.add_argument("file")
+    ks.set_defaults(fn=_cmd_key)
     s = sub.add_parser("status", parents=[common], help="the run report of a run")
     s.add_argument("id")
     s.add_argument("--json", action="store_true")
@@ -525,6 +544,46 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--state-dir", default=".plangate/demo")
     m.set_defaults(fn=_cmd_demo)
     return p
+
+
+async def _cmd_key(args: argparse.Namespace, settings: Settings) -> int:
+    key = _key_file(args)
+    print(f"public: {key.public_entry()}")
+    print("# list it in the worker's PLANGATE_APPROVERS (an approver) or, with :PRINCIPAL|..., "
+          "in PLANGATE_SUBMITTERS (a submitter)")
+    print(f"login token (the approval page; a secret too): {key.login_token()}")
+    return EXIT_OK
+
+
+def _key_file(args: argparse.Namespace) -> SigningKey:
+    """``key new``: a new key, written where only its owner can read it; ``key show``: one
+    read back."""
+    from records.signing import KeyProblem, SigningKey
+
+    if args.key_command == "new":
+        try:
+            key = SigningKey.generate(args.name)
+        except KeyProblem as e:
+            raise UsageError(str(e)) from None
+        path = Path(args.output or f"{args.name}.key")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise UsageError(f"{path} exists: a key is never overwritten") from None
+        except OSError as e:
+            raise UsageError(f"cannot write {path}: {e.strerror}") from None
+        with os.fdopen(fd, "w") as f:
+            f.write(key.text() + "\n")
+        print(f"# {path}: the secret key of {key.name} (PLANGATE_APPROVER_KEY or "
+              "PLANGATE_SUBMITTER_KEY); never share it", file=sys.stderr)
+    else:
+        try:
+            key = SigningKey.parse(Path(args.file).read_text(), args.file)
+        except OSError as e:
+            raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
+        except KeyProblem as e:
+            raise UsageError(str(e)) from None
+    return key
 
 
 def _whoami() -> str:

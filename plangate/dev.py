@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import TextIO
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -30,8 +31,11 @@ from plangate._stack import HOST, choose_port
 from plangate.assembly import build_worker, connect
 from plangate.metrics import url
 from plangate.stack import EmbeddedStack, StackError, environment
+from records.signing import NAME, SigningKey
 from world.clients import World
 from world.settings import (
+    APPROVER_KEY_VAR,
+    APPROVERS_VAR,
     DEMO_SYSTEMS_VAR,
     ENCRYPTION_KEYS_VAR,
     Settings,
@@ -44,6 +48,34 @@ DEV_UI_PORT = 8233
 DEV_POSTGRES_PORT = 5433
 DEV_S3_PORT = 9000
 DEV_METRICS_PORT = 9464  # the worker's Prometheus endpoint, unless PLANGATE_METRICS_ADDRESS
+
+
+def local_approver(state_dir: Path) -> dict[str, str]:
+    """The quick start's approver: a key of the user running ``plangate dev``, made once in
+    its state directory (only the user can read it). Its worker lists the public key; the
+    shells that take the exports sign answers with the file. Variables already set win."""
+    path = state_dir / "approver.key"
+    if path.exists():
+        key = SigningKey.parse(path.read_text(), str(path))
+    else:
+        key = SigningKey.generate(_user())
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key.text() + "\n")
+    return {
+        APPROVERS_VAR: os.environ.get(APPROVERS_VAR) or key.public_entry(),
+        APPROVER_KEY_VAR: os.environ.get(APPROVER_KEY_VAR) or str(path.resolve()),
+    }
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = ""
+    return name if NAME.match(name) else "local"
 
 
 async def run_dev(
@@ -93,6 +125,7 @@ async def run_dev(
             return 1
         env = stack.env()
         env[DEMO_SYSTEMS_VAR] = os.environ.get(DEMO_SYSTEMS_VAR) or "1"
+        env.update(local_approver(Path(stack.state_dir)))
         for name, value in env.items():
             print(f"export {name}={shlex.quote(value)}", file=out)
         if stack.ui_url:

@@ -92,6 +92,8 @@ class ToolInfo:
     reader: Reader | None = None
     writes: tuple[Writes, ...] = ()  # the arguments that name what it writes (plans.scope)
     version: VersionBinding | None = None  # a write that carries the version its probe saw
+    # every call of it waits for a person, whatever the plan or the deployment says
+    approval: bool = False
 
 
 @dataclass(frozen=True)

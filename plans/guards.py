@@ -35,7 +35,9 @@ class StepGuard(BaseModel):
 class GuardedPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
     plan: Plan
-    guards: dict[int, StepGuard]  # by step n
+    # by step n; a client sends none: the worker derives them (``activities.guarding``), and
+    # never reads what an input says they are
+    guards: dict[int, StepGuard] = Field(default_factory=dict)
     systems: dict[str, str] = Field(default_factory=dict)  # probe name -> the system it reads
     approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S  # how long a card stays valid
 
@@ -49,10 +51,13 @@ def guard(
     *,
     approve_effects: Collection[Effect] = (),
     approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S,
+    replanned: bool = False,
 ) -> GuardedPlan:
     """The plan with each step's guards from ``catalogue`` (the plan is already valid). A step
-    needs a person when it says ``approval: required`` or its effect is in ``approve_effects``
-    (a deployment's setting); a card lives the plan's ``approval_ttl_s``, else the setting's."""
+    needs a person when the strongest word says so: the plan's (``approval: required``), the
+    deployment's (its effect is in ``approve_effects``) or its tool's own; and, in a
+    ``replanned`` version, every money or external step (a card never carries across plan
+    versions). A card lives the plan's ``approval_ttl_s``, else the setting's."""
     guards: dict[int, StepGuard] = {}
     for s in plan.steps:
         tool = catalogue.tools.get(s.tool)
@@ -62,13 +67,28 @@ def guard(
             contract=tool.contract if tool else Contract(),
             reader=bool(tool and tool.reader),
             reads_by_key=bool(tool and tool.reader and tool.reader.by_key),
-            approval=s.approval == "required" or effect in approve_effects,
+            approval=needs_approval(
+                said=s.approval == "required", effect=effect, approve_effects=approve_effects,
+                tool_says=bool(tool and tool.approval), replanned=replanned,
+            ),
             version=tool.version if tool else None,
         )
     return GuardedPlan(
         plan=plan, guards=guards,
         systems={name: p.system for name, p in catalogue.probes.items()},
         approval_ttl_s=plan.approval_ttl_s or approval_ttl_s,
+    )
+
+
+def needs_approval(
+    *, said: bool, effect: Effect, approve_effects: Collection[Effect], tool_says: bool,
+    replanned: bool,
+) -> bool:
+    """Whether a call waits for a person: the strongest of every word on it. Asked where the
+    guards are derived and again by the tool's activity before it acts."""
+    return (
+        said or tool_says or effect in approve_effects
+        or (replanned and effect.outcome_must_be_known)
     )
 
 

@@ -31,12 +31,15 @@ class ApprovalCard(BaseModel):
     policy_bundle: str | None = None
     issued_at: datetime
     expires_at: datetime
+    # the call's idempotency key: an approval is of this one call, never of a repeat of it
+    # under another key (cards published before it have none, and digest as they did)
+    idempotency_key: str | None = None
 
     def canonical(self) -> bytes:
-        return json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"),
-            ensure_ascii=False,
-        ).encode()
+        data = self.model_dump(mode="json")
+        if self.idempotency_key is None:
+            del data["idempotency_key"]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
     def digest(self) -> str:
         return hashlib.sha256(self.canonical()).hexdigest()
@@ -55,21 +58,33 @@ class Decision(StrEnum):
     REJECT = "reject"
 
 
+class ApprovalProof(BaseModel):
+    """Who answered, proven: an approver's signature over the answer (``records.proofs``)."""
+
+    approver: str = Field(max_length=63)
+    signed_at: datetime
+    signature: str = Field(max_length=200)
+
+
 class ApprovalAnswer(BaseModel):
-    """What a person answers (the ``approve`` / ``reject`` Updates, or the ``answer`` signal)."""
+    """What a person answers (the ``approve`` / ``reject`` Updates, or the ``answer`` signal).
+    ``by`` is what an unsigned answer claimed before answers were signed; what counts is the
+    approver its ``proof`` names."""
 
     step: int
     digest: str = Field(min_length=64, max_length=64)
     decision: Decision = Decision.APPROVE
     by: str = Field(default="", max_length=200)
     reason: str = Field(default="", max_length=2000)
+    proof: ApprovalProof | None = None
 
 
 class Answered(BaseModel):
     decision: Decision
-    by: str = ""
+    by: str = ""  # the approver whose proof verified (before proofs: the name it claimed)
     reason: str = ""
     at: datetime
+    proof: ApprovalProof | None = None
 
 
 class RefusedAnswer(BaseModel):

@@ -8,6 +8,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field, JsonValue
 
 from plans.model import Condition
+from records.proofs import ApprovalGrant, Submission
 
 
 class Outcome(StrEnum):
@@ -78,6 +79,12 @@ class ToolCall(BaseModel):
     # has acted. ``after_lenient`` as ``ProbeRequest.lenient``.
     after: list[Condition] = Field(default_factory=list)
     after_lenient: list[str] = Field(default_factory=list)
+    # The workflow's word that the call waits for a person (it can only add to what the tool's
+    # activity derives itself), the card a person approved with the proof of it, and the run's
+    # signed submission: verified again by the activity before the tool acts.
+    approval_required: bool = False
+    approval: ApprovalGrant | None = None
+    submission: Submission | None = None
 
 
 class ToolResult(BaseModel):

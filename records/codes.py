@@ -32,6 +32,13 @@ CODES: dict[str, Code] = {
     ),
     "authority_revoked": Code(403, False, "the authority the step acts under was revoked"),
     "out_of_scope": Code(403, False, "the target is outside what tools of this deployment write"),
+    # the run's submitter is not proven, or may not act for the principal the run names
+    "not_permitted": Code(403, False, "the submitter may not run this plan as this principal"),
+    # refused by the tool's activity before it acts: the call needs a person's approval and
+    # carries no valid proof of one
+    "approval_missing": Code(403, False, "the call needs an approver's proven approval"),
+    # the plan a run was started with does not pass the deployment's own check
+    "bad_plan": Code(400, False, "the plan does not pass this deployment's check"),
     "too_few_rows": Code(422, False, "the load would commit fewer rows than required"),
     # 400, as the billing system answers voiding an already-void invoice (seed 001)
     "invalid_state": Code(400, False, "the target is not in a state the tool can act on"),

@@ -8,6 +8,8 @@ from enum import StrEnum
 from pydantic import BaseModel, Field, JsonValue
 
 from plans.guards import GuardedPlan
+from plans.model import Plan
+from records.proofs import Submission
 from records.report import FailureRecord, RunReport, StepState
 
 MIB = 1024 * 1024
@@ -68,7 +70,12 @@ class Carried(BaseModel):
 
 
 class RunInput(BaseModel):
-    plan: GuardedPlan  # the plan with its guards, resolved from the catalogue at submission
+    # the plan; its guards are the worker's own (``GuardRequest``): what an input says they are
+    # is read only by runs that began before the worker derived them
+    plan: GuardedPlan
+    # who submitted the run, signed (``records.proofs``): a deployment that lists submitters
+    # takes a run only with it. Carried across continue-as-new.
+    submission: Submission | None = None
     plan_made_at: datetime | None = None  # when the plan was written, if the caller knows
     history: HistoryBound = Field(default_factory=HistoryBound)
     # how long a step waits for a system that does not answer, then halts (README, "Outages")
@@ -85,3 +92,35 @@ class CancelRequest(BaseModel):
 
     reason: str = Field(default="", max_length=2000)
     requester: str = Field(default="", max_length=200)
+
+
+class GuardRequest(BaseModel):
+    """What the worker derives a plan version's guards from (``activities.guarding``): the
+    plan and what only the run knows; never what protects it."""
+
+    plan: Plan
+    version: int  # 1: the plan submitted; more: a re-plan (its money steps need fresh cards)
+    workflow_id: str
+    submission: Submission | None = None
+    # when Temporal started this run; None for a run that continued as new (its first run
+    # judged the submission's age)
+    started_at: datetime | None = None
+    # the run's principal and policy, once decided (versions after the first)
+    on_behalf_of: str | None = None
+    policy_bundle: str | None = None
+
+
+class Resolved(BaseModel):
+    """A plan version's guards as this deployment derives them, with what the workflow needs
+    to judge answers to its cards; or why the run may not act at all."""
+
+    plan: GuardedPlan
+    approvers: dict[str, str] = Field(default_factory=dict)  # name -> public key, base64
+    submitter: str | None = None  # who submitted the run, proven
+    submitter_key: str | None = None  # its public key, base64
+    on_behalf_of: str | None = None
+    # the policy the run is decided under: the plan's, else the one in force at its start
+    policy_bundle: str | None = None
+    # set: the run acts on nothing (the code and status it fails with, and why)
+    refusal: str | None = None
+    refusal_code: str = "not_permitted"

@@ -3,7 +3,13 @@ the mandate the failed plan had. A proposal is untrusted input (OWASP LLM06, exc
 
 - no ``money`` or ``external`` step whose tool and arguments were not in the failed remainder
   (each remainder step licenses one);
-- no repeat of a completed ``write``, ``money`` or ``external`` step (same tool, same arguments).
+- no repeat of a completed ``write``, ``money`` or ``external`` step (same tool, same arguments);
+- no remainder step it keeps or replaces loses its ``approval: required`` or runs as a weaker
+  effect than it did (``_weakened``). Its own pre and post conditions may change: a re-plan
+  routes around the check that failed. The tools' contracts and the deployment's scope are the
+  deployment's, derived again for the new version: no plan can loosen them; and every money or
+  external step of a re-planned version waits for a fresh card
+  (``plans.guards.needs_approval``).
 
 Arguments are compared with every value bound so far substituted, so ``${amount_eur}`` in the
 remainder and ``612.4`` in the proposal are the same argument.
@@ -13,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from plans.bindings import resolve
@@ -49,6 +55,7 @@ def mandate_problems(plan: Plan, req: ReplanRequest, catalogue: Catalogue) -> li
                 f"plan, field {name}: {said!r}, but the run acts under {run!r}: a re-plan "
                 "cannot change whose authority or which policy a run acts under"
             )
+    out += _weakened(plan, req, effect_of)
     for s in plan.steps:
         effect = effect_of(s)
         ident = _identity(s.tool, s.args, bound)
@@ -65,6 +72,46 @@ def mandate_problems(plan: Plan, req: ReplanRequest, catalogue: Catalogue) -> li
                     f"step {s.n}, field tool: a {effect} step ({s.tool} {_args(s)}) that was not "
                     "in the failed remainder: a re-plan may not add money or external effects"
                 )
+    return out
+
+
+def _counterparts(plan: Plan, req: ReplanRequest) -> list[tuple[Step, Step, bool]]:
+    """Each proposed step paired with the remainder step it keeps (same tool, same arguments:
+    True) or replaces (the first of the same tool not paired yet: False)."""
+    bound = req.bound
+    left = list(req.remaining)
+    pairs: list[tuple[Step, Step, bool]] = []
+    unpaired: list[Step] = []
+    for s in plan.steps:
+        ident = _identity(s.tool, s.args, bound)
+        same = next((r for r in left if _identity(r.tool, r.args, bound) == ident), None)
+        if same is None:
+            unpaired.append(s)
+            continue
+        left.remove(same)
+        pairs.append((s, same, True))
+    for s in unpaired:
+        other = next((r for r in left if r.tool == s.tool), None)
+        if other is not None:
+            left.remove(other)
+            pairs.append((s, other, False))
+    return pairs
+
+
+def _weakened(
+    plan: Plan, req: ReplanRequest, effect_of: Callable[[Step], Effect]
+) -> list[str]:
+    out: list[str] = []
+    for s, r, kept in _counterparts(plan, req):
+        what = "keeps" if kept else "replaces"
+        where = f"step {s.n}"
+        was = f"remainder step {r.n} ({r.tool}), which it {what},"
+        if r.approval == "required" and s.approval != "required":
+            out.append(f"{where}, field approval: {was} waited for a person: a re-plan may "
+                       "not drop an approval")
+        if effect_of(s).rank < effect_of(r).rank:
+            out.append(f"{where}, field effect: {effect_of(s)}, but {was} ran as "
+                       f"{effect_of(r)}: a re-plan may not weaken an effect")
     return out
 
 

@@ -24,7 +24,7 @@ def review(req: ReviewRequest, settings: Settings) -> Review:
         found = mandate_problems(req.plan, req.request, cat)
     if found:
         return Review(problems=found)
-    return Review(plan=guarded(req.plan, settings))
+    return Review(plan=guarded(req.plan, settings, replanned=True))
 
 
 class ReviewActivities:

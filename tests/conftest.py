@@ -40,9 +40,10 @@ from activities.extensions import registry_for
 from plangate.assembly import connect
 from plangate.compression import DATA_CONVERTER
 from plangate.stack import EmbeddedStack
-from tests.harness import s3_client, stack_state
+from records.signing import SigningKey
+from tests.harness import APPROVER_NAMES, s3_client, stack_state
 from world.clients import World
-from world.settings import Settings
+from world.settings import APPROVER_KEY_VAR, APPROVERS_VAR, Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -52,6 +53,11 @@ _AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 # What every test runs under (see the module docstring). TEMPORAL_CONFIG_FILE names an empty
 # file, so neither a profile in ~/.config/temporalio nor one named by the shell applies.
 TEST_ENV = {"PLANGATE_DEMO_SYSTEMS": "1", "TEMPORAL_CONFIG_FILE": os.devnull}
+# The session's approvers (keys made for it): the workers know their public keys, the clients
+# sign answers with them (``--as`` / ``by=`` picks one). Tests of who may answer make their own.
+APPROVER_KEYS = {name: SigningKey.generate(name) for name in APPROVER_NAMES}
+TEST_ENV[APPROVERS_VAR] = ",".join(k.public_entry() for k in APPROVER_KEYS.values())
+TEST_ENV[APPROVER_KEY_VAR] = ",".join(k.text() for k in APPROVER_KEYS.values())
 for _name in [n for n in os.environ if n.startswith("TEMPORAL_")]:
     del os.environ[_name]
 os.environ.update(TEST_ENV)

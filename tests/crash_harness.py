@@ -41,7 +41,6 @@ from activities.tools import TOOLS, CallContext
 from plangate.api import Plangate
 from records.calls import Outcome, ToolCall, ToolResult
 from records.report import Phase, RunReport, RunStatus, StepState
-from workflows.lifecycle import LOST_CALL_PATCH
 from workflows.options import TOOL_ATTEMPTS
 from world.clients import World
 from world.errors import ToolError
@@ -289,9 +288,7 @@ class CrashResult:
             f"{self.history['activity timed out']} timed out, "
             f"{self.history['activity attempts retried']} retried; workflow tasks timed out: "
             f"{self.history['workflow task timed out']}; workflow tasks failed: "
-            f"{self.history['workflow task failed']}; "
-            "runs where a lost read or write was tried again: "
-            f"{self.history['runs with a lost call retried']}",
+            f"{self.history['workflow task failed']}",
             "read back by idempotency key: "
             + (", ".join(f"{k} {v}" for k, v in sorted(self.read_backs().items())) or "none"),
             f"runs halted for a person: {len(self.halted)} of {len(self.reports)}",
@@ -505,8 +502,7 @@ def object_versions(s3: S3Client, bucket: str) -> dict[str, list[str]]:
 
 async def history_of_note(client: Client, run_id: str) -> Counter[str]:
     """What a killed worker leaves in a run's history: activity attempts that timed out (a
-    tool call in flight when its worker died), workflow tasks that timed out or failed, and
-    whether a read or write whose call was lost was tried again (``LOST_CALL_PATCH``)."""
+    tool call in flight when its worker died) and workflow tasks that timed out or failed."""
     kinds = {
         EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity timed out",
         EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT: "workflow task timed out",
@@ -519,12 +515,6 @@ async def history_of_note(client: Client, run_id: str) -> Counter[str]:
         elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             # a retried write: its earlier attempts are not in the history, only their count
             out["activity attempts retried"] += e.activity_task_started_event_attributes.attempt - 1
-        elif e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-            # the patch marker a lost read or write's retry leaves (once per run)
-            details = e.marker_recorded_event_attributes.details
-            if any(LOST_CALL_PATCH.encode() in p.data for d in details.values()
-                   for p in d.payloads):
-                out["runs with a lost call retried"] += 1
     return out
 
 

@@ -17,6 +17,7 @@ from temporalio.api.enums.v1 import EventType
 
 from plangate.api import AnswerRefused, Plangate, RunEnded
 from plans.model import Effect
+from records.approvals import Decision
 from records.report import RunReport
 from tests.harness import running_worker, scheduled
 
@@ -47,6 +48,14 @@ async def until_waiting(api: Plangate, run_id: str, step: int) -> None:
         await asyncio.sleep(0.05)
     rep = await api.report(run_id)
     raise AssertionError(f"step {step} of {run_id} never waited: {rep.status} {rep.failure}")
+
+
+async def until_refused(api: Plangate, run_id: str, count: int) -> None:
+    for _ in range(200):
+        if len((await api.report(run_id)).refused_answers) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} never recorded {count} refused answers")
 
 
 async def card_of(api: Plangate, run_id: str, step: int = 1, index: int = -1) -> Any:
@@ -222,12 +231,20 @@ async def test_a_signal_answer_gets_the_same_checks(client, settings, s3, bucket
         from records.approvals import ApprovalAnswer
 
         await handle.signal("answer", ApprovalAnswer(step=1, digest="f" * 64, by="mallory"))
+        # the right digest, claiming a name, proving nothing
         await handle.signal("answer", ApprovalAnswer(step=1, digest=card.digest, by="erin"))
+        await until_refused(api, run_id, 2)
+        assert (await scheduled(client, run_id)).get("s3.put", 0) == 0
+        signed = api.signed_answer(run_id, 1, card.digest, Decision.APPROVE, by="erin")
+        await handle.signal("answer", signed)
         rep = await api.result(run_id)
     assert rep.status == "succeeded" and (await scheduled(client, run_id))["s3.put"] == 1
-    (refused,) = rep.refused_answers
-    assert refused.answer.by == "mallory" and "wrong digest" in refused.why
+    wrong, unproven = rep.refused_answers
+    assert wrong.answer.by == "mallory" and "wrong digest" in wrong.why
+    assert card.digest not in wrong.why  # a refusal never shows the card's digest
+    assert unproven.answer.by == "erin" and "no approver's proof" in unproven.why
     assert rep.approvals[0].answer is not None and rep.approvals[0].answer.by == "erin"
+    assert rep.approvals[0].answer.proof is not None
 
 
 async def test_a_deployment_names_the_effects_that_wait_for_a_person(client, settings, s3,

@@ -298,7 +298,7 @@ async def test_a_worker_of_its_own_role_acts_only_for_the_principals_it_was_gran
 ):
     """The deployment the README describes: the worker logs in as an ordinary role, granted the
     principals' roles without inheriting them. It becomes a principal it was granted; a plan
-    naming any other role (a superuser included) is authority it does not have: 403."""
+    naming any other role is authority it does not have, and a superuser is never one: 403."""
     worker, dana = await make_role(), await make_role(f"Dana.{uuid.uuid4().hex[:6]}")
     await pg.execute(sql.SQL("ALTER ROLE {} LOGIN").format(sql.Identifier(worker)))
     await pg.execute(
@@ -313,12 +313,17 @@ async def test_a_worker_of_its_own_role_acts_only_for_the_principals_it_was_gran
         async with tool_transaction(own, dana) as conn:
             cur = await conn.execute("SELECT current_user, session_user")
             assert await cur.fetchone() == (dana, worker)
-        for other in ("postgres", await make_role()):
+        # a superuser is never a principal, whoever the worker is; another role, one the
+        # worker was not granted, is authority it does not have
+        for other, code, why in (
+            ("postgres", "not_permitted", "is a superuser role"),
+            (await make_role(), "authority_revoked", "permission denied to set role"),
+        ):
             with pytest.raises(ToolError) as e:
                 async with tool_transaction(own, other):
                     pass
-            assert e.value.code == "authority_revoked"
-            assert "permission denied to set role" in e.value.detail
+            assert (e.value.code, e.value.status) == (code, 403)
+            assert why in e.value.detail
     finally:
         await own.close()
 

@@ -99,4 +99,5 @@ async def test_a_failed_run_exits_1_with_its_report(client, settings, stack, buc
         f"'{bucket}',key='{key}'): s3://{bucket}/{key} does not exist"
     )
     calls = await scheduled(client, run_id)
-    assert calls == {"probe.evaluate": 1}  # the pre check failed: neither tool ran
+    # the guards derived, the pre check failed: neither tool ran
+    assert calls == {"guard.resolve": 1, "probe.evaluate": 1}

@@ -34,7 +34,7 @@ async def acct(world):
 
 async def test_closeout_with_the_playbook(client, settings, pg, acct):
     async with running_worker(client, settings) as h:
-        rep = await h.run(closeout_plan(acct.account_id))
+        rep = await h.run_approving(closeout_plan(acct.account_id))
     assert rep.status == "succeeded", rep.escalation
     v1 = [s for s in rep.steps if s.plan_version == 1]
     assert [s.state for s in v1] == ["DONE", "DONE", "REPLANNING", "VOID", "VOID", "VOID"]
@@ -53,6 +53,10 @@ async def test_closeout_with_the_playbook(client, settings, pg, acct):
     assert calls["email.send"] == 1
     assert (await attempts(client, rep.run_id))["customer.update"] == [1, 1]
     assert await closeout_facts(pg, acct.account_id) == closed(acct)
+    # the re-planned money and external steps each waited for a person's fresh card
+    assert [(a.plan_version, a.step, a.card.tool, a.status) for a in rep.approvals] == [
+        (2, 4, "billing.issue_credit", "approved"), (2, 5, "email.send", "approved"),
+    ]
 
 
 async def test_closeout_with_a_model(client, settings, pg, acct):
@@ -60,7 +64,7 @@ async def test_closeout_with_a_model(client, settings, pg, acct):
     with FakeOpenAI(responses=[json.dumps(seed_replanned_plan(aid))]) as fake:
         model = model_backed(settings, fake)
         async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
-            rep = await h.run(closeout_plan(aid))
+            rep = await h.run_approving(closeout_plan(aid))
         sent = [
             json.loads(m["content"])
             for m in fake.requests[0].messages
@@ -101,7 +105,7 @@ async def test_a_model_that_repeats_the_failed_remainder_spends_the_budget(
     with FakeOpenAI(responses=[json.dumps(remainder)] * 5) as fake:
         model = model_backed(settings, fake)
         async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
-            rep = await h.run(closeout_plan(aid, replans_max=2))
+            rep = await h.run_approving(closeout_plan(aid, replans_max=2))
         asked = len(fake.requests)
     assert asked == 2  # exactly replans_max, then an escalation, never a loop
     assert rep.status == "halted" and rep.escalation and "2 of 2" in rep.escalation
@@ -124,13 +128,14 @@ async def test_malformed_model_output_is_never_executed(client, settings, pg, ac
     with FakeOpenAI(responses=["the account looks closed to me", json.dumps(unknown_tool)]) as fake:
         model = model_backed(settings, fake)
         async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
-            rep = await h.run(closeout_plan(aid, replans_max=2))
+            rep = await h.run_approving(closeout_plan(aid, replans_max=2))
     assert rep.status == "halted"
     assert [r.accepted for r in rep.replans] == [False, False]
     assert "not a plan" in rep.replans[0].reason
     assert any("unknown tool" in p for p in rep.replans[1].problems)
     calls = await scheduled(client, rep.run_id)
     assert set(calls) == {
+        "guard.resolve",
         "probe.evaluate",
         "billing.list_invoices",
         "billing.void_invoice",

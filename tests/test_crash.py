@@ -14,11 +14,10 @@ from tests.crash_harness import (
     CrashConfig,
     CrashHarness,
     LostPut,
-    history_of_note,
     object_versions,
     put_plan,
 )
-from tests.harness import running_worker, scheduled
+from tests.harness import attempts, running_worker, scheduled
 
 # the first kill waits for a credit in flight (its account's row held by the harness): that
 # one's outcome is read back by idempotency key (absent: its transaction died with the worker)
@@ -66,7 +65,8 @@ async def test_a_lost_write_that_landed_is_found_done(client, settings, s3, worl
     assert rep.step(1).state == "SKIPPED"  # the world read first: the content is there
     assert tool.calls == 3  # the lost call's three attempts; never called again
     assert versions == ["once"]
-    assert (await history_of_note(client, rep.run_id))["runs with a lost call retried"] == 1
+    # one call, its three attempts lost; tried again by the workflow, which read first
+    assert (await attempts(client, rep.run_id))["s3.put"] == [3]
     assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 1
 
 
@@ -77,4 +77,4 @@ async def test_a_lost_write_that_did_not_land_goes_again(client, settings, s3, w
     assert rep.step(1).state == "DONE"
     assert tool.calls == 4  # the lost call's three attempts, then one that answered
     assert versions == ["once"]
-    assert (await history_of_note(client, rep.run_id))["runs with a lost call retried"] == 1
+    assert (await attempts(client, rep.run_id))["s3.put"] == [3, 1]

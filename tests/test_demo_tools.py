@@ -323,7 +323,8 @@ async def test_restore_then_update_runs_end_to_end(client, settings, world, pg):
     # per step: one local read (the skip check) before the call; the verification is read in
     # the tool's own activity right after it acts (field probes are never fused with the next)
     assert await scheduled(client, rep.run_id) == {
-        "customer.restore": 1, "customer.update": 1, "probe.evaluate": 2}
+        "guard.resolve": 1, "customer.restore": 1, "customer.update": 1,
+        "probe.evaluate": 2}
     # the update's contract reads the record's version before it writes: again at the call
     assert [c.phase for c in rep.step(1).checks] == ["skip+pre", "post"]
     assert [c.phase for c in rep.step(2).checks] == ["skip+pre", "at-call", "post"]

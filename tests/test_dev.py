@@ -9,10 +9,12 @@ import asyncio
 import io
 import os
 import shlex
+import stat
 import uuid
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from plangate.api import Plangate
 from plangate.assembly import connect
@@ -30,6 +32,9 @@ EXPORTED = (
     "AWS_DEFAULT_REGION",
     "PLANGATE_WORKDIR",
     "PLANGATE_DEMO_SYSTEMS",  # plangate dev turns the demo systems on
+    # its local approver: the worker lists the public key, a shell signs with the key file
+    "PLANGATE_APPROVERS",
+    "PLANGATE_APPROVER_KEY",
 )
 
 
@@ -49,8 +54,11 @@ def _exports(out: str) -> dict[str, str]:
 
 
 async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
-    state_dir: Path,
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the quick start's own approver, not the test session's
+    monkeypatch.delenv("PLANGATE_APPROVERS")
+    monkeypatch.delenv("PLANGATE_APPROVER_KEY")
     environ_before = dict(os.environ)
     out = io.StringIO()
     stop = asyncio.Event()
@@ -102,7 +110,7 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
         # step 1's read after and step 2's read before are one read (nothing runs between
         # them), made in step 1's activity, as is step 2's read after: one local read
         assert await scheduled(client, rep.run_id) == {
-            "s3.put": 1, "warehouse.run_sql": 1, "probe.evaluate": 1,
+            "guard.resolve": 1, "s3.put": 1, "warehouse.run_sql": 1, "probe.evaluate": 1,
         }
         assert [c.phase for c in rep.step(2).checks] == ["skip+pre", "post"]
         assert s3.get_object(Bucket=bucket, Key="hello.txt")["Body"].read() == b"hello dev"
@@ -116,6 +124,27 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
                 "SELECT state FROM plangate.jobs WHERE job_id = %s", (job,)
             )
             assert await cur.fetchall() == [("done",)]
+
+        # a card, answered by the local approver the exports name: a key only its user reads
+        key_file = Path(exports["PLANGATE_APPROVER_KEY"])
+        assert key_file == (state_dir / "approver.key").resolve()
+        assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+        api = Plangate(client, settings)
+        card_plan = {"goal": "dev card", "budget": {"replans_max": 0}, "steps": [
+            {"n": 1, "tool": "s3.put", "approval": "required",
+             "args": {"bucket": bucket, "key": "approved.txt", "body": "ok"}},
+        ]}
+        handle = await api.submit(card_plan)
+        for _ in range(200):
+            pending = [a for a in (await api.report(handle.id)).approvals
+                       if a.status == "pending"]
+            if pending:
+                break
+            await asyncio.sleep(0.05)
+        await api.approve(handle.id, 1, pending[0].digest)
+        rep = await handle.result()
+        assert rep.status == "succeeded" and rep.approvals[0].answer is not None
+        assert rep.approvals[0].answer.by == api.approver_key().name
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 60) == 0

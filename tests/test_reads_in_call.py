@@ -28,7 +28,7 @@ from records.calls import (
 )
 from records.report import Phase, StepState
 from tests.harness import MovedBeforeCall, running_worker
-from workflows.plan_run import READS_IN_CALL_PATCH
+from workflows.plan_run import DEPLOYMENT_GUARDS_PATCH
 from world.errors import ToolError
 
 E = EventType
@@ -134,14 +134,16 @@ async def test_a_guarded_chain_reads_around_each_call_not_in_between(client, set
         assert await job_state(pg, f"job-{tag}-{n}") == "done"
     history = await events(client, rep.run_id)
     markers = [e for e in history if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
-    patch = [m for m in markers if READS_IN_CALL_PATCH.encode() in
+    # the run took reads-in-call without asking (it began with the later deployment-guards)
+    patch = [m for m in markers if DEPLOYMENT_GUARDS_PATCH.encode() in
              b"".join(p.data for d in m.marker_recorded_event_attributes.details.values()
                       for p in d.payloads)]
     assert len(patch) == 1
     local = [m for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_local_activity"]
-    # one local read, step 1's first; every later read was made inside a tool's activity
-    assert len(local) == 1
+    # the guards derived, one local read (step 1's first); every later read was made inside a
+    # tool's activity
+    assert len(local) == 2
     started = {e.activity_task_started_event_attributes.scheduled_event_id: e.event_time
                for e in history if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED}
     scheduled = [e.event_id for e in history

@@ -17,7 +17,11 @@ from plangate.assembly import PlangatePlugin
 from plangate.compression import DATA_CONVERTER
 from records.report import Phase, RunReport, StepState
 from workflows.lifecycle import LOST_CALL_PATCH
-from workflows.plan_run import READS_IN_CALL_PATCH, VOID_AT_FAILURE_PATCH
+from workflows.plan_run import (
+    DEPLOYMENT_GUARDS_PATCH,
+    READS_IN_CALL_PATCH,
+    VOID_AT_FAILURE_PATCH,
+)
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -52,6 +56,15 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     # a post wait (300 s, a read a minute) that expired, recorded with the code from before
     # the "post-wait-reads-on-schedule" patch: 5 reads where the schedule has 6
     "wait_expired_before_schedule_patch": ("failed", E.EVENT_TYPE_TIMER_FIRED),
+    # the worker's own guards ("deployment-guards"): a signed approval; the close-out whose
+    # re-planned money and external steps waited for fresh cards; a chain that continued as
+    # new twice, its card approved in a later run; a raw start with no submitter's signature
+    "approved_signed": ("succeeded", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
+    "closeout_fresh_cards": ("succeeded", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
+    "closeout_fresh_cards_replan1": ("", E.EVENT_TYPE_MARKER_RECORDED),
+    "continued_as_new_signed_run1": ("continued", E.EVENT_TYPE_MARKER_RECORDED),
+    "continued_as_new_signed_run3": ("succeeded", E.EVENT_TYPE_MARKER_RECORDED),
+    "refused_unsigned": ("halted", E.EVENT_TYPE_MARKER_RECORDED),
 }
 
 
@@ -89,7 +102,10 @@ async def test_every_path_was_recorded():
                         ("voided_at_failure", VOID_AT_FAILURE_PATCH),
                         ("reads_in_call", READS_IN_CALL_PATCH),
                         ("refused_at_call", READS_IN_CALL_PATCH),
-                        ("pre_failed_at_call", READS_IN_CALL_PATCH)):
+                        ("pre_failed_at_call", READS_IN_CALL_PATCH),
+                        ("approved_signed", DEPLOYMENT_GUARDS_PATCH),
+                        ("closeout_fresh_cards", DEPLOYMENT_GUARDS_PATCH),
+                        ("refused_unsigned", DEPLOYMENT_GUARDS_PATCH)):
         markers = [e.marker_recorded_event_attributes for e in load(recorded[name]).events
                    if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
         assert any(patch.encode() in p.data for m in markers for d in m.details.values()
@@ -108,6 +124,16 @@ async def test_every_path_was_recorded():
     voided = await ending(load(recorded["saturday_export_deleted"]))
     assert isinstance(voided, RunReport)
     assert [s.state for s in voided.steps].count(StepState.VOID) >= 1
+    signed = await ending(load(recorded["approved_signed"]))
+    assert isinstance(signed, RunReport) and signed.approvals[0].answer is not None
+    assert signed.approvals[0].answer.proof is not None
+    fresh = await ending(load(recorded["closeout_fresh_cards"]))
+    assert isinstance(fresh, RunReport)
+    assert {(a.plan_version, a.card.tool) for a in fresh.approvals} == {
+        (2, "billing.issue_credit"), (2, "email.send")}
+    unsigned = await ending(load(recorded["refused_unsigned"]))
+    assert isinstance(unsigned, RunReport) and unsigned.failure is not None
+    assert unsigned.failure.code == "not_permitted"
     # the chain: each run after the first continued from the one before
     runs = [load(recorded[f"continued_as_new_run{i}"]) for i in (1, 2, 3)]
     for before, after in itertools.pairwise(runs):

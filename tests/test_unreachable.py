@@ -29,7 +29,8 @@ async def test_s3_unreachable_never_calls_the_tool(client, settings):
     async with running_worker(client, settings, world=dead) as h:
         rep = await h.run(plan)
     calls = await scheduled(client, rep.run_id)
-    assert calls == {"probe.evaluate": 1}  # step 1's pre check, and nothing after it
+    # the guards derived, step 1's pre check, and nothing after it
+    assert calls == {"guard.resolve": 1, "probe.evaluate": 1}
     assert rep.status == "halted"
     assert rep.failure is not None and rep.failure.code == "system_unavailable"
     assert (await attempts(client, rep.run_id))["probe.evaluate"] == [3]  # bounded, then fails

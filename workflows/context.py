@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from plans.guards import GuardedPlan, StepGuard, conditions_for
     from plans.model import Condition, Plan, Step
     from records.calls import ProbeReport
+    from records.proofs import Submission
     from records.report import RunReport, StepReport, StepState
     from records.run import HistoryBound
     from workflows import bookkeeping
@@ -63,6 +64,12 @@ class VersionContext:
     # activity reads the step's pre conditions the instant before it acts, and its post check
     # (with the next step's first read) the instant after (``lifecycle``)
     reads_in_call: bool = False
+    # the run began with the "deployment-guards" patch (``plan_run.DEPLOYMENT_GUARDS_PATCH``):
+    # its guards are the worker's, its cards bind the call's idempotency key, and an approved
+    # call carries the proof of its approval to the tool, which verifies it again
+    own_guards: bool = False
+    # who submitted the run, signed (handed to every tool call: the principal is re-checked)
+    submission: Submission | None = None
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from plans.model import Condition, Step
     from records.approvals import ApprovalCard, ApprovalRecord, CardStatus
     from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult, StepRef, ToolCall
+    from records.proofs import ApprovalGrant
     from records.report import (
         Answer,
         Attribution,
@@ -146,6 +147,7 @@ class Prepared:
     post: list[Condition]
     ref: StepRef
     key: str
+    grant: ApprovalGrant | None = None  # a person approved this very call: the proof of it
 
 
 Attempt = Finished | Failed | Unknown | Owed
@@ -471,12 +473,19 @@ class StepRunner:
             if not isinstance(again, Checked):
                 return again
             if observed(again.results) == record.card.observed:
-                return self._carry_version(base, again)
+                return replace(self._carry_version(base, again), grant=self._grant(record))
             record.status = CardStatus.SUPERSEDED
             checked = again
         d = route(self._situation(Kind.APPROVAL_REFUSED))
         why = f"the world moved under {options.APPROVAL_CARDS} approved cards in a row"
         return Failed(d, self._failure("approval_superseded", False, why))
+
+    def _grant(self, record: ApprovalRecord) -> ApprovalGrant | None:
+        """The approved card and its proof, for the tool's activity to verify again."""
+        answer = record.answer
+        if not self.ctx.own_guards or answer is None or answer.proof is None:
+            return None
+        return ApprovalGrant(card=record.card, digest=record.digest, proof=answer.proof)
 
     def _publish(self, p: Prepared, checked: Checked) -> ApprovalRecord:
         now = workflow.now()
@@ -486,6 +495,7 @@ class StepRunner:
             observed=observed(checked.results), on_behalf_of=self.ctx.on_behalf_of,
             policy_bundle=self.ctx.policy_bundle, issued_at=now,
             expires_at=now + timedelta(seconds=self.ctx.guarded.approval_ttl_s),
+            idempotency_key=p.key if self.ctx.own_guards else None,
         )
         record = ApprovalRecord(
             step=self.step.n, plan_version=self.ctx.version, digest=card.digest(),
@@ -546,6 +556,8 @@ class StepRunner:
             step=p.ref, idempotency_key=p.key,
             on_behalf_of=self.ctx.on_behalf_of, policy_bundle=self.ctx.policy_bundle,
             check=check, after=after, after_lenient=lenient,
+            approval_required=self.guard.approval and self.ctx.own_guards, approval=p.grant,
+            submission=self.ctx.submission,
         )
         try:
             summary = None
@@ -592,7 +604,8 @@ class StepRunner:
                 # certainly not done: a transient failure, tried again with the same key
                 absent = route(self._situation(Kind.TOOL_ERROR, status=503, retryable=True))
                 failure = self._failure("outcome_unknown", False, detail)
-                if not self.effect.outcome_must_be_known and workflow.patched(LOST_CALL_PATCH):
+                lost_call = self.ctx.own_guards or workflow.patched(LOST_CALL_PATCH)
+                if not self.effect.outcome_must_be_known and lost_call:
                     return Unknown(absent, failure, absent)
                 return Unknown(d, failure, absent)
             case calls.Called(result=result):

@@ -77,6 +77,10 @@ def outage_backoff(reads: int) -> timedelta:
     return timedelta(seconds=min(60.0, 2.0 * 2 ** (reads - 1)))
 
 
+# The worker's own guards of a plan version (a local activity: the catalogue, a plan check)
+GUARD_TIMEOUT = timedelta(seconds=30)
+GUARD_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
+
 # The replan child: asking the model (each attempt at most PROPOSE_TIMEOUT), reviewing its plan
 # (a local activity), and the whole child, model retries included.
 PROPOSE_TIMEOUT = timedelta(minutes=3)

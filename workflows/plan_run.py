@@ -4,6 +4,8 @@ re-planning budget is spent. The run report is always available by query."""
 from __future__ import annotations
 
 import asyncio
+import base64
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -12,6 +14,7 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from plans.guards import GuardedPlan
+    from plans.model import Plan, Step
     from records import visibility
     from records.approvals import (
         Answered,
@@ -22,6 +25,8 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         RefusedAnswer,
     )
+    from records.codes import CODES
+    from records.proofs import AnswerContext, answer_refusal
     from records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
     from records.report import (
         Cancellation,
@@ -34,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         StepState,
         StepTimings,
     )
-    from records.run import CancelRequest, Carried, RunInput
+    from records.run import CancelRequest, Carried, GuardRequest, Resolved, RunInput
     from workflows import options, summaries
     from workflows.context import VersionContext, key_tag
     from workflows.execution import Resumed, VersionOutcome, execute_version
@@ -64,6 +69,12 @@ VOID_AT_FAILURE_PATCH = "void-at-failure"
 # the instant after: the check-to-use window is no longer the call's dispatch, and a chain of
 # guarded steps needs no local activity between its calls. Asked once, when the run begins.
 READS_IN_CALL_PATCH = "reads-in-call"
+# Every plan version's guards are this worker's own (``guard.resolve``, a local activity),
+# never the input's; an answer to a card counts only with an approver's proof; a run's carried
+# state comes only from the run before it. Asked once, first, when the run begins: a run that
+# has it takes every patch before it without asking.
+DEPLOYMENT_GUARDS_PATCH = "deployment-guards"
+GUARD_ACTIVITY = "guard.resolve"
 
 
 @workflow.defn(name=PLAN_RUN_WORKFLOW)
@@ -90,6 +101,11 @@ class PlanRunWorkflow:
         self._registered = False  # the namespace has the search attributes (the input says)
         self._void_at_failure = False  # VOID_AT_FAILURE_PATCH: not in runs from before
         self._reads_in_call = False  # READS_IN_CALL_PATCH: not in runs from before
+        self._own_guards = False  # DEPLOYMENT_GUARDS_PATCH: not in runs from before
+        # who may answer this run's cards, and who submitted it (``guard.resolve``)
+        self._approvers: dict[str, bytes] = {}
+        self._submitter: str | None = None
+        self._submitter_key: bytes | None = None
         self._goal = visibility.short_goal(self._report.goal)
         self._shown: tuple[RunStatus, int, int] | None = None
         self._upserted: visibility.Values | None = None
@@ -157,14 +173,17 @@ class PlanRunWorkflow:
             done = record.answer.decision if record.answer else record.status
             return f"the card of step {answer.step} is no longer waiting: {done}"
         if answer.digest != record.digest:
-            return (
-                f"wrong digest for step {answer.step}: the card is {record.digest}, not "
-                f"{answer.digest}"
-            )
+            # never the card's own digest: whoever guesses learns nothing
+            return f"wrong digest for step {answer.step}: it is not the card that waits"
         if workflow.now() >= record.expires_at:
             return f"the card of step {answer.step} expired at {record.expires_at.isoformat()}"
         if decision is Decision.REJECT and not answer.reason.strip():
             return "a rejection needs a reason"
+        if self._own_guards:
+            ctx = AnswerContext(
+                record.card, record.digest, self._approvers, self._submitter, self._submitter_key
+            )
+            return answer_refusal(answer.proof, decision, answer.reason, ctx, workflow.now())
         return None
 
     def _apply(
@@ -174,7 +193,11 @@ class PlanRunWorkflow:
         if record is None or record.status is not CardStatus.PENDING:
             raise ApplicationError("the card is no longer waiting", non_retryable=True)
         now = workflow.now()
-        record.answer = Answered(decision=decision, by=answer.by, reason=answer.reason, at=now)
+        proof = answer.proof if self._own_guards else None
+        by = proof.approver if proof is not None else answer.by  # the proven name, not a claim
+        record.answer = Answered(
+            decision=decision, by=by, reason=answer.reason, at=now, proof=proof
+        )
         record.status = (
             CardStatus.APPROVED if decision is Decision.APPROVE else CardStatus.REJECTED
         )
@@ -184,9 +207,15 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
-        self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
-        self._void_at_failure = workflow.patched(VOID_AT_FAILURE_PATCH)
-        self._reads_in_call = workflow.patched(READS_IN_CALL_PATCH)
+        # Asked first: a run that has it began on code with every patch before it, and takes
+        # them without asking (no markers: each costs two events, see SEARCH_ATTRIBUTES_PATCH)
+        self._own_guards = workflow.patched(DEPLOYMENT_GUARDS_PATCH)
+        if self._own_guards:
+            self._metadata = self._void_at_failure = self._reads_in_call = True
+        else:
+            self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+            self._void_at_failure = workflow.patched(VOID_AT_FAILURE_PATCH)
+            self._reads_in_call = workflow.patched(READS_IN_CALL_PATCH)
         self._registered = inp.search_attributes
         # what the client (or the run before, for a run that continued as new) set already
         self._upserted = visibility.current(workflow.info().typed_search_attributes)
@@ -289,6 +318,30 @@ class PlanRunWorkflow:
                 reads_in_call=self._reads_in_call,
             )
             resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
+        if self._own_guards:
+            base = replace(base, own_guards=True, submission=inp.submission)
+            forged = self._forged(inp)
+            if forged is not None:  # nothing of what it carries is shown as this run's
+                self._report = RunReport(
+                    run_id=workflow.info().workflow_id, goal=inp.plan.plan.goal,
+                    replans_max=inp.plan.plan.budget.replans_max,
+                    submitted_at=workflow.info().workflow_start_time,
+                    begun_at=workflow.info().start_time,
+                )
+                self._refuse(forged, "not_permitted", None, version, made_at)
+                return None
+            if not begun:  # what the run will do, shown while its guards are derived
+                self._report.plan_version = version
+                for step in inp.plan.plan.steps:
+                    self._step_shown(step, version, made_at)
+            resolved = await self._guards(inp.plan.plan, version, base, first_run=c is None)
+            if resolved is None:
+                return None
+            plan = resolved.plan
+            base = replace(
+                base, guarded=plan, on_behalf_of=resolved.on_behalf_of,
+                policy_bundle=resolved.policy_bundle,
+            )
         ctx = base
         while plan is not None:
             if not begun and ctx.over_bound():  # the next version begins in the next run
@@ -301,7 +354,81 @@ class PlanRunWorkflow:
             plan = await self._next_plan(ctx, outcome)
             made_at = workflow.now()
             version += 1
+            if plan is not None and self._own_guards:
+                again = await self._guards(plan.plan, version, ctx, first_run=False)
+                plan = again.plan if again is not None else None
         return None
+
+    # -- the worker's own guards (DEPLOYMENT_GUARDS_PATCH) --------------------------------------
+    def _forged(self, inp: RunInput) -> str | None:
+        """Why this run's input cannot be what plangate itself made: carried state comes only
+        from continue-as-new (a client cannot set the run it continues), and plangate never
+        lets Temporal re-run a plan (a cron schedule or a retry policy would start it again
+        with the same input)."""
+        info = workflow.info()
+        if info.cron_schedule or info.retry_policy is not None:
+            return (
+                "a plan run is never scheduled or retried by Temporal (it was started with a "
+                "cron schedule or a retry policy)"
+            )
+        if inp.carried is not None and info.continued_run_id is None:
+            return (
+                "the run was started with the state of a run before it, which only the run "
+                "before it can hand on (continue-as-new)"
+            )
+        return None
+
+    async def _guards(
+        self, plan: Plan, version: int, ctx: VersionContext, *, first_run: bool
+    ) -> Resolved | None:
+        """The plan version with this worker's guards (``guard.resolve``); the approvers and
+        submitter its cards are judged by are kept. None when the run may not act (refused)."""
+        info = workflow.info()
+        req = GuardRequest(
+            plan=plan, version=version, workflow_id=info.workflow_id,
+            submission=ctx.submission,
+            started_at=info.workflow_start_time if first_run else None,
+            on_behalf_of=None if version == 1 else ctx.on_behalf_of,
+            policy_bundle=None if version == 1 else ctx.policy_bundle,
+        )
+        resolved: Resolved = await workflow.execute_local_activity(
+            GUARD_ACTIVITY, req, result_type=Resolved,
+            start_to_close_timeout=options.GUARD_TIMEOUT, retry_policy=options.GUARD_RETRY,
+            summary=summaries.guards(version, len(plan.steps)),
+        )
+        self._approvers = {n: base64.b64decode(k) for n, k in resolved.approvers.items()}
+        self._submitter = resolved.submitter
+        self._submitter_key = (
+            base64.b64decode(resolved.submitter_key) if resolved.submitter_key else None
+        )
+        if resolved.refusal is not None:
+            made_at = workflow.now() if version > 1 else ctx.plan_made_at
+            self._refuse(resolved.refusal, resolved.refusal_code, resolved.plan, version, made_at)
+            return None
+        return resolved
+
+    def _refuse(
+        self, why: str, code: str, plan: GuardedPlan | None, version: int, made_at: datetime
+    ) -> None:
+        """The run acts on nothing: its version's steps VOID, its status halted (403: a person
+        must look) or failed (a plan no check would pass)."""
+        r = self._report
+        if plan is not None:
+            r.plan_version = version
+            for s in plan.plan.steps:
+                shown = self._step_shown(s, version, made_at)
+                shown.effect, shown.state = plan.guard(s.n).effect, StepState.VOID
+        status = CODES[code].status
+        r.failure = FailureRecord(
+            step=0, tool="", plan_version=version, code=code, status=status, retryable=False,
+            detail=why,
+        )
+        if status == 403:
+            r.metrics.answers_403 += 1
+            r.status = RunStatus.HALTED
+        else:
+            r.status = RunStatus.FAILED
+        r.escalation = f"refused before any step acted: {why}"
 
     def _carry(
         self,
@@ -325,8 +452,21 @@ class PlanRunWorkflow:
         return RunInput(
             plan=plan, history=ctx.history,
             outage_patience_s=ctx.outage_patience.total_seconds(), carried=carried,
-            search_attributes=self._registered,
+            search_attributes=self._registered, submission=ctx.submission,
         )
+
+    def _step_shown(self, s: Step, version: int, made_at: datetime) -> StepReport:
+        """The report's entry of a step of ``version``: added (pending, with the effect its
+        plan declares) unless it is there already."""
+        try:
+            return self._report.step(s.n, version)
+        except KeyError:
+            rep = StepReport(
+                n=s.n, tool=s.tool, plan_version=version, effect=s.effect,
+                timings=StepTimings(plan_made_at=made_at),
+            )
+            self._report.steps.append(rep)
+            return rep
 
     def _begin(
         self,
@@ -341,12 +481,7 @@ class PlanRunWorkflow:
         if not begun:
             self._report.plan_version = version
             for s in plan.plan.steps:
-                self._report.steps.append(
-                    StepReport(
-                        n=s.n, tool=s.tool, plan_version=version, effect=plan.guard(s.n).effect,
-                        timings=StepTimings(plan_made_at=made_at),
-                    )
-                )
+                self._step_shown(s, version, made_at).effect = plan.guard(s.n).effect
         return VersionContext(
             run_id=self._report.run_id, guarded=plan, version=version,
             plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
@@ -354,6 +489,7 @@ class PlanRunWorkflow:
             on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
             bound=dict(prev.bound), verified=dict(prev.verified), recent=prev.recent,
             void_at_failure=prev.void_at_failure, reads_in_call=prev.reads_in_call,
+            own_guards=prev.own_guards, submission=prev.submission,
         )
 
     async def _next_plan(

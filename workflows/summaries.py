@@ -82,3 +82,8 @@ def tool(n: int, version: int, name: str, args: dict[str, JsonValue]) -> str:
 
 def replan(attempt: int, run_id: str, step: int, version: int, code: str) -> str:
     return clip(f"re-plan {attempt} of {run_id} after {step_label(step, version)} ({code})")
+
+
+def guards(version: int, steps: int) -> str:
+    """The worker deriving a plan version's guards (``guard.resolve``)."""
+    return f"guards of plan v{version}, {steps} step{'s' if steps != 1 else ''}"

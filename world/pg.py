@@ -49,6 +49,17 @@ async def act_as(conn: psycopg.AsyncConnection[Any], principal: str | None) -> N
     the principal's authority, which the tool re-checks when it acts."""
     if principal is None:
         return
+    # A plan names whom it acts for; it never gets a superuser's rights (nor a role that
+    # ignores row security) by naming one.
+    cur = await conn.execute(
+        "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = %s", (principal,)
+    )
+    row = await cur.fetchone()
+    if row is not None and row[0]:
+        raise ToolError(
+            "not_permitted", f"{principal!r} is a superuser role: a run never acts as one",
+            {"on_behalf_of": principal},
+        )
     # An identifier, quoted by psycopg: a name with a dot, an @ or a quote is one role name.
     stmt = sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(principal))
     try:

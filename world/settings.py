@@ -30,6 +30,8 @@ from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientCon
 
 from plans.model import Effect
 from plans.scope import Scope
+from records.proofs import Submitter
+from records.signing import NAME, KeyProblem, SigningKey, public_entries
 
 Replanner = Literal["openai", "playbook"]
 
@@ -112,6 +114,70 @@ def parse_encryption_keys(raw: str) -> tuple[tuple[str, bytes], ...]:
             )
         keys.append((kid, key))
     return tuple(keys)
+
+
+APPROVERS_VAR = "PLANGATE_APPROVERS"
+APPROVER_KEY_VAR = "PLANGATE_APPROVER_KEY"
+SUBMITTERS_VAR = "PLANGATE_SUBMITTERS"
+SUBMITTER_KEY_VAR = "PLANGATE_SUBMITTER_KEY"
+
+
+def _key_text(entry: str, var: str) -> str:
+    """A key given inline (``NAME:BASE64``) or as the path of a file that holds one."""
+    if ":" in entry and not os.path.exists(entry):
+        return entry
+    try:
+        return Path(entry).expanduser().read_text().strip()
+    except OSError as e:
+        raise ValueError(f"{var}: cannot read key file {entry}: {e.strerror}") from None
+
+
+def signing_keys(raw: str, var: str) -> tuple[SigningKey, ...]:
+    """Signing keys separated by commas, each ``NAME:BASE64`` or a key file's path; one key a
+    name. Errors name the variable and the entry, never key material."""
+    keys: list[SigningKey] = []
+    for i, entry in enumerate((e.strip() for e in raw.split(",")), 1):
+        if not entry:
+            continue
+        try:
+            key = SigningKey.parse(_key_text(entry, var), f"{var} entry {i}")
+        except KeyProblem as e:
+            raise ValueError(str(e)) from None
+        if any(k.name == key.name for k in keys):
+            raise ValueError(f"{var}: two keys are named {key.name}")
+        keys.append(key)
+    return tuple(keys)
+
+
+def _public_keys(raw: str, var: str) -> tuple[tuple[str, bytes], ...]:
+    try:
+        return public_entries(raw, var)
+    except KeyProblem as e:
+        raise ValueError(str(e)) from None
+
+
+def parse_submitters(raw: str) -> tuple[Submitter, ...]:
+    """``PLANGATE_SUBMITTERS``: ``NAME:BASE64PUBLICKEY:PRINCIPAL|PRINCIPAL`` entries separated
+    by commas: who may submit runs, and the principals (``on_behalf_of``) each may act as."""
+    var = SUBMITTERS_VAR
+    out: list[Submitter] = []
+    for i, entry in enumerate((e.strip() for e in raw.split(",")), 1):
+        if not entry:
+            continue
+        head, colon, principals = entry.rpartition(":")
+        names = tuple(p.strip() for p in principals.split("|") if p.strip())
+        if not colon or head.count(":") != 1 or not names:
+            raise ValueError(
+                f"{var}: entry {i} is not NAME:BASE64PUBLICKEY:PRINCIPAL[|PRINCIPAL...]"
+            )
+        bad = [p for p in names if not NAME.match(p)]
+        if bad:
+            raise ValueError(f"{var}: entry {i}: {bad[0]!r} is not a principal name")
+        ((name, public),) = _public_keys(head, f"{var} entry {i}")
+        if any(s.name == name for s in out):
+            raise ValueError(f"{var}: {name} is listed twice")
+        out.append(Submitter(name, public, names))
+    return tuple(out)
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -214,6 +280,24 @@ class Settings:
     encryption_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
     # the bearer token ``plangate codec-server`` asks for; None: none asked
     codec_token: str | None = field(default=None, repr=False)
+    # who may answer approval cards (name, Ed25519 public key): a worker's setting; an answer
+    # counts only with a proof signed by one of them (records.proofs)
+    approvers: tuple[tuple[str, bytes], ...] = ()
+    # the keys this process signs answers with (``plangate approve``: one; the approval page:
+    # one per person it lets in). Secrets: kept out of repr.
+    approver_keys: tuple[SigningKey, ...] = field(default=(), repr=False)
+    # who may submit runs and as which principals; (): anyone who reaches Temporal may
+    submitters: tuple[Submitter, ...] = ()
+    # the key this process signs its submissions with. Secret: kept out of repr.
+    submitter_key: SigningKey | None = field(default=None, repr=False)
+
+    @property
+    def approver_map(self) -> dict[str, bytes]:
+        return dict(self.approvers)
+
+    @property
+    def submitter_map(self) -> dict[str, Submitter]:
+        return {s.name: s for s in self.submitters}
 
     @property
     def encryption_key_ids(self) -> tuple[str, ...]:
@@ -297,7 +381,18 @@ class Settings:
             metrics_address=_optional(e, METRICS_ADDRESS_VAR, metrics_address),
             encryption_keys=parse_encryption_keys(e.get(ENCRYPTION_KEYS_VAR) or ""),
             codec_token=(e.get(CODEC_TOKEN_VAR) or "").strip() or None,
+            approvers=_public_keys(e.get(APPROVERS_VAR) or "", APPROVERS_VAR),
+            approver_keys=signing_keys(e.get(APPROVER_KEY_VAR) or "", APPROVER_KEY_VAR),
+            submitters=parse_submitters(e.get(SUBMITTERS_VAR) or ""),
+            submitter_key=_one_key(e, SUBMITTER_KEY_VAR),
         )
+
+
+def _one_key(env: Mapping[str, str], var: str) -> SigningKey | None:
+    keys = signing_keys(env.get(var) or "", var)
+    if len(keys) > 1:
+        raise ValueError(f"{var}: one key, not {len(keys)}")
+    return keys[0] if keys else None
 
 
 def _optional(

@@ -59,6 +59,7 @@ def tool(
     reader: Reader | None = None,
     writes: tuple[Writes, ...] = (),
     version: VersionBinding | None = None,
+    approval: bool = False,
 ) -> Callable[[ToolFn[A]], ToolFn[A]]:
     def register(fn: ToolFn[A]) -> ToolFn[A]:
         if name in TOOLS:
@@ -67,7 +68,7 @@ def tool(
                 f"and by {fn.__module__}"
             )
         TOOLS[name] = ToolSpec(
-            name, args, effect, contract or Contract(), reader, writes, version, fn=fn
+            name, args, effect, contract or Contract(), reader, writes, version, approval, fn=fn
         )
         return fn
 

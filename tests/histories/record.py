@@ -30,7 +30,12 @@ from bench._stack import Bench, bench_stack
 from plangate.api import Plangate
 from plangate.demo import BUCKET, KEY, invoice_csv, saturday_plan
 from plangate.scenarios import closeout_plan
+from plans.guards import GuardedPlan
+from plans.load import parse_plan
+from records.proofs import Submitter
 from records.report import RunReport
+from records.run import RunInput
+from records.signing import SigningKey
 from tests.crash_harness import LostPut, put_plan
 from tests.harness import Harness, MovedBeforeCall, running_worker
 from workflows.plan_run import PlanRunWorkflow
@@ -80,8 +85,24 @@ async def saturday_export_deleted(b: Bench) -> RunReport:  # failed: the rest of
 
 
 async def closeout_replanned(b: Bench) -> RunReport:
+    """The close-out re-planned; its re-planned money and external steps wait for cards, each
+    approved (with the "deployment-guards" patch)."""
     await seed_acct_3319f(b.world)
-    return await b.run(closeout_plan())
+    return await b.run_approving(closeout_plan(), by="bench")
+
+
+async def refused_unsigned(b: Bench) -> RunReport:
+    """A deployment that lists its submitters, given a raw start with no submission: the run
+    halts before any step ("deployment-guards")."""
+    agent = SigningKey.generate("agent")
+    listed = replace(b.settings, submitters=(Submitter(agent.name, agent.public, ("dana",)),))
+    async with running_worker(b.client, listed) as h:
+        plan = parse_plan(publish(bucket(b)))
+        rep: RunReport = await h.client.execute_workflow(
+            PlanRunWorkflow.run, RunInput(plan=GuardedPlan(plan=plan)),
+            id=f"unsigned-{uuid.uuid4().hex[:8]}", task_queue=h.settings.task_queue,
+        )
+        return rep
 
 
 async def halted(b: Bench) -> RunReport:
@@ -119,9 +140,9 @@ async def answered(b: Bench, approve: bool) -> RunReport:
     rep = await until(b, handle.id, lambda r: bool(r.approvals))
     card = rep.approvals[0]
     if approve:
-        await api.approve(handle.id, 1, card.digest, by="erin")
+        await api.approve(handle.id, 1, card.digest, by="bench")
     else:
-        await api.reject(handle.id, 1, card.digest, reason="not today", by="erin")
+        await api.reject(handle.id, 1, card.digest, reason="not today", by="bench")
     return await handle.result()
 
 
@@ -162,7 +183,7 @@ async def continued_as_new(b: Bench) -> RunReport:
          "args": {"statement": "select_one"}},
     ]})
     rep = await until(b, handle.id, lambda r: r.segments >= 2)
-    await api.approve(handle.id, 2, rep.approvals[0].digest, by="erin")
+    await api.approve(handle.id, 2, rep.approvals[0].digest, by="bench")
     await until(b, handle.id, lambda r: r.segments >= 3)
     await set_job(b, job, "done")
     return await handle.result()
@@ -252,6 +273,12 @@ SCENARIOS: dict[str, Scenario] = {
     "approved_findable": approved,
     "cancelled_findable": cancelled,
     "continued_as_new_findable": continued_as_new,
+    # recorded with the "deployment-guards" patch: the worker's own guards (a local activity
+    # first), signed answers, fresh cards for re-planned money and external steps
+    "approved_signed": approved,
+    "closeout_fresh_cards": closeout_replanned,
+    "continued_as_new_signed": continued_as_new,
+    "refused_unsigned": refused_unsigned,
 }
 
 
