@@ -1,6 +1,8 @@
-"""Where tools may write: never plangate's own schema; within PLANGATE_ALLOWED_BUCKETS and
-PLANGATE_ALLOWED_SCHEMAS when a deployment sets them. Refused again by the tool at run time,
-after binding, with out_of_scope (403): the run halts for a person and nothing is written."""
+"""What a plan may read and write: never plangate's own schema or the system catalogues; within
+PLANGATE_ALLOWED_BUCKETS and PLANGATE_ALLOWED_SCHEMAS when a deployment sets them, names compared
+exactly as the SQL quotes them. Refused by ``check``, again by the tool at run time, after
+binding, with out_of_scope (403): the run halts for a person and nothing is read or written; a
+probe refuses too (never a pass)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from psycopg import sql
 
 from activities.catalogue import catalogue
+from activities.extensions import registry_for
 from plans.guards import guard
 from plans.load import parse_plan
+from plans.model import Effect
 from plans.scope import Scope
 from records.run import RunInput
-from tests.harness import running_worker, scheduled
+from tests.harness import history_events, running_worker, scheduled
 from workflows.plan_run import PlanRunWorkflow
 
 
@@ -35,6 +40,40 @@ def test_scope_refusals():
     assert "never a target" in str(Scope.parse(None, "plangate").refusal("table", "plangate.x"))
 
 
+def test_reads_are_scoped_and_names_are_exact():
+    anywhere = Scope.parse(None, None)
+    for secret in ("pg_catalog.pg_authid", "PG_CATALOG.pg_authid", "information_schema.tables",
+                   "pg_toast.pg_toast_1260", "plangate.jobs", "Plangate.loads"):
+        assert "is never readable by a plan" in str(anywhere.refusal("table", secret, read=True))
+    assert anywhere.refusal("table", "staging.t", read=True) is None
+    assert "never readable" in str(
+        Scope(protected_buckets=("art",)).refusal("bucket", "art", read=True)
+    )
+    narrow = Scope.parse("drops", "staging,public.audit")
+    for kind_read in (False, True):
+        # the SQL quotes: STAGING.x is schema "STAGING", which the list does not name
+        why = str(narrow.refusal("table", "STAGING.x", read=kind_read))
+        assert "STAGING.x is not in PLANGATE_ALLOWED_SCHEMAS" in why and "exact" in why
+        assert "not in PLANGATE_ALLOWED_SCHEMAS" in str(
+            narrow.refusal("table", "public.Audit", read=kind_read)
+        )
+        assert narrow.refusal("table", "staging.x", read=kind_read) is None
+    assert "not in" in str(Scope.parse(None, "Staging").refusal("table", "staging.x"))
+    assert "PLANGATE_ALLOWED_BUCKETS" in str(narrow.refusal("bucket", "payroll", read=True))
+
+
+def test_every_tool_declares_what_it_writes(settings):
+    """A tool that is not a read declares what it writes, and no declared target is plangate's
+    bookkeeping."""
+    tools = registry_for(replace(settings, demo_systems=True)).tools
+    anywhere = Scope()
+    for name, spec in tools.items():
+        assert spec.effect is Effect.READ or spec.writes, f"{name} declares no writes"
+        for w in spec.writes:
+            if w.name is not None:
+                assert anywhere.refusal(w.kind, w.name) is None, (name, w)
+
+
 async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
     # The tool's own refusal is under test: the plan goes straight to the workflow.
     handle = await h.client.start_workflow(
@@ -51,17 +90,25 @@ async def test_a_write_outside_the_allowed_buckets_is_refused_by_the_tool(client
     ok, payroll = f"scope-ok-{tag}", f"scope-payroll-{tag}"
     for b in (ok, payroll):
         s3.create_bucket(Bucket=b)
-    plan = {"goal": "publish", "budget": {"replans_max": 1}, "steps": [
-        {"n": 1, "tool": "s3.put", "args": {"bucket": payroll, "key": "r.txt",
-                                            "body": "hello"}},
-    ]}
+    def put(**extra: str) -> dict[str, Any]:
+        return {"goal": "publish", "budget": {"replans_max": 1}, "steps": [
+            {"n": 1, "tool": "s3.put",
+             "args": {"bucket": payroll, "key": "r.txt", "body": "hello", **extra}},
+        ]}
+
     narrow = replace(settings, allowed_buckets=ok)
     async with running_worker(client, narrow) as h:
-        rep = await start_unchecked(h, plan)
+        # if_none_match given: no read of the version the write would carry (object_version)
+        rep = await start_unchecked(h, put(if_none_match="*"))
+        versioned = await start_unchecked(h, put())
     assert rep.status == "halted" and rep.replans_used == 0
     assert rep.failure is not None and rep.failure.code == "out_of_scope"
     assert rep.failure.status == 403 and "PLANGATE_ALLOWED_BUCKETS" in rep.failure.detail
     assert (await scheduled(client, rep.run_id))["s3.put"] == 1
+    # the version read before the write is refused first: a pre condition that does not hold
+    assert versioned.failure is not None and versioned.failure.code == "precondition_unmet"
+    assert "out_of_scope: bucket" in versioned.failure.detail
+    assert (await scheduled(client, versioned.run_id))["s3.put"] == 0
     assert s3.list_objects_v2(Bucket=payroll).get("KeyCount", 0) == 0
 
 
@@ -122,3 +169,151 @@ def test_check_refuses_writes_outside_the_allowed_scope(tmp_path, monkeypatch, c
         in err
     assert "step 2, field args.params.table: finance.ledger is not in PLANGATE_ALLOWED_SCHEMAS" \
         in err
+
+
+def test_check_refuses_reads_outside_the_scope_and_names_not_exactly_allowed(
+    tmp_path, monkeypatch, capsys
+):
+    from plangate.cli import main
+
+    def sample(n: int, table: str) -> dict[str, Any]:
+        return {"n": n, "tool": "warehouse.run_sql",
+                "args": {"statement": "sample_rows", "params": {"table": table}}}
+
+    plan = {"goal": "look around", "steps": [
+        sample(1, "pg_catalog.pg_authid"),
+        sample(2, "plangate.jobs"),
+        {"n": 3, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
+         "post": [{"probe": "table_rowcount", "table": "plangate.loads", "min": 0}]},
+        {"n": 4, "tool": "s3.get",
+         "args": {"bucket": "scope-payroll", "key": "k", "dest": "scope/k.csv"}},
+        {"n": 5, "tool": "warehouse.load",
+         "args": {"target": "STAGING.evil", "source": "scope/k.csv"}},
+        {"n": 6, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
+         "pre": [{"probe": "column_exists", "table": "public.payroll", "column": "iban"}]},
+        sample(7, "staging.fine"),
+    ]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    monkeypatch.setenv("PLANGATE_ALLOWED_BUCKETS", "scope-ok")
+    monkeypatch.setenv("PLANGATE_ALLOWED_SCHEMAS", "staging")
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    for line in (
+        "step 1, field args.params.table: pg_catalog.pg_authid: schema pg_catalog is never "
+        "readable by a plan",
+        "step 2, field args.params.table: plangate.jobs: schema plangate is never readable",
+        "step 3, field post[0].table: plangate.loads: schema plangate is never readable",
+        "step 4, field args.bucket: bucket scope-payroll is not in PLANGATE_ALLOWED_BUCKETS",
+        "step 5, field args.target: STAGING.evil is not in PLANGATE_ALLOWED_SCHEMAS",
+        "step 6, field pre[0].table: public.payroll is not in PLANGATE_ALLOWED_SCHEMAS",
+    ):
+        assert line in err, err
+    assert "step 7" not in err
+
+
+def stored(events: list[Any]) -> bytes:
+    """The history as the server keeps it (payloads are plain JSON in these tests)."""
+    return b"".join(e.SerializeToString() for e in events)
+
+
+async def test_an_in_scope_sample_reaches_the_history(client, settings, pg):
+    """The control for the refusals below: what sample_rows reads is in the history and the
+    report, where a search for it finds it."""
+    tag = uuid.uuid4().hex[:8]
+    await pg.execute(f"CREATE TABLE public.scope_seen_{tag} (v text)")
+    await pg.execute(f"INSERT INTO public.scope_seen_{tag} VALUES ('marker-{tag}')")
+    plan = {"goal": "look", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "sample_rows", "params": {"table": f"scope_seen_{tag}"}}},
+    ]}
+    async with running_worker(client, settings) as h:
+        rep = await start_unchecked(h, plan)
+    assert rep.status == "succeeded", rep.failure
+    assert f"marker-{tag}".encode() in stored(await history_events(client, rep.run_id))
+    assert f"marker-{tag}" in rep.model_dump_json()
+
+
+@pytest.mark.parametrize("table", ["pg_catalog.pg_authid", "plangate.jobs", "plangate.loads"])
+async def test_sampling_a_protected_table_is_refused_by_the_tool(client, settings, pg, table):
+    """Nothing is read: no row of the table (a role's SCRAM hash, a job, a load) reaches the
+    history or the report."""
+    tag = uuid.uuid4().hex[:8]
+    role, marker = f"scope_role_{tag}", f"marker-{tag}"
+    await pg.execute(sql.SQL("CREATE ROLE {} PASSWORD 'hunter2'").format(sql.Identifier(role)))
+    await pg.execute("INSERT INTO plangate.jobs (job_id, state) VALUES (%s, %s)", (marker, marker))
+    await pg.execute(
+        "INSERT INTO plangate.loads (target, source_sha256, rows, idempotency_key) "
+        "VALUES (%s, %s, 0, %s)", (marker, marker, marker),
+    )
+    plan = {"goal": "look", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "sample_rows", "params": {"table": table}}},
+    ]}
+    try:
+        async with running_worker(client, settings) as h:
+            rep = await start_unchecked(h, plan)
+    finally:
+        await pg.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    assert rep.status == "halted" and rep.failure is not None
+    assert (rep.failure.code, rep.failure.status) == ("out_of_scope", 403)
+    schema = table.split(".")[0]
+    assert f"{table}: schema {schema} is never readable by a plan" in rep.failure.detail
+    assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 1
+    history = stored(await history_events(client, rep.run_id))
+    for secret in (b"SCRAM-SHA-256", role.encode(), marker.encode()):
+        assert secret not in history
+        assert secret.decode() not in rep.model_dump_json()
+
+
+async def test_a_probe_naming_a_protected_table_is_refused_never_a_pass(client, settings, pg):
+    tag = uuid.uuid4().hex[:8]
+    plan = {"goal": "look", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "set_job_state", "params": {"job_id": tag, "state": "done"}},
+         "pre": [{"probe": "table_rowcount", "table": "plangate.jobs", "min": 0},
+                 {"probe": "column_exists", "table": "pg_catalog.pg_authid",
+                  "column": "rolpassword"}]},
+    ]}
+    async with running_worker(client, settings) as h:
+        rep = await start_unchecked(h, plan)
+    assert rep.status != "succeeded" and rep.failure is not None
+    assert rep.failure.code == "precondition_unmet"
+    assert "out_of_scope: plangate.jobs: schema plangate is never readable" in rep.failure.detail
+    results = [r for c in rep.step(1).checks for r in c.results
+               if r.condition.probe in ("table_rowcount", "column_exists")]
+    assert results and all(r.outcome == "violated" and r.observed is None for r in results)
+    assert {r.detail for r in results} >= {
+        "out_of_scope: plangate.jobs: schema plangate is never readable by a plan",
+        "out_of_scope: pg_catalog.pg_authid: schema pg_catalog is never readable by a plan",
+    }
+    assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 0
+    cur = await pg.execute("SELECT count(*) FROM plangate.jobs WHERE job_id = %s", (tag,))
+    assert (await cur.fetchone())[0] == 0
+
+
+async def test_a_schema_named_in_another_case_is_refused_and_never_created(
+    client, settings, pg
+):
+    """``STAGING.x`` with ``staging`` allowed: the SQL would quote it, schema "STAGING"."""
+    tag = uuid.uuid4().hex[:8]
+    source = f"scope-{tag}/evil.csv"
+    (settings.workdir / source).parent.mkdir(parents=True)
+    (settings.workdir / source).write_text("a\n1\n")
+
+    async def upper_schemas() -> int:
+        cur = await pg.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'STAGING'")
+        return int((await cur.fetchone())[0])
+
+    assert await upper_schemas() == 0
+    plan = {"goal": "load", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.load",
+         "args": {"target": f"STAGING.evil_{tag}", "source": source}},
+    ]}
+    narrow = replace(settings, allowed_schemas="staging")
+    async with running_worker(client, narrow) as h:
+        rep = await start_unchecked(h, plan)
+    assert rep.status == "halted" and rep.failure is not None
+    assert (rep.failure.code, rep.failure.status) == ("out_of_scope", 403)
+    assert f"STAGING.evil_{tag} is not in PLANGATE_ALLOWED_SCHEMAS" in rep.failure.detail
+    assert await upper_schemas() == 0

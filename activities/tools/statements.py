@@ -1,9 +1,10 @@
 """Statements ``warehouse.run_sql`` may run: written here by the operator, chosen by name in a
 plan. Identifiers go through ``psycopg.sql.Identifier``, values through ``sql.Literal``.
 
-A statement may declare the post conditions every use of it ends with and the evidence that a
-use would change nothing; ``run_sql`` has no contract of its own (it is too general), only its
-statements' ones."""
+A statement declares what it reads and writes (``plans.scope``: never plangate's own tables or
+the system catalogues, only what the deployment's scope allows), the post conditions every use
+of it ends with and the evidence that a use would change nothing; ``run_sql`` has no contract of
+its own (it is too general), only its statements' ones."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plans.catalogue import Term
 from plans.names import Identifier, QualifiedName
-from plans.scope import Writes
+from plans.scope import Reads, Writes
 from world.pg import ident
 
 
@@ -58,6 +59,7 @@ class Statement:
     post: tuple[Term, ...] = ()
     done: tuple[Term, ...] = ()
     writes: tuple[Writes, ...] = ()  # what it writes, from ``params.NAME`` (plans.scope)
+    reads: tuple[Reads, ...] = ()  # what it reads, from ``params.NAME``
 
 
 STATEMENTS: dict[str, Statement] = {
@@ -65,7 +67,10 @@ STATEMENTS: dict[str, Statement] = {
     # read-only: a look at a table's rows (run_sql returns at most its row and size bounds)
     "sample_rows": Statement(
         SampleParams,
-        lambda p: sql.SQL("SELECT * FROM {} LIMIT {}").format(ident(p.table), sql.Literal(p.limit)),
+        lambda p: sql.SQL("SELECT * FROM {} LIMIT {}").format(
+            ident(p.table), sql.Literal(p.limit)
+        ),
+        reads=(Reads("table", "params.table"),),
     ),
     "analyze": Statement(
         TableParams,

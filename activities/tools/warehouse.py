@@ -225,6 +225,10 @@ def _statement_contract() -> Contract:
         replace(w, when={"statement": name}) for name, stmt in STATEMENTS.items()
         for w in stmt.writes
     ),
+    reads=tuple(
+        replace(r, when={"statement": name}) for name, stmt in STATEMENTS.items()
+        for r in stmt.reads
+    ),
 )
 async def warehouse_run_sql(
     args: RunSqlArgs, world: World, call: CallContext
