@@ -26,7 +26,9 @@ from plans.bindings import arg_at
 PROTECTED_SCHEMAS = ("plangate", "pg_catalog", "information_schema")
 DEFAULT_SCHEMA = "public"
 
-Kind = Literal["bucket", "table"]
+# "job": a job of the run's own (``set_job_state``, ``job_state``): scoped by run where it is
+# stored, so no name is out of scope.
+Kind = Literal["bucket", "table", "job"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class Scope:
     def refusal(self, kind: Kind, name: str, *, read: bool = False) -> str | None:
         """Why reading (``read``) or writing ``name`` is out of scope, or None."""
         never = "never readable by a plan" if read else "never a target tools may write"
+        if kind == "job":
+            return None
         if kind == "bucket":
             if name in self.protected_buckets:
                 return f"bucket {name} holds plangate's run artifacts, {never}"

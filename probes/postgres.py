@@ -144,9 +144,17 @@ async def index_valid(args: IndexArgs, world: World, ctx: ProbeContext) -> Verdi
     return Verdict(True, {"indisvalid": True})
 
 
-@probe("job_state", JobArgs, system="postgres")
+# The job of the step's own run (set by its set_job_state) if there is one, else the outside
+# world's (owner NULL): never another run's, so no run can satisfy another's wait.
+JOB_STATE = """
+SELECT state FROM plangate.jobs WHERE job_id = %s AND (owner = %s OR owner IS NULL)
+ORDER BY owner IS NULL LIMIT 1
+"""
+
+
+@probe("job_state", JobArgs, system="postgres", reads=(Reads("job", "job_id"),))
 async def job_state(args: JobArgs, world: World, ctx: ProbeContext) -> Verdict:
-    state = await _one(world, "SELECT state FROM plangate.jobs WHERE job_id = %s", (args.job_id,))
+    state = await _one(world, JOB_STATE, (args.job_id, ctx.run_id))
     if state is None:
         return Verdict(False, None, f"job {args.job_id} does not exist")
     if state != args.want:

@@ -2,27 +2,41 @@
 PLANGATE_ALLOWED_BUCKETS and PLANGATE_ALLOWED_SCHEMAS when a deployment sets them, names compared
 exactly as the SQL quotes them. Refused by ``check``, again by the tool at run time, after
 binding, with out_of_scope (403): the run halts for a person and nothing is read or written; a
-probe refuses too (never a pass)."""
+probe refuses too (never a pass). Job ids are scoped by run: no run satisfies another's wait."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import replace
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
+from activities.bootstrap import SchemaNotReady, ensure_schema, require_schema
 from activities.catalogue import catalogue
 from activities.extensions import registry_for
+from activities.tools.statements import (
+    STATEMENTS,
+    IndexParams,
+    JobParams,
+    NoParams,
+    Params,
+    SampleParams,
+    TableParams,
+)
 from plans.guards import guard
 from plans.load import parse_plan
 from plans.model import Effect
 from plans.scope import Scope
 from records.run import RunInput
-from tests.harness import history_events, running_worker, scheduled
+from tests.harness import history_events, polling_plan, running_worker, scheduled, until_state
 from workflows.plan_run import PlanRunWorkflow
+from world.clients import World
 
 
 def test_scope_refusals():
@@ -60,11 +74,13 @@ def test_reads_are_scoped_and_names_are_exact():
         assert narrow.refusal("table", "staging.x", read=kind_read) is None
     assert "not in" in str(Scope.parse(None, "Staging").refusal("table", "staging.x"))
     assert "PLANGATE_ALLOWED_BUCKETS" in str(narrow.refusal("bucket", "payroll", read=True))
+    assert narrow.refusal("job", "any-job") is None  # scoped by run where jobs are stored
 
 
 def test_every_tool_declares_what_it_writes(settings):
     """A tool that is not a read declares what it writes, and no declared target is plangate's
-    bookkeeping."""
+    bookkeeping; a statement that declares no write only selects, and one whose parameters
+    name a table declares that table as read or written."""
     tools = registry_for(replace(settings, demo_systems=True)).tools
     anywhere = Scope()
     for name, spec in tools.items():
@@ -72,6 +88,17 @@ def test_every_tool_declares_what_it_writes(settings):
         for w in spec.writes:
             if w.name is not None:
                 assert anywhere.refusal(w.kind, w.name) is None, (name, w)
+    examples: dict[type[Params], dict[str, Any]] = {
+        NoParams: {}, TableParams: {"table": "t"}, SampleParams: {"table": "t"},
+        IndexParams: {"name": "ix", "table": "t", "column": "c"},
+        JobParams: {"job_id": "j", "state": "done"},
+    }
+    for name, stmt in STATEMENTS.items():
+        text = stmt.build(stmt.params.model_validate(examples[stmt.params]), "run").as_string()
+        assert stmt.writes or text.lstrip().startswith("SELECT "), (name, text)
+        if "table" in stmt.params.model_fields:
+            named = [n.arg for n in (*stmt.reads, *stmt.writes)]
+            assert "params.table" in named, f"{name} does not declare its table"
 
 
 async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
@@ -317,3 +344,97 @@ async def test_a_schema_named_in_another_case_is_refused_and_never_created(
     assert (rep.failure.code, rep.failure.status) == ("out_of_scope", 403)
     assert f"STAGING.evil_{tag} is not in PLANGATE_ALLOWED_SCHEMAS" in rep.failure.detail
     assert await upper_schemas() == 0
+
+
+async def job_rows(pg: Any, job: str) -> list[tuple[str | None, str]]:
+    cur = await pg.execute(
+        "SELECT owner, state FROM plangate.jobs WHERE job_id = %s ORDER BY owner NULLS FIRST",
+        (job,),
+    )
+    return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
+async def test_a_run_cannot_set_another_runs_job_or_an_outside_one(client, settings, pg):
+    """Run A requests job J and waits for it to be done; run B sets J done (and the outside
+    world's gate G closed): B's rows are its own, A waits on, G stays open. Then the world
+    moves A's job and A goes on."""
+    tag = uuid.uuid4().hex[:8]
+    job, gate = f"job-{tag}", f"gate-{tag}"
+    a_id, b_id = f"scope-a-{tag}", f"scope-b-{tag}"
+    await pg.execute("INSERT INTO plangate.jobs (job_id, state) VALUES (%s, 'open')", (gate,))
+    b_plan = {"goal": "meddle", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
+         "post": [{"probe": "job_state", "job_id": job, "want": "done"}]},
+        {"n": 2, "tool": "warehouse.run_sql",
+         "args": {"statement": "set_job_state", "params": {"job_id": gate, "state": "closed"}},
+         "post": [{"probe": "job_state", "job_id": gate, "want": "closed"}]},
+    ]}
+    async with running_worker(client, settings) as h:
+        a = await h.start(polling_plan(job, interval_s=1), run_id=a_id)
+        await until_state(a, 1, "WAITING")  # A's read has seen its job requested
+        b = await h.run(b_plan, run_id=b_id)
+        assert b.status == "succeeded", b.failure  # B sees its own rows
+        assert await job_rows(pg, job) == [(a_id, "requested"), (b_id, "done")]
+        assert await job_rows(pg, gate) == [(None, "open"), (b_id, "closed")]
+        reads = len(await history_events(client, a_id))
+        for _ in range(100):  # A reads again (a read a second) after B is done
+            await asyncio.sleep(0.1)
+            if len(await history_events(client, a_id)) > reads + 2:
+                break
+        waiting = await a.query(PlanRunWorkflow.report)
+        assert waiting.status == "running" and waiting.step(1).state == "WAITING"
+        latest = waiting.step(1).checks[-1].results[0]
+        assert (latest.outcome, latest.detail) == ("violated", f"job {job} is requested, not done")
+        await pg.execute(
+            "UPDATE plangate.jobs SET state = 'done' WHERE job_id = %s AND owner = %s",
+            (job, a_id),
+        )
+        done = await a.result()
+    assert done.status == "succeeded", done.failure
+
+
+async def test_the_jobs_table_of_an_older_plangate_is_migrated_in_place(settings, pg):
+    """A database from before jobs had owners: its jobs stay (the outside world's), ids scoped
+    by owner from then on; setting up again changes nothing."""
+    name = f"scope_mig_{uuid.uuid4().hex[:8]}"
+    await pg.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = make_conninfo(settings.database_url, dbname=name)
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as old:
+            await old.execute(
+                "CREATE SCHEMA plangate; CREATE TABLE plangate.jobs (job_id text PRIMARY KEY, "
+                "state text NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())"
+            )
+            await old.execute("INSERT INTO plangate.jobs (job_id, state) VALUES ('j', 'done')")
+            world = World(replace(settings, database_url=url))
+            try:
+                with pytest.raises(SchemaNotReady, match="missing"):  # loads: not yet there
+                    await require_schema(world)
+                await old.execute("CREATE TABLE plangate.loads (target text)")
+                with pytest.raises(SchemaNotReady, match="older plangate"):
+                    await require_schema(world)
+                await ensure_schema(world)
+                await ensure_schema(world)
+                await require_schema(world)
+            finally:
+                await world.close()
+            cur = await old.execute("SELECT job_id, state, owner FROM plangate.jobs")
+            assert await cur.fetchall() == [("j", "done", None)]
+            cur = await old.execute(
+                "SELECT conname FROM pg_constraint WHERE conrelid = 'plangate.jobs'::regclass "
+                "AND contype = 'p'"
+            )
+            assert await cur.fetchall() == []
+            # a run's own j beside the outside world's; a second outside j is refused
+            await old.execute(
+                "INSERT INTO plangate.jobs (job_id, state, owner) VALUES ('j', 'requested', 'r')"
+            )
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                await old.execute("INSERT INTO plangate.jobs (job_id, state) VALUES ('j', 'x')")
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                await old.execute(
+                    "INSERT INTO plangate.jobs (job_id, state, owner) VALUES ('j', 'x', 'r')"
+                )
+    finally:
+        await pg.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))

@@ -240,7 +240,7 @@ async def warehouse_run_sql(
             tool_transaction(world, call.on_behalf_of) as conn,
             conn.cursor() as cur,
         ):
-            await cur.execute(stmt.build(params))
+            await cur.execute(stmt.build(params, call.run_id))
             if cur.description is None:
                 return {"rowcount": cur.rowcount, "rows": [], "truncated": False}
             columns: list[JsonValue] = [c.name for c in cur.description]
