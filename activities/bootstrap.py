@@ -2,7 +2,9 @@
 those of the deployment's extensions (``activities.extensions``: schema ``demo`` only where the
 demo systems are on).
 
-- ``plangate.jobs``: job states ``job_state`` reads and ``set_job_state`` writes;
+- ``plangate.jobs``: job states ``job_state`` reads and ``set_job_state`` writes, each the job
+  of one run (``owner``: the run that set it) or of the outside world (``owner`` NULL), so no run
+  satisfies another's wait;
 - ``plangate.loads``: what each ``warehouse.load`` put in its target (the source's SHA-256 and
   its data-row count), written in the load's own transaction, read by ``table_loaded_from``.
 
@@ -28,9 +30,10 @@ SCHEMA = """
 CREATE SCHEMA IF NOT EXISTS plangate;
 
 CREATE TABLE IF NOT EXISTS plangate.jobs (
-    job_id text PRIMARY KEY,
+    job_id text NOT NULL,
     state text NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    owner text
 );
 
 CREATE TABLE IF NOT EXISTS plangate.loads (
@@ -40,6 +43,34 @@ CREATE TABLE IF NOT EXISTS plangate.loads (
     idempotency_key text NOT NULL,
     loaded_at timestamptz NOT NULL DEFAULT now()
 );
+"""
+
+# Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
+# outside job per id, one per id and run), then the old key on the id alone. Each only where
+# missing (an ALTER needs the table's owner even when it would change nothing); the new keys
+# hold before the old goes (every existing job is the outside world's, ids unique already).
+MIGRATE = """
+DO $$
+DECLARE pk name;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'plangate.jobs'::regclass
+                   AND attname = 'owner' AND NOT attisdropped) THEN
+        ALTER TABLE plangate.jobs ADD COLUMN IF NOT EXISTS owner text;
+    END IF;
+    IF to_regclass('plangate.jobs_outside_key') IS NULL THEN
+        CREATE UNIQUE INDEX IF NOT EXISTS jobs_outside_key ON plangate.jobs (job_id)
+            WHERE owner IS NULL;
+    END IF;
+    IF to_regclass('plangate.jobs_owned_key') IS NULL THEN
+        CREATE UNIQUE INDEX IF NOT EXISTS jobs_owned_key ON plangate.jobs (owner, job_id);
+    END IF;
+    SELECT conname INTO pk FROM pg_constraint
+        WHERE conrelid = 'plangate.jobs'::regclass AND contype = 'p';
+    IF pk IS NOT NULL THEN
+        ALTER TABLE plangate.jobs ALTER COLUMN job_id SET NOT NULL;
+        EXECUTE 'ALTER TABLE plangate.jobs DROP CONSTRAINT ' || quote_ident(pk);
+    END IF;
+END $$;
 """
 
 # plangate's own tables, as SCHEMA creates them
@@ -54,6 +85,7 @@ async def ensure_schema(world: World) -> None:
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK)
         await conn.execute(SCHEMA)
+        await conn.execute(MIGRATE)
     for ensure in registry_for(world.settings).schemas.values():
         await ensure(world)
 
@@ -82,6 +114,12 @@ async def require_schema(world: World) -> None:
                 )
             for table in OWN_TABLES:
                 await conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 0").format(ident(table)))
+            await conn.execute("SELECT owner FROM plangate.jobs LIMIT 0")
+        except psycopg.errors.UndefinedColumn:
+            raise SchemaNotReady(
+                "plangate's tables are from an older plangate (plangate.jobs has no owner): run "
+                "`plangate setup` as the role that owns them"
+            ) from None
         except psycopg.errors.InsufficientPrivilege as e:
             first = str(e).strip().splitlines()[0]
             raise SchemaNotReady(f"this role may not use plangate's tables: {first}") from None

@@ -28,7 +28,9 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def resolve(req: GuardRequest, settings: Settings) -> Resolved:
+def derive(req: GuardRequest, settings: Settings) -> Resolved:
+    """The guards, approvers, submitter and policy of the plan version; the refusal when the
+    run's submission does not let it act."""
     plan = req.plan
     first = req.version == 1
     on_behalf_of = plan.on_behalf_of if first else req.on_behalf_of
@@ -50,8 +52,14 @@ def resolve(req: GuardRequest, settings: Settings) -> Resolved:
             out = out.model_copy(update={
                 "submitter": known.name, "submitter_key": _b64(known.public),
             })
-    if first:
-        problems = plan_problems(plan, settings)
+    return out
+
+
+def resolve(req: GuardRequest, settings: Settings) -> Resolved:
+    """``derive``, and the first version checked as ``plangate check`` checks it."""
+    out = derive(req, settings)
+    if out.refusal is None and req.version == 1:
+        problems = plan_problems(req.plan, settings)
         if problems:
             why = f"the plan does not pass this deployment's check: {'; '.join(problems[:5])}"
             return out.model_copy(update={"refusal": why[:2000], "refusal_code": "bad_plan"})

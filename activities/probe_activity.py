@@ -1,4 +1,9 @@
-"""The probe activity: evaluates a step's bound conditions against the world, concurrently."""
+"""The probe activity: evaluates a step's bound conditions against the world, concurrently.
+
+A condition that names what it reads outside the deployment's scope (``plans.scope``) is not
+read: it is ``violated`` (never a pass), its detail saying ``out_of_scope``. Violated, not
+unknown: a tool's own target read by its contract is then refused by the tool itself, as a
+write out of scope is (``out_of_scope``, 403: the run halts)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from activities import metrics
 from activities.extensions import registry_for
 from activities.tools.registry import CallContext
 from plans.model import Condition
+from plans.scope import refusals
 from probes.registry import NoRecord, ProbeContext, ProbeSpec
 from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from world.clients import World
@@ -68,6 +74,7 @@ class ProbeActivities:
     def __init__(self, world: World) -> None:
         self.world = world
         self.probes = registry_for(world.settings).probes
+        self.scope = world.settings.scope
 
     async def _one(self, cond: Condition, ctx: ProbeContext, lenient: bool) -> ProbeResult:
         t0 = time.perf_counter()
@@ -103,6 +110,10 @@ class ProbeActivities:
                 return done(Outcome.VIOLATED, detail=f"no evidence: arguments: {e}"[:500])
             bad = done(Outcome.UNKNOWN, detail=f"arguments: {e}"[:500])
             return bad.model_copy(update={"invalid_args": True})
+        outside = refusals(self.scope, cond.args, spec.reads, bound=True)
+        refused = next((why for _, why in outside), None)
+        if refused is not None:
+            return done(Outcome.VIOLATED, detail=f"out_of_scope: {refused}"[:500])
         attrs = {"plangate.run_id": ctx.run_id, "plangate.probe": cond.probe,
                  "plangate.tool": ctx.tool}
         with span(self.world.tracer, f"probe {cond.probe}", attrs) as s:

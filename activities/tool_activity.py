@@ -2,8 +2,8 @@
 
 Before a tool acts, what the deployment decides centrally is checked again, now: the policy
 bundle the run was decided under is still the one in force (``policy_superseded``, 412), and what
-it writes is within the deployment's scope (``out_of_scope``, 403). The authority the run acts
-under is re-checked by the system the tool acts on (``world.pg.tool_transaction``).
+it reads and writes is within the deployment's scope (``out_of_scope``, 403). The authority the
+run acts under is re-checked by the system the tool acts on (``world.pg.tool_transaction``).
 
 Whatever a tool raises leaves here classified: a ``ToolError`` as it is; arguments that do not
 fit the tool as ``bad_arguments`` (permanent, nothing was sent); anything else as ``internal``,
@@ -30,7 +30,7 @@ from activities.probe_activity import ProbeActivities
 from activities.tools.registry import CallContext, ToolSpec
 from plans.guards import needs_approval
 from plans.model import Condition
-from plans.scope import Scope, targets
+from plans.scope import Scope, refusals
 from records.calls import Outcome, ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
 from records.proofs import grant_refusal, submission_refusal
 from world.clients import World
@@ -130,10 +130,11 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, settings: Settings) -> 
 
 
 def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:
-    for w, name in targets(spec.writes, args):
-        why = scope.refusal(w.kind, name)
-        if why is not None:
-            raise ToolError("out_of_scope", f"{spec.name}: {why}")
+    """What the call reads or writes, its arguments bound, is inside the deployment's scope;
+    else nothing is read or written (``out_of_scope``, 403)."""
+    why = next((w for _, w in refusals(scope, args, spec.reads, spec.writes, bound=True)), None)
+    if why is not None:
+        raise ToolError("out_of_scope", f"{spec.name}: {why}")
 
 
 def bounded(output: dict[str, JsonValue]) -> dict[str, JsonValue]:

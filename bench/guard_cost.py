@@ -25,7 +25,7 @@ TABLE = "bench_guard"
 # The same statement as set_job_state with no contract at all (set_job_state's evidence would
 # add a skip read to every step): the unguarded side does the same write and reads nothing.
 UNGUARDED = "bench_set_job_state_unguarded"
-STATEMENTS[UNGUARDED] = replace(STATEMENTS["set_job_state"], post=(), done=(), writes=())
+STATEMENTS[UNGUARDED] = replace(STATEMENTS["set_job_state"], post=(), done=())
 
 
 def plan(steps: int, guarded: bool) -> dict[str, Any]:

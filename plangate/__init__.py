@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    # declaring a tool: its argument model, effect, contract, reader, what it writes
+    # declaring a tool: its argument model, effect, contract, reader, what it reads and writes
     "tool": "activities.tools.registry",
     "ToolArgs": "activities.tools.registry",
     "CallContext": "activities.tools.registry",
@@ -32,6 +32,7 @@ _EXPORTS = {
     "Term": "plans.catalogue",
     "Reader": "plans.catalogue",
     "Writes": "plans.scope",
+    "Reads": "plans.scope",
     "Effect": "plans.model",
     # declaring a probe
     "probe": "probes.registry",
@@ -53,7 +54,7 @@ _EXPORTS = {
 
 __all__ = [
     "CODES", "CallContext", "Contract", "Effect", "NoRecord", "PlanError", "Plangate",
-    "ProbeArgs", "ProbeContext", "Reader", "Registry", "Settings", "Term", "ToolArgs",
+    "ProbeArgs", "ProbeContext", "Reader", "Reads", "Registry", "Settings", "Term", "ToolArgs",
     "ToolError", "Verdict", "World", "Writes", "probe", "tool",
 ]
 
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from plans.catalogue import Contract, Reader, Term
     from plans.load import PlanError
     from plans.model import Effect
-    from plans.scope import Writes
+    from plans.scope import Reads, Writes
     from probes.registry import NoRecord, ProbeArgs, ProbeContext, Verdict, probe
     from records.codes import CODES
     from world.clients import World

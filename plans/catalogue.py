@@ -1,5 +1,5 @@
 """What the plan language needs to know of tools and probes, and nothing more: their names,
-argument models, effects, contracts, readers and what they write. The registries fill a
+argument models, effects, contracts, readers and what they read and write. The registries fill a
 ``Catalogue`` (``activities.catalogue``); validation and guards read it. No engine, no world.
 """
 
@@ -14,7 +14,7 @@ from pydantic.dataclasses import dataclass as model_dataclass
 
 from plans.bindings import arg_at
 from plans.model import Condition, Effect
-from plans.scope import Writes
+from plans.scope import Reads, Writes
 
 
 @model_dataclass(frozen=True)
@@ -90,8 +90,9 @@ class ToolInfo:
     effect: Effect
     contract: Contract = field(default_factory=Contract)
     reader: Reader | None = None
-    writes: tuple[Writes, ...] = ()  # the arguments that name what it writes (plans.scope)
+    writes: tuple[Writes, ...] = ()  # what it writes (plans.scope)
     version: VersionBinding | None = None  # a write that carries the version its probe saw
+    reads: tuple[Reads, ...] = ()  # the arguments that name what it reads (plans.scope)
     # every call of it waits for a person, whatever the plan or the deployment says
     approval: bool = False
 
@@ -101,6 +102,7 @@ class ProbeInfo:
     name: str
     args: type[BaseModel]
     system: str  # "s3", "postgres", "file", "record" (reads the step's record via a reader)
+    reads: tuple[Reads, ...] = ()  # the arguments that name what it reads (plans.scope)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ plan, tests and benchmarks all call ``problems`` (or ``check``). Every problem n
 and the field. Arguments that hold a ``${name}`` are type-checked when the reference is
 resolved, just before dispatch; here we check that an earlier step the step depends on binds
 the name. Local paths are judged by ``paths`` (the world's confinement, handed in), where tools
-may write by ``scope``.
+may read and write by ``scope``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from plans.catalogue import Catalogue, ToolInfo
 from plans.guards import conditions_for, contract_conditions, guard
 from plans.load import PlanError, field_name, limit_problems, shown
 from plans.model import Condition, Plan, Step
-from plans.scope import Scope, targets
+from plans.scope import Scope, refusals
 
 # A local path's problem (outside the work directory, a directory), or None.
 PathCheck = Callable[[str], str | None]
@@ -141,7 +141,11 @@ def _circular_waits(
     ]
 
 
-def _conditions(step: Step, phase: str, conds: list[Condition], cat: Catalogue) -> Iterator[str]:
+def _conditions(
+    step: Step, phase: str, conds: list[Condition], cat: Catalogue, scope: Scope
+) -> Iterator[str]:
+    """Each condition names a known probe, with arguments that fit it and name what it reads
+    inside the deployment's scope (checked again by the probe activity)."""
     probes = cat.probes
     tool = cat.tools.get(step.tool)
     for i, c in enumerate(conds):
@@ -153,7 +157,10 @@ def _conditions(step: Step, phase: str, conds: list[Condition], cat: Catalogue) 
         if spec.system == "record" and (tool is None or not tool.reader):
             tool_name = shown(step.tool)
             yield f"{where}.probe: {c.probe} needs a tool with a reader; {tool_name} has none"
-        yield from _model_problems(spec.args, c.args, where)
+        found = list(_model_problems(spec.args, c.args, where))
+        yield from found or (
+            f"{where}.{n.arg or 'probe'}: {why}" for n, why in refusals(scope, c.args, spec.reads)
+        )
 
 
 def _paths(step: Step, paths: PathCheck, cat: Catalogue, args_fit: bool = True) -> Iterator[str]:
@@ -175,11 +182,10 @@ def _paths(step: Step, paths: PathCheck, cat: Catalogue, args_fit: bool = True) 
 
 
 def _scope(step: Step, spec: ToolInfo, scope: Scope) -> Iterator[str]:
-    """What the step writes is inside the deployment's scope (checked again by the tool)."""
-    for w, name in targets(spec.writes, step.args):
-        why = scope.refusal(w.kind, name)
-        if why is not None:
-            yield f"step {step.n}, field args.{w.arg}: {why}"
+    """What the step reads and writes is inside the deployment's scope (checked again by the
+    tool)."""
+    for n, why in refusals(scope, step.args, spec.reads, spec.writes):
+        yield f"step {step.n}, field {n.where('args')}: {why}"
 
 
 def problems(
@@ -192,8 +198,9 @@ def problems(
 ) -> list[str]:
     """Every problem of ``plan``. ``paths``: judges local paths (none: not judged here).
     ``bound``: names earlier plan versions of the run bound, which a new version may reference
-    without binding them again. ``scope``: where tools may write (default: anywhere but
-    plangate's own schema)."""
+    without binding them again. ``scope``: what tools and probes may read and write (default:
+    anything but plangate's own schema and the system catalogues)."""
+    scope = scope or Scope()
     out: list[str] = limit_problems(plan)
     if out:
         return out
@@ -223,15 +230,15 @@ def problems(
             out.append(f"step {s.n}, field tool: unknown tool {s.tool!r}")
         else:
             arg_problems = list(_model_problems(spec.args, s.args, f"step {s.n}, field args"))
-            # where a step writes, and its paths, are judged on arguments that fit the tool
-            out += arg_problems or list(_scope(s, spec, scope or Scope()))
+            # what a step reads and writes, and its paths, are judged on arguments that fit it
+            out += arg_problems or list(_scope(s, spec, scope))
         for name, path in s.binds.items():
             try:
                 jsonpath.parse(path)
             except jsonpath.PathError as e:
                 out.append(f"step {s.n}, field {field_name(('binds', name))}: {e}")
-        out += _conditions(s, "pre", s.pre, catalogue)
-        out += _conditions(s, "post", s.post, catalogue)
+        out += _conditions(s, "pre", s.pre, catalogue, scope)
+        out += _conditions(s, "post", s.post, catalogue, scope)
         refs = [
             (field_name(("args", k)), r) for k, v in s.args.items() for r in bindings.references(v)
         ] + [

@@ -15,7 +15,3 @@ Identifier = Annotated[str, StringConstraints(pattern=rf"^{_IDENT}$")]
 # an S3 bucket name as S3 spells it
 BucketName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")]
 NonEmpty = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
-
-
-def split_qualified(name: str) -> tuple[str, ...]:
-    return tuple(name.split("."))

@@ -1,8 +1,8 @@
 """Postgres probes: catalogue reads and small aggregates, identifiers never formatted as text.
 
-They read as the worker's own role, whoever the run acts for: a probe only reads, and the
-authority of the run's principal (``on_behalf_of``) is re-checked by the tool when it acts
-(``world.pg.act_as``)."""
+What a plan names them to read is scoped (``plans.scope``). They read as the worker's own role,
+whoever the run acts for: a probe only reads, and the authority of the run's principal
+(``on_behalf_of``) is re-checked by the tool when it acts (``world.pg.act_as``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from psycopg import sql
 from pydantic import Field, model_validator
 
 from plans.names import Identifier, NonEmpty, QualifiedName
+from plans.scope import Reads, table_parts
 from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
-from world.pg import ident
+from world.pg import REGCLASS, ident
 
 if TYPE_CHECKING:
     from world.clients import World
@@ -59,9 +60,14 @@ async def _one(world: World, query: sql.Composable | str, params: tuple[Any, ...
         return None if row is None else row[0]
 
 
-@probe("table_rowcount", RowcountArgs, system="postgres")
+# What a plan names a probe to read is scoped like a tool's reads (plans.scope); plangate.loads,
+# which table_loaded_from reads by design, is not a plan's to name.
+TABLE = (Reads("table", "table"),)
+
+
+@probe("table_rowcount", RowcountArgs, system="postgres", reads=TABLE)
 async def table_rowcount(args: RowcountArgs, world: World, ctx: ProbeContext) -> Verdict:
-    if await _one(world, "SELECT to_regclass(%s)::text", (args.table,)) is None:
+    if await _one(world, f"SELECT {REGCLASS}::text", table_parts(args.table)) is None:
         return Verdict(False, {"rows": 0}, f"table {args.table} does not exist")
     count = int(await _one(world, sql.SQL("SELECT count(*) FROM {}").format(ident(args.table))))
     observed = {"rows": count}
@@ -72,7 +78,7 @@ async def table_rowcount(args: RowcountArgs, world: World, ctx: ProbeContext) ->
     return Verdict(True, observed)
 
 
-@probe("table_loaded_from", LoadedFromArgs, system="postgres")
+@probe("table_loaded_from", LoadedFromArgs, system="postgres", reads=TABLE)
 async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContext) -> Verdict:
     """The table holds what a load of ``source`` put there: the load recorded this source's
     SHA-256 and row count, and the table still has exactly that many rows."""
@@ -89,7 +95,7 @@ async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContex
             return Verdict(False, None, f"no load into {args.table} is recorded")
         # on this connection: a second one from the pool while holding the first can wait
         # forever when every connection is held by a read waiting for its second
-        await cur.execute("SELECT to_regclass(%s)::text", (args.table,))
+        await cur.execute(f"SELECT {REGCLASS}::text", table_parts(args.table))
         exists = await cur.fetchone()
         if exists is None or exists[0] is None:
             return Verdict(False, None, f"table {args.table} does not exist")
@@ -110,14 +116,14 @@ async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContex
     return Verdict(True, observed)
 
 
-@probe("column_exists", ColumnArgs, system="postgres")
+@probe("column_exists", ColumnArgs, system="postgres", reads=TABLE)
 async def column_exists(args: ColumnArgs, world: World, ctx: ProbeContext) -> Verdict:
-    schema, _, table = args.table.rpartition(".")
+    schema, table = table_parts(args.table)
     n = await _one(
         world,
         "SELECT count(*) FROM information_schema.columns "
         "WHERE table_schema = %s AND table_name = %s AND column_name = %s",
-        (schema or "public", table, args.column),
+        (schema, table, args.column),
     )
     if int(n) == 1:
         return Verdict(True, {"column": args.column})
@@ -138,9 +144,17 @@ async def index_valid(args: IndexArgs, world: World, ctx: ProbeContext) -> Verdi
     return Verdict(True, {"indisvalid": True})
 
 
-@probe("job_state", JobArgs, system="postgres")
+# The job of the step's own run (set by its set_job_state) if there is one, else the outside
+# world's (owner NULL): never another run's, so no run can satisfy another's wait.
+JOB_STATE = """
+SELECT state FROM plangate.jobs WHERE job_id = %s AND (owner = %s OR owner IS NULL)
+ORDER BY owner IS NULL LIMIT 1
+"""
+
+
+@probe("job_state", JobArgs, system="postgres", reads=(Reads("job", "job_id"),))
 async def job_state(args: JobArgs, world: World, ctx: ProbeContext) -> Verdict:
-    state = await _one(world, "SELECT state FROM plangate.jobs WHERE job_id = %s", (args.job_id,))
+    state = await _one(world, JOB_STATE, (args.job_id, ctx.run_id))
     if state is None:
         return Verdict(False, None, f"job {args.job_id} does not exist")
     if state != args.want:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from plans.catalogue import ProbeInfo
+from plans.scope import Reads
 
 if TYPE_CHECKING:
     from world.clients import World
@@ -69,14 +70,19 @@ class ProbeSpec(ProbeInfo, Generic[A]):
 PROBES: dict[str, ProbeSpec[Any]] = {}
 
 
-def probe(name: str, args: type[A], system: str) -> Callable[[ProbeFn[A]], ProbeFn[A]]:
+def probe(
+    name: str, args: type[A], system: str, reads: tuple[Reads, ...] = ()
+) -> Callable[[ProbeFn[A]], ProbeFn[A]]:
+    """``reads``: the arguments that name what it reads, where a plan chooses it (plans.scope);
+    what it reads by design (``table_loaded_from``: plangate's record of loads) is not one."""
+
     def register(fn: ProbeFn[A]) -> ProbeFn[A]:
         if name in PROBES:
             raise ValueError(
                 f"probe {name!r} is declared twice: by {PROBES[name].fn.__module__} "
                 f"and by {fn.__module__}"
             )
-        PROBES[name] = ProbeSpec(name, args, system, fn=fn)
+        PROBES[name] = ProbeSpec(name, args, system, reads, fn=fn)
         return fn
 
     return register

@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 from pydantic import model_validator
 
 from plans.names import BucketName, NonEmpty
+from plans.scope import Reads
 from probes.registry import ProbeArgs, ProbeContext, Verdict, probe
 
 if TYPE_CHECKING:
@@ -31,7 +32,10 @@ class ContentArgs(ObjectArgs):
         return self
 
 
-@probe("object_exists", ObjectArgs, system="s3")
+BUCKET = (Reads("bucket", "bucket"),)  # scoped like a tool's reads (plans.scope)
+
+
+@probe("object_exists", ObjectArgs, system="s3", reads=BUCKET)
 async def object_exists(args: ObjectArgs, world: World, ctx: ProbeContext) -> Verdict:
     """HEAD the object: it holds when the object is there with size > 0; reports the ETag."""
     try:
@@ -48,7 +52,7 @@ async def object_exists(args: ObjectArgs, world: World, ctx: ProbeContext) -> Ve
     return Verdict(True, observed)
 
 
-@probe("object_version", ObjectArgs, system="s3")
+@probe("object_version", ObjectArgs, system="s3", reads=BUCKET)
 async def object_version(args: ObjectArgs, world: World, ctx: ProbeContext) -> Verdict:
     """HEAD the object for the version a write should carry: holds whenever S3 can answer;
     observes ``{"etag", "size"}``, or ``{"absent": true}`` when there is no such object."""
@@ -62,7 +66,7 @@ async def object_version(args: ObjectArgs, world: World, ctx: ProbeContext) -> V
     return Verdict(True, {"etag": head.get("ETag"), "size": int(head.get("ContentLength", 0))})
 
 
-@probe("object_content_equals", ContentArgs, system="s3")
+@probe("object_content_equals", ContentArgs, system="s3", reads=BUCKET)
 async def object_content_equals(args: ContentArgs, world: World, ctx: ProbeContext) -> Verdict:
     """GET the object and compare it with what the write meant to leave there: existence alone
     would let a replacing write be skipped as done."""

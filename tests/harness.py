@@ -28,10 +28,13 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.bootstrap import ensure_schema
 from activities.demo_schema import ACCT_3319F, Account, seed_account
+from activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
+from activities.guarding import derive
 from plangate.api import Plangate
 from plangate.assembly import build_worker
 from records.calls import ToolCall, ToolResult
 from records.report import RunReport
+from records.run import GuardRequest, Resolved
 from replanner.activity import ReplanActivities
 from replanner.backends.openai import OpenAIBackend
 from tests.fake_openai import FakeOpenAI
@@ -99,6 +102,25 @@ async def running_worker(
         yield Harness(client, s)
     if own:
         await world.close()
+
+
+def unchecked_guards(settings: Settings) -> Callable[..., Any]:
+    """A double of ``guard.resolve``: the guards derived as the worker derives them, but the
+    plan not checked, as if the worker's own check had missed what a test puts to a tool's or
+    probe's own refusal at run time."""
+
+    @activity.defn(name=GUARD_ACTIVITY)
+    async def resolve(req: GuardRequest) -> Resolved:
+        return derive(req, settings)
+
+    return resolve
+
+
+@asynccontextmanager
+async def unchecked_worker(client: Client, settings: Settings) -> AsyncIterator[Harness]:
+    """``running_worker`` whose plan check misses everything (``unchecked_guards``)."""
+    async with running_worker(client, settings, {GUARD_ACTIVITY: unchecked_guards(settings)}) as h:
+        yield h
 
 
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')

@@ -48,7 +48,8 @@ async def test_resume_skips_done_steps_and_resumes_at_the_failure(client, settin
         assert len(await job_states(pg, tag)) == 4
 
         await pg.execute(f"ALTER TABLE {table} ADD COLUMN ready bool")  # someone fixes the world
-        second = await h.run(plan)
+        # resumed as the same run: the jobs its steps set are its own (another run's are not)
+        second = await h.run(plan, run_id=first.run_id)
     assert second.status == "succeeded"
     assert [s.state for s in second.steps] == ["SKIPPED"] * 4 + ["DONE"] * 3
     assert all(s.attempts == 0 and s.answer == "skip" for s in second.steps[:4])

@@ -96,7 +96,7 @@ def close_plan(aid: str, gate: str, role: str) -> dict[str, Any]:
 async def open_gate(pg: Any, gate: str) -> None:
     await pg.execute(
         "INSERT INTO plangate.jobs (job_id, state) VALUES (%s, 'go') "
-        "ON CONFLICT (job_id) DO UPDATE SET state = 'go'",
+        "ON CONFLICT (job_id) WHERE owner IS NULL DO UPDATE SET state = 'go'",
         (gate,),
     )
 

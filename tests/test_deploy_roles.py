@@ -131,8 +131,10 @@ async def test_the_workers_role_reaches_only_what_plangate_needs(set_up):
         url(port, "plangate_worker"), autocommit=True
     ) as conn:
         for allowed in (
-            "INSERT INTO plangate.jobs (job_id, state) VALUES ('deploy-test', 'requested') "
-            "ON CONFLICT (job_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()",
+            # a run's own job, as set_job_state sets it
+            "INSERT INTO plangate.jobs (job_id, state, owner) "
+            "VALUES ('deploy-test', 'requested', 'deploy-run') "
+            "ON CONFLICT (owner, job_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()",
             "SELECT count(*) FROM plangate.loads",
             "UPDATE demo.customers SET version = version",  # an extension's tables alike
             "CREATE TABLE IF NOT EXISTS staging.deploy_test (id text)",

@@ -46,9 +46,11 @@ def mark(n: int, job: str, gate: str | None = None, **extra: Any) -> dict[str, A
 
 
 async def set_job(pg: psycopg.AsyncConnection[Any], job: str, state: str) -> None:
+    """The outside world moves a job of its own (owner NULL)."""
     await pg.execute(
         "INSERT INTO plangate.jobs (job_id, state) VALUES (%s, %s) "
-        "ON CONFLICT (job_id) DO UPDATE SET state = EXCLUDED.state", (job, state),
+        "ON CONFLICT (job_id) WHERE owner IS NULL DO UPDATE SET state = EXCLUDED.state",
+        (job, state),
     )
 
 

@@ -11,14 +11,20 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
-from plans.names import split_qualified
+from plans.scope import table_parts
 from world.clients import World
 from world.errors import ToolError
 
 
 def ident(name: str) -> sql.Identifier:
-    """``schema.table`` or ``table`` as a quoted identifier; never string-formatted into SQL."""
-    return sql.Identifier(*split_qualified(name))
+    """``schema.table`` or ``table`` (``public.table``, not whatever the search path finds: the
+    scope judged that name) as a quoted identifier; never string-formatted into SQL."""
+    return sql.Identifier(*table_parts(name))
+
+
+# to_regclass of a name as ``ident`` quotes it (schema, table as parameters), not as the text
+# would read (case folded, search path)
+REGCLASS = "to_regclass(quote_ident(%s) || '.' || quote_ident(%s))"
 
 
 def to_tool_error(e: Exception, what: str) -> ToolError:

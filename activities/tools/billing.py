@@ -32,6 +32,7 @@ from activities.tools.crm import CUSTOMER_READER
 from activities.tools.registry import CallContext, ToolArgs, tool
 from plans.catalogue import Contract, Reader, Term, VersionBinding
 from plans.model import Effect
+from plans.scope import Writes
 from world.clients import World
 from world.errors import ToolError
 
@@ -195,6 +196,7 @@ async def get_credit(args: GetCreditArgs, world: World, call: CallContext) -> di
     ),
     reader=INVOICE_READER,
     version=VersionBinding("if_version", Term("field_present", {}, {"path": "$.version"})),
+    writes=(Writes("table", name="demo.invoices"),),
 )
 async def void_invoice(args: VoidArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     """Voids a draft or open invoice and records the key that voided it. The same call again
@@ -245,6 +247,7 @@ async def void_invoice(args: VoidArgs, world: World, call: CallContext) -> dict[
         )
     ),
     reader=SUBSCRIPTION_READER,
+    writes=(Writes("table", name="demo.subscriptions"),),
 )
 async def cancel_subscription(
     args: CancelArgs, world: World, call: CallContext
@@ -286,6 +289,7 @@ async def cancel_subscription(
         )
     ),
     reader=CREDIT_READER,
+    writes=(Writes("table", name="demo.credits"),),
 )
 async def issue_credit(args: CreditArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     """Credits the account: ``applied_to`` is ``account`` when the customer record is closed,

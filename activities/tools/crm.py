@@ -25,6 +25,7 @@ from activities.tools._records import (
 from activities.tools.registry import CallContext, ToolArgs, tool
 from plans.catalogue import Contract, Reader, Term, VersionBinding
 from plans.model import Effect
+from plans.scope import Writes
 from world.clients import World
 from world.errors import ToolError
 
@@ -94,6 +95,7 @@ async def customer_get(args: CustomerArgs, world: World, call: CallContext) -> d
     reader=CUSTOMER_READER,
     # the record version its pre probe read: a record moved in between is refused (409)
     version=VersionBinding("if_version", Term("field_present", {}, {"path": "$.version"})),
+    writes=(Writes("table", name="demo.customers"),),
 )
 async def customer_update(
     args: UpdateArgs, world: World, call: CallContext
@@ -139,6 +141,7 @@ async def customer_update(
         post=(Term("field_equals", {}, {"path": "$.archived", "value": False}, identifies=True),)
     ),
     reader=CUSTOMER_READER,
+    writes=(Writes("table", name="demo.customers"),),
 )
 async def customer_restore(
     args: CustomerArgs, world: World, call: CallContext

@@ -26,6 +26,7 @@ from activities.tools.registry import CallContext, ToolArgs, tool
 from plans.catalogue import Contract, Reader, Term
 from plans.model import Effect
 from plans.names import Identifier
+from plans.scope import Writes
 from world.clients import World
 from world.errors import ToolError
 
@@ -77,6 +78,7 @@ async def get_message(
     # read by this call's idempotency key: only this call's message can make it hold
     Contract(post=(Term("field_present", {}, {"path": "$.message_id"}, identifies=True),)),
     reader=MESSAGE_READER,
+    writes=(Writes("table", name="demo.outbox"),),
 )
 async def send(args: SendArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     """Queues the message in the outbox. Returns {"message_id", "to", "template", "account_id",

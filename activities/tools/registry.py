@@ -1,5 +1,6 @@
 """The tool registry: a tool is its catalogue entry (``plans.catalogue.ToolInfo``: name,
-argument model, effect, contract, reader, what it writes) and the function that does the work.
+argument model, effect, contract, reader, what it reads and writes) and the function that does
+the work.
 
 ``@tool`` *declares* a tool when its module is imported: ``TOOLS`` holds every tool declared in
 this process, by name (two declarations of one name are an error). Which tools a deployment
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from plans.catalogue import Contract, Reader, ToolInfo, VersionBinding
 from plans.model import Effect
-from plans.scope import Writes
+from plans.scope import Reads, Writes
 
 if TYPE_CHECKING:
     from world.clients import World
@@ -59,6 +60,7 @@ def tool(
     reader: Reader | None = None,
     writes: tuple[Writes, ...] = (),
     version: VersionBinding | None = None,
+    reads: tuple[Reads, ...] = (),
     approval: bool = False,
 ) -> Callable[[ToolFn[A]], ToolFn[A]]:
     def register(fn: ToolFn[A]) -> ToolFn[A]:
@@ -68,7 +70,8 @@ def tool(
                 f"and by {fn.__module__}"
             )
         TOOLS[name] = ToolSpec(
-            name, args, effect, contract or Contract(), reader, writes, version, approval, fn=fn
+            name, args, effect, contract or Contract(), reader, writes, version, reads,
+            approval, fn=fn,
         )
         return fn
 

@@ -12,7 +12,7 @@ from activities.tools.registry import CallContext, ToolArgs, tool
 from plans.catalogue import Contract, Term, VersionBinding
 from plans.model import Effect
 from plans.names import BucketName, NonEmpty
-from plans.scope import Writes
+from plans.scope import Reads, Writes
 from world.clients import World
 from world.errors import ToolError
 from world.s3errors import to_tool_error
@@ -48,6 +48,7 @@ class PutArgs(ToolArgs):
         pre=(Term("object_exists", {"bucket": "bucket", "key": "key"}),),
         post=(Term("local_file_nonempty", {"path": "dest"}),),
     ),
+    reads=(Reads("bucket", "bucket"),),
 )
 async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     dest = world.file_path(args.dest)  # a file inside the work directory, or bad_arguments

@@ -225,6 +225,10 @@ def _statement_contract() -> Contract:
         replace(w, when={"statement": name}) for name, stmt in STATEMENTS.items()
         for w in stmt.writes
     ),
+    reads=tuple(
+        replace(r, when={"statement": name}) for name, stmt in STATEMENTS.items()
+        for r in stmt.reads
+    ),
 )
 async def warehouse_run_sql(
     args: RunSqlArgs, world: World, call: CallContext
@@ -236,7 +240,7 @@ async def warehouse_run_sql(
             tool_transaction(world, call.on_behalf_of) as conn,
             conn.cursor() as cur,
         ):
-            await cur.execute(stmt.build(params))
+            await cur.execute(stmt.build(params, call.run_id))
             if cur.description is None:
                 return {"rowcount": cur.rowcount, "rows": [], "truncated": False}
             columns: list[JsonValue] = [c.name for c in cur.description]
