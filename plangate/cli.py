@@ -49,7 +49,9 @@ exit codes:
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run; ui
-       without PLANGATE_UI_TOKEN, or on an address it cannot listen on)
+       without a strong PLANGATE_UI_TOKEN, or on an address it cannot listen on;
+       codec-server without a strong PLANGATE_CODEC_TOKEN, unless on loopback with
+       --insecure-local)
   130  interrupted (Ctrl-C)
 Errors are one line on stderr; --debug adds the traceback."""
 
@@ -363,11 +365,19 @@ async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.codec_server import DEFAULT_ORIGINS, codec_server, describe
+    from plangate.codec_server import (
+        DEFAULT_ORIGINS,
+        CodecServerRefused,
+        codec_server,
+        describe,
+    )
 
     origins = args.origin or DEFAULT_ORIGINS
     try:
-        server = codec_server(settings, host=args.host, port=args.port, origins=origins)
+        server = codec_server(settings, host=args.host, port=args.port, origins=origins,
+                              insecure_local=args.insecure_local)
+    except CodecServerRefused as e:
+        raise UsageError(str(e)) from None
     except OSError as e:
         raise UsageError(
             f"codec-server: cannot listen on {args.host}:{args.port}: "
@@ -507,6 +517,9 @@ def parser() -> argparse.ArgumentParser:
     cs.add_argument("--origin", action="append", metavar="URL",
                     help="the Web UI's origin, allowed by CORS (repeatable; default: "
                     "localhost and 127.0.0.1, ports 8080 and 8233)")
+    cs.add_argument("--insecure-local", action="store_true",
+                    help="serve without PLANGATE_CODEC_TOKEN: only on a loopback --host, where "
+                    "every process of this machine may decrypt")
     cs.set_defaults(fn=_cmd_codec_server)
     su = sub.add_parser(
         "setup", parents=[common],

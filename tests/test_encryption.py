@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import ipaddress
 import json
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import threading
 import urllib.error
@@ -38,7 +42,7 @@ from activities.demo_schema import Account, seed_account
 from plangate.api import Plangate
 from plangate.assembly import PlangatePlugin, build_worker, connect
 from plangate.cli import main
-from plangate.codec_server import CodecServer, codec_server
+from plangate.codec_server import CodecServer, CodecServerRefused, codec_server
 from plangate.encryption import (
     ENCODING,
     KEY_ID,
@@ -47,6 +51,7 @@ from plangate.encryption import (
     payload_codec,
 )
 from tests.harness import console_script, running_worker
+from tests.test_unreachable import closed_port
 from world.clients import World
 from world.settings import ENCRYPTION_KEYS_VAR, Settings, parse_encryption_keys
 
@@ -383,15 +388,17 @@ async def test_codec_server_cors_token_and_errors(server):
 
 
 async def test_plangate_codec_server_command():
+    """Without a token: on loopback, and only when told so."""
     env = {**os.environ, ENCRYPTION_KEYS_VAR: f"k2:{b64(K2)},k1:{b64(K1)}"}
     env.pop("PLANGATE_CODEC_TOKEN", None)
     proc = await asyncio.create_subprocess_exec(
         console_script("plangate"), "codec-server", "--port", "0", "--origin", ORIGIN,
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        "--insecure-local", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
         assert "keys k2, k1" in line and ORIGIN in line and b64(K1) not in line, line
+        assert "no token: any process on this machine may use it" in line, line
         url = line.split(" on ", 1)[1].split()[0]
         sealed = await encrypted_report("cli@example.com")  # written under k1, before rotation
         status, _, body = await asyncio.to_thread(http, f"{url}/decode", body=as_json(sealed))
@@ -402,3 +409,79 @@ async def test_plangate_codec_server_command():
         code = await asyncio.wait_for(proc.wait(), 10)
     assert code == 130  # interrupted, as every command
 
+
+
+def non_loopback_hosts() -> list[str]:
+    """Every interface, and this machine's own address on its network when it has one."""
+    hosts = ["0.0.0.0"]
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # a UDP connect sends nothing: it only picks the route
+        own = s.getsockname()[0]
+        if not ipaddress.ip_address(own).is_loopback:
+            hosts.append(own)
+    return hosts
+
+
+async def codec_server_command(*argv: str, **env: str) -> tuple[int, str, str]:
+    """``plangate codec-server ARGV`` with the keys and ``env``, which must end by itself."""
+    run_env = {k: v for k, v in os.environ.items() if k != "PLANGATE_CODEC_TOKEN"}
+    run_env.update({ENCRYPTION_KEYS_VAR: f"k1:{b64(K1)}", **env})
+    proc = await asyncio.create_subprocess_exec(
+        console_script("plangate"), "codec-server", *argv, env=run_env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:  # it serves: the refusal this test expects did not come
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def listening(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex((host, port)) == 0
+
+
+@pytest.mark.parametrize("host", non_loopback_hosts())
+async def test_codec_server_without_a_token_off_loopback_refuses_to_start(host):
+    port = closed_port()
+    for flags in ((), ("--insecure-local",)):  # the local flag does not open other addresses
+        code, out, err = await codec_server_command("--host", host, "--port", str(port),
+                                                    *flags)
+        assert (code, out) == (2, ""), (code, out, err)
+        assert err.splitlines() == [
+            f"plangate: codec-server: refusing to listen on {host} without "
+            "PLANGATE_CODEC_TOKEN: anyone who reaches it could decrypt the deployment's "
+            "payloads; set PLANGATE_CODEC_TOKEN (make one with: python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'), or serve this machine only with --host "
+            "127.0.0.1 --insecure-local"], err
+        assert not listening(host, port) and not listening("127.0.0.1", port)
+    # the refusal is the token's: with one, the same address is served (in-process, port 0)
+    s = Settings.from_env({ENCRYPTION_KEYS_VAR: f"k1:{b64(K1)}", "PLANGATE_CODEC_TOKEN": TOKEN})
+    srv = codec_server(s, host=host, port=0)
+    try:
+        assert listening(host, srv.server_address[1])
+    finally:
+        srv.server_close()
+
+
+async def test_codec_server_on_loopback_needs_the_local_flag_or_a_strong_token():
+    port = closed_port()
+    code, _, err = await codec_server_command("--port", str(port))
+    assert code == 2 and err.startswith(
+        "plangate: codec-server: PLANGATE_CODEC_TOKEN is not set: every process on this "
+        "machine could decrypt the deployment's payloads;"), err
+    assert "pass --insecure-local to serve a loopback address without a token" in err
+    for weak in ("tiny-1", "x" * 64, "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ",
+                 secrets.token_urlsafe(12)):
+        code, _, err = await codec_server_command("--port", str(port), "--insecure-local",
+                                                  PLANGATE_CODEC_TOKEN=weak)
+        assert code == 2 and "PLANGATE_CODEC_TOKEN is too weak: about " in err, err
+        assert "at least 128 are needed" in err and "secrets.token_urlsafe(32)" in err
+        assert weak not in err
+    assert not listening("127.0.0.1", port)
+    with pytest.raises(CodecServerRefused, match="PLANGATE_CODEC_TOKEN is not set"):
+        codec_server(Settings(), port=0)
