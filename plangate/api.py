@@ -30,6 +30,7 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -489,6 +490,11 @@ class Plangate:
             return await handle.result()
         try:
             rep = await handle.query(PlanRunWorkflow.report)
+        except WorkflowQueryFailedError:
+            if status != WorkflowExecutionStatus.FAILED:
+                raise
+            # failed before the run had a report (its input refused): the history says why
+            return await self._queued(run_id)
         except RPCError as e:
             never_began = status == WorkflowExecutionStatus.TERMINATED
             if e.status != RPCStatusCode.FAILED_PRECONDITION and not never_began:
@@ -499,16 +505,23 @@ class Plangate:
         return rep
 
     async def _queued(self, run_id: str) -> RunReport:
-        """The report of a run that has not begun: its plan, every step pending."""
+        """The report of a run that has not begun: its plan, every step pending (cancelled,
+        when it was cancelled before it began; void, with the reason as its escalation, when
+        it failed before it began)."""
         handle = self.handle(run_id)
         desc = await handle.describe()
         inp: RunInput | None = None
         cancellation: Cancellation | None = None
+        failed: str | None = None
         convert = self.client.data_converter
         async for event in handle.fetch_history_events():
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
                 payloads = event.workflow_execution_started_event_attributes.input.payloads
                 (inp,) = await convert.decode(payloads, [RunInput])
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+                failure = event.workflow_execution_failed_event_attributes.failure
+                error = await convert.decode_failure(failure)
+                failed = f"the run failed before its first step: {getattr(error, 'message', error)}"
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
                 details = event.workflow_execution_terminated_event_attributes.details.payloads
                 (req,) = await convert.decode(details, [CancelRequest]) if details else (None,)
@@ -520,15 +533,20 @@ class Plangate:
         if inp is None:
             raise UnknownRun(f"run {run_id!r} has no history")
         plan = inp.plan.plan
-        ended = cancellation is not None
+        ended = cancellation is not None or failed is not None
+        status, state = RunStatus.QUEUED, StepState.PENDING
+        if cancellation is not None:
+            status, state = RunStatus.CANCELLED, StepState.CANCELLED
+        elif failed is not None:
+            status, state = RunStatus.FAILED, StepState.VOID
         return RunReport(
             run_id=run_id, goal=plan.goal, replans_max=plan.budget.replans_max,
-            status=RunStatus.CANCELLED if ended else RunStatus.QUEUED,
+            status=status, escalation=failed,
             starts_at=None if ended else desc.execution_time, cancellation=cancellation,
             steps=[
                 StepReport(
                     n=s.n, tool=s.tool, plan_version=1, effect=inp.plan.guard(s.n).effect,
-                    state=StepState.CANCELLED if ended else StepState.PENDING,
+                    state=state,
                     timings=StepTimings(plan_made_at=inp.plan_made_at or desc.start_time),
                 )
                 for s in plan.steps

@@ -15,6 +15,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -34,8 +35,15 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from psycopg import sql
 from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHistory,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from activities.demo_schema import Account, seed_account
@@ -43,14 +51,18 @@ from plangate.api import Plangate
 from plangate.assembly import PlangatePlugin, build_worker, connect
 from plangate.cli import main
 from plangate.codec_server import CodecServer, CodecServerRefused, codec_server
+from plangate.compression import DATA_CONVERTER
 from plangate.encryption import (
     ENCODING,
     KEY_ID,
+    REFUSED_TYPE,
     DecryptionError,
     EncryptionCodec,
     payload_codec,
 )
-from tests.harness import console_script, running_worker
+from records.approvals import ApprovalAnswer, Decision
+from records.run import CancelRequest
+from tests.harness import console_script, history_events, running_worker, scheduled
 from tests.test_unreachable import closed_port
 from world.clients import World
 from world.settings import ENCRYPTION_KEYS_VAR, Settings, parse_encryption_keys
@@ -234,6 +246,85 @@ async def test_a_failure_message_naming_the_address_is_encrypted_too(k1, world, 
 async def test_build_worker_refuses_a_client_that_would_write_in_clear(client, k1):
     with pytest.raises(ValueError, match="does not encrypt with key 'k1'"):
         await build_worker(client, k1.settings, bootstrap=False)
+
+
+REFUSED = ("refused: a payload that is not encrypted (encoding 'json/plain'): this worker has "
+           "PLANGATE_ENCRYPTION_KEYS and takes a run's input, signals and updates only "
+           "encrypted with the deployment's key")
+
+
+async def plain_client(settings: Settings) -> Client:
+    """A client with plangate's converter and no keys: anyone who reaches Temporal."""
+    return await Client.connect(**settings.temporal_connect_config(), data_converter=DATA_CONVERTER)
+
+
+async def test_an_encrypting_worker_refuses_a_plain_start(k1, s3):
+    bucket, key = f"plain-{uuid.uuid4().hex[:8]}", "written.txt"
+    s3.create_bucket(Bucket=bucket)
+    plan = {"goal": "write without the key", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "args": {"bucket": bucket, "key": key, "body": "x"}}]}
+    plain = await plain_client(k1.settings)
+    async with running_worker(k1.client, k1.settings) as h:
+        # the very input `plangate run` sends, only not encrypted
+        handle = await Plangate(plain, h.settings).submit(plan)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 30)
+        rep = await Plangate(k1.client, h.settings).report(handle.id)
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError), cause
+    assert (cause.type, cause.non_retryable) == (REFUSED_TYPE, True)
+    assert cause.message.startswith(REFUSED), cause.message  # read without the key
+    events = await history_events(plain, handle.id)
+    assert await scheduled(plain, handle.id) == {}  # no tool, no probe
+    assert [e.event_type for e in events][-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+    assert not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in events)
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+    assert rep.status == "failed" and rep.escalation is not None, rep
+    assert REFUSED in rep.escalation and {s.state for s in rep.steps} == {"VOID"}
+
+
+async def test_an_encrypting_worker_drops_plain_signals_and_refuses_plain_updates(
+    k1, s3, caplog
+):
+    bucket, key = f"plain-{uuid.uuid4().hex[:8]}", "approved.txt"
+    s3.create_bucket(Bucket=bucket)
+    plan = {"goal": "write once approved", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "approval": "required",
+         "args": {"bucket": bucket, "key": key, "body": "approved"}}]}
+    plain = await plain_client(k1.settings)
+    async with running_worker(k1.client, k1.settings) as h:
+        api = Plangate(k1.client, h.settings)
+        run_id = await api.start(plan)
+        for _ in range(100):
+            rep = await api.report(run_id)
+            if rep.approvals:
+                break
+            await asyncio.sleep(0.1)
+        (card,) = rep.approvals
+        answer = ApprovalAnswer(step=1, digest=card.digest, decision=Decision.APPROVE, by="mallory")
+        theirs = plain.get_workflow_handle(run_id)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await theirs.execute_update("approve", answer)
+        why = refused.value.cause
+        assert isinstance(why, ApplicationError) and why.type == REFUSED_TYPE, why
+        assert why.message.startswith(REFUSED), why.message
+        for name, arg in (("answer", answer), ("cancel", CancelRequest(reason="plain"))):
+            await theirs.signal(name, arg)
+        # the run went on as if nothing came: still waiting, nothing recorded or cancelled
+        await asyncio.sleep(1)
+        rep = await api.report(run_id)
+        assert rep.status == "awaiting_approval" and rep.cancellation is None, rep
+        assert rep.refused_answers == [] and rep.approvals[0].answer is None
+        assert (await scheduled(k1.client, run_id)).get("s3.put", 0) == 0
+        # the key's holder answers: the step runs, once
+        await api.approve(run_id, 1, card.digest, by="erin")
+        rep = await asyncio.wait_for(api.result(run_id), 30)
+    assert rep.status == "succeeded", rep.failure
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"approved"
+    dropped = [r for r in caplog.records if "dropping the signal" in r.getMessage()]
+    named = {re.search(r"signal input for (\w+) ", r.getMessage()) for r in dropped}
+    assert {m.group(1) for m in named if m} == {"answer", "cancel"}, dropped
+    assert all(REFUSED in str(r.exc_info[1]) for r in dropped if r.exc_info)
 
 
 def keyring(*ids: str) -> Settings:
