@@ -28,6 +28,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -399,8 +400,11 @@ class Plangate:
 
     async def _answer(self, run_id: str, update: Any, answer: ApprovalAnswer) -> ApprovalReceipt:
         await self._describe(run_id)
+        update_id = f"answer-{uuid.uuid4().hex}"
         try:
-            receipt: ApprovalReceipt = await self.handle(run_id).execute_update(update, answer)
+            receipt: ApprovalReceipt = await self.handle(run_id).execute_update(
+                update, answer, id=update_id
+            )
         except WorkflowUpdateFailedError as e:
             cause = e.cause
             raise AnswerRefused(str(getattr(cause, "message", cause) or e)) from None
@@ -408,7 +412,31 @@ class Plangate:
             if e.status == RPCStatusCode.NOT_FOUND:
                 raise await self._ended(run_id, answer) from None
             raise
+        except Exception:
+            # The workflow may have taken the answer and only its receipt does not read here
+            # (written by a worker with other keys): an answer recorded is never an error.
+            recorded = await self._recorded(run_id, update_id, answer)
+            if recorded is None:
+                raise
+            return recorded
         return receipt
+
+    async def _recorded(
+        self, run_id: str, update_id: str, answer: ApprovalAnswer
+    ) -> ApprovalReceipt | None:
+        """The receipt of update ``update_id`` from the run's history when the workflow
+        completed it successfully (it passed the validator and the card took the answer),
+        else None. Read without decoding a payload."""
+        async for event in self.handle(run_id).fetch_history_events():
+            if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+                continue
+            done = event.workflow_execution_update_completed_event_attributes
+            if done.meta.update_id == update_id and done.outcome.HasField("success"):
+                return ApprovalReceipt(
+                    step=answer.step, digest=answer.digest, decision=answer.decision,
+                    at=event.event_time.ToDatetime(UTC),
+                )
+        return None
 
     async def _ended(self, run_id: str, answer: ApprovalAnswer) -> RunEnded:
         """Why an answer to an ended run is refused: what became of its card."""
@@ -473,14 +501,21 @@ class Plangate:
         return self.client.get_workflow_handle_for(PlanRunWorkflow.run, run_id)
 
     async def _describe(self, run_id: str) -> WorkflowExecutionStatus | None:
+        return (await self._description(run_id)).status
+
+    async def _description(self, run_id: str) -> WorkflowExecutionDescription:
         try:
-            return (await self.handle(run_id).describe()).status
+            return await self.handle(run_id).describe()
         except RPCError as e:
             if e.status == RPCStatusCode.NOT_FOUND:
                 raise UnknownRun(
                     f"no run with id {run_id!r} in namespace {self.settings.temporal_namespace}"
                 ) from None
             raise
+
+    async def task_queue_of(self, run_id: str) -> str:
+        """The task queue of the run's latest execution (``UnknownRun`` when there is none)."""
+        return (await self._description(run_id)).task_queue
 
     async def report(self, run_id: str) -> RunReport:
         """The run report now, of a queued, running or ended run."""

@@ -11,16 +11,26 @@ expired or was already answered is refused by the workflow, and the page shows w
 The server is the standard library's ``ThreadingHTTPServer`` in a thread of its own; each
 request hands its Temporal calls to the command's event loop and waits for them.
 
-Access: a token from the environment (``PLANGATE_UI_TOKEN``), given once (the login form, or
-``/?token=...``, which redirects at once); it is exchanged for a session cookie (HttpOnly,
-SameSite=Strict) derived from the token and a secret of this process, so restarting the page
-logs everyone out. Every request checks the cookie (or the token) with ``hmac.compare_digest``.
-A POST must also carry the CSRF token of its form, equal to a second cookie (double submit),
-and must not come from another origin (``Origin``, ``Sec-Fetch-Site``). Everything a card holds
-comes from plans and models, so it is untrusted: every value is HTML-escaped, and invisible
-and direction-changing characters are shown as ``\\uXXXX``. The page sends a strict Content
-Security Policy (scripts and styles only with this response's nonce), no caching, no framing
-and no referrer; the log never holds the token.
+Access: a token from the environment (``PLANGATE_UI_TOKEN``, taken only with real entropy:
+``plangate.tokens``), given once (the login form, or ``/?token=...``, which redirects at once);
+it is exchanged for a session cookie (HttpOnly, SameSite=Strict) derived from the token and a
+secret of this process, so restarting the page logs everyone out. Every request checks the
+cookie (or the token) with ``hmac.compare_digest`` (``Gate``). Wrong tokens are throttled per
+client address (``Throttle``, outside the gate): after a few, every try is refused with 429 for
+a delay that doubles with each further failure. A POST must also carry the CSRF token of its
+form, equal to a second cookie (double submit), and must not come from another origin
+(``Origin``, ``Sec-Fetch-Site``). Everything a card holds comes from plans and models, so it is
+untrusted: every value is HTML-escaped, and invisible and direction-changing characters are
+shown as ``\\uXXXX``. The page sends a strict Content Security Policy (scripts and styles only
+with this response's nonce), no caching, no framing and no referrer.
+
+The log never holds a token: it shows a request by its method and the page's route only; a
+query string (``?token=``, ``?%74oken=``, ``?TOKEN=``, a bare value) and any other path are
+written as placeholders, never as text a client sent, in whatever encoding.
+
+An answer is taken only for a run of the page's own task queue (described first; any other is
+refused as unknown, nothing applied), and an answer the workflow recorded is shown as recorded
+even where its receipt does not read (``Plangate.approve``).
 """
 
 from __future__ import annotations
@@ -35,9 +45,10 @@ import secrets
 import socket
 import sys
 import threading
+import time
 import traceback
 import unicodedata
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,32 +67,34 @@ from plangate.api import (
     RunEnded,
     UnknownRun,
 )
+from plangate.tokens import MAKE_ONE, weakness
 from plans.model import Effect
 from records.approvals import ApprovalReceipt, Decision
 
 TOKEN_VAR = "PLANGATE_UI_TOKEN"
-MIN_TOKEN_CHARS = 16
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 SESSION_COOKIE, CSRF_COOKIE = "plangate_ui", "plangate_csrf"
 MAX_BODY_BYTES = 32 * 1024  # a form: ids, a digest, a name, a reason of 2,000 characters
 CALL_TIMEOUT_S = 60.0  # one page's Temporal calls
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
-_TOKEN_IN_TEXT = re.compile(r"token=[^&\s\"']*")
+ROUTES = ("/", "/login", "/answer")
+_METHODS = ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")
+_VERSION = re.compile(r"^HTTP/\d(\.\d)?$")
 
 T = TypeVar("T")
 
 
 def ui_token(env: Mapping[str, str]) -> str:
-    """The page's token from ``PLANGATE_UI_TOKEN``; a clear error when it is missing or short."""
+    """The page's token from ``PLANGATE_UI_TOKEN``; a clear error when it is missing or weak."""
     token = env.get(TOKEN_VAR) or ""
     if not token.strip():
         raise ValueError(
             f"plangate ui needs {TOKEN_VAR}: the token a person gives the page to get in "
-            f"(for example: export {TOKEN_VAR}=$(python3 -c "
-            "'import secrets; print(secrets.token_urlsafe(32))'))"
+            f"(for example: export {TOKEN_VAR}=$({MAKE_ONE}))"
         )
-    if len(token) < MIN_TOKEN_CHARS:
-        raise ValueError(f"{TOKEN_VAR} is too short: use at least {MIN_TOKEN_CHARS} characters")
+    why = weakness(TOKEN_VAR, token)
+    if why is not None:
+        raise ValueError(why)
     return token
 
 
@@ -100,6 +113,43 @@ class Gate:
 
     def session_ok(self, cookie: str | None) -> bool:
         return cookie is not None and hmac.compare_digest(cookie.encode(), self.session.encode())
+
+
+@dataclass
+class Throttle:
+    """Wrong tokens, counted per client address. The first ``free`` cost nothing; from then on
+    each try waits ``first_s`` after the latest failure, doubled with every further failure (at
+    most ``max_s``), and a try within the wait is refused unheard (429), the right token
+    included, so a locked-out guesser learns nothing. A right token heard clears the count.
+    Addresses behind one proxy share a count."""
+
+    free: int = 5
+    first_s: float = 1.0
+    max_s: float = 600.0
+    clock: Callable[[], float] = time.monotonic
+    most_addresses: int = 10_000  # a flood of addresses forgets the oldest, never grows memory
+    _failures: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def wait_s(self, who: str) -> float:
+        """How long ``who`` must wait before a token is heard again (0: now)."""
+        with self._lock:
+            count, last = self._failures.get(who, (0, 0.0))
+            if count < self.free:
+                return 0.0
+            delay = min(self.max_s, self.first_s * 2.0 ** min(count - self.free, 40))
+            return max(0.0, last + delay - self.clock())
+
+    def failed(self, who: str) -> None:
+        with self._lock:
+            count, _ = self._failures.pop(who, (0, 0.0))
+            self._failures[who] = (count + 1, self.clock())  # re-inserted: newest last
+            while len(self._failures) > self.most_addresses:
+                del self._failures[next(iter(self._failures))]
+
+    def passed(self, who: str) -> None:
+        with self._lock:
+            self._failures.pop(who, None)
 
 
 # -- rendering: every value from a card is untrusted ------------------------------------------
@@ -300,6 +350,7 @@ class ApprovalPage:
     api: Plangate
     gate: Gate
     loop: asyncio.AbstractEventLoop
+    throttle: Throttle = field(default_factory=Throttle)
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a Temporal call on the command's event loop, from a request's thread."""
@@ -327,9 +378,31 @@ class _Handler(BaseHTTPRequestHandler):
     def page(self) -> ApprovalPage:
         return cast(_Server, self.server).page
 
+    def _shown_request(self) -> str:
+        """The request as the log shows it: nothing a client typed into a URL (a token in a
+        query, in any encoding, or in a path) is ever written."""
+        method = getattr(self, "command", None)
+        path, query, _ = getattr(self, "path", "").partition("?")
+        version = getattr(self, "request_version", "")
+        return " ".join((
+            method if method in _METHODS else "-",
+            (path if path in ROUTES else "<other path>") + ("?<query>" if query else ""),
+            version if _VERSION.match(version or "") else "-",
+        ))
+
+    def _log(self, what: str) -> None:
+        sys.stderr.write(f"plangate ui: {self.address_string()} {self._shown_request()} {what}\n")
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        self._log(str(int(code)) if isinstance(code, int) else "-")
+
+    def log_error(self, format: str, *args: Any) -> None:
+        # the standard library's messages quote the raw request line: only a code is kept
+        code = next((a for a in args if isinstance(a, int)), None)
+        self._log("error" + (f" {code}" if code is not None else ""))
+
     def log_message(self, format: str, *args: Any) -> None:
-        line = _TOKEN_IN_TEXT.sub("token=***", format % args)
-        sys.stderr.write(f"plangate ui: {self.address_string()} {line}\n")
+        self._log(format.split("%", 1)[0].strip())  # the message, none of its values
 
     def _cookies(self) -> dict[str, str]:
         jar: SimpleCookie = SimpleCookie()
@@ -372,7 +445,9 @@ class _Handler(BaseHTTPRequestHandler):
         except _Reply as r:
             reply = r
         except TimeoutError:
-            reply = self._error(504, "Temporal did not answer in time", "Try again.")
+            reply = self._error(504, "Temporal did not answer in time",
+                                "An answer sent may still be recorded: reload the cards "
+                                "before you answer again.")
         except RPCError as e:
             reply = self._error(502, "Temporal refused the call", e.message)
         except Exception as e:
@@ -399,6 +474,21 @@ class _Handler(BaseHTTPRequestHandler):
                    _cookie(CSRF_COOKIE, secrets.token_urlsafe(32))]
         return _Reply(303, outcome_page(self.nonce, True, "Logged in", "To the cards."),
                       cookies=cookies, location="/")
+
+    def _token_given(self, given: str) -> _Reply:
+        """A token tried: heard only when the client's address is not throttled."""
+        who, throttle = self.client_address[0], self.page.throttle
+        wait = throttle.wait_s(who)
+        if wait > 0:
+            seconds = max(1, int(wait + 0.999))
+            return _Reply(429, outcome_page(self.nonce, False, "Too many wrong tokens",
+                                            f"Try again in {seconds} s."),
+                          headers={"Retry-After": str(seconds)})
+        if self.page.gate.token_ok(given):
+            throttle.passed(who)
+            return self._logged_in()
+        throttle.failed(who)
+        return self._login_reply("That is not the page's token.")
 
     def _authorised(self) -> bool:
         return self.page.gate.session_ok(self._cookies().get(SESSION_COOKIE))
@@ -435,9 +525,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise self._error(404, "Not found", "The cards are at /.")
         given = parse_qs(url.query, max_num_fields=8).get("token")
         if given is not None:
-            if self.page.gate.token_ok(given[0]):
-                return self._logged_in()
-            return self._login_reply("That is not the page's token.")
+            return self._token_given(given[0])
         if not self._authorised():
             return self._login_reply()
         cookies: list[str] = []
@@ -457,9 +545,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._same_origin():
             raise self._error(403, "Forbidden", "A form from another site is not taken.")
         if path == "/login":
-            if self.page.gate.token_ok(self._form().get("token", "")):
-                return self._logged_in()
-            return self._login_reply("That is not the page's token.")
+            return self._token_given(self._form().get("token", ""))
         if not self._authorised():
             return self._login_reply("Log in first.")
         form = self._form()
@@ -482,6 +568,15 @@ class _Handler(BaseHTTPRequestHandler):
         if len(reason) > 2000:
             raise self._error(400, "Reason too long", "A reason is at most 2000 characters.")
         api, n = self.page.api, int(step)
+        queue = api.settings.task_queue
+        try:
+            theirs: str | None = self.page.call(api.task_queue_of(run_id))
+        except UnknownRun:
+            theirs = None
+        if theirs != queue:  # another queue's run is not this page's to answer
+            raise self._error(404, f"Refused: {decision} of step {n}",
+                              f"no run {run_id} waits on task queue {queue}: this page "
+                              "answers only the cards it lists")
         try:
             receipt: ApprovalReceipt = self.page.call(
                 api.approve(run_id, n, digest, by=by) if decision == "approve"
@@ -514,11 +609,13 @@ class _Server(ThreadingHTTPServer):
 
 @asynccontextmanager
 async def serving(
-    api: Plangate, token: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
+    api: Plangate, token: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+    throttle: Throttle | None = None,
 ) -> AsyncIterator[str]:
     """The page, served from a thread until the block ends; yields its URL. ``port`` 0: a free
     port. ``OSError`` when the address cannot be listened on."""
-    server = _Server(host, port, ApprovalPage(api, Gate(token), asyncio.get_running_loop()))
+    page = ApprovalPage(api, Gate(token), asyncio.get_running_loop(), throttle or Throttle())
+    server = _Server(host, port, page)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="plangate-ui",
         daemon=True,
