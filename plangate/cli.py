@@ -11,6 +11,11 @@ script is :func:`entry`: it calls ``main``, flushes stdout and stderr and leaves
 ``os._exit``, skipping interpreter teardown, during which the Temporal client's native runtime
 threads can crash a short-lived process (``Fatal Python error: PyGILState_Release``;
 temporalio/sdk-python issue 300) and turn a finished command's exit code into 134.
+
+Whatever a plan, a model or a payload wrote (a goal, a tool's name, a reason, a failure's
+detail, a problem, a report's field, a run id) is printed through ``plans.visible``: control
+characters (ESC, CR, C1) and direction-changing ones are shown escaped, never sent to the
+terminal; ``--json`` prints the same JSON, with such characters as ``\\uXXXX`` escapes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from plans.load import PlanError
+from plans.visible import visible, visible_json
 from records.report import RunReport, RunStatus
 from world.settings import Settings, parse_duration
 
@@ -63,11 +69,11 @@ class UsageError(Exception):
 def _print_problems(path: str, problems: list[str]) -> None:
     problems = [p.removeprefix(f"{path}: ") for p in problems]  # the file is named once
     if len(problems) == 1:
-        print(f"plangate: plan {path} rejected: {problems[0]}", file=sys.stderr)
+        print(visible(f"plangate: plan {path} rejected: {problems[0]}"), file=sys.stderr)
         return
-    print(f"plangate: plan {path} rejected:", file=sys.stderr)
+    print(visible(f"plangate: plan {path} rejected:"), file=sys.stderr)
     for p in problems:
-        print(f"  - {p}", file=sys.stderr)
+        print(visible(f"  - {p}"), file=sys.stderr)
 
 
 def _exit_for(rep: RunReport) -> int:
@@ -86,9 +92,9 @@ async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
 
     checked = check(Path(args.plan), settings, strict=args.strict)
     for w in checked.warnings:
-        print(f"plangate: warning: {w}", file=sys.stderr)
+        print(visible(f"plangate: warning: {w}"), file=sys.stderr)
     n = len(checked.warnings)
-    print(f"plangate: plan {args.plan} is valid" + (f" ({n} warnings)" if n else ""))
+    print(visible(f"plangate: plan {args.plan} is valid" + (f" ({n} warnings)" if n else "")))
     return EXIT_OK
 
 
@@ -108,7 +114,7 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as e:  # a start time in the past, a delay too long
         raise UsageError(str(e)) from None
     if not args.wait:
-        print(run_id)
+        print(visible(run_id))
         return EXIT_OK
     return await _follow(api, run_id, args.json)
 
@@ -120,7 +126,7 @@ async def _follow(api: Plangate, run_id: str, as_json: bool) -> int:
 
     if as_json:
         rep = await api.result(run_id)
-        print(rep.model_dump_json(indent=2))
+        print(visible_json(rep.model_dump_json(indent=2)))
     else:
         rep = await follow(api, run_id, sys.stdout)
     return _exit_for(rep)
@@ -146,23 +152,24 @@ async def _cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     try:
         runs = await api.runs(status, limit=args.limit)
     except SearchAttributesMissing as e:
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
     if args.json:
-        print(json.dumps([
+        print(visible_json(json.dumps([
             {"run_id": r.run_id, "status": r.status, "goal": r.goal,
              "started_at": r.started_at.isoformat(),
              "closed_at": r.closed_at.isoformat() if r.closed_at else None}
             for r in runs
-        ], indent=2))
+        ], indent=2)))
         return EXIT_OK
-    width = max((len(r.run_id) for r in runs), default=6)
+    width = max((len(visible(r.run_id)) for r in runs), default=6)
     for r in runs:
         started = r.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{r.run_id:<{width}}  {r.status:<17}  {started}  {r.goal}")
+        run_id, status_shown = visible(r.run_id), visible(r.status)
+        print(f"{run_id:<{width}}  {status_shown:<17}  {started}  {visible(r.goal)}")
     if not runs:
-        print(f"plangate: no runs{f' {status.value}' if status else ''} on task queue "
-              f"{settings.task_queue}", file=sys.stderr)
+        print(visible(f"plangate: no runs{f' {status.value}' if status else ''} on task queue "
+                      f"{settings.task_queue}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -191,8 +198,8 @@ async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"{args.command} refused: {e}") from None
     except UnknownRun as e:
         raise UsageError(f"{e} on {settings.temporal_address}") from None
-    print(f"plangate: step {receipt.step} of {args.id}: {receipt.decision} recorded at "
-          f"{receipt.at.isoformat()}")
+    print(visible(f"plangate: step {receipt.step} of {args.id}: {receipt.decision} recorded at "
+                  f"{receipt.at.isoformat()}"))
     return EXIT_OK
 
 
@@ -205,7 +212,7 @@ async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         rep = await api.report(args.id)
     except UnknownRun as e:
         raise UsageError(f"{e} on {settings.temporal_address}") from None
-    print(rep.model_dump_json(indent=2) if args.json else summary(rep))
+    print(visible_json(rep.model_dump_json(indent=2)) if args.json else summary(rep))
     return _exit_for(rep)
 
 
@@ -219,7 +226,8 @@ async def _cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"{e} on {settings.temporal_address}") from None
     except RunEnded as e:
         raise UsageError(str(e)) from None
-    print(f"plangate: cancel requested for {args.id}" + (f": {args.reason}" if args.reason else ""))
+    print(visible(f"plangate: cancel requested for {args.id}"
+                  + (f": {args.reason}" if args.reason else "")))
     return EXIT_OK
 
 
@@ -241,19 +249,19 @@ async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     except PlanningUnavailable as e:
         if "needs a model" in str(e):
             raise UsageError(str(e)) from None
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
     if draft.plan is None:
         raise PlanError([f"model answer: {draft.reason}", *draft.problems])
     text = draft.as_yaml()
     if args.output:
         await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
-        print(f"plangate: plan written to {args.output} ({len(draft.plan.steps)} steps); "
-              "nothing has run", file=sys.stderr)
+        print(visible(f"plangate: plan written to {args.output} ({len(draft.plan.steps)} "
+                      "steps); nothing has run"), file=sys.stderr)
     else:
-        print(text, end="")
+        print(visible(text, lines=True), end="")  # as_yaml escapes what it must already
     for f in draft.findings:
-        print(f"plangate: finding (--strict): {f}", file=sys.stderr)
+        print(visible(f"plangate: finding (--strict): {f}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -282,10 +290,10 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         except OSError as e:
             raise UsageError(f"--html {args.html}: {e.strerror or e}") from None
     if args.json:
-        print(json.dumps({"since": since.isoformat(), "runs": len(runs),
-                          "tools": [t.json() for t in tools]}, indent=2))
+        print(visible_json(json.dumps({"since": since.isoformat(), "runs": len(runs),
+                                       "tools": [t.json() for t in tools]}, indent=2)))
     else:
-        print("\n".join(table))
+        print("\n".join(visible(line) for line in table))
     return EXIT_OK
 
 
@@ -564,7 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
     except ValueError as e:
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
     from activities.extensions import ExtensionError
     from plangate._stack import StackError
@@ -579,15 +587,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_problems(getattr(args, "plan", "?"), e.problems)
         return EXIT_USAGE
     except (UsageError, ExtensionError, TracingUnavailable) as e:
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
     except (ServiceUnreachable, MetricsError) as e:
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         if debug:
             traceback.print_exc()
         return EXIT_NOT_SUCCEEDED
     except StackError as e:  # `demo` (and `dev`): the embedded stack, not installed or not up
-        print(f"plangate {args.command}: {e}", file=sys.stderr)
+        print(visible(f"plangate {args.command}: {e}"), file=sys.stderr)
         if debug:
             traceback.print_exc()
         return EXIT_NOT_SUCCEEDED
@@ -595,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as e:
         hint = "" if debug else " (--debug shows the traceback)"
-        print(f"plangate: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
+        print(visible(f"plangate: {type(e).__name__}: {_one_line(e)}{hint}"), file=sys.stderr)
         if debug:
             traceback.print_exc()
         return EXIT_NOT_SUCCEEDED

@@ -45,6 +45,7 @@ from temporalio.converter import PayloadCodec
 
 from plangate.encryption import DecryptionError, payload_codec
 from plangate.tokens import MAKE_ONE, weakness
+from plans.visible import visible
 from world.settings import CODEC_TOKEN_VAR, Settings
 
 DEFAULT_PORT = 8081
@@ -249,8 +250,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
-        # the request line and status only: never a body, never a header (the token)
-        print(f"plangate codec-server: {self.address_string()} {format % args}",
+        # the request line and status only: never a body, never a header (the token); a
+        # path is a client's text, shown escaped (plans.visible)
+        print(visible(f"plangate codec-server: {self.address_string()} {format % args}"),
               file=sys.stderr)
 
 

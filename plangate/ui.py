@@ -47,7 +47,6 @@ import sys
 import threading
 import time
 import traceback
-import unicodedata
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -69,6 +68,7 @@ from plangate.api import (
 )
 from plangate.tokens import MAKE_ONE, weakness
 from plans.model import Effect
+from plans.visible import visible
 from records.approvals import ApprovalReceipt, Decision
 
 TOKEN_VAR = "PLANGATE_UI_TOKEN"
@@ -153,18 +153,10 @@ class Throttle:
 
 
 # -- rendering: every value from a card is untrusted ------------------------------------------
-def _visible(text: str) -> str:
-    """Invisible, control and direction-changing characters as ``\\uXXXX``: a reader sees
-    every character the tool will be given."""
-    return "".join(
-        f"\\u{ord(ch):04x}" if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029"
-        else ch
-        for ch in text
-    )
-
-
 def _text(value: object) -> str:
-    return html.escape(_visible(str(value)), quote=True)
+    # invisible, control and direction-changing characters escaped (plans.visible): a reader
+    # sees every character the tool will be given
+    return html.escape(visible(value), quote=True)
 
 
 def _json(value: object) -> str:
