@@ -528,7 +528,7 @@ class Plangate:
         except WorkflowQueryFailedError:
             if status != WorkflowExecutionStatus.FAILED:
                 raise
-            # failed before the run had a report (its input refused): the history says why
+            # failed with no report to answer with (its input refused): the history says why
             return await self._queued(run_id)
         except RPCError as e:
             never_began = status == WorkflowExecutionStatus.TERMINATED
@@ -541,8 +541,8 @@ class Plangate:
 
     async def _queued(self, run_id: str) -> RunReport:
         """The report of a run that has not begun: its plan, every step pending (cancelled,
-        when it was cancelled before it began; void, with the reason as its escalation, when
-        it failed before it began)."""
+        when it was cancelled before it began; void, with the failure as its escalation, when
+        it failed with no report, such as a run whose input the worker refused)."""
         handle = self.handle(run_id)
         desc = await handle.describe()
         inp: RunInput | None = None
@@ -556,7 +556,7 @@ class Plangate:
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
                 failure = event.workflow_execution_failed_event_attributes.failure
                 error = await convert.decode_failure(failure)
-                failed = f"the run failed before its first step: {getattr(error, 'message', error)}"
+                failed = f"the run failed with no report: {getattr(error, 'message', error)}"
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
                 details = event.workflow_execution_terminated_event_attributes.details.payloads
                 (req,) = await convert.decode(details, [CancelRequest]) if details else (None,)

@@ -31,9 +31,11 @@ value is converted, so the SDK answers each kind in its own way, and nothing act
 - an activity's input or a result: that activity, or the run, fails.
 
 That refusal's message (it holds nothing of the payload) stays in clear in the history, so the
-submitter without keys reads why. Memo and search attributes are never decoded into values by
-plangate, headers are not passed through the codec (Temporal's default), and the codec server
-is not strict: it decodes what an operator's UI shows, old plain payloads included.
+submitter without keys reads why. What else a worker decodes is its own (activity results,
+heartbeats, failures, a continued run's input) or needs no refusal: search attributes and
+headers (the tracing context) never pass through the codec (Temporal's defaults), and a memo,
+which does, is never read by plangate. The codec server is not strict: it decodes what an
+operator's UI shows, old plain payloads included.
 
 The codecs run in order: compression (``plangate.compression``, large payloads only), then
 encryption; decoding undoes them in reverse. With keys, failure messages and stack traces are
