@@ -28,8 +28,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -467,8 +469,11 @@ class Plangate:
 
     async def _answer(self, run_id: str, update: Any, answer: ApprovalAnswer) -> ApprovalReceipt:
         await self._describe(run_id)
+        update_id = f"answer-{uuid.uuid4().hex}"
         try:
-            receipt: ApprovalReceipt = await self.handle(run_id).execute_update(update, answer)
+            receipt: ApprovalReceipt = await self.handle(run_id).execute_update(
+                update, answer, id=update_id
+            )
         except WorkflowUpdateFailedError as e:
             cause = e.cause
             raise AnswerRefused(str(getattr(cause, "message", cause) or e)) from None
@@ -476,7 +481,31 @@ class Plangate:
             if e.status == RPCStatusCode.NOT_FOUND:
                 raise await self._ended(run_id, answer) from None
             raise
+        except Exception:
+            # The workflow may have taken the answer and only its receipt does not read here
+            # (written by a worker with other keys): an answer recorded is never an error.
+            recorded = await self._recorded(run_id, update_id, answer)
+            if recorded is None:
+                raise
+            return recorded
         return receipt
+
+    async def _recorded(
+        self, run_id: str, update_id: str, answer: ApprovalAnswer
+    ) -> ApprovalReceipt | None:
+        """The receipt of update ``update_id`` from the run's history when the workflow
+        completed it successfully (it passed the validator and the card took the answer),
+        else None. Read without decoding a payload."""
+        async for event in self.handle(run_id).fetch_history_events():
+            if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+                continue
+            done = event.workflow_execution_update_completed_event_attributes
+            if done.meta.update_id == update_id and done.outcome.HasField("success"):
+                return ApprovalReceipt(
+                    step=answer.step, digest=answer.digest, decision=answer.decision,
+                    at=event.event_time.ToDatetime(UTC),
+                )
+        return None
 
     async def _ended(self, run_id: str, answer: ApprovalAnswer) -> RunEnded:
         """Why an answer to an ended run is refused: what became of its card."""
@@ -541,14 +570,21 @@ class Plangate:
         return self.client.get_workflow_handle_for(PlanRunWorkflow.run, run_id)
 
     async def _describe(self, run_id: str) -> WorkflowExecutionStatus | None:
+        return (await self._description(run_id)).status
+
+    async def _description(self, run_id: str) -> WorkflowExecutionDescription:
         try:
-            return (await self.handle(run_id).describe()).status
+            return await self.handle(run_id).describe()
         except RPCError as e:
             if e.status == RPCStatusCode.NOT_FOUND:
                 raise UnknownRun(
                     f"no run with id {run_id!r} in namespace {self.settings.temporal_namespace}"
                 ) from None
             raise
+
+    async def task_queue_of(self, run_id: str) -> str:
+        """The task queue of the run's latest execution (``UnknownRun`` when there is none)."""
+        return (await self._description(run_id)).task_queue
 
     async def report(self, run_id: str) -> RunReport:
         """The run report now, of a queued, running or ended run."""
@@ -558,6 +594,11 @@ class Plangate:
             return await handle.result()
         try:
             rep = await handle.query(PlanRunWorkflow.report)
+        except WorkflowQueryFailedError:
+            if status != WorkflowExecutionStatus.FAILED:
+                raise
+            # failed with no report to answer with (its input refused): the history says why
+            return await self._queued(run_id)
         except RPCError as e:
             never_began = status == WorkflowExecutionStatus.TERMINATED
             if e.status != RPCStatusCode.FAILED_PRECONDITION and not never_began:
@@ -568,16 +609,23 @@ class Plangate:
         return rep
 
     async def _queued(self, run_id: str) -> RunReport:
-        """The report of a run that has not begun: its plan, every step pending."""
+        """The report of a run that has not begun: its plan, every step pending (cancelled,
+        when it was cancelled before it began; void, with the failure as its escalation, when
+        it failed with no report, such as a run whose input the worker refused)."""
         handle = self.handle(run_id)
         desc = await handle.describe()
         inp: RunInput | None = None
         cancellation: Cancellation | None = None
+        failed: str | None = None
         convert = self.client.data_converter
         async for event in handle.fetch_history_events():
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
                 payloads = event.workflow_execution_started_event_attributes.input.payloads
                 (inp,) = await convert.decode(payloads, [RunInput])
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+                failure = event.workflow_execution_failed_event_attributes.failure
+                error = await convert.decode_failure(failure)
+                failed = f"the run failed with no report: {getattr(error, 'message', error)}"
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
                 details = event.workflow_execution_terminated_event_attributes.details.payloads
                 (req,) = await convert.decode(details, [CancelRequest]) if details else (None,)
@@ -590,15 +638,20 @@ class Plangate:
             raise UnknownRun(f"run {run_id!r} has no history")
         plan = inp.plan.plan
         cat = catalogue(self.settings)
-        ended = cancellation is not None
+        ended = cancellation is not None or failed is not None
+        status, state = RunStatus.QUEUED, StepState.PENDING
+        if cancellation is not None:
+            status, state = RunStatus.CANCELLED, StepState.CANCELLED
+        elif failed is not None:
+            status, state = RunStatus.FAILED, StepState.VOID
         return RunReport(
             run_id=run_id, goal=plan.goal, replans_max=plan.budget.replans_max,
-            status=RunStatus.CANCELLED if ended else RunStatus.QUEUED,
+            status=status, escalation=failed,
             starts_at=None if ended else desc.execution_time, cancellation=cancellation,
             steps=[
                 StepReport(
                     n=s.n, tool=s.tool, plan_version=1, effect=cat.effect_of(s.tool, s.effect),
-                    state=StepState.CANCELLED if ended else StepState.PENDING,
+                    state=state,
                     timings=StepTimings(plan_made_at=inp.plan_made_at or desc.start_time),
                 )
                 for s in plan.steps

@@ -6,7 +6,9 @@ a client connects with ``connect``; a replayer takes the plugin with no world.
 The data converter is the deployment's (``plangate.encryption.data_converter``): large
 payloads compressed, every payload encrypted when ``PLANGATE_ENCRYPTION_KEYS`` names keys. A
 worker uses its client's converter, so ``build_worker`` refuses a client that would not encrypt
-with the deployment's key.
+with the deployment's key, and with keys gives the worker that client's connection with the
+converter that also refuses every payload that is not encrypted: a plain start, signal or
+update from anyone who reaches Temporal does not act.
 """
 
 from __future__ import annotations
@@ -108,6 +110,17 @@ async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     )
 
 
+def refusing_plain(client: Client, settings: Settings) -> Client:
+    """``client``'s connection, namespace and interceptors with the deployment's converter that
+    refuses unencrypted payloads (``settings`` names keys): the client a worker polls with.
+    Its plugins are left out: their converter is the one replaced (their effect on the rest of
+    the configuration is kept)."""
+    config = client.config(active_config=True)
+    config["data_converter"] = data_converter(settings, refuse_plain=True)
+    config["plugins"] = []
+    return Client(**config)
+
+
 async def build_worker(
     client: Client,
     settings: Settings,
@@ -119,7 +132,8 @@ async def build_worker(
 ) -> Worker:
     """A worker on ``settings.task_queue``: its work directory made and (``bootstrap``)
     plangate's tables created through ``world``. ``client`` must encrypt with the deployment's
-    key when ``settings`` names keys (``connect`` makes such a client).
+    key when ``settings`` names keys (``connect`` makes such a client); the worker then polls
+    with ``refusing_plain(client)``.
 
     The deployment's tools and probes are resolved first: an extension that cannot load or
     that clashes (``ExtensionError``) stops the worker before it opens a connection. A world
@@ -133,6 +147,8 @@ async def build_worker(
             f"{settings.encryption_key_ids[0]!r} of PLANGATE_ENCRYPTION_KEYS: connect it with "
             "plangate.assembly.connect"
         )
+    if settings.encryption_keys:
+        client = refusing_plain(client, settings)
     own = world is None
     world = world or World(settings)
     world.tracer = tracing.tracer(settings)

@@ -11,6 +11,11 @@ script is :func:`entry`: it calls ``main``, flushes stdout and stderr and leaves
 ``os._exit``, skipping interpreter teardown, during which the Temporal client's native runtime
 threads can crash a short-lived process (``Fatal Python error: PyGILState_Release``;
 temporalio/sdk-python issue 300) and turn a finished command's exit code into 134.
+
+Whatever a plan, a model or a payload wrote (a goal, a tool's name, a reason, a failure's
+detail, a problem, a report's field, a run id) is printed through ``plans.visible``: control
+characters (ESC, CR, C1) and direction-changing ones are shown escaped, never sent to the
+terminal; ``--json`` prints the same JSON, with such characters as ``\\uXXXX`` escapes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from plans.load import PlanError
+from plans.visible import visible, visible_json
 from records.report import RunReport, RunStatus
 from world.settings import Settings, parse_duration
 
@@ -49,8 +55,11 @@ exit codes:
        namespace without plangate's search attributes
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
-       option, an unknown run id, a run id already running, cancelling an ended run; ui
-       without PLANGATE_UI_TOKEN, or on an address it cannot listen on)
+       option, an unknown run id, a run id already running, cancelling an ended run;
+       approve or reject without an approver key; ui without PLANGATE_APPROVER_KEY, or on
+       an address it cannot listen on;
+       codec-server without a strong PLANGATE_CODEC_TOKEN, unless on loopback with
+       --insecure-local)
   130  interrupted (Ctrl-C)
 Errors are one line on stderr; --debug adds the traceback."""
 
@@ -62,11 +71,11 @@ class UsageError(Exception):
 def _print_problems(path: str, problems: list[str]) -> None:
     problems = [p.removeprefix(f"{path}: ") for p in problems]  # the file is named once
     if len(problems) == 1:
-        print(f"plangate: plan {path} rejected: {problems[0]}", file=sys.stderr)
+        print(visible(f"plangate: plan {path} rejected: {problems[0]}"), file=sys.stderr)
         return
-    print(f"plangate: plan {path} rejected:", file=sys.stderr)
+    print(visible(f"plangate: plan {path} rejected:"), file=sys.stderr)
     for p in problems:
-        print(f"  - {p}", file=sys.stderr)
+        print(visible(f"  - {p}"), file=sys.stderr)
 
 
 def _exit_for(rep: RunReport) -> int:
@@ -85,9 +94,9 @@ async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
 
     checked = check(Path(args.plan), settings, strict=args.strict)
     for w in checked.warnings:
-        print(f"plangate: warning: {w}", file=sys.stderr)
+        print(visible(f"plangate: warning: {w}"), file=sys.stderr)
     n = len(checked.warnings)
-    print(f"plangate: plan {args.plan} is valid" + (f" ({n} warnings)" if n else ""))
+    print(visible(f"plangate: plan {args.plan} is valid" + (f" ({n} warnings)" if n else "")))
     return EXIT_OK
 
 
@@ -107,7 +116,7 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as e:  # a start time in the past, a delay too long
         raise UsageError(str(e)) from None
     if not args.wait:
-        print(run_id)
+        print(visible(run_id))
         return EXIT_OK
     return await _follow(api, run_id, args.json)
 
@@ -119,7 +128,7 @@ async def _follow(api: Plangate, run_id: str, as_json: bool) -> int:
 
     if as_json:
         rep = await api.result(run_id)
-        print(rep.model_dump_json(indent=2))
+        print(visible_json(rep.model_dump_json(indent=2)))
     else:
         rep = await follow(api, run_id, sys.stdout)
     return _exit_for(rep)
@@ -145,23 +154,24 @@ async def _cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     try:
         runs = await api.runs(status, limit=args.limit)
     except SearchAttributesMissing as e:
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
     if args.json:
-        print(json.dumps([
+        print(visible_json(json.dumps([
             {"run_id": r.run_id, "status": r.status, "goal": r.goal,
              "started_at": r.started_at.isoformat(),
              "closed_at": r.closed_at.isoformat() if r.closed_at else None}
             for r in runs
-        ], indent=2))
+        ], indent=2)))
         return EXIT_OK
-    width = max((len(r.run_id) for r in runs), default=6)
+    width = max((len(visible(r.run_id)) for r in runs), default=6)
     for r in runs:
         started = r.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{r.run_id:<{width}}  {r.status:<17}  {started}  {r.goal}")
+        run_id, status_shown = visible(r.run_id), visible(r.status)
+        print(f"{run_id:<{width}}  {status_shown:<17}  {started}  {visible(r.goal)}")
     if not runs:
-        print(f"plangate: no runs{f' {status.value}' if status else ''} on task queue "
-              f"{settings.task_queue}", file=sys.stderr)
+        print(visible(f"plangate: no runs{f' {status.value}' if status else ''} on task queue "
+                      f"{settings.task_queue}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -194,8 +204,8 @@ async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"{args.command} refused: {e}") from None
     except UnknownRun as e:
         raise UsageError(f"{e} on {settings.temporal_address}") from None
-    print(f"plangate: step {receipt.step} of {args.id}: {receipt.decision} recorded at "
-          f"{receipt.at.isoformat()}")
+    print(visible(f"plangate: step {receipt.step} of {args.id}: {receipt.decision} recorded at "
+                  f"{receipt.at.isoformat()}"))
     return EXIT_OK
 
 
@@ -208,7 +218,7 @@ async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         rep = await api.report(args.id)
     except UnknownRun as e:
         raise UsageError(f"{e} on {settings.temporal_address}") from None
-    print(rep.model_dump_json(indent=2) if args.json else summary(rep))
+    print(visible_json(rep.model_dump_json(indent=2)) if args.json else summary(rep))
     return _exit_for(rep)
 
 
@@ -222,7 +232,8 @@ async def _cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"{e} on {settings.temporal_address}") from None
     except RunEnded as e:
         raise UsageError(str(e)) from None
-    print(f"plangate: cancel requested for {args.id}" + (f": {args.reason}" if args.reason else ""))
+    print(visible(f"plangate: cancel requested for {args.id}"
+                  + (f": {args.reason}" if args.reason else "")))
     return EXIT_OK
 
 
@@ -244,19 +255,19 @@ async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     except PlanningUnavailable as e:
         if "needs a model" in str(e):
             raise UsageError(str(e)) from None
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
     if draft.plan is None:
         raise PlanError([f"model answer: {draft.reason}", *draft.problems])
     text = draft.as_yaml()
     if args.output:
         await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
-        print(f"plangate: plan written to {args.output} ({len(draft.plan.steps)} steps); "
-              "nothing has run", file=sys.stderr)
+        print(visible(f"plangate: plan written to {args.output} ({len(draft.plan.steps)} "
+                      "steps); nothing has run"), file=sys.stderr)
     else:
-        print(text, end="")
+        print(visible(text, lines=True), end="")  # as_yaml escapes what it must already
     for f in draft.findings:
-        print(f"plangate: finding (--strict): {f}", file=sys.stderr)
+        print(visible(f"plangate: finding (--strict): {f}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -285,23 +296,23 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         except OSError as e:
             raise UsageError(f"--html {args.html}: {e.strerror or e}") from None
     if args.json:
-        print(json.dumps({"since": since.isoformat(), "runs": len(runs),
-                          "tools": [t.json() for t in tools]}, indent=2))
+        print(visible_json(json.dumps({"since": since.isoformat(), "runs": len(runs),
+                                       "tools": [t.json() for t in tools]}, indent=2)))
     else:
-        print("\n".join(table))
+        print("\n".join(visible(line) for line in table))
     return EXIT_OK
 
 
 async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.ui import run_ui, ui_token
+    from plangate.ui import run_ui, ui_keys
 
     try:
-        token = ui_token(os.environ)  # before connecting: no token, no page
+        keys = ui_keys(settings)  # before connecting: nobody to let in, no page
     except ValueError as e:
         raise UsageError(str(e)) from None
     api = await _api(settings)
     try:
-        return await run_ui(api, token, args.host, args.port)
+        return await run_ui(api, keys, args.host, args.port)
     except OSError as e:
         raise UsageError(f"ui: cannot listen on {args.host}:{args.port}: "
                          f"{e.strerror or e}") from None
@@ -368,11 +379,19 @@ async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.codec_server import DEFAULT_ORIGINS, codec_server, describe
+    from plangate.codec_server import (
+        DEFAULT_ORIGINS,
+        CodecServerRefused,
+        codec_server,
+        describe,
+    )
 
     origins = args.origin or DEFAULT_ORIGINS
     try:
-        server = codec_server(settings, host=args.host, port=args.port, origins=origins)
+        server = codec_server(settings, host=args.host, port=args.port, origins=origins,
+                              insecure_local=args.insecure_local)
+    except CodecServerRefused as e:
+        raise UsageError(str(e)) from None
     except OSError as e:
         raise UsageError(
             f"codec-server: cannot listen on {args.host}:{args.port}: "
@@ -500,7 +519,7 @@ def parser() -> argparse.ArgumentParser:
     u = sub.add_parser(
         "ui", parents=[common],
         help="serve the approval page: pending cards across runs, with approve and reject "
-             "(needs PLANGATE_UI_TOKEN)",
+             "(for the approvers whose keys PLANGATE_APPROVER_KEY names)",
     )
     u.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: 127.0.0.1, this machine only)")
@@ -526,6 +545,9 @@ def parser() -> argparse.ArgumentParser:
     cs.add_argument("--origin", action="append", metavar="URL",
                     help="the Web UI's origin, allowed by CORS (repeatable; default: "
                     "localhost and 127.0.0.1, ports 8080 and 8233)")
+    cs.add_argument("--insecure-local", action="store_true",
+                    help="serve without PLANGATE_CODEC_TOKEN: only on a loopback --host, where "
+                    "every process of this machine may decrypt")
     cs.set_defaults(fn=_cmd_codec_server)
     su = sub.add_parser(
         "setup", parents=[common],
@@ -610,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
     except ValueError as e:
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
     from activities.extensions import ExtensionError
     from plangate._stack import StackError
@@ -625,15 +647,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_problems(getattr(args, "plan", "?"), e.problems)
         return EXIT_USAGE
     except (UsageError, ExtensionError, TracingUnavailable) as e:
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
     except (ServiceUnreachable, MetricsError) as e:
-        print(f"plangate: {e}", file=sys.stderr)
+        print(visible(f"plangate: {e}"), file=sys.stderr)
         if debug:
             traceback.print_exc()
         return EXIT_NOT_SUCCEEDED
     except StackError as e:  # `demo` (and `dev`): the embedded stack, not installed or not up
-        print(f"plangate {args.command}: {e}", file=sys.stderr)
+        print(visible(f"plangate {args.command}: {e}"), file=sys.stderr)
         if debug:
             traceback.print_exc()
         return EXIT_NOT_SUCCEEDED
@@ -641,7 +663,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as e:
         hint = "" if debug else " (--debug shows the traceback)"
-        print(f"plangate: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
+        print(visible(f"plangate: {type(e).__name__}: {_one_line(e)}{hint}"), file=sys.stderr)
         if debug:
             traceback.print_exc()
         return EXIT_NOT_SUCCEEDED

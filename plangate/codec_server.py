@@ -18,6 +18,11 @@ The protocol (Temporal's "Codec Server Protocol"):
 - With ``PLANGATE_CODEC_TOKEN`` set, every ``POST`` must carry ``Authorization: Bearer
   <token>`` (401 otherwise); a preflight never carries it and is not asked for it.
 
+It fails closed: whoever can reach it decrypts (and encrypts) with the deployment's keys, so it
+starts only with a token of real entropy (``plangate.tokens``), or, without one, only on a
+loopback address and when told so (``insecure_local``, ``--insecure-local``); anything else is
+refused before a socket is bound (``CodecServerRefused``).
+
 A standard-library threading HTTP server: each request is decoded in its own thread, the
 codec run to completion there.
 """
@@ -26,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
+import socket
 import sys
 from collections.abc import Sequence
 from http import HTTPStatus
@@ -37,7 +44,9 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from plangate.encryption import DecryptionError, payload_codec
-from world.settings import Settings
+from plangate.tokens import MAKE_ONE, weakness
+from plans.visible import visible
+from world.settings import CODEC_TOKEN_VAR, Settings
 
 DEFAULT_PORT = 8081
 # The Web UI on this machine, by either name a browser may have been given: temporalio/ui's
@@ -64,12 +73,53 @@ class CodecServer(ThreadingHTTPServer):
         self.codec = codec
         self.origins = frozenset(o.rstrip("/") for o in origins)
         self.token = token
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
+        host, port = str(self.server_address[0]), self.server_address[1]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class CodecServerRefused(ValueError):
+    """The codec server will not start as asked (no token off loopback, a weak token): one line
+    saying why and what to do."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address (``""``, all interfaces, is
+    not; a name that does not resolve is not)."""
+    if not host:
+        return False
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    addresses = {str(info[4][0]).split("%", 1)[0] for info in found}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def refusal(settings: Settings, host: str, insecure_local: bool) -> str | None:
+    """Why a codec server on ``host`` with these settings must not start, or None."""
+    token = settings.codec_token
+    if token is not None:
+        return weakness(CODEC_TOKEN_VAR, token)
+    if not is_loopback(host):
+        return (
+            f"codec-server: refusing to listen on {host or 'every address'} without "
+            f"{CODEC_TOKEN_VAR}: anyone who reaches it could decrypt the deployment's payloads; "
+            f"set {CODEC_TOKEN_VAR} (make one with: {MAKE_ONE}), or serve this machine only "
+            "with --host 127.0.0.1 --insecure-local"
+        )
+    if not insecure_local:
+        return (
+            f"codec-server: {CODEC_TOKEN_VAR} is not set: every process on this machine could "
+            f"decrypt the deployment's payloads; set it (make one with: {MAKE_ONE}), or pass "
+            "--insecure-local to serve a loopback address without a token"
+        )
+    return None
 
 
 def codec_server(
@@ -78,9 +128,17 @@ def codec_server(
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     origins: Sequence[str] = DEFAULT_ORIGINS,
+    insecure_local: bool = False,
 ) -> CodecServer:
     """A codec server on ``host:port`` (0: any free port) for the deployment's keys and
-    ``PLANGATE_CODEC_TOKEN``, bound and not yet serving (``serve_forever``)."""
+    ``PLANGATE_CODEC_TOKEN``, bound and not yet serving (``serve_forever``).
+
+    ``CodecServerRefused`` before anything is bound: without a token unless ``host`` is a
+    loopback address and ``insecure_local`` says a token-less server is meant; with a weak
+    token."""
+    why = refusal(settings, host, insecure_local)
+    if why is not None:
+        raise CodecServerRefused(why)
     return CodecServer((host, port), payload_codec(settings), origins, settings.codec_token)
 
 
@@ -192,8 +250,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
-        # the request line and status only: never a body, never a header (the token)
-        print(f"plangate codec-server: {self.address_string()} {format % args}",
+        # the request line and status only: never a body, never a header (the token); a
+        # path is a client's text, shown escaped (plans.visible)
+        print(visible(f"plangate codec-server: {self.address_string()} {format % args}"),
               file=sys.stderr)
 
 
@@ -201,7 +260,10 @@ def describe(server: CodecServer, settings: Settings) -> str:
     """One line for the operator: where it listens, for which keys and origins."""
     keys = ", ".join(settings.encryption_key_ids)
     what = f"keys {keys}" if keys else "no PLANGATE_ENCRYPTION_KEYS: decompression only"
-    token = "; bearer token required" if settings.codec_token else ""
+    token = (
+        "; bearer token required" if settings.codec_token
+        else "; no token: any process on this machine may use it (--insecure-local)"
+    )
     origins = ", ".join(sorted(server.origins)) or "none"
     return f"plangate: codec server on {server.url} ({what}; Web UI origins: {origins}{token})"
 

@@ -27,6 +27,7 @@ from plangate.assembly import build_worker, connect
 from plangate.naive import run_naive
 from plangate.scenarios import closeout_facts, closeout_plan
 from plans.load import parse_plan
+from plans.visible import visible
 from records.approvals import CardStatus
 from records.report import RunReport
 from records.signing import SigningKey
@@ -121,7 +122,7 @@ class Demo:
         naive = await run_naive(parse_plan(saturday_plan("staging.naive_inv")), self.world)
         print("\n== naive executor, export truncated to its header")
         for line in naive.lines:
-            print(f"   {line}")
+            print(visible(f"   {line}"))
         print(f"   run: {naive.verdict}; world: {await self.rows('staging.naive_inv')}")
         cases = [
             ("export present (614 lines)", invoice_csv(614), "staging.inv_present", True),
@@ -143,7 +144,7 @@ class Demo:
         naive = await run_naive(parse_plan(closeout_plan()), self.world)
         print("\n== naive executor")
         for line in naive.lines:
-            print(f"   {line}")
+            print(visible(f"   {line}"))
         print(f"   run: {naive.verdict}\n   world: {await self.closeout_world()}")
         await seed_acct_3319f(self.world)
         rep = await self.run(closeout_plan())
@@ -155,17 +156,18 @@ def show(title: str, rep: RunReport, world: str) -> None:
     print(f"\n== {title}")
     for s in rep.steps:
         why = f"  ({s.answer}: {s.reason})" if s.answer else ""
-        print(
+        print(visible(
             f"   v{s.plan_version} step {s.n} {s.tool:<27} {s.state.value:<10} "
             f"calls={s.attempts}{why}"
-        )
+        ))
     if rep.failure:
-        print(f"   failure: step {rep.failure.step} {rep.failure.code}: {rep.failure.detail}")
+        f = rep.failure
+        print(visible(f"   failure: step {f.step} {f.code}: {f.detail}"))
     for r in rep.replans:
-        print(
+        print(visible(
             f"   replan {r.attempt} ({r.backend}): {'accepted' if r.accepted else 'refused'}"
             f" - {r.reason}"
-        )
+        ))
     print(f"   run: {rep.status.value}\n   world: {world}")
 
 

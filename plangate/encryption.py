@@ -14,8 +14,28 @@ The format of an encrypted payload:
 
 The first key encrypts; every key decrypts, found by the id the payload carries. Rotation: put
 a new key first (``k2:...,k1:...``) on every worker and client, keep the old one for reading
-what it wrote. A payload that is not encrypted passes through decoding unchanged: histories
-recorded before encryption was turned on still read and replay.
+what it wrote. For a client and a replayer, a payload that is not encrypted passes through
+decoding unchanged: histories recorded before encryption was turned on still read and replay.
+
+A worker with keys fails closed (``data_converter(settings, refuse_plain=True)``, which
+``plangate.assembly.build_worker`` gives it): anyone who reaches Temporal could otherwise start
+a plain run, or signal or update one, on an encrypting deployment, and AES-GCM's tag is what
+proves a payload came from a holder of the key. Its codec turns a payload without plangate's
+encryption into a marker holding nothing of it (``UNENCRYPTED``), and its payload converter
+refuses the marker with a non-retryable ``ApplicationError`` (type ``REFUSED_TYPE``) where the
+value is converted, so the SDK answers each kind in its own way, and nothing acts:
+
+- a run's input: the run fails at its first workflow task, before any activity is scheduled;
+- a signal: dropped, and the worker logs why;
+- an update: rejected, the caller told why (no history event);
+- an activity's input or a result: that activity, or the run, fails.
+
+That refusal's message (it holds nothing of the payload) stays in clear in the history, so the
+submitter without keys reads why. What else a worker decodes is its own (activity results,
+heartbeats, failures, a continued run's input) or needs no refusal: search attributes and
+headers (the tracing context) never pass through the codec (Temporal's defaults), and a memo,
+which does, is never read by plangate. The codec server is not strict: it decodes what an
+operator's UI shows, old plain payloads included.
 
 The codecs run in order: compression (``plangate.compression``, large payloads only), then
 encryption; decoding undoes them in reverse. With keys, failure messages and stack traces are
@@ -28,18 +48,23 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.api.failure.v1 import Failure
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
     DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
+    EncodingPayloadConverter,
     FailureConverter,
     PayloadCodec,
+    PayloadConverter,
 )
+from temporalio.exceptions import ApplicationError
 
 from plangate.compression import CompressionCodec
 from world.settings import ENCRYPTION_KEYS_VAR, Settings
@@ -48,6 +73,10 @@ ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 NONCE_BYTES = 12
 TAG_BYTES = 16
+# what a refusing codec hands on for a payload that is not encrypted: never stored or sent
+UNENCRYPTED = b"binary/plangate-unencrypted"
+_WAS = "unencrypted-encoding"
+REFUSED_TYPE = "UnencryptedPayload"
 
 
 class DecryptionError(ValueError):
@@ -58,11 +87,18 @@ class DecryptionError(ValueError):
 class EncryptionCodec(PayloadCodec):
     """AES-256-GCM over whole payloads. ``keys``: (id, 32-byte key), the first encrypts, all
     decrypt. With no keys nothing is encrypted, and an encrypted payload is refused with a
-    clear error rather than handed on as an encoding nobody knows."""
+    clear error rather than handed on as an encoding nobody knows. ``refuse_plain`` (a
+    worker's, with keys): a payload that is not encrypted is decoded into an ``UNENCRYPTED``
+    marker that ``RefusingPayloadConverter`` refuses, its content dropped."""
 
-    def __init__(self, keys: Sequence[tuple[str, bytes]] = ()) -> None:
+    def __init__(
+        self, keys: Sequence[tuple[str, bytes]] = (), *, refuse_plain: bool = False
+    ) -> None:
         self._ciphers = {kid: AESGCM(key) for kid, key in keys}
         self.key_ids = tuple(kid for kid, _ in keys)
+        if refuse_plain and not keys:
+            raise ValueError("only a codec with keys can refuse unencrypted payloads")
+        self.refuse_plain = refuse_plain
 
     def __repr__(self) -> str:
         return f"EncryptionCodec(key_ids={self.key_ids!r})"
@@ -87,6 +123,9 @@ class EncryptionCodec(PayloadCodec):
 
     def decrypt(self, p: Payload) -> Payload:
         if p.metadata.get("encoding") != ENCODING:
+            if self.refuse_plain:
+                return Payload(metadata={"encoding": UNENCRYPTED,
+                                         _WAS: p.metadata.get("encoding", b"")[:64]})
             return p
         raw_id = p.metadata.get(KEY_ID)
         if raw_id is None:
@@ -133,22 +172,83 @@ class CodecChain(PayloadCodec):
         return out
 
 
-def payload_codec(settings: Settings) -> CodecChain:
+def refusal(encoding: bytes) -> str:
+    """Why a worker with keys refuses a payload that came with ``encoding``, unencrypted."""
+    was = encoding.decode("utf-8", "replace") or "none"
+    return (
+        f"refused: a payload that is not encrypted (encoding {was!r}): this worker has "
+        f"{ENCRYPTION_KEYS_VAR} and takes a run's input, signals and updates only encrypted "
+        "with the deployment's key; send them through a plangate client with the same "
+        f"{ENCRYPTION_KEYS_VAR}"
+    )
+
+
+class _RefusedPayloads(EncodingPayloadConverter):
+    """The ``UNENCRYPTED`` marker, refused wherever it is to become a value."""
+
+    @property
+    def encoding(self) -> str:
+        return UNENCRYPTED.decode()
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return None  # never makes one: the other converters serialize every value
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> NoReturn:
+        # a FailureError: the SDK fails the run (or rejects the update) rather than retrying
+        # its workflow task forever
+        raise ApplicationError(
+            refusal(payload.metadata.get(_WAS, b"")), type=REFUSED_TYPE, non_retryable=True
+        )
+
+
+class RefusingPayloadConverter(PydanticPayloadConverter):
+    """The pydantic payload converter that refuses the ``UNENCRYPTED`` marker."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._set_converters(*self.converters.values(), _RefusedPayloads())
+
+
+class _FailureConverter(DefaultFailureConverterWithEncodedAttributes):
+    """Failure messages and stack traces encoded (encrypted), but for the refusal of an
+    unencrypted payload: it holds nothing of a run, and a submitter without keys must read it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._clear = DefaultFailureConverter()
+
+    def to_failure(
+        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
+    ) -> None:
+        if isinstance(exception, ApplicationError) and exception.type == REFUSED_TYPE:
+            self._clear.to_failure(exception, payload_converter, failure)
+        else:
+            super().to_failure(exception, payload_converter, failure)
+
+
+def payload_codec(settings: Settings, *, refuse_plain: bool = False) -> CodecChain:
     """The deployment's codec: large payloads compressed, then every payload encrypted with
-    ``settings.encryption_keys`` (none: not encrypted)."""
-    return CodecChain(CompressionCodec(), EncryptionCodec(settings.encryption_keys))
+    ``settings.encryption_keys`` (none: not encrypted). ``refuse_plain`` (with keys): a
+    payload that is not encrypted decodes to the ``UNENCRYPTED`` marker."""
+    return CodecChain(
+        CompressionCodec(), EncryptionCodec(settings.encryption_keys, refuse_plain=refuse_plain)
+    )
 
 
-def data_converter(settings: Settings) -> DataConverter:
+def data_converter(settings: Settings, *, refuse_plain: bool = False) -> DataConverter:
     """The pydantic data converter with the deployment's codec (``payload_codec``); with keys,
     failure messages and stack traces encoded (so encrypted) too. Every plangate client and
-    worker is built with it (``plangate.assembly.connect``)."""
-    failures: type[FailureConverter] = DefaultFailureConverter
-    if settings.encryption_keys:
-        failures = DefaultFailureConverterWithEncodedAttributes
+    worker is built with it (``plangate.assembly.connect``). ``refuse_plain``, a worker's:
+    with keys, every payload that is not encrypted is refused (the module's docstring)."""
+    if not settings.encryption_keys:
+        return dataclasses.replace(pydantic_data_converter, payload_codec=payload_codec(settings))
+    failures: type[FailureConverter] = _FailureConverter
     return dataclasses.replace(
         pydantic_data_converter,
-        payload_codec=payload_codec(settings),
+        payload_converter_class=(
+            RefusingPayloadConverter if refuse_plain else PydanticPayloadConverter
+        ),
+        payload_codec=payload_codec(settings, refuse_plain=refuse_plain),
         failure_converter_class=failures,
     )
 

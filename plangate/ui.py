@@ -11,21 +11,35 @@ expired or was already answered is refused by the workflow, and the page shows w
 The server is the standard library's ``ThreadingHTTPServer`` in a thread of its own; each
 request hands its Temporal calls to the command's event loop and waits for them.
 
-Access: a token from the environment (``PLANGATE_UI_TOKEN``), given once (the login form, or
-``/?token=...``, which redirects at once); it is exchanged for a session cookie (HttpOnly,
-SameSite=Strict) derived from the token and a secret of this process, so restarting the page
-logs everyone out. Every request checks the cookie (or the token) with ``hmac.compare_digest``.
-A POST must also carry the CSRF token of its form, equal to a second cookie (double submit),
-and must not come from another origin (``Origin``, ``Sec-Fetch-Site``). Everything a card holds
-comes from plans and models, so it is untrusted: every value is HTML-escaped, and invisible
-and direction-changing characters are shown as ``\\uXXXX``. The page sends a strict Content
-Security Policy (scripts and styles only with this response's nonce), no caching, no framing
-and no referrer; the log never holds the token.
+Access: the page serves the approvers whose keys it holds (``PLANGATE_APPROVER_KEY``, one or
+more). Each person gives their own login token (``plangate key show``: 256 bits derived from
+their key) once (the login form, or ``/?token=...``, which redirects at once); it is exchanged
+for a session cookie (HttpOnly, SameSite=Strict) naming them, signed with a secret of this
+process, so restarting the page logs everyone out. Every request checks the cookie (or the
+token) with ``hmac.compare_digest`` (``Gate``). An answer is signed with the key of the person
+the session names, and recorded under that name: whatever a form says, nobody answers as
+anyone else. Wrong tokens are throttled per
+client address (``Throttle``, outside the gate): after a few, every try is refused with 429 for
+a delay that doubles with each further failure. A POST must also carry the CSRF token of its
+form, equal to a second cookie (double submit), and must not come from another origin
+(``Origin``, ``Sec-Fetch-Site``). Everything a card holds comes from plans and models, so it is
+untrusted: every value is HTML-escaped, and invisible and direction-changing characters are
+shown as ``\\uXXXX``. The page sends a strict Content Security Policy (scripts and styles only
+with this response's nonce), no caching, no framing and no referrer.
+
+The log never holds a token: it shows a request by its method and the page's route only; a
+query string (``?token=``, ``?%74oken=``, ``?TOKEN=``, a bare value) and any other path are
+written as placeholders, never as text a client sent, in whatever encoding.
+
+An answer is taken only for a run of the page's own task queue (described first; any other is
+refused as unknown, nothing applied), and an answer the workflow recorded is shown as recorded
+even where its receipt does not read (``Plangate.approve``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 import html
@@ -35,9 +49,9 @@ import secrets
 import socket
 import sys
 import threading
+import time
 import traceback
-import unicodedata
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -57,64 +71,113 @@ from plangate.api import (
     UnknownRun,
 )
 from plans.model import Effect
+from plans.visible import visible
 from records.approvals import ApprovalReceipt, Decision
+from records.signing import SigningKey
+from world.settings import APPROVER_KEY_VAR, Settings
 
-TOKEN_VAR = "PLANGATE_UI_TOKEN"
-MIN_TOKEN_CHARS = 16
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 SESSION_COOKIE, CSRF_COOKIE = "plangate_ui", "plangate_csrf"
 MAX_BODY_BYTES = 32 * 1024  # a form: ids, a digest, a name, a reason of 2,000 characters
 CALL_TIMEOUT_S = 60.0  # one page's Temporal calls
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
-_TOKEN_IN_TEXT = re.compile(r"token=[^&\s\"']*")
+ROUTES = ("/", "/login", "/answer")
+_METHODS = ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")
+_VERSION = re.compile(r"^HTTP/\d(\.\d)?$")
 
 T = TypeVar("T")
 
 
-def ui_token(env: Mapping[str, str]) -> str:
-    """The page's token from ``PLANGATE_UI_TOKEN``; a clear error when it is missing or short."""
-    token = env.get(TOKEN_VAR) or ""
-    if not token.strip():
+def ui_keys(settings: Settings) -> tuple[SigningKey, ...]:
+    """The keys of the people the page lets in (``PLANGATE_APPROVER_KEY``); a clear error when
+    there are none."""
+    if not settings.approver_keys:
         raise ValueError(
-            f"plangate ui needs {TOKEN_VAR}: the token a person gives the page to get in "
-            f"(for example: export {TOKEN_VAR}=$(python3 -c "
-            "'import secrets; print(secrets.token_urlsafe(32))'))"
+            f"plangate ui needs {APPROVER_KEY_VAR}: the key files of the people who answer "
+            "cards here, separated by commas (`plangate key new NAME` makes one; each person "
+            "logs in with the login token `plangate key show FILE` prints)"
         )
-    if len(token) < MIN_TOKEN_CHARS:
-        raise ValueError(f"{TOKEN_VAR} is too short: use at least {MIN_TOKEN_CHARS} characters")
-    return token
+    return settings.approver_keys
 
 
 class Gate:
-    """Who may use the page: the token once, then a session cookie derived from it and from a
-    secret of this process; compared in constant time."""
+    """Who may use the page: the people whose keys it holds, each by their login token once,
+    then by a session cookie that names them, signed with a secret of this process; every
+    comparison in constant time."""
 
-    def __init__(self, token: str) -> None:
-        self._token = token.encode()
-        self.session = hmac.new(
-            self._token, b"plangate ui session " + secrets.token_bytes(32), hashlib.sha256
-        ).hexdigest()
+    def __init__(self, keys: Sequence[SigningKey]) -> None:
+        self._tokens = [(k.name, k.login_token().encode()) for k in keys]
+        self._secret = secrets.token_bytes(32)
 
-    def token_ok(self, given: str) -> bool:
-        return hmac.compare_digest(given.encode(), self._token)
+    def who(self, given: str) -> str | None:
+        """The person whose login token this is, or None (every token compared)."""
+        found = None
+        for name, token in self._tokens:
+            if hmac.compare_digest(given.encode(), token):
+                found = name
+        return found
 
-    def session_ok(self, cookie: str | None) -> bool:
-        return cookie is not None and hmac.compare_digest(cookie.encode(), self.session.encode())
+    def session(self, name: str) -> str:
+        tag = base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+        mac = hmac.new(self._secret, b"plangate ui session " + name.encode(), hashlib.sha256)
+        return f"{tag}.{mac.hexdigest()}"
+
+    def session_of(self, cookie: str | None) -> str | None:
+        """The person a session cookie names, when this process signed it."""
+        if not cookie or "." not in cookie:
+            return None
+        tag = cookie.split(".", 1)[0]
+        try:
+            name = base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not hmac.compare_digest(cookie.encode(), self.session(name).encode()):
+            return None
+        return name if any(n == name for n, _ in self._tokens) else None
+
+
+@dataclass
+class Throttle:
+    """Wrong tokens, counted per client address. The first ``free`` cost nothing; from then on
+    each try waits ``first_s`` after the latest failure, doubled with every further failure (at
+    most ``max_s``), and a try within the wait is refused unheard (429), the right token
+    included, so a locked-out guesser learns nothing. A right token heard clears the count.
+    Addresses behind one proxy share a count."""
+
+    free: int = 5
+    first_s: float = 1.0
+    max_s: float = 600.0
+    clock: Callable[[], float] = time.monotonic
+    most_addresses: int = 10_000  # a flood of addresses forgets the oldest, never grows memory
+    _failures: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def wait_s(self, who: str) -> float:
+        """How long ``who`` must wait before a token is heard again (0: now)."""
+        with self._lock:
+            count, last = self._failures.get(who, (0, 0.0))
+            if count < self.free:
+                return 0.0
+            delay = min(self.max_s, self.first_s * 2.0 ** min(count - self.free, 40))
+            return max(0.0, last + delay - self.clock())
+
+    def failed(self, who: str) -> None:
+        with self._lock:
+            count, _ = self._failures.pop(who, (0, 0.0))
+            self._failures[who] = (count + 1, self.clock())  # re-inserted: newest last
+            while len(self._failures) > self.most_addresses:
+                del self._failures[next(iter(self._failures))]
+
+    def passed(self, who: str) -> None:
+        with self._lock:
+            self._failures.pop(who, None)
 
 
 # -- rendering: every value from a card is untrusted ------------------------------------------
-def _visible(text: str) -> str:
-    """Invisible, control and direction-changing characters as ``\\uXXXX``: a reader sees
-    every character the tool will be given."""
-    return "".join(
-        f"\\u{ord(ch):04x}" if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029"
-        else ch
-        for ch in text
-    )
-
-
 def _text(value: object) -> str:
-    return html.escape(_visible(str(value)), quote=True)
+    # invisible, control and direction-changing characters escaped (plans.visible): a reader
+    # sees every character the tool will be given
+    return html.escape(visible(value), quote=True)
 
 
 def _json(value: object) -> str:
@@ -180,8 +243,8 @@ def login_page(nonce: str, problem: str | None = None) -> str:
     said = f'<p class="outcome refused" id="problem">{_text(problem)}</p>' if problem else ""
     body = (
         "<h1>plangate: approval cards</h1>"
-        f"{said}<p>Give the page's token (<code>{TOKEN_VAR}</code>) to see the cards that wait "
-        "for a person.</p>"
+        f"{said}<p>Give your login token (<code>plangate key show YOUR.key</code> prints it) "
+        "to see the cards that wait for a person.</p>"
         '<form method="post" action="/login"><label>token '
         '<input type="password" name="token" autocomplete="current-password" required></label>'
         ' <button type="submit">Log in</button></form>'
@@ -242,7 +305,6 @@ def card_html(pending: PendingCard, csrf: str, now: datetime) -> str:
         f'<tr><th>digest</th><td><code class="digest">{_text(r.digest)}</code></td></tr>'
         "</table>"
         f'<form class="answer" method="post" action="/answer">{hidden}'
-        '<label>your name <input name="as" required maxlength="200" autocomplete="name"></label>'
         '<label>reason (to reject) <input name="reason" maxlength="2000"></label>'
         '<button class="approve" name="decision" value="approve">Approve</button>'
         '<button class="reject" name="decision" value="reject">Reject</button>'
@@ -251,7 +313,8 @@ def card_html(pending: PendingCard, csrf: str, now: datetime) -> str:
 
 
 def cards_page(pending: PendingApprovals, queue: str, csrf: str, now: datetime,
-               nonce: str) -> str:
+               nonce: str, by: str = "") -> str:
+    """``by``: who is logged in, and answers what they approve or reject here."""
     n = len(pending.cards)
     notes = []
     if pending.unanswered:
@@ -262,7 +325,9 @@ def cards_page(pending: PendingApprovals, queue: str, csrf: str, now: datetime,
         notes.append(f"only the first {pending.runs} open runs were read")
     body = (
         "<h1>plangate: approval cards</h1>"
-        f'<p id="summary">{n} card{"s" if n != 1 else ""} waiting in {pending.runs} open '
+        + (f'<p id="who">You answer as <b>{_text(by)}</b>: each answer is signed with your key '
+           "and recorded under your name.</p>" if by else "")
+        + f'<p id="summary">{n} card{"s" if n != 1 else ""} waiting in {pending.runs} open '
         f"run{'s' if pending.runs != 1 else ''} of task queue <code>{_text(queue)}</code> "
         f'(read {_text(now.astimezone(UTC).isoformat(timespec="seconds"))}, '
         '<a href="/">refresh</a>). Approving runs the step after it reads the world again; '
@@ -300,6 +365,7 @@ class ApprovalPage:
     api: Plangate
     gate: Gate
     loop: asyncio.AbstractEventLoop
+    throttle: Throttle = field(default_factory=Throttle)
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a Temporal call on the command's event loop, from a request's thread."""
@@ -327,9 +393,31 @@ class _Handler(BaseHTTPRequestHandler):
     def page(self) -> ApprovalPage:
         return cast(_Server, self.server).page
 
+    def _shown_request(self) -> str:
+        """The request as the log shows it: nothing a client typed into a URL (a token in a
+        query, in any encoding, or in a path) is ever written."""
+        method = getattr(self, "command", None)
+        path, query, _ = getattr(self, "path", "").partition("?")
+        version = getattr(self, "request_version", "")
+        return " ".join((
+            method if method in _METHODS else "-",
+            (path if path in ROUTES else "<other path>") + ("?<query>" if query else ""),
+            version if _VERSION.match(version or "") else "-",
+        ))
+
+    def _log(self, what: str) -> None:
+        sys.stderr.write(f"plangate ui: {self.address_string()} {self._shown_request()} {what}\n")
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        self._log(str(int(code)) if isinstance(code, int) else "-")
+
+    def log_error(self, format: str, *args: Any) -> None:
+        # the standard library's messages quote the raw request line: only a code is kept
+        code = next((a for a in args if isinstance(a, int)), None)
+        self._log("error" + (f" {code}" if code is not None else ""))
+
     def log_message(self, format: str, *args: Any) -> None:
-        line = _TOKEN_IN_TEXT.sub("token=***", format % args)
-        sys.stderr.write(f"plangate ui: {self.address_string()} {line}\n")
+        self._log(format.split("%", 1)[0].strip())  # the message, none of its values
 
     def _cookies(self) -> dict[str, str]:
         jar: SimpleCookie = SimpleCookie()
@@ -372,7 +460,9 @@ class _Handler(BaseHTTPRequestHandler):
         except _Reply as r:
             reply = r
         except TimeoutError:
-            reply = self._error(504, "Temporal did not answer in time", "Try again.")
+            reply = self._error(504, "Temporal did not answer in time",
+                                "An answer sent may still be recorded: reload the cards "
+                                "before you answer again.")
         except RPCError as e:
             reply = self._error(502, "Temporal refused the call", e.message)
         except Exception as e:
@@ -393,15 +483,33 @@ class _Handler(BaseHTTPRequestHandler):
         return _Reply(401, login_page(self.nonce, problem),
                       headers={"WWW-Authenticate": 'Cookie realm="plangate ui"'})
 
-    def _logged_in(self) -> _Reply:
-        """The token was right: a session cookie and a CSRF cookie, and to the cards."""
-        cookies = [_cookie(SESSION_COOKIE, self.page.gate.session),
+    def _logged_in(self, name: str) -> _Reply:
+        """The token was ``name``'s: a session cookie naming them, a CSRF cookie, and to the
+        cards."""
+        cookies = [_cookie(SESSION_COOKIE, self.page.gate.session(name)),
                    _cookie(CSRF_COOKIE, secrets.token_urlsafe(32))]
         return _Reply(303, outcome_page(self.nonce, True, "Logged in", "To the cards."),
                       cookies=cookies, location="/")
 
-    def _authorised(self) -> bool:
-        return self.page.gate.session_ok(self._cookies().get(SESSION_COOKIE))
+    def _token_given(self, given: str) -> _Reply:
+        """A token tried: heard only when the client's address is not throttled."""
+        who, throttle = self.client_address[0], self.page.throttle
+        wait = throttle.wait_s(who)
+        if wait > 0:
+            seconds = max(1, int(wait + 0.999))
+            return _Reply(429, outcome_page(self.nonce, False, "Too many wrong tokens",
+                                            f"Try again in {seconds} s."),
+                          headers={"Retry-After": str(seconds)})
+        name = self.page.gate.who(given)
+        if name is not None:
+            throttle.passed(who)
+            return self._logged_in(name)
+        throttle.failed(who)
+        return self._login_reply("That is not the login token of anyone this page serves.")
+
+    def _authorised(self) -> str | None:
+        """Who the request's session names, or None."""
+        return self.page.gate.session_of(self._cookies().get(SESSION_COOKIE))
 
     def _same_origin(self) -> bool:
         site = self.headers.get("Sec-Fetch-Site")
@@ -435,10 +543,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise self._error(404, "Not found", "The cards are at /.")
         given = parse_qs(url.query, max_num_fields=8).get("token")
         if given is not None:
-            if self.page.gate.token_ok(given[0]):
-                return self._logged_in()
-            return self._login_reply("That is not the page's token.")
-        if not self._authorised():
+            return self._token_given(given[0])
+        by = self._authorised()
+        if by is None:
             return self._login_reply()
         cookies: list[str] = []
         csrf = self._cookies().get(CSRF_COOKIE) or ""
@@ -447,7 +554,7 @@ class _Handler(BaseHTTPRequestHandler):
             cookies.append(_cookie(CSRF_COOKIE, csrf))
         pending = self.page.call(self.page.api.pending_approvals())
         body = cards_page(pending, self.page.api.settings.task_queue, csrf,
-                          datetime.now(UTC), self.nonce)
+                          datetime.now(UTC), self.nonce, by)
         return _Reply(200, body, cookies=cookies)
 
     def _post(self) -> _Reply:
@@ -457,31 +564,37 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._same_origin():
             raise self._error(403, "Forbidden", "A form from another site is not taken.")
         if path == "/login":
-            if self.page.gate.token_ok(self._form().get("token", "")):
-                return self._logged_in()
-            return self._login_reply("That is not the page's token.")
-        if not self._authorised():
+            return self._token_given(self._form().get("token", ""))
+        by = self._authorised()
+        if by is None:
             return self._login_reply("Log in first.")
         form = self._form()
         csrf = self._cookies().get(CSRF_COOKIE, "")
         if not csrf or not hmac.compare_digest(form.get("csrf", "").encode(), csrf.encode()):
             raise self._error(403, "Forbidden", "The form's CSRF token does not match: reload "
                               "the page and answer again.")
-        return self._answer(form)
+        return self._answer(form, by)
 
-    def _answer(self, form: Mapping[str, str]) -> _Reply:
+    def _answer(self, form: Mapping[str, str], by: str) -> _Reply:
+        """``by``: the person the session names; the answer is signed with their key."""
         run_id, step, digest = form.get("run_id", ""), form.get("step", ""), form.get("digest", "")
-        decision, by = form.get("decision", ""), form.get("as", "").strip()
-        reason = form.get("reason", "")
+        decision, reason = form.get("decision", ""), form.get("reason", "")
         if not (0 < len(run_id) <= 1000 and step.isdigit() and len(step) <= 9
                 and _DIGEST.match(digest) and decision in ("approve", "reject")):
             raise self._error(400, "Bad form", "The card's run, step, digest or decision is "
                               "missing or malformed.")
-        if not 0 < len(by) <= 200:
-            raise self._error(400, "Say who answers", "Give your name (at most 200 characters).")
         if len(reason) > 2000:
             raise self._error(400, "Reason too long", "A reason is at most 2000 characters.")
         api, n = self.page.api, int(step)
+        queue = api.settings.task_queue
+        try:
+            theirs: str | None = self.page.call(api.task_queue_of(run_id))
+        except UnknownRun:
+            theirs = None
+        if theirs != queue:  # another queue's run is not this page's to answer
+            raise self._error(404, f"Refused: {decision} of step {n}",
+                              f"no run {run_id} waits on task queue {queue}: this page "
+                              "answers only the cards it lists")
         try:
             receipt: ApprovalReceipt = self.page.call(
                 api.approve(run_id, n, digest, by=by) if decision == "approve"
@@ -514,11 +627,14 @@ class _Server(ThreadingHTTPServer):
 
 @asynccontextmanager
 async def serving(
-    api: Plangate, token: str, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
+    api: Plangate, keys: Sequence[SigningKey], host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT, throttle: Throttle | None = None,
 ) -> AsyncIterator[str]:
-    """The page, served from a thread until the block ends; yields its URL. ``port`` 0: a free
-    port. ``OSError`` when the address cannot be listened on."""
-    server = _Server(host, port, ApprovalPage(api, Gate(token), asyncio.get_running_loop()))
+    """The page for the people whose ``keys`` it holds, served from a thread until the block
+    ends; yields its URL. ``port`` 0: a free port. ``OSError`` when the address cannot be
+    listened on."""
+    page = ApprovalPage(api, Gate(keys), asyncio.get_running_loop(), throttle or Throttle())
+    server = _Server(host, port, page)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="plangate-ui",
         daemon=True,
@@ -533,12 +649,14 @@ async def serving(
         server.server_close()
 
 
-async def run_ui(api: Plangate, token: str, host: str, port: int) -> int:
+async def run_ui(api: Plangate, keys: Sequence[SigningKey], host: str, port: int) -> int:
     """Serve the page until interrupted."""
-    async with serving(api, token, host, port) as url:
+    async with serving(api, keys, host, port) as url:
         s = api.settings
+        names = ", ".join(k.name for k in keys)
         print(f"plangate ui: serving {url} (cards of task queue {s.task_queue} in namespace "
-              f"{s.temporal_namespace}); log in with {TOKEN_VAR}", flush=True)
+              f"{s.temporal_namespace}) for {names}; each logs in with their key's login "
+              "token (plangate key show FILE)", flush=True)
         if host not in ("127.0.0.1", "localhost", "::1"):
             print(f"plangate ui: warning: listening on {host} over plain HTTP: the token and "
                   "the session cross the network in clear; put a TLS proxy in front",

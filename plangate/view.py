@@ -6,6 +6,11 @@ On a terminal, a table updated in place (rich's ``Live``): each step's state, ho
 taken, its tool attempts, the outcome of its last check, the answer its failure got and why;
 the re-plans as they happen; each approval card with the command that answers it. Elsewhere
 (a pipe, a file, a CI log) one plain line per change, then the run's summary.
+
+Nearly all of it was written by a plan, a model or a payload (the goal, tool names, reasons,
+details, a card's arguments, the run id): every line and cell is shown through
+``plans.visible`` where it leaves this module (``summary``, ``PlainLines``, ``render``, whose
+cells are ``Text``, never rich markup), so no escape sequence reaches the terminal.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from plans.visible import visible
 from records.approvals import CardStatus
 from records.calls import Outcome
 from records.report import RunReport, RunStatus, StepReport, StepState
@@ -176,7 +182,7 @@ def summary(rep: RunReport) -> str:
         lines.append(f"  v{s.plan_version} step {s.n} {s.tool}: {s.state.value}{reason}")
     lines += outcome_lines(rep)
     lines += card_lines(rep)
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)
 
 
 # -- on a terminal: a table updated in place -------------------------------------------------
@@ -209,7 +215,7 @@ def _shown_steps(rep: RunReport, room: int) -> tuple[list[StepReport], Counter[s
 def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
     """The live view of ``rep`` at ``now`` (``height``: the terminal's rows, 0 for no limit)."""
     head = Text.assemble(
-        ("run ", "bold"), (rep.run_id, "bold"), "  ",
+        ("run ", "bold"), (visible(rep.run_id), "bold"), "  ",
         (rep.status.value, STATUS_STYLES[rep.status]),
         f"  plan version {rep.plan_version}",
         f"  re-plans {rep.replans_used} of {rep.replans_max}",
@@ -217,7 +223,7 @@ def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
     took = _run_elapsed(rep, now)
     if took is not None:
         head.append(f"  {clock(took)}")
-    parts: list[RenderableType] = [head, Text(f"goal: {rep.goal}", style="dim")]
+    parts: list[RenderableType] = [head, Text(visible(f"goal: {rep.goal}"), style="dim")]
     if rep.starts_at is not None:
         parts.append(Text(f"queued: starts at {rep.starts_at.isoformat()}", style="yellow"))
     table = Table(expand=True, show_edge=False, pad_edge=False)
@@ -240,12 +246,12 @@ def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
         dim = "dim" if s.plan_version != rep.plan_version else ""
         table.add_row(
             f"v{s.plan_version}·{s.n}" if many else str(s.n),
-            s.tool,
+            Text(visible(s.tool)),
             Text(s.state.value, style=STATE_STYLES[s.state]),
             clock(took_s) if took_s is not None else "-",
             str(s.attempts) if s.attempts else "",
-            last_check(s),
-            why(s),
+            Text(visible(last_check(s))),
+            Text(visible(why(s))),
             style=dim,
         )
     parts.append(table)
@@ -253,12 +259,12 @@ def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
         rest = ", ".join(f"{n} {state}" for state, n in sorted(hidden.items()))
         parts.append(Text(f"  ... and {sum(hidden.values())} more: {rest}", style="dim"))
     for line in replan_lines(rep):
-        parts.append(Text(line, style="magenta"))
+        parts.append(Text(visible(line), style="magenta"))
     for line in outcome_lines(rep):
-        parts.append(Text(line, style="red"))
+        parts.append(Text(visible(line), style="red"))
     for line in card_lines(rep, now):
         command = line.lstrip().startswith("plangate ")
-        parts.append(Text(line, style="bold" if command else "yellow", overflow="fold"))
+        parts.append(Text(visible(line), style="bold" if command else "yellow", overflow="fold"))
     return Group(*parts)
 
 
@@ -312,7 +318,7 @@ class PlainLines:
                 out += card_lines(rep.model_copy(update={"approvals": [a]}), now)[1:]
             else:
                 out.append(f"{stamp} card for v{a.plan_version} step {a.step}: {a.status.value}")
-        return out
+        return [visible(line) for line in out]
 
 
 # -- following a run -------------------------------------------------------------------------

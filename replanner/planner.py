@@ -13,6 +13,7 @@ from activities.catalogue import catalogue, plan_problems
 from plans.checking import lint
 from plans.limits import MAX_ARG_JSON_BYTES
 from plans.model import Budget, Plan
+from plans.visible import visible
 from replanner.backends.openai import OpenAIBackend
 from replanner.prompt import first_plan_messages
 from world.settings import Settings
@@ -38,16 +39,19 @@ class Draft:
         it as it is)."""
         if self.plan is None:
             raise ValueError("no plan to write")
-        head = [f"# plangate plan: {self.reason}"] if self.reason else []
+        # the model's words: a line feed in them would end the comment and write YAML
+        head = [f"# plangate plan: {visible(self.reason)}"] if self.reason else []
         if self.findings:
             head.append(f"# {len(self.findings)} findings of `plangate check --strict`:")
-            head += [f"#   - {f}" for f in self.findings]
+            head += [f"#   - {visible(f)}" for f in self.findings]
         else:
             head.append("# `plangate check --strict` finds nothing to warn about")
-        body = yaml.safe_dump(
-            self.plan.model_dump(mode="json", exclude_defaults=True),
-            sort_keys=False, allow_unicode=True,
-        )
+        plan = self.plan.model_dump(mode="json", exclude_defaults=True)
+        body = yaml.safe_dump(plan, sort_keys=False, allow_unicode=True)
+        if visible(body, lines=True) != body:
+            # a control or direction-changing character PyYAML would write as it is: every
+            # character outside ASCII as a YAML escape instead, the same plan, seen as it is
+            body = yaml.safe_dump(plan, sort_keys=False, allow_unicode=False)
         return "\n".join(head) + "\n" + body
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -35,12 +36,13 @@ from plangate.assembly import build_worker
 from records.calls import ToolCall, ToolResult
 from records.report import RunReport
 from records.run import GuardRequest, Resolved
+from records.signing import SigningKey
 from replanner.activity import ReplanActivities
 from replanner.backends.openai import OpenAIBackend
 from tests.fake_openai import FakeOpenAI
 from workflows.plan_run import PlanRunWorkflow
 from world.clients import World
-from world.settings import Settings
+from world.settings import APPROVER_KEY_VAR, Settings, signing_keys
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -48,6 +50,13 @@ if TYPE_CHECKING:
 
 # the approvers every test worker knows and every test client holds a key of (tests/conftest.py)
 APPROVER_NAMES = ("erin", "frank", "bench", "fuzz")
+
+
+def approver_key(name: str) -> SigningKey:
+    """The session's key of approver ``name`` (tests/conftest.py put them in the environment)."""
+    (key,) = [k for k in signing_keys(os.environ[APPROVER_KEY_VAR], APPROVER_KEY_VAR)
+              if k.name == name]
+    return key
 
 
 @dataclass

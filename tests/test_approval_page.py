@@ -12,20 +12,24 @@ token, or a form without its CSRF token or from another origin, is refused."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import html
 import http.client
 import os
 import re
 import secrets
 import shutil
+import socket
 import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import pytest
 from selenium import webdriver
@@ -35,11 +39,13 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from plangate.api import PendingCard, Plangate
+from plangate.assembly import connect
 from plangate.cli import main
 from plangate.ui import card_html, span
 from plans.model import Effect
 from records.approvals import ApprovalCard, ApprovalRecord
-from tests.harness import running_worker, scheduled
+from tests.harness import approver_key, running_worker, scheduled
+from world.settings import parse_encryption_keys
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -93,10 +99,13 @@ async def ui_process(env: Mapping[str, str], log: Path) -> AsyncIterator[str]:
 
 
 def request(url: str, method: str = "GET", form: Mapping[str, Any] | None = None,
-            headers: Mapping[str, str] | None = None) -> tuple[int, http.client.HTTPMessage, str]:
-    """One plain HTTP request (no cookies but those given, no redirects followed)."""
+            headers: Mapping[str, str] | None = None,
+            source: str | None = None) -> tuple[int, http.client.HTTPMessage, str]:
+    """One plain HTTP request (no cookies but those given, no redirects followed), from the
+    address ``source`` when given."""
     u = urlsplit(url)
-    conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=30)
+    conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=30,
+                                      source_address=(source, 0) if source else None)
     try:
         body = urlencode(form) if form is not None else None
         sent = {"Content-Type": "application/x-www-form-urlencoded"} if form is not None else {}
@@ -143,13 +152,12 @@ def card_text(d: WebDriver, digest: str) -> str:
     return d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]').text
 
 
-def answer(d: WebDriver, tab: str, digest: str, decision: str, name: str,
+def answer(d: WebDriver, tab: str, digest: str, decision: str,
            reason: str = "") -> tuple[str, str, str]:
-    """Fill in and press a button of the card ``digest`` in ``tab``: the outcome shown
-    (accepted or refused), its text and the page's title."""
+    """Press a button of the card ``digest`` in ``tab`` (as whoever the tab is logged in as):
+    the outcome shown (accepted or refused), its text and the page's title."""
     d.switch_to.window(tab)
     card = d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]')
-    card.find_element(By.NAME, "as").send_keys(name)
     if reason:
         card.find_element(By.NAME, "reason").send_keys(reason)
     card.find_element(By.CSS_SELECTOR, f'button[value="{decision}"]').click()
@@ -157,13 +165,27 @@ def answer(d: WebDriver, tab: str, digest: str, decision: str, name: str,
     return shown.get_attribute("data-outcome") or "", shown.text, d.title
 
 
-def test_the_page_refuses_to_start_without_a_token(monkeypatch, capsys):
-    monkeypatch.delenv("PLANGATE_UI_TOKEN", raising=False)
+def test_the_page_refuses_to_start_without_approver_keys(monkeypatch, capsys):
+    monkeypatch.delenv("PLANGATE_APPROVER_KEY", raising=False)
     assert main(["ui"]) == 2
-    assert "plangate ui needs PLANGATE_UI_TOKEN" in capsys.readouterr().err
-    monkeypatch.setenv("PLANGATE_UI_TOKEN", "short")
-    assert main(["ui"]) == 2
-    assert "PLANGATE_UI_TOKEN is too short" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "plangate ui needs PLANGATE_APPROVER_KEY" in err and "\n" not in err.strip()
+
+
+def test_a_login_token_names_one_person_and_a_session_cannot_be_forged():
+    from plangate.ui import Gate
+
+    erin, frank = approver_key("erin"), approver_key("frank")
+    gate = Gate([erin, frank])
+    assert gate.who(erin.login_token()) == "erin" and gate.who(frank.login_token()) == "frank"
+    assert gate.who(secrets.token_urlsafe(32)) is None and gate.who("") is None
+    cookie = gate.session("erin")
+    assert gate.session_of(cookie) == "erin"
+    _, mac = cookie.split(".", 1)
+    forged = base64.urlsafe_b64encode(b"frank").decode().rstrip("=") + "." + mac
+    assert gate.session_of(forged) is None  # erin's signature does not make frank's session
+    assert Gate([erin, frank]).session_of(cookie) is None  # another process: logged out
+    assert gate.session_of(gate.session("mallory")) is None  # nobody the page serves
 
 
 def test_card_values_are_escaped_and_hidden_characters_shown():
@@ -207,11 +229,10 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
     expiring = {"goal": "publish late", "budget": {"replans_max": 0}, "approval_ttl_s": 8,
                 "steps": [{"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
                            "args": {"bucket": bucket, "key": late, "body": "too late"}}]}
-    token = secrets.token_urlsafe(32)
+    token = approver_key("erin").login_token()
     log = tmp_path / "ui.log"
     async with running_worker(client, settings) as h:
-        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue,
-               "PLANGATE_UI_TOKEN": token}
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
         api = Plangate(client, h.settings)
         async with ui_process(env, log) as url:
             run_a, run_b = await api.start(publish), await api.start(expiring)
@@ -261,7 +282,7 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
 
             # -- approving runs the step once
             outcome, text, _ = await asyncio.to_thread(
-                answer, browser, tab1, a1.record.digest, "approve", "erin")
+                answer, browser, tab1, a1.record.digest, "approve")
             assert outcome == "accepted" and "approve of step 1" in text, text
             a2 = await waiting(api, run_a, 2)
             assert s3.get_object(Bucket=bucket, Key=first)["Body"].read() == b"final figures"
@@ -269,7 +290,7 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
 
             # -- the same card again, from the stale copy: refused by the workflow, shown
             outcome, text, title = await asyncio.to_thread(
-                answer, browser, tab2, a1.record.digest, "approve", "frank")
+                answer, browser, tab2, a1.record.digest, "approve")
             assert outcome == "refused" and title.startswith("plangate: Refused"), text
             assert "no longer waiting: approve" in text, text
             assert (await scheduled(client, run_a))["s3.put"] == 1
@@ -283,18 +304,18 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
             assert browser.title != "owned"
             assert not browser.find_elements(By.CSS_SELECTOR, "section.card script")
             outcome, text, _ = await asyncio.to_thread(
-                answer, browser, tab1, a2.record.digest, "reject", "erin")
+                answer, browser, tab1, a2.record.digest, "reject")
             assert outcome == "refused" and "a rejection needs a reason" in text, text
             await asyncio.to_thread(show, browser, url, tab1)
             outcome, text, _ = await asyncio.to_thread(
-                answer, browser, tab1, a2.record.digest, "reject", "erin", "not these figures")
+                answer, browser, tab1, a2.record.digest, "reject", "not these figures")
             assert outcome == "accepted" and "reject of step 2" in text, text
             rep_a = await api.result(run_a)
 
             # -- the late card, answered after it expired: refused, with the reason
             rep_b = await api.result(run_b)  # nobody answered in time: the run halted
             outcome, text, _ = await asyncio.to_thread(
-                answer, browser, tab3, b1.record.digest, "approve", "erin")
+                answer, browser, tab3, b1.record.digest, "approve")
             assert outcome == "refused" and "expired unanswered" in text, text
 
     assert rep_a.status == "halted" and rep_a.failure is not None
@@ -305,3 +326,162 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
     assert (await scheduled(client, run_b)).get("s3.put", 0) == 0
     assert s3.list_objects_v2(Bucket=bucket, Prefix=late).get("KeyCount", 0) == 0
     assert token not in await asyncio.to_thread(log.read_text)  # the log redacts the token
+
+
+async def logged_in(url: str, token: str) -> tuple[dict[str, str], str]:
+    """Log in with the token: the session's Cookie header and its CSRF token."""
+    status, headers, _ = await asyncio.to_thread(request, url + "?token=" + token)
+    assert status == 303, status
+    jar = "; ".join(c.split(";", 1)[0] for c in headers.get_all("Set-Cookie") or [])
+    csrf = re.search(r"plangate_csrf=([^;]+)", jar)
+    assert csrf is not None, jar
+    return {"Cookie": jar}, csrf.group(1)
+
+
+async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings, stack, s3,
+                                                                tmp_path):
+    bucket = unique("queues")
+    s3.create_bucket(Bucket=bucket)
+
+    def plan(key: str) -> dict[str, Any]:
+        return {"goal": f"publish {key}", "budget": {"replans_max": 0}, "steps": [
+            {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
+             "args": {"bucket": bucket, "key": key, "body": key}}]}
+
+    token = approver_key("erin").login_token()
+    async with running_worker(client, settings) as a, running_worker(client, settings) as b:
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": a.settings.task_queue}
+        api_a, api_b = Plangate(client, a.settings), Plangate(client, b.settings)
+        async with ui_process(env, tmp_path / "ui.log") as url:
+            run_a, run_b = await api_a.start(plan("a.txt")), await api_b.start(plan("b.txt"))
+            card_a, card_b = await waiting(api_a, run_a, 1), await waiting(api_b, run_b, 1)
+            session, csrf = await logged_in(url, token)
+            status, _, page = await asyncio.to_thread(request, url, headers=session)
+            assert status == 200 and card_a.record.digest in page
+            assert run_b not in page and card_b.record.digest not in page
+
+            # a form for queue B's card, as an attacker would write it: refused, not applied
+            form = {"run_id": run_b, "step": 1, "digest": card_b.record.digest,
+                    "decision": "approve", "as": "mallory", "csrf": csrf}
+            status, _, page = await asyncio.to_thread(request, url + "answer", "POST", form,
+                                                      session)
+            assert status == 404, page
+            assert (f"no run {run_b} waits on task queue {a.settings.task_queue}" in
+                    html.unescape(page)), page
+            rep_b = await api_b.report(run_b)
+            assert rep_b.status == "awaiting_approval" and rep_b.approvals[0].answer is None
+            assert (await scheduled(client, run_b)).get("s3.put", 0) == 0
+
+            # its own card: applied, and shown as applied
+            # the form claims another name: the answer is the session's person's, signed
+            form = {**form, "run_id": run_a, "digest": card_a.record.digest, "as": "mallory"}
+            status, _, page = await asyncio.to_thread(request, url + "answer", "POST", form,
+                                                      session)
+            assert status == 200 and 'data-outcome="accepted"' in page, page
+            assert "approve of step 1 of run " + run_a in html.unescape(page), page
+            rep_a = await api_a.result(run_a)
+        await api_b.cancel(run_b, reason="test over")
+    assert rep_a.status == "succeeded" and rep_a.approvals[0].answer is not None
+    assert rep_a.approvals[0].answer.by == "erin"
+    assert s3.get_object(Bucket=bucket, Key="a.txt")["Body"].read() == b"a.txt"
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="b.txt").get("KeyCount", 0) == 0
+
+
+async def test_an_answer_recorded_is_never_shown_as_an_error(settings, stack, s3, tmp_path):
+    """Keys mid-rotation: the worker encrypts with a new key the page does not hold yet. The
+    page's answer (encrypted with the old key, which the worker still reads) is recorded, and
+    its receipt, written under the new key, does not decrypt in the page: the page says the
+    answer was recorded (it showed a 500 before), and the step runs."""
+    old, new = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
+    rotated = replace(settings, encryption_keys=parse_encryption_keys(f"k2:{new},k1:{old}"))
+    bucket, key = unique("rotated"), "approved.txt"
+    s3.create_bucket(Bucket=bucket)
+    plan = {"goal": "publish once approved", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
+         "args": {"bucket": bucket, "key": key, "body": "approved"}}]}
+    token = approver_key("erin").login_token()
+    async with running_worker(await connect(rotated), rotated) as h:
+        api = Plangate(h.client, h.settings)
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue,
+               "PLANGATE_ENCRYPTION_KEYS": f"k1:{old}"}
+        async with ui_process(env, tmp_path / "ui.log") as url:
+            run_id = await api.start(plan)
+            card = await waiting(api, run_id, 1)
+            session, csrf = await logged_in(url, token)
+            form = {"run_id": run_id, "step": 1, "digest": card.record.digest,
+                    "decision": "approve", "as": "erin", "csrf": csrf}
+            status, _, page = await asyncio.to_thread(request, url + "answer", "POST", form,
+                                                      session)
+            rep = await asyncio.wait_for(api.result(run_id), 30)
+    assert status == 200 and 'data-outcome="accepted"' in page, page
+    assert f"approve of step 1 of run {run_id}" in html.unescape(page), page
+    assert rep.status == "succeeded" and rep.approvals[0].answer is not None
+    assert rep.approvals[0].answer.by == "erin"
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"approved"
+
+
+def raw_request(url: str, line: str) -> bytes:
+    """Send ``line`` as the request line, as it is: the first line of the answer (the body's,
+    when the server answers as to HTTP/0.9)."""
+    u = urlsplit(url)
+    with socket.create_connection((u.hostname or "", u.port or 80), timeout=30) as conn:
+        conn.sendall(line.encode() + b"\r\n\r\n")
+        return conn.makefile("rb").readline()
+
+
+async def test_the_log_never_holds_the_token_in_any_form(client, settings, stack, tmp_path):
+    token = approver_key("erin").login_token()
+    quoted = "".join(f"%{b:02X}" for b in token.encode())
+    forms = {  # each way a URL can carry it: the status each gets
+        f"/?token={token}": 303, f"/?%74oken={token}": 303, f"/?token={quoted}": 303,
+        f"/?tok%65n={quoted.lower()}&x=1": 303, f"/?x=1&token={token}": 303,
+        f"/?TOKEN={token}": 401, f"/?{token}": 401, f"/?t=1;token={token}": 401,
+        f"/{token}": 404, f"/login?token={token}": 404, f"/%2F?{quote(token)}": 404,
+    }
+    log = tmp_path / "ui.log"
+    async with running_worker(client, settings) as h:
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        async with ui_process(env, log) as url:
+            base = url.rstrip("/")
+            for path, want in forms.items():
+                status, _, _ = await asyncio.to_thread(request, base + path)
+                assert status == want, (path, status)
+            # request lines the server cannot parse: the standard library logs them quoted
+            for line in (f"GET /?token={token} HTTP/1.1 extra", f"{token} / HTTP/1.1",
+                         f"GET /?token={token} HTTP/7", f"GET /{quoted}"):
+                assert await asyncio.to_thread(raw_request, url, line)  # answered (an error)
+    text = await asyncio.to_thread(log.read_text)
+    for shown in (token, quoted, quoted.lower(), quote(token), token[:16], token[-16:]):
+        assert shown not in text, shown
+    lines = text.splitlines()
+    assert sum("GET /?<query> HTTP/1.1 303" in line for line in lines) == 5, text
+    assert sum("GET <other path>" in line and line.endswith(" 404") for line in lines) == 3, text
+    assert sum(" error 400" in line or " error 501" in line for line in lines) == 3, text
+
+
+async def test_wrong_tokens_are_throttled_per_address(client, settings, stack, tmp_path):
+    token = approver_key("erin").login_token()
+
+    async def log_in(given: str, source: str | None = None) -> tuple[int, str | None]:
+        status, headers, _ = await asyncio.to_thread(request, url + "login", "POST",
+                                                     {"token": given}, None, source)
+        return status, headers.get("Retry-After")
+
+    async with running_worker(client, settings) as h:
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        async with ui_process(env, tmp_path / "ui.log") as url:
+            for _ in range(5):  # the first few wrong tokens only fail
+                assert await log_in(secrets.token_urlsafe(32)) == (401, None)
+            # then this address waits: the right token too is refused unheard
+            assert await log_in(token) == (429, "1")
+            assert await log_in(token, source="127.0.0.2") == (303, None)  # another address
+            await asyncio.sleep(1.2)
+            assert (await log_in(token))[0] == 303  # once the wait is over, it is heard
+            for _ in range(5):  # the right token cleared the count: it starts over
+                assert (await log_in("wrong-" + token))[0] == 401
+            assert (await log_in(token))[0] == 429
+            await asyncio.sleep(1.2)
+            assert (await log_in("wrong-" + token))[0] == 401  # heard, and wrong again
+            assert await log_in(token) == (429, "2")  # the wait has doubled
+            status, _, _ = await asyncio.to_thread(request, url + "?token=" + token)
+            assert status == 429  # the link form of the token waits the same

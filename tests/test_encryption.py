@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import ipaddress
 import json
 import os
+import re
+import secrets
 import signal
+import socket
 import subprocess
 import threading
 import urllib.error
@@ -30,23 +35,35 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from psycopg import sql
 from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHistory,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from activities.demo_schema import Account, seed_account
 from plangate.api import Plangate
 from plangate.assembly import PlangatePlugin, build_worker, connect
 from plangate.cli import main
-from plangate.codec_server import CodecServer, codec_server
+from plangate.codec_server import CodecServer, CodecServerRefused, codec_server
+from plangate.compression import DATA_CONVERTER
 from plangate.encryption import (
     ENCODING,
     KEY_ID,
+    REFUSED_TYPE,
     DecryptionError,
     EncryptionCodec,
     payload_codec,
 )
-from tests.harness import console_script, running_worker
+from records.approvals import ApprovalAnswer, Decision
+from records.run import CancelRequest
+from tests.harness import console_script, history_events, running_worker, scheduled
+from tests.test_unreachable import closed_port
 from world.clients import World
 from world.settings import ENCRYPTION_KEYS_VAR, Settings, parse_encryption_keys
 
@@ -231,6 +248,85 @@ async def test_build_worker_refuses_a_client_that_would_write_in_clear(client, k
         await build_worker(client, k1.settings, bootstrap=False)
 
 
+REFUSED = ("refused: a payload that is not encrypted (encoding 'json/plain'): this worker has "
+           "PLANGATE_ENCRYPTION_KEYS and takes a run's input, signals and updates only "
+           "encrypted with the deployment's key")
+
+
+async def plain_client(settings: Settings) -> Client:
+    """A client with plangate's converter and no keys: anyone who reaches Temporal."""
+    return await Client.connect(**settings.temporal_connect_config(), data_converter=DATA_CONVERTER)
+
+
+async def test_an_encrypting_worker_refuses_a_plain_start(k1, s3):
+    bucket, key = f"plain-{uuid.uuid4().hex[:8]}", "written.txt"
+    s3.create_bucket(Bucket=bucket)
+    plan = {"goal": "write without the key", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "args": {"bucket": bucket, "key": key, "body": "x"}}]}
+    plain = await plain_client(k1.settings)
+    async with running_worker(k1.client, k1.settings) as h:
+        # the very input `plangate run` sends, only not encrypted
+        handle = await Plangate(plain, h.settings).submit(plan)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 30)
+        rep = await Plangate(k1.client, h.settings).report(handle.id)
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError), cause
+    assert (cause.type, cause.non_retryable) == (REFUSED_TYPE, True)
+    assert cause.message.startswith(REFUSED), cause.message  # read without the key
+    events = await history_events(plain, handle.id)
+    assert await scheduled(plain, handle.id) == {}  # no tool, no probe
+    assert [e.event_type for e in events][-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+    assert not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in events)
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+    assert rep.status == "failed" and rep.escalation is not None, rep
+    assert REFUSED in rep.escalation and {s.state for s in rep.steps} == {"VOID"}
+
+
+async def test_an_encrypting_worker_drops_plain_signals_and_refuses_plain_updates(
+    k1, s3, caplog
+):
+    bucket, key = f"plain-{uuid.uuid4().hex[:8]}", "approved.txt"
+    s3.create_bucket(Bucket=bucket)
+    plan = {"goal": "write once approved", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "approval": "required",
+         "args": {"bucket": bucket, "key": key, "body": "approved"}}]}
+    plain = await plain_client(k1.settings)
+    async with running_worker(k1.client, k1.settings) as h:
+        api = Plangate(k1.client, h.settings)
+        run_id = await api.start(plan)
+        for _ in range(100):
+            rep = await api.report(run_id)
+            if rep.approvals:
+                break
+            await asyncio.sleep(0.1)
+        (card,) = rep.approvals
+        answer = ApprovalAnswer(step=1, digest=card.digest, decision=Decision.APPROVE, by="mallory")
+        theirs = plain.get_workflow_handle(run_id)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await theirs.execute_update("approve", answer)
+        why = refused.value.cause
+        assert isinstance(why, ApplicationError) and why.type == REFUSED_TYPE, why
+        assert why.message.startswith(REFUSED), why.message
+        for name, arg in (("answer", answer), ("cancel", CancelRequest(reason="plain"))):
+            await theirs.signal(name, arg)
+        # the run went on as if nothing came: still waiting, nothing recorded or cancelled
+        await asyncio.sleep(1)
+        rep = await api.report(run_id)
+        assert rep.status == "awaiting_approval" and rep.cancellation is None, rep
+        assert rep.refused_answers == [] and rep.approvals[0].answer is None
+        assert (await scheduled(k1.client, run_id)).get("s3.put", 0) == 0
+        # the key's holder answers: the step runs, once
+        await api.approve(run_id, 1, card.digest, by="erin")
+        rep = await asyncio.wait_for(api.result(run_id), 30)
+    assert rep.status == "succeeded", rep.failure
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"approved"
+    dropped = [r for r in caplog.records if "dropping the signal" in r.getMessage()]
+    named = {re.search(r"signal input for (\w+) ", r.getMessage()) for r in dropped}
+    assert {m.group(1) for m in named if m} == {"answer", "cancel"}, dropped
+    assert all(REFUSED in str(r.exc_info[1]) for r in dropped if r.exc_info)
+
+
 def keyring(*ids: str) -> Settings:
     material = {"k1": K1, "k2": K2}
     return Settings.from_env({ENCRYPTION_KEYS_VAR: ",".join(f"{i}:{b64(material[i])}"
@@ -383,15 +479,17 @@ async def test_codec_server_cors_token_and_errors(server):
 
 
 async def test_plangate_codec_server_command():
+    """Without a token: on loopback, and only when told so."""
     env = {**os.environ, ENCRYPTION_KEYS_VAR: f"k2:{b64(K2)},k1:{b64(K1)}"}
     env.pop("PLANGATE_CODEC_TOKEN", None)
     proc = await asyncio.create_subprocess_exec(
         console_script("plangate"), "codec-server", "--port", "0", "--origin", ORIGIN,
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        "--insecure-local", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
         assert "keys k2, k1" in line and ORIGIN in line and b64(K1) not in line, line
+        assert "no token: any process on this machine may use it" in line, line
         url = line.split(" on ", 1)[1].split()[0]
         sealed = await encrypted_report("cli@example.com")  # written under k1, before rotation
         status, _, body = await asyncio.to_thread(http, f"{url}/decode", body=as_json(sealed))
@@ -402,3 +500,79 @@ async def test_plangate_codec_server_command():
         code = await asyncio.wait_for(proc.wait(), 10)
     assert code == 130  # interrupted, as every command
 
+
+
+def non_loopback_hosts() -> list[str]:
+    """Every interface, and this machine's own address on its network when it has one."""
+    hosts = ["0.0.0.0"]
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # a UDP connect sends nothing: it only picks the route
+        own = s.getsockname()[0]
+        if not ipaddress.ip_address(own).is_loopback:
+            hosts.append(own)
+    return hosts
+
+
+async def codec_server_command(*argv: str, **env: str) -> tuple[int, str, str]:
+    """``plangate codec-server ARGV`` with the keys and ``env``, which must end by itself."""
+    run_env = {k: v for k, v in os.environ.items() if k != "PLANGATE_CODEC_TOKEN"}
+    run_env.update({ENCRYPTION_KEYS_VAR: f"k1:{b64(K1)}", **env})
+    proc = await asyncio.create_subprocess_exec(
+        console_script("plangate"), "codec-server", *argv, env=run_env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:  # it serves: the refusal this test expects did not come
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def listening(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex((host, port)) == 0
+
+
+@pytest.mark.parametrize("host", non_loopback_hosts())
+async def test_codec_server_without_a_token_off_loopback_refuses_to_start(host):
+    port = closed_port()
+    for flags in ((), ("--insecure-local",)):  # the local flag does not open other addresses
+        code, out, err = await codec_server_command("--host", host, "--port", str(port),
+                                                    *flags)
+        assert (code, out) == (2, ""), (code, out, err)
+        assert err.splitlines() == [
+            f"plangate: codec-server: refusing to listen on {host} without "
+            "PLANGATE_CODEC_TOKEN: anyone who reaches it could decrypt the deployment's "
+            "payloads; set PLANGATE_CODEC_TOKEN (make one with: python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'), or serve this machine only with --host "
+            "127.0.0.1 --insecure-local"], err
+        assert not listening(host, port) and not listening("127.0.0.1", port)
+    # the refusal is the token's: with one, the same address is served (in-process, port 0)
+    s = Settings.from_env({ENCRYPTION_KEYS_VAR: f"k1:{b64(K1)}", "PLANGATE_CODEC_TOKEN": TOKEN})
+    srv = codec_server(s, host=host, port=0)
+    try:
+        assert listening(host, srv.server_address[1])
+    finally:
+        srv.server_close()
+
+
+async def test_codec_server_on_loopback_needs_the_local_flag_or_a_strong_token():
+    port = closed_port()
+    code, _, err = await codec_server_command("--port", str(port))
+    assert code == 2 and err.startswith(
+        "plangate: codec-server: PLANGATE_CODEC_TOKEN is not set: every process on this "
+        "machine could decrypt the deployment's payloads;"), err
+    assert "pass --insecure-local to serve a loopback address without a token" in err
+    for weak in ("tiny-1", "x" * 64, "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ",
+                 secrets.token_urlsafe(12)):
+        code, _, err = await codec_server_command("--port", str(port), "--insecure-local",
+                                                  PLANGATE_CODEC_TOKEN=weak)
+        assert code == 2 and "PLANGATE_CODEC_TOKEN is too weak: about " in err, err
+        assert "at least 128 are needed" in err and "secrets.token_urlsafe(32)" in err
+        assert weak not in err
+    assert not listening("127.0.0.1", port)
+    with pytest.raises(CodecServerRefused, match="PLANGATE_CODEC_TOKEN is not set"):
+        codec_server(Settings(), port=0)

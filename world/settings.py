@@ -278,7 +278,8 @@ class Settings:
     # payload encryption (plangate.encryption): (key id, 32-byte AES key), the first encrypts,
     # all decrypt; (): payloads are not encrypted. Secrets: kept out of repr.
     encryption_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
-    # the bearer token ``plangate codec-server`` asks for; None: none asked
+    # the bearer token ``plangate codec-server`` asks for; None: it starts only on loopback
+    # with --insecure-local (plangate.codec_server)
     codec_token: str | None = field(default=None, repr=False)
     # who may answer approval cards (name, Ed25519 public key): a worker's setting; an answer
     # counts only with a proof signed by one of them (records.proofs)
