@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import time
 import uuid
 from typing import Any
 
@@ -31,13 +32,16 @@ def plan(bucket: str, approval: bool) -> dict[str, Any]:
     return {"goal": "publish", "budget": {"replans_max": 0}, "steps": [step]}
 
 
-async def approve_when_asked(api: Plangate, run_id: str) -> None:
+async def approve_when_asked(api: Plangate, run_id: str) -> float:
+    """Approve the card once it waits: the approve call's wall time, in ms (signing the answer,
+    the Update's validator verifying it, its acceptance)."""
     while True:
         rep = await api.report(run_id)
         pending = [a for a in rep.approvals if a.status == "pending"]
         if pending:
+            began = time.perf_counter()
             await api.approve(run_id, pending[0].step, pending[0].digest, by="bench")
-            return
+            return (time.perf_counter() - began) * 1000
         await asyncio.sleep(0.02)
 
 
@@ -70,11 +74,12 @@ async def main(runs: int) -> None:
         boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url).create_bucket(Bucket=bucket)
         await api.result(await api.start(plan(bucket, False)))  # warm-up
         approved: list[float] = []
+        calls: list[float] = []
         plain: list[float] = []
         windows: dict[str, list[float]] = {"approved": [], "no card": []}
         for _ in range(runs):
             run_id = await api.start(plan(bucket, True))
-            await approve_when_asked(api, run_id)
+            calls.append(await approve_when_asked(api, run_id))
             rep = await api.result(run_id)
             approved.append(turnaround_ms(rep))
             windows["approved"].append(check_to_use_ms(rep))
@@ -88,6 +93,8 @@ async def main(runs: int) -> None:
     print(f"no card: the workflow's read -> tool started:             p50 {p:.1f} ms, "
           f"max {max(plain):.1f} ms")
     print(f"approval turnaround / the call's dispatch: {a / p:.2f}")
+    print(f"the approve call (sign, the validator's check, accepted): "
+          f"p50 {statistics.median(calls):.1f} ms, max {max(calls):.1f} ms")
     for name, xs in windows.items():
         print(f"check-to-use (the read at the call -> tool started), {name}: "
               f"p50 {statistics.median(xs):.2f} ms, max {max(xs):.2f} ms")
