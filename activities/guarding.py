@@ -35,8 +35,9 @@ def derive(req: GuardRequest, settings: Settings) -> Resolved:
     first = req.version == 1
     on_behalf_of = plan.on_behalf_of if first else req.on_behalf_of
     policy = (plan.policy_bundle or settings.policy_bundle) if first else req.policy_bundle
+    g = guarded(plan, settings, replanned=not first)
     out = Resolved(
-        plan=guarded(plan, settings, replanned=not first),
+        guards=g.guards, systems=g.systems, approval_ttl_s=g.approval_ttl_s,
         approvers={name: _b64(key) for name, key in settings.approvers},
         on_behalf_of=on_behalf_of, policy_bundle=policy,
     )

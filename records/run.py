@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, JsonValue
 
-from plans.guards import GuardedPlan
+from plans.guards import DEFAULT_APPROVAL_TTL_S, GuardedPlan, StepGuard
 from plans.model import Plan
 from records.proofs import Submission
 from records.report import FailureRecord, RunReport, StepState
@@ -112,9 +112,12 @@ class GuardRequest(BaseModel):
 
 class Resolved(BaseModel):
     """A plan version's guards as this deployment derives them, with what the workflow needs
-    to judge answers to its cards; or why the run may not act at all."""
+    to judge answers to its cards; or why the run may not act at all. The plan itself is not
+    sent back (the workflow has it): only what guards it."""
 
-    plan: GuardedPlan
+    guards: dict[int, StepGuard]
+    systems: dict[str, str] = Field(default_factory=dict)
+    approval_ttl_s: float = DEFAULT_APPROVAL_TTL_S
     approvers: dict[str, str] = Field(default_factory=dict)  # name -> public key, base64
     submitter: str | None = None  # who submitted the run, proven
     submitter_key: str | None = None  # its public key, base64
@@ -124,3 +127,9 @@ class Resolved(BaseModel):
     # set: the run acts on nothing (the code and status it fails with, and why)
     refusal: str | None = None
     refusal_code: str = "not_permitted"
+
+    def guarded(self, plan: Plan) -> GuardedPlan:
+        return GuardedPlan(
+            plan=plan, guards=self.guards, systems=self.systems,
+            approval_ttl_s=self.approval_ttl_s,
+        )

@@ -42,7 +42,7 @@ from records.approvals import ApprovalAnswer, Decision
 from records.calls import StepRef, ToolCall
 from records.proofs import Submitter, sign_submission
 from records.report import RunReport
-from records.run import RunInput
+from records.run import Carried, RunInput
 from records.signing import SigningKey
 from tests.fake_openai import FakeOpenAI
 from tests.harness import model_backed, running_worker, scheduled
@@ -373,3 +373,34 @@ async def test_a_replanned_money_step_waits_for_a_fresh_card(client, settings, p
             await api.approve(run_id, 1, card.digest, by="erin")
             rep = await api.result(run_id)
     assert rep.status == "succeeded" and rep.plan_version == 2 and await credits(pg, aid) == 1
+
+
+async def test_a_raw_start_cannot_carry_state_or_ask_temporal_to_run_it_again(
+    client, settings, pg, world
+):
+    aid = await account(world)
+    plan = parse_plan(credit(aid, 500.0))
+    # carried state claiming the credit's card approved already: only continue-as-new hands
+    # state on, and this run continues from nothing
+    forged = RunReport(run_id="forged", goal=plan.goal)
+    carried = Carried(report=forged, version=1, begun=False,
+                      plan_made_at=datetime.now(UTC), key_tag="0" * 16)
+    async with running_worker(client, replace(settings, approve_effects=MONEY)) as h:
+        runs: dict[str, RunReport] = {}
+        for what, inp, extra in (
+            ("carried", RunInput(plan=GuardedPlan(plan=plan), carried=carried), {}),
+            ("retried", RunInput(plan=GuardedPlan(plan=plan)),
+             {"retry_policy": RetryPolicy(maximum_attempts=3)}),
+        ):
+            run_id = f"forged-{what}-{uuid.uuid4().hex[:8]}"
+            runs[what] = await client.execute_workflow(
+                PlanRunWorkflow.run, inp, id=run_id, task_queue=h.settings.task_queue,
+                result_type=RunReport, **extra,
+            )
+            assert set(await scheduled(client, run_id)) <= {"guard.resolve"}, what
+    assert "only the run before it can hand on" in str(runs["carried"].failure)
+    assert "never scheduled or retried by Temporal" in str(runs["retried"].failure)
+    for rep in runs.values():
+        assert rep.status == "halted" and rep.failure is not None
+        assert rep.failure.code == "not_permitted" and rep.approvals == []
+    assert await credits(pg, aid) == 0

@@ -334,10 +334,10 @@ class PlanRunWorkflow:
                 self._report.plan_version = version
                 for step in inp.plan.plan.steps:
                     self._step_shown(step, version, made_at)
-            resolved = await self._guards(inp.plan.plan, version, base, first_run=c is None)
-            if resolved is None:
+            found = await self._guards(inp.plan.plan, version, base, first_run=c is None)
+            if found is None:
                 return None
-            plan = resolved.plan
+            plan, resolved = found
             base = replace(
                 base, guarded=plan, on_behalf_of=resolved.on_behalf_of,
                 policy_bundle=resolved.policy_bundle,
@@ -356,7 +356,7 @@ class PlanRunWorkflow:
             version += 1
             if plan is not None and self._own_guards:
                 again = await self._guards(plan.plan, version, ctx, first_run=False)
-                plan = again.plan if again is not None else None
+                plan = again[0] if again is not None else None
         return None
 
     # -- the worker's own guards (DEPLOYMENT_GUARDS_PATCH) --------------------------------------
@@ -380,9 +380,10 @@ class PlanRunWorkflow:
 
     async def _guards(
         self, plan: Plan, version: int, ctx: VersionContext, *, first_run: bool
-    ) -> Resolved | None:
-        """The plan version with this worker's guards (``guard.resolve``); the approvers and
-        submitter its cards are judged by are kept. None when the run may not act (refused)."""
+    ) -> tuple[GuardedPlan, Resolved] | None:
+        """The plan version with this worker's guards (``guard.resolve``), and what else the
+        worker said; the approvers and submitter its cards are judged by are kept. None when
+        the run may not act (refused)."""
         info = workflow.info()
         req = GuardRequest(
             plan=plan, version=version, workflow_id=info.workflow_id,
@@ -401,11 +402,12 @@ class PlanRunWorkflow:
         self._submitter_key = (
             base64.b64decode(resolved.submitter_key) if resolved.submitter_key else None
         )
+        guarded = resolved.guarded(plan)
         if resolved.refusal is not None:
             made_at = workflow.now() if version > 1 else ctx.plan_made_at
-            self._refuse(resolved.refusal, resolved.refusal_code, resolved.plan, version, made_at)
+            self._refuse(resolved.refusal, resolved.refusal_code, guarded, version, made_at)
             return None
-        return resolved
+        return guarded, resolved
 
     def _refuse(
         self, why: str, code: str, plan: GuardedPlan | None, version: int, made_at: datetime
