@@ -6,7 +6,10 @@ catalogue and settings: each step's effect, contract, reader, version binding an
 waits for a person; the approvers whose proofs count; who submitted the run and whether it may
 act as the principal it names; the policy bundle it is decided under. The first version is
 checked as ``plangate check`` checks it (a raw start skips no check). Nothing an input says
-about its own guards is read.
+about its own guards is read. In the same activity, with those guards, the steps a new run
+starts with make their first read (``first_reads``): the guards cost no local activity of
+their own before the first step acts. A re-planned version's guards are derived by the review
+of the proposal (``replanner.review``), on the worker too.
 """
 
 from __future__ import annotations
@@ -17,8 +20,13 @@ import base64
 from temporalio import activity
 
 from activities.catalogue import guarded, plan_problems
+from activities.probe_activity import ProbeActivities
+from plans import bindings
+from plans.guards import first_read, step_conditions
+from records.calls import ProbeRequest, StepRef
 from records.proofs import submission_refusal
 from records.run import GuardRequest, Resolved
+from world.clients import World
 from world.settings import Settings
 
 ACTIVITY_NAME = "guard.resolve"
@@ -67,11 +75,46 @@ def resolve(req: GuardRequest, settings: Settings) -> Resolved:
     return out
 
 
+def first_reads(req: GuardRequest, out: Resolved) -> dict[int, ProbeRequest]:
+    """What each step of ``req.reads`` reads before its call, with the guards just derived:
+    what the step itself would ask (``plans.guards.first_read``). A step whose arguments or
+    conditions hold a ``${name}`` reads itself, later."""
+    guarded = out.guarded(req.plan)
+    asked: dict[int, ProbeRequest] = {}
+    for n, key in req.reads.items():
+        step, g = guarded.plan.step(n), guarded.guard(n)
+        try:
+            args = bindings.resolve(step.args, {}, "args")
+            plan_pre = [c.model_copy(update={"args": bindings.resolve(c.args, {}, "pre")})
+                        for c in step.pre]
+            plan_post = [c.model_copy(update={"args": bindings.resolve(c.args, {}, "post")})
+                         for c in step.post]
+        except bindings.BindingError:
+            continue
+        pre, post = step_conditions(g, args, plan_pre, plan_post)
+        _, conditions, lenient = first_read(step, g, args, pre, post)
+        if conditions:
+            ref = StepRef(run_id=req.workflow_id, plan_version=req.version, n=n,
+                          tool=step.tool, args=args)
+            asked[n] = ProbeRequest(step=ref, conditions=conditions, idempotency_key=key,
+                                    lenient=lenient)
+    return asked
+
+
 class GuardActivities:
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.probes = ProbeActivities(world)
 
     @activity.defn(name=ACTIVITY_NAME)
     async def resolve(self, req: GuardRequest) -> Resolved:
         # path checks resolve symlinks on disk: off the event loop
-        return await asyncio.to_thread(resolve, req, self.settings)
+        out = await asyncio.to_thread(resolve, req, self.world.settings)
+        if out.refusal is not None or not req.reads:
+            return out
+        asked = first_reads(req, out)
+        answers = await asyncio.gather(*(self.probes.read(r) for r in asked.values()))
+        # a read any probe could not answer is no read: that step reads itself, with its own
+        # retries and patience for a system that is down
+        reads = {n: a for n, a in zip(asked, answers, strict=True) if not a.unknown}
+        return out.model_copy(update={"reads": reads})

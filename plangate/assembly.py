@@ -50,7 +50,7 @@ def activities(world: World) -> dict[str, Callable[..., Any]]:
     """Every plangate activity on ``world``, by the name workflows call it by."""
     return {
         PROBE_ACTIVITY: ProbeActivities(world).evaluate,
-        GUARD_ACTIVITY: GuardActivities(world.settings).resolve,
+        GUARD_ACTIVITY: GuardActivities(world).resolve,
         **tool_activities(world),
         PROPOSE_ACTIVITY: ReplanActivities(world.settings).propose,
         REVIEW_ACTIVITY: ReviewActivities(world.settings).review,

@@ -117,6 +117,46 @@ def skip_evidence(g: StepGuard, args: Mapping[str, Any]) -> list[Condition]:
     return _bind((*(t for t in g.contract.post if t.identifies), *g.contract.done), args)
 
 
+def step_conditions(
+    g: StepGuard, args: Mapping[str, Any], plan_pre: list[Condition], plan_post: list[Condition]
+) -> tuple[list[Condition], list[Condition]]:
+    """A step's pre and post conditions from its resolved arguments and its plan's own (already
+    resolved): the contract's, the plan's, and the version its write will carry."""
+    pre = conditions_for(g, "pre", args, plan_pre)
+    post = conditions_for(g, "post", args, plan_post)
+    version = version_condition(g, args)
+    if version is not None and version.key() not in {c.key() for c in pre}:
+        pre = [*pre, version]
+    return pre, post
+
+
+def skip_check(
+    step: Step, g: StepGuard, args: Mapping[str, Any], post: list[Condition]
+) -> list[Condition]:
+    """What must hold before the call for the step to be skipped as already done: every post
+    condition and the tool's evidence that *this* call's effect is in place. Nothing when the
+    step cannot be skipped (a read, a step that binds values, no such evidence)."""
+    if g.effect.rank == 0 or step.binds:
+        return []
+    evidence = skip_evidence(g, args)
+    if not evidence:
+        return []
+    keys = {c.key() for c in post}
+    return post + [c for c in evidence if c.key() not in keys]
+
+
+def first_read(
+    step: Step, g: StepGuard, args: Mapping[str, Any], pre: list[Condition],
+    post: list[Condition],
+) -> tuple[list[Condition], list[Condition], list[str]]:
+    """What a step reads before its call: the skip check, then the skip check and the pre
+    conditions; and (by key) the evidence read only to skip (arguments that do not fit it mean
+    "no evidence")."""
+    done = skip_check(step, g, args, post)
+    only = [c.key() for c in done[len(post) :]] if done else []
+    return done, done + pre, only
+
+
 def steps_of(plan: GuardedPlan) -> list[tuple[Step, StepGuard]]:
     return [(s, plan.guards[s.n]) for s in plan.plan.steps]
 

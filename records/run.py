@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, JsonValue
 
 from plans.guards import DEFAULT_APPROVAL_TTL_S, GuardedPlan, StepGuard
 from plans.model import Plan
+from records.calls import ProbeReport
 from records.proofs import Submission
 from records.report import FailureRecord, RunReport, StepState
 
@@ -108,6 +109,10 @@ class GuardRequest(BaseModel):
     # the run's principal and policy, once decided (versions after the first)
     on_behalf_of: str | None = None
     policy_bundle: str | None = None
+    # the steps that start first, by n, with their calls' idempotency keys: the worker reads
+    # what each reads before its call in the same activity, with the guards it derived (one
+    # local activity, not two, before the first step acts)
+    reads: dict[int, str] = Field(default_factory=dict)
 
 
 class Resolved(BaseModel):
@@ -127,6 +132,8 @@ class Resolved(BaseModel):
     # set: the run acts on nothing (the code and status it fails with, and why)
     refusal: str | None = None
     refusal_code: str = "not_permitted"
+    # ``GuardRequest.reads``, read: each step's first read, by n (absent: the step reads itself)
+    reads: dict[int, ProbeReport] = Field(default_factory=dict)
 
     def guarded(self, plan: Plan) -> GuardedPlan:
         return GuardedPlan(

@@ -30,7 +30,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.bootstrap import ensure_schema
 from activities.demo_schema import ACCT_3319F, Account, seed_account
 from activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
-from activities.guarding import derive
+from activities.guarding import derive, resolve
 from plangate.api import Plangate
 from plangate.assembly import build_worker
 from records.calls import ToolCall, ToolResult
@@ -123,6 +123,18 @@ def unchecked_guards(settings: Settings) -> Callable[..., Any]:
         return derive(req, settings)
 
     return resolve
+
+
+def guards_alone(settings: Settings) -> Callable[..., Any]:
+    """A double of ``guard.resolve`` that derives and checks, as the worker does, but makes no
+    first read: every read goes to the ``probe.evaluate`` activity, for a test whose double of
+    that activity is what a step must meet."""
+
+    @activity.defn(name=GUARD_ACTIVITY)
+    async def resolve_alone(req: GuardRequest) -> Resolved:
+        return resolve(req, settings)
+
+    return resolve_alone
 
 
 @asynccontextmanager
@@ -227,6 +239,18 @@ def local_activity(e: Any) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = json.loads(a.details["data"].payloads[0].data)
     return data
+
+
+def reads_with_guards(e: Any) -> int:
+    """How many first reads the worker made with a run's guards (``guard.resolve``'s marker),
+    else 0. A compressed result (over the codec's threshold) is not read here: 0."""
+    record = local_activity(e)
+    if record is None or record.get("activity_type") != "guard.resolve":
+        return 0
+    payload = e.marker_recorded_event_attributes.details["result"].payloads[0]
+    if payload.metadata.get("encoding") != b"json/plain":
+        return 0
+    return sum(len(r["results"]) > 0 for r in json.loads(payload.data).get("reads", {}).values())
 
 
 class MovedBeforeCall:

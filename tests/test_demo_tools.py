@@ -320,11 +320,12 @@ async def test_restore_then_update_runs_end_to_end(client, settings, world, pg):
     assert await row(pg, "SELECT status, billing_contact, archived, archived_at, version "
                          "FROM demo.customers WHERE account_id = %s", aid) == (
         "closed", "ar@northwind.example", False, None, 3)
-    # per step: one local read (the skip check) before the call; the verification is read in
-    # the tool's own activity right after it acts (field probes are never fused with the next)
+    # per step: one local read (the skip check) before the call, step 1's with the guards; the
+    # verification is read in the tool's own activity right after it acts (field probes are
+    # never fused with the next)
     assert await scheduled(client, rep.run_id) == {
         "guard.resolve": 1, "customer.restore": 1, "customer.update": 1,
-        "probe.evaluate": 2}
+        "probe.evaluate": 1}
     # the update's contract reads the record's version before it writes: again at the call
     assert [c.phase for c in rep.step(1).checks] == ["skip+pre", "post"]
     assert [c.phase for c in rep.step(2).checks] == ["skip+pre", "at-call", "post"]

@@ -108,9 +108,10 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
         assert rep.status == "succeeded", rep.failure
         # each step: one read before its call (may it be skipped?), one after (did it act?);
         # step 1's read after and step 2's read before are one read (nothing runs between
-        # them), made in step 1's activity, as is step 2's read after: one local read
+        # them), made in step 1's activity, as is step 2's read after; step 1's read before is
+        # made with the guards: one local activity
         assert await scheduled(client, rep.run_id) == {
-            "guard.resolve": 1, "s3.put": 1, "warehouse.run_sql": 1, "probe.evaluate": 1,
+            "guard.resolve": 1, "s3.put": 1, "warehouse.run_sql": 1,
         }
         assert [c.phase for c in rep.step(2).checks] == ["skip+pre", "post"]
         assert s3.get_object(Bucket=bucket, Key="hello.txt")["Body"].read() == b"hello dev"

@@ -180,8 +180,7 @@ async def test_the_runs_awaiting_approval_are_found(client, settings, stack, s3,
     assert f"1. `s3.put` s3://{bucket}/0.txt" in (await desc.static_details() or "")
     target = f"s3://{bucket}/0.txt"
     assert await summaries(client, approved) == [
-        "guards of plan v1, 1 step",
-        f"pre-check step 1: object_content_equals {target}, object_version {target}",
+        "guards of plan v1, 1 step + pre-check step 1",
         f"re-probe step 1: object_content_equals {target}, object_version {target}",
         f"step 1 s3.put -> {target}",  # its post check is read in its own activity
     ]

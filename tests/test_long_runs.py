@@ -17,7 +17,14 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 
 from plangate.api import Plangate
-from tests.harness import chain, local_activity, reads_in_call, running_worker, scheduled
+from tests.harness import (
+    chain,
+    local_activity,
+    reads_in_call,
+    reads_with_guards,
+    running_worker,
+    scheduled,
+)
 
 EVENTS = 300  # the history bound of these tests (PLANGATE_HISTORY_EVENTS)
 
@@ -135,5 +142,7 @@ async def test_a_day_long_wait_and_a_card_carry_across_runs(
     )
     in_calls = sum(reads_in_call(e) for r in runs for e in r)  # made in the tools' activities
     assert in_calls >= 2  # each call read its pre conditions before and its post check after
-    assert probes + in_calls == sum(c.reads for s in rep.steps for c in s.checks)
+    first = sum(reads_with_guards(e) for r in runs for e in r)  # with the guards, at the start
+    assert first == 2  # the two steps that start first
+    assert probes + in_calls + first == sum(c.reads for s in rep.steps for c in s.checks)
     assert waited.state == "DONE" and rep.step(3).state == "DONE"

@@ -16,7 +16,7 @@ from plans.guards import guard
 from plans.model import Plan
 from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from records.replan import ReplanProposal, ReplanRequest, Review, ReviewRequest
-from tests.harness import running_worker, scheduled
+from tests.harness import guards_alone, running_worker, scheduled
 
 
 def failing_index(tag: str) -> dict[str, Any]:
@@ -104,7 +104,8 @@ async def test_a_probe_report_that_answers_nothing_is_never_a_pass(client, setti
          "pre": [{"probe": "job_state", "job_id": f"{job}-before", "want": "done"}]},
     ]}
     for probe in (Evasive(), Answers()):
-        async with running_worker(client, settings, {"probe.evaluate": probe.evaluate}) as h:
+        doubles = {"probe.evaluate": probe.evaluate, "guard.resolve": guards_alone(settings)}
+        async with running_worker(client, settings, doubles) as h:
             rep = await h.run(plan)
         assert rep.status == "failed" and rep.step(1).state == "FAILED"
         assert rep.failure is not None and rep.failure.code == "probe_unknown"

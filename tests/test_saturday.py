@@ -48,11 +48,11 @@ async def test_export_present_loads_the_rows(client, settings, s3, pg, bucket):
         rep = await h.run(saturday(bucket, key, target))
     assert rep.status == "succeeded"
     assert await rows(pg, target) == 3
-    # s3.get: a read before (the object), then at the call and after it (the file), in its
-    # activity; the load: a read before (skip?), its own, since it needs the ETag the get
-    # binds; a read after, in its activity
+    # s3.get: a read before (the object, with the guards), then at the call and after it (the
+    # file), in its activity; the load: a read before (skip?), its own, since it needs the
+    # ETag the get binds; a read after, in its activity
     assert await scheduled(client, rep.run_id) == {
-        "guard.resolve": 1, "probe.evaluate": 2, "s3.get": 1, "warehouse.load": 1}
+        "guard.resolve": 1, "probe.evaluate": 1, "s3.get": 1, "warehouse.load": 1}
     load = rep.step(2)
     assert [c.phase for c in load.checks] == ["skip+pre", "post"]
     mine, gets = load.checks[0].read_at, rep.step(1).checks[-1].read_at

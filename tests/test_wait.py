@@ -72,10 +72,10 @@ async def test_a_state_owed_by_a_concurrent_step_is_waited_for(client, settings)
     assert [(c.phase, r.outcome) for c in waited.checks for r in c.results] == [
         ("pre", "violated"), ("pre", "holds"), ("at-call", "holds")
     ]
-    # local reads: step 1's skip check, step 2's two pre reads; step 1's post check is read
-    # in its own activity
+    # local reads: step 1's skip check and step 2's first pre read (both with the guards),
+    # step 2's second pre read; step 1's post check is read in its own activity
     assert await scheduled(client, rep.run_id) == {
-        "guard.resolve": 1, "warehouse.run_sql": 2, "probe.evaluate": 3}
+        "guard.resolve": 1, "warehouse.run_sql": 2, "probe.evaluate": 1}
 
 
 async def test_post_wait_proceeds_when_the_world_catches_up(time_skipping_env, settings):

@@ -19,7 +19,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from plans import bindings, jsonpath, limits
-    from plans.guards import conditions_for, skip_evidence, version_condition, with_version
+    from plans.guards import first_read, step_conditions, version_condition, with_version
     from plans.model import Condition, Step
     from records.approvals import ApprovalCard, ApprovalRecord, CardStatus
     from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult, StepRef, ToolCall
@@ -264,19 +264,13 @@ class StepRunner:
         bound = {**self.ctx.bound, **self.also_bound}
         try:
             args = bindings.resolve(self.step.args, bound, "args")
-            pre = conditions_for(
-                self.guard, "pre", args, self.ctx.resolve_conditions(self.step.pre, "pre", bound)
-            )
-            post = conditions_for(
-                self.guard, "post", args,
+            pre, post = step_conditions(
+                self.guard, args, self.ctx.resolve_conditions(self.step.pre, "pre", bound),
                 self.ctx.resolve_conditions(self.step.post, "post", bound),
             )
         except bindings.BindingError as e:
             d = route(self._situation(Kind.TOOL_ERROR, status=400))
             return Failed(d, self._failure("unbound_reference", False, str(e), status=400))
-        version = version_condition(self.guard, args)
-        if version is not None and version.key() not in {c.key() for c in pre}:
-            pre = [*pre, version]
         return Prepared(args, pre, post, self._ref(args), self.ctx.idempotency_key(self.step.n))
 
     def _ref(self, args: dict[str, JsonValue]) -> StepRef:
@@ -295,18 +289,6 @@ class StepRunner:
         seen = next((r.observed for r in checked.results if r.condition.key() == key), None)
         args = with_version(self.guard, p.args, seen)
         return replace(p, args=args, ref=self._ref(args))
-
-    def _skip_check(self, p: Prepared) -> list[Condition]:
-        """What must hold before the call for the step to be skipped as already done: every post
-        condition and the tool's evidence that *this* call's effect is in place. Nothing when
-        the step cannot be skipped (a read, a step that binds values, no such evidence)."""
-        if self.effect.rank == 0 or self.step.binds:
-            return []
-        evidence = skip_evidence(self.guard, p.args)
-        if not evidence:
-            return []
-        keys = {c.key() for c in p.post}
-        return p.post + [c for c in evidence if c.key() not in keys]
 
     async def _check_before(
         self, p: Prepared, again: Phase | None = None
@@ -360,11 +342,8 @@ class StepRunner:
         return done + carried, only
 
     def _first_read(self, p: Prepared) -> tuple[list[Condition], list[Condition], list[str]]:
-        """What the step reads before its call: the skip check, then the pre conditions; and
-        the evidence read only to skip (arguments that do not fit it mean "no evidence")."""
-        done = self._skip_check(p)
-        only = [c.key() for c in done[len(p.post) :]] if done else []
-        return done, done + p.pre, only
+        """What the step reads before its call (``plans.guards.first_read``)."""
+        return first_read(self.step, self.guard, p.args, p.pre, p.post)
 
     def _successor_read(
         self, output: dict[str, JsonValue] | None

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         RefusedAnswer,
     )
+    from records.calls import ProbeReport
     from records.codes import CODES
     from records.proofs import AnswerContext, answer_refusal
     from records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
@@ -69,8 +70,9 @@ VOID_AT_FAILURE_PATCH = "void-at-failure"
 # the instant after: the check-to-use window is no longer the call's dispatch, and a chain of
 # guarded steps needs no local activity between its calls. Asked once, when the run begins.
 READS_IN_CALL_PATCH = "reads-in-call"
-# Every plan version's guards are this worker's own (``guard.resolve``, a local activity),
-# never the input's; an answer to a card counts only with an approver's proof; a run's carried
+# Every plan version's guards are this worker's own (``guard.resolve``, a local activity that
+# also makes the first steps' first reads; a re-planned version's, the review's), never the
+# input's; an answer to a card counts only with an approver's proof; a run's carried
 # state comes only from the run before it. Asked once, first, when the run begins: a run that
 # has it takes every patch before it without asking.
 DEPLOYMENT_GUARDS_PATCH = "deployment-guards"
@@ -295,6 +297,7 @@ class PlanRunWorkflow:
         patience = timedelta(seconds=inp.outage_patience_s)
         ctx: VersionContext | None = None
         resumed: Resumed | None = None
+        first_reads: dict[int, ProbeReport] = {}
         if c is None:
             made_at = inp.plan_made_at or workflow.info().start_time
             version, begun = 1, False
@@ -338,6 +341,7 @@ class PlanRunWorkflow:
             if found is None:
                 return None
             plan, resolved = found
+            first_reads = resolved.reads
             base = replace(
                 base, guarded=plan, on_behalf_of=resolved.on_behalf_of,
                 policy_bundle=resolved.policy_bundle,
@@ -347,6 +351,9 @@ class PlanRunWorkflow:
             if not begun and ctx.over_bound():  # the next version begins in the next run
                 return self._carry(ctx, plan, version, made_at, begun=False)
             ctx = self._begin(plan, version, made_at, ctx, begun)
+            for n, read in first_reads.items():  # made with the guards, for the first steps
+                ctx.prefetched[n] = ([r.condition.key() for r in read.results], read)
+            first_reads = {}
             outcome = await execute_version(ctx, resumed)
             if outcome.suspended:
                 return self._carry(ctx, plan, version, made_at, begun=True, outcome=outcome)
@@ -354,9 +361,6 @@ class PlanRunWorkflow:
             plan = await self._next_plan(ctx, outcome)
             made_at = workflow.now()
             version += 1
-            if plan is not None and self._own_guards:
-                again = await self._guards(plan.plan, version, ctx, first_run=False)
-                plan = again[0] if again is not None else None
         return None
 
     # -- the worker's own guards (DEPLOYMENT_GUARDS_PATCH) --------------------------------------
@@ -385,17 +389,23 @@ class PlanRunWorkflow:
         worker said; the approvers and submitter its cards are judged by are kept. None when
         the run may not act (refused)."""
         info = workflow.info()
+        # a new run's first steps are read in the same activity (nothing is bound yet)
+        keyed = replace(ctx, version=version)
+        reads = {
+            s.n: keyed.idempotency_key(s.n) for s in plan.steps if not s.depends_on
+        } if first_run else {}
         req = GuardRequest(
             plan=plan, version=version, workflow_id=info.workflow_id,
             submission=ctx.submission,
             started_at=info.workflow_start_time if first_run else None,
             on_behalf_of=None if version == 1 else ctx.on_behalf_of,
             policy_bundle=None if version == 1 else ctx.policy_bundle,
+            reads=reads,
         )
         resolved: Resolved = await workflow.execute_local_activity(
             GUARD_ACTIVITY, req, result_type=Resolved,
             start_to_close_timeout=options.GUARD_TIMEOUT, retry_policy=options.GUARD_RETRY,
-            summary=summaries.guards(version, len(plan.steps)),
+            summary=summaries.guards(version, len(plan.steps), sorted(reads)),
         )
         self._approvers = {n: base64.b64decode(k) for n, k in resolved.approvers.items()}
         self._submitter = resolved.submitter

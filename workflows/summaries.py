@@ -84,6 +84,8 @@ def replan(attempt: int, run_id: str, step: int, version: int, code: str) -> str
     return clip(f"re-plan {attempt} of {run_id} after {step_label(step, version)} ({code})")
 
 
-def guards(version: int, steps: int) -> str:
-    """The worker deriving a plan version's guards (``guard.resolve``)."""
-    return f"guards of plan v{version}, {steps} step{'s' if steps != 1 else ''}"
+def guards(version: int, steps: int, reads: list[int]) -> str:
+    """The worker deriving a plan version's guards (``guard.resolve``), and the first reads it
+    makes with them."""
+    also = f" + pre-check step {', '.join(map(str, reads))}" if reads else ""
+    return clip(f"guards of plan v{version}, {steps} step{'s' if steps != 1 else ''}{also}")
