@@ -74,14 +74,17 @@ class Harness:
         return await Plangate(self.client, self.settings).submit(plan, run_id=run_id)
 
     async def run_approving(
-        self, plan: dict[str, Any], by: str = "erin", run_id: str | None = None
+        self, plan: dict[str, Any], by: str = "erin", run_id: str | None = None, *,
+        every_s: float = 0.1, after_s: float = 0.0,
     ) -> RunReport:
         """``run``, each card the run waits on approved (signed) by ``by`` as it appears: a
-        re-planned money or external step always waits for a person."""
+        re-planned money or external step always waits for a person. The report is read every
+        ``every_s``, from ``after_s`` on (a benchmark's queries stay out of what it times)."""
         api = Plangate(self.client, self.settings)
         handle = await self.start(plan, run_id)
+        await asyncio.sleep(after_s)
         answered: set[str] = set()
-        async for rep in api.poll(handle.id, every_s=0.1):
+        async for rep in api.poll(handle.id, every_s=every_s):
             for a in rep.approvals:
                 if a.status == "pending" and a.digest not in answered:
                     answered.add(a.digest)
