@@ -2,7 +2,9 @@
 with the plan (about 1.7 KB of JSON per step), and Temporal warns at 512 KiB per payload and
 refuses 2 MiB. A payload of ``COMPRESS_FROM`` bytes or more is stored zlib-compressed
 (encoding ``binary/zlib``); smaller ones stay plain JSON, readable in the Temporal UI as they
-are. Every plangate client, worker and replayer decodes both (``plangate.assembly``)."""
+are. 64 KiB: a plan of a few hundred steps is compressed in the run's input (its guards,
+derived by the worker, are in the history beside it). Every plangate client, worker and
+replayer decodes both (``plangate.assembly``)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
-COMPRESS_FROM = 320 * 1024
+COMPRESS_FROM = 64 * 1024
 ENCODING = b"binary/zlib"
 
 

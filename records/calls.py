@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
 from plans.model import Condition
 from records.proofs import ApprovalGrant, Submission
@@ -85,6 +86,16 @@ class ToolCall(BaseModel):
     approval_required: bool = False
     approval: ApprovalGrant | None = None
     submission: Submission | None = None
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # every step's call is in the history: what protects none of them is left out
+        out = handler(self)
+        if isinstance(out, dict):
+            for name in ("approval_required", "approval", "submission"):
+                if out.get(name) in (None, False):
+                    out.pop(name, None)
+        return out
 
 
 class ToolResult(BaseModel):

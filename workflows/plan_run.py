@@ -461,6 +461,8 @@ class PlanRunWorkflow:
             failed_state=outcome.failed_state if outcome else None,
             on_behalf_of=ctx.on_behalf_of, policy_bundle=ctx.policy_bundle,
         )
+        if ctx.own_guards:  # the next run derives them again: not twice in its history
+            plan = GuardedPlan(plan=plan.plan)
         return RunInput(
             plan=plan, history=ctx.history,
             outage_patience_s=ctx.outage_patience.total_seconds(), carried=carried,
