@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from plangate.assembly import connect
+from plangate.records.signing import SigningKey
 from plangate.stack import EmbeddedStack, environment
-from records.signing import SigningKey
+from plangate.world.clients import World
+from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.harness import APPROVER_NAMES, Harness, running_worker
-from world.clients import World
-from world.settings import DEMO_SYSTEMS_VAR, Settings
 
 
 @dataclass

@@ -20,7 +20,7 @@ import boto3
 from bench._stack import bench_stack
 from bench.guard_cost import workflow_read_ms
 from plangate.api import Plangate
-from records.report import RunReport
+from plangate.records.report import RunReport
 
 
 def plan(bucket: str, approval: bool) -> dict[str, Any]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from plangate.assembly import connect
 from plangate.stack import EmbeddedStack, environment
+from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.crash_harness import KINDS, CrashConfig, CrashHarness, CrashResult
 from tests.harness import s3_client
-from world.settings import DEMO_SYSTEMS_VAR, Settings
 
 HALTS_ALLOWED = 0.05
 

@@ -32,6 +32,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from bench._stack import Bench, bench_stack
 from plangate.stack import environment
+from plangate.workflows.options import PROBE
+from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.plan_fuzz import (
     CRASH,
     HANG,
@@ -46,8 +48,6 @@ from tests.plan_fuzz import (
     judge_check,
     seed_world,
 )
-from workflows.options import PROBE
-from world.settings import DEMO_SYSTEMS_VAR, Settings
 
 F = TypeVar("F", bound=Callable[..., None])
 PANIC = "panicked at"

@@ -15,9 +15,9 @@ from typing import Any
 
 import psycopg
 
-from activities.tools.statements import STATEMENTS
 from bench._stack import Bench, bench_stack
-from records.report import Phase, RunReport
+from plangate.activities.tools.statements import STATEMENTS
+from plangate.records.report import Phase, RunReport
 
 TABLE = "bench_guard"
 

@@ -30,9 +30,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from bench._stack import bench_stack
 from plangate.encryption import data_converter
-from records.report import RunReport
+from plangate.records.report import RunReport
+from plangate.world.settings import Settings
 from tests.harness import chain, running_worker
-from world.settings import Settings
 
 MIB = 1024 * 1024
 

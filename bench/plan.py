@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from replanner.planner import draft_plan
+from plangate.replanner.planner import draft_plan
+from plangate.world.settings import Settings
 from tests.fake_openai import FakeOpenAI
-from world.settings import Settings
 
 ANSWER = {"steps": [
     {"n": 1, "tool": "s3.get", "effect": "read",

@@ -12,14 +12,14 @@ import asyncio
 import json
 import statistics
 
-from activities.demo_schema import seed_acct_3319f
 from bench._stack import Bench, bench_stack
+from plangate.activities.demo_schema import seed_acct_3319f
+from plangate.records.report import RunReport, StepState
+from plangate.replanner.activity import ReplanActivities
+from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.scenarios import closeout_plan, seed_replanned_plan
-from records.report import RunReport, StepState
-from replanner.activity import ReplanActivities
-from replanner.backends.openai import OpenAIBackend
+from plangate.world.settings import Settings
 from tests.fake_openai import FakeOpenAI
-from world.settings import Settings
 
 
 def turnaround_ms(rep: RunReport) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from bench._stack import bench_stack
-from records.report import RunReport
+from plangate.records.report import RunReport
 
 
 def resume_plan(tag: str, table: str) -> dict[str, Any]:

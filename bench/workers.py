@@ -33,8 +33,8 @@ from bench.guard_cost import TABLE
 from bench.guard_cost import plan as jobs_plan
 from plangate.assembly import connect
 from plangate.stack import EmbeddedStack
+from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.harness import Harness, s3_client
-from world.settings import DEMO_SYSTEMS_VAR, Settings
 
 READY = "plangate: worker polling"
 ARTIFACTS = "bench-artifacts"

@@ -25,31 +25,31 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # declaring a tool: its argument model, effect, contract, reader, what it reads and writes
-    "tool": "activities.tools.registry",
-    "ToolArgs": "activities.tools.registry",
-    "CallContext": "activities.tools.registry",
-    "Contract": "plans.catalogue",
-    "Term": "plans.catalogue",
-    "Reader": "plans.catalogue",
-    "Writes": "plans.scope",
-    "Reads": "plans.scope",
-    "Effect": "plans.model",
+    "tool": "plangate.activities.tools.registry",
+    "ToolArgs": "plangate.activities.tools.registry",
+    "CallContext": "plangate.activities.tools.registry",
+    "Contract": "plangate.plans.catalogue",
+    "Term": "plangate.plans.catalogue",
+    "Reader": "plangate.plans.catalogue",
+    "Writes": "plangate.plans.scope",
+    "Reads": "plangate.plans.scope",
+    "Effect": "plangate.plans.model",
     # declaring a probe
-    "probe": "probes.registry",
-    "ProbeArgs": "probes.registry",
-    "ProbeContext": "probes.registry",
-    "Verdict": "probes.registry",
-    "NoRecord": "probes.registry",
+    "probe": "plangate.probes.registry",
+    "ProbeArgs": "plangate.probes.registry",
+    "ProbeContext": "plangate.probes.registry",
+    "Verdict": "plangate.probes.registry",
+    "NoRecord": "plangate.probes.registry",
     # the error a tool raises, and its codes
-    "ToolError": "world.errors",
-    "CODES": "records.codes",
+    "ToolError": "plangate.world.errors",
+    "CODES": "plangate.records.codes",
     # the world context a tool or probe is handed, and an extension's registry
-    "World": "world.clients",
-    "Settings": "world.settings",
-    "Registry": "activities.extensions",
+    "World": "plangate.world.clients",
+    "Settings": "plangate.world.settings",
+    "Registry": "plangate.activities.extensions",
     # running plans
     "Plangate": "plangate.api",
-    "PlanError": "plans.load",
+    "PlanError": "plangate.plans.load",
 }
 
 __all__ = [
@@ -59,18 +59,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from activities.extensions import Registry
-    from activities.tools.registry import CallContext, ToolArgs, tool
+    from plangate.activities.extensions import Registry
+    from plangate.activities.tools.registry import CallContext, ToolArgs, tool
     from plangate.api import Plangate
-    from plans.catalogue import Contract, Reader, Term
-    from plans.load import PlanError
-    from plans.model import Effect
-    from plans.scope import Reads, Writes
-    from probes.registry import NoRecord, ProbeArgs, ProbeContext, Verdict, probe
-    from records.codes import CODES
-    from world.clients import World
-    from world.errors import ToolError
-    from world.settings import Settings
+    from plangate.plans.catalogue import Contract, Reader, Term
+    from plangate.plans.load import PlanError
+    from plangate.plans.model import Effect
+    from plangate.plans.scope import Reads, Writes
+    from plangate.probes.registry import NoRecord, ProbeArgs, ProbeContext, Verdict, probe
+    from plangate.records.codes import CODES
+    from plangate.world.clients import World
+    from plangate.world.errors import ToolError
+    from plangate.world.settings import Settings
 
 
 def __getattr__(name: str) -> Any:

@@ -37,22 +37,22 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.catalogue import catalogue, check_plan
+from plangate.activities.catalogue import catalogue, check_plan
 from plangate.assembly import connect
-from plans.checking import lint
-from plans.guards import GuardedPlan
-from plans.load import PlanError, load_file, load_text, parse_plan
-from plans.model import Plan
-from records import visibility
-from records.approvals import (
+from plangate.plans.checking import lint
+from plangate.plans.guards import GuardedPlan
+from plangate.plans.load import PlanError, load_file, load_text, parse_plan
+from plangate.plans.model import Plan
+from plangate.records import visibility
+from plangate.records.approvals import (
     ApprovalAnswer,
     ApprovalReceipt,
     ApprovalRecord,
     CardStatus,
     Decision,
 )
-from records.proofs import principal_refusal, sign_answer, sign_submission
-from records.report import (
+from plangate.records.proofs import principal_refusal, sign_answer, sign_submission
+from plangate.records.report import (
     Cancellation,
     RunReport,
     RunStatus,
@@ -60,12 +60,12 @@ from records.report import (
     StepState,
     StepTimings,
 )
-from records.run import CancelRequest, HistoryBound, RunInput
-from records.signing import SigningKey
-from replanner.planner import Draft, draft_plan
-from workflows import summaries
-from workflows.plan_run import PLAN_RUN_WORKFLOW, PlanRunWorkflow
-from world.settings import APPROVER_KEY_VAR, SUBMITTER_KEY_VAR, Settings
+from plangate.records.run import CancelRequest, HistoryBound, RunInput
+from plangate.records.signing import SigningKey
+from plangate.replanner.planner import Draft, draft_plan
+from plangate.workflows import summaries
+from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW, PlanRunWorkflow
+from plangate.world.settings import APPROVER_KEY_VAR, SUBMITTER_KEY_VAR, Settings
 
 PlanSource = Plan | Mapping[str, Any] | str | Path
 

@@ -21,23 +21,23 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
-from activities.bootstrap import ensure_schema
-from activities.extensions import registry_for
-from activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
-from activities.guarding import GuardActivities
-from activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
-from activities.tool_activity import tool_activities
 from plangate import metrics, tracing
+from plangate.activities.bootstrap import ensure_schema
+from plangate.activities.extensions import registry_for
+from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
+from plangate.activities.guarding import GuardActivities
+from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
+from plangate.activities.tool_activity import tool_activities
 from plangate.compression import DATA_CONVERTER
 from plangate.encryption import data_converter, encrypts_with
-from replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
-from replanner.activity import ReplanActivities
-from replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
-from replanner.review import ReviewActivities
-from replanner.workflow import ReplanWorkflow
-from workflows.plan_run import PlanRunWorkflow
-from world.clients import World
-from world.settings import Settings
+from plangate.replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
+from plangate.replanner.activity import ReplanActivities
+from plangate.replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
+from plangate.replanner.review import ReviewActivities
+from plangate.replanner.workflow import ReplanWorkflow
+from plangate.workflows.plan_run import PlanRunWorkflow
+from plangate.world.clients import World
+from plangate.world.settings import Settings
 
 WORKFLOWS: list[type] = [PlanRunWorkflow, ReplanWorkflow]
 MAX_CONCURRENT_ACTIVITIES = 32

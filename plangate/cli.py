@@ -31,14 +31,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from plans.load import PlanError
-from plans.visible import visible, visible_json
-from records.report import RunReport, RunStatus
-from world.settings import Settings, parse_duration
+from plangate.plans.load import PlanError
+from plangate.plans.visible import visible, visible_json
+from plangate.records.report import RunReport, RunStatus
+from plangate.world.settings import Settings, parse_duration
 
 if TYPE_CHECKING:
     from plangate.api import Plangate
-    from records.signing import SigningKey
+    from plangate.records.signing import SigningKey
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -247,7 +247,7 @@ def _read_context(path: Path, limit: int) -> str:
 
 
 async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
-    from replanner.planner import MAX_CONTEXT_BYTES, PlanningUnavailable, draft_plan
+    from plangate.replanner.planner import MAX_CONTEXT_BYTES, PlanningUnavailable, draft_plan
 
     context = _read_context(Path(args.context), MAX_CONTEXT_BYTES) if args.context else None
     try:
@@ -319,10 +319,10 @@ async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from activities.bootstrap import SchemaNotReady, require_schema
+    from plangate.activities.bootstrap import SchemaNotReady, require_schema
     from plangate.assembly import build_worker
     from plangate.services import check_worker_services
-    from world.clients import World
+    from plangate.world.clients import World
 
     # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
     client = await check_worker_services(settings)
@@ -356,10 +356,10 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     import psycopg
 
-    from activities.bootstrap import OWN_SCHEMA, ensure_schema
-    from activities.extensions import registry_for
+    from plangate.activities.bootstrap import OWN_SCHEMA, ensure_schema
+    from plangate.activities.extensions import registry_for
     from plangate.services import check_postgres, postgres_address
-    from world.clients import World
+    from plangate.world.clients import World
 
     schemas = [OWN_SCHEMA, *registry_for(settings).schemas]  # an extension that cannot load: 2
     await check_postgres(settings)
@@ -580,7 +580,7 @@ async def _cmd_key(args: argparse.Namespace, settings: Settings) -> int:
 def _key_file(args: argparse.Namespace) -> SigningKey:
     """``key new``: a new key, written where only its owner can read it; ``key show``: one
     read back."""
-    from records.signing import KeyProblem, SigningKey
+    from plangate.records.signing import KeyProblem, SigningKey
 
     if args.key_command == "new":
         try:
@@ -634,8 +634,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
-    from activities.extensions import ExtensionError
     from plangate._stack import StackError
+    from plangate.activities.extensions import ExtensionError
     from plangate.metrics import MetricsError
     from plangate.services import ServiceUnreachable
     from plangate.tracing import TracingUnavailable

@@ -44,9 +44,9 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from plangate.encryption import DecryptionError, payload_codec
+from plangate.plans.visible import visible
 from plangate.tokens import MAKE_ONE, weakness
-from plans.visible import visible
-from world.settings import CODEC_TOKEN_VAR, Settings
+from plangate.world.settings import CODEC_TOKEN_VAR, Settings
 
 DEFAULT_PORT = 8081
 # The Web UI on this machine, by either name a browser may have been given: temporalio/ui's

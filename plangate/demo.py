@@ -19,21 +19,21 @@ import boto3
 import psycopg
 from temporalio.client import Client
 
-from activities.bootstrap import ensure_schema
-from activities.catalogue import check_plan
-from activities.demo_schema import seed_acct_3319f
+from plangate.activities.bootstrap import ensure_schema
+from plangate.activities.catalogue import check_plan
+from plangate.activities.demo_schema import seed_acct_3319f
 from plangate.api import Plangate
 from plangate.assembly import build_worker, connect
 from plangate.naive import run_naive
+from plangate.plans.load import parse_plan
+from plangate.plans.visible import visible
+from plangate.records.approvals import CardStatus
+from plangate.records.report import RunReport
+from plangate.records.signing import SigningKey
 from plangate.scenarios import closeout_facts, closeout_plan
-from plans.load import parse_plan
-from plans.visible import visible
-from records.approvals import CardStatus
-from records.report import RunReport
-from records.signing import SigningKey
-from world.clients import World
-from world.pg import ident
-from world.settings import Settings
+from plangate.world.clients import World
+from plangate.world.pg import ident
+from plangate.world.settings import Settings
 
 BUCKET = "vendor-drops"
 KEY = "vendor/exports/2026-03-invoice.csv"

@@ -30,10 +30,10 @@ from temporalio.client import Client
 from plangate._stack import HOST, choose_port
 from plangate.assembly import build_worker, connect
 from plangate.metrics import url
+from plangate.records.signing import NAME, SigningKey
 from plangate.stack import EmbeddedStack, StackError, environment
-from records.signing import NAME, SigningKey
-from world.clients import World
-from world.settings import (
+from plangate.world.clients import World
+from plangate.world.settings import (
     APPROVER_KEY_VAR,
     APPROVERS_VAR,
     DEMO_SYSTEMS_VAR,

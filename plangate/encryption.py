@@ -67,7 +67,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from plangate.compression import CompressionCodec
-from world.settings import ENCRYPTION_KEYS_VAR, Settings
+from plangate.world.settings import ENCRYPTION_KEYS_VAR, Settings
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"

@@ -19,9 +19,9 @@ import threading
 
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from activities import metrics as activity_metrics
-from workflows import metrics as workflow_metrics
-from world.settings import METRICS_ADDRESS_VAR
+from plangate.activities import metrics as activity_metrics
+from plangate.workflows import metrics as workflow_metrics
+from plangate.world.settings import METRICS_ADDRESS_VAR
 
 # Temporal's default buckets (50 ms .. 10 s) suit neither a window of a few milliseconds nor
 # one of hours: plangate's histograms get their own (milliseconds).

@@ -9,12 +9,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.extensions import registry_for
-from activities.tools.registry import CallContext
-from plans import bindings, jsonpath
-from plans.model import Plan
-from world.clients import World
-from world.errors import ToolError
+from plangate.activities.extensions import registry_for
+from plangate.activities.tools.registry import CallContext
+from plangate.plans import bindings, jsonpath
+from plangate.plans.model import Plan
+from plangate.world.clients import World
+from plangate.world.errors import ToolError
 
 
 @dataclass

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client, WorkflowExecution
 
+from plangate.records.report import RunReport
 from plangate.staleness import Finished, ToolStaleness
-from records.report import RunReport
-from workflows.plan_run import PLAN_RUN_WORKFLOW
-from world.settings import parse_duration
+from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
+from plangate.world.settings import parse_duration
 
 FETCH_AT_ONCE = 32
 

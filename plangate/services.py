@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from plangate.assembly import connect as _connect
-from world.settings import Settings
+from plangate.world.settings import Settings
 
 CONNECT_TIMEOUT_S = 3.0
 

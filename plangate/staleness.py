@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from plans.model import Effect
-from records.approvals import CardStatus
-from records.report import Attribution, RunReport, StepReport
+from plangate.plans.model import Effect
+from plangate.records.approvals import CardStatus
+from plangate.records.report import Attribution, RunReport, StepReport
 
 HOUR_MS = 3_600_000.0
 SEGMENTS = ("planning", "queue", "approval", "run", "check_to_use")

@@ -16,7 +16,7 @@ from typing import Any
 
 from opentelemetry.trace import Tracer
 
-from world.settings import Settings
+from plangate.world.settings import Settings
 
 SERVICE = "plangate"
 _providers: dict[str, Any] = {}  # endpoint -> TracerProvider

@@ -70,11 +70,11 @@ from plangate.api import (
     RunEnded,
     UnknownRun,
 )
-from plans.model import Effect
-from plans.visible import visible
-from records.approvals import ApprovalReceipt, Decision
-from records.signing import SigningKey
-from world.settings import APPROVER_KEY_VAR, Settings
+from plangate.plans.model import Effect
+from plangate.plans.visible import visible
+from plangate.records.approvals import ApprovalReceipt, Decision
+from plangate.records.signing import SigningKey
+from plangate.world.settings import APPROVER_KEY_VAR, Settings
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 SESSION_COOKIE, CSRF_COOKIE = "plangate_ui", "plangate_csrf"

@@ -25,10 +25,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from plans.visible import visible
-from records.approvals import CardStatus
-from records.calls import Outcome
-from records.report import RunReport, RunStatus, StepReport, StepState
+from plangate.plans.visible import visible
+from plangate.records.approvals import CardStatus
+from plangate.records.calls import Outcome
+from plangate.records.report import RunReport, RunStatus, StepReport, StepState
 
 if TYPE_CHECKING:
     from plangate.api import Plangate

@@ -16,7 +16,7 @@ echo "# ruff check" >&2
 
 echo "# mypy" >&2
 targets=()
-for t in plangate plans records world probes activities workflows replanner worker.py tests bench examples; do
+for t in plangate worker.py tests bench examples; do
     # only paths that hold Python (mypy refuses an empty package)
     if [ -f "$t" ] || { [ -d "$t" ] && [ -n "$(find "$t" -name '*.py' -print -quit)" ]; }; then
         targets+=("$t")

@@ -35,15 +35,15 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.bootstrap import ensure_schema
-from activities.extensions import registry_for
+from plangate.activities.bootstrap import ensure_schema
+from plangate.activities.extensions import registry_for
 from plangate.assembly import connect
 from plangate.compression import DATA_CONVERTER
+from plangate.records.signing import SigningKey
 from plangate.stack import EmbeddedStack
-from records.signing import SigningKey
+from plangate.world.clients import World
+from plangate.world.settings import APPROVER_KEY_VAR, APPROVERS_VAR, Settings
 from tests.harness import APPROVER_NAMES, s3_client, stack_state
-from world.clients import World
-from world.settings import APPROVER_KEY_VAR, APPROVERS_VAR, Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -35,16 +35,16 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.bootstrap import ensure_schema
-from activities.demo_schema import Account, seed_account
-from activities.tools import TOOLS, CallContext
+from plangate.activities.bootstrap import ensure_schema
+from plangate.activities.demo_schema import Account, seed_account
+from plangate.activities.tools import TOOLS, CallContext
 from plangate.api import Plangate
-from records.calls import Outcome, ToolCall, ToolResult
-from records.report import Phase, RunReport, RunStatus, StepState
-from workflows.options import TOOL_ATTEMPTS
-from world.clients import World
-from world.errors import ToolError
-from world.settings import Settings
+from plangate.records.calls import Outcome, ToolCall, ToolResult
+from plangate.records.report import Phase, RunReport, RunStatus, StepState
+from plangate.workflows.options import TOOL_ATTEMPTS
+from plangate.world.clients import World
+from plangate.world.errors import ToolError
+from plangate.world.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

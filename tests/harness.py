@@ -27,22 +27,22 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from activities.bootstrap import ensure_schema
-from activities.demo_schema import ACCT_3319F, Account, seed_account
-from activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
-from activities.guarding import derive, resolve
+from plangate.activities.bootstrap import ensure_schema
+from plangate.activities.demo_schema import ACCT_3319F, Account, seed_account
+from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
+from plangate.activities.guarding import derive, resolve
 from plangate.api import Plangate
 from plangate.assembly import build_worker
-from records.calls import ToolCall, ToolResult
-from records.report import RunReport
-from records.run import GuardRequest, Resolved
-from records.signing import SigningKey
-from replanner.activity import ReplanActivities
-from replanner.backends.openai import OpenAIBackend
+from plangate.records.calls import ToolCall, ToolResult
+from plangate.records.report import RunReport
+from plangate.records.run import GuardRequest, Resolved
+from plangate.records.signing import SigningKey
+from plangate.replanner.activity import ReplanActivities
+from plangate.replanner.backends.openai import OpenAIBackend
+from plangate.workflows.plan_run import PlanRunWorkflow
+from plangate.world.clients import World
+from plangate.world.settings import APPROVER_KEY_VAR, Settings, signing_keys
 from tests.fake_openai import FakeOpenAI
-from workflows.plan_run import PlanRunWorkflow
-from world.clients import World
-from world.settings import APPROVER_KEY_VAR, Settings, signing_keys
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -46,16 +46,16 @@ from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.demo_schema import Account, ensure_demo_schema, seed_account
+from plangate.activities.demo_schema import Account, ensure_demo_schema, seed_account
 from plangate.api import Plangate, UnknownRun
 from plangate.api import check as api_check
 from plangate.cli import main
-from plans.load import PlanError, shown
-from plans.model import Plan
-from records.approvals import CardStatus
-from records.report import RunReport
-from world.clients import World
-from world.settings import Settings
+from plangate.plans.load import PlanError, shown
+from plangate.plans.model import Plan
+from plangate.records.approvals import CardStatus
+from plangate.records.report import RunReport
+from plangate.world.clients import World
+from plangate.world.settings import Settings
 
 # -- the world accepted plans run against --------------------------------------------------------
 BUCKET = "fuzz-drops"

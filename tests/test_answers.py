@@ -9,7 +9,7 @@ from typing import Any
 
 from temporalio import activity
 
-from records.calls import ToolCall, ToolResult
+from plangate.records.calls import ToolCall, ToolResult
 from tests.harness import attempts, running_worker, scheduled
 
 

@@ -41,11 +41,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 from plangate.api import PendingCard, Plangate
 from plangate.assembly import connect
 from plangate.cli import main
+from plangate.plans.model import Effect
+from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.ui import card_html, span
-from plans.model import Effect
-from records.approvals import ApprovalCard, ApprovalRecord
+from plangate.world.settings import parse_encryption_keys
 from tests.harness import approver_key, running_worker, scheduled
-from world.settings import parse_encryption_keys
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

@@ -16,9 +16,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from plangate.api import AnswerRefused, Plangate, RunEnded
-from plans.model import Effect
-from records.approvals import Decision
-from records.report import RunReport
+from plangate.plans.model import Effect
+from plangate.records.approvals import Decision
+from plangate.records.report import RunReport
 from tests.harness import running_worker, scheduled
 
 
@@ -228,7 +228,7 @@ async def test_a_signal_answer_gets_the_same_checks(client, settings, s3, bucket
         run_id = await api.start(publish(bucket, key))
         card = await card_of(api, run_id)
         handle = api.handle(run_id)
-        from records.approvals import ApprovalAnswer
+        from plangate.records.approvals import ApprovalAnswer
 
         await handle.signal("answer", ApprovalAnswer(step=1, digest="f" * 64, by="mallory"))
         # the right digest, claiming a name, proving nothing

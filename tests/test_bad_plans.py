@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.catalogue import catalogue
+from plangate.activities.catalogue import catalogue
 from plangate.cli import main
-from plans import checking
-from plans.checking import _ancestors
-from plans.load import PlanError, load_file
-from plans.model import Plan, Step
+from plangate.plans import checking
+from plangate.plans.checking import _ancestors
+from plangate.plans.load import PlanError, load_file
+from plangate.plans.model import Plan, Step
 
 
 def problems(plan: Plan) -> list[str]:

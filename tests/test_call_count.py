@@ -8,10 +8,10 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.tool_activity import as_application_error
-from records.calls import ToolCall, ToolResult
+from plangate.activities.tool_activity import as_application_error
+from plangate.records.calls import ToolCall, ToolResult
+from plangate.world.errors import ToolError
 from tests.harness import attempts, running_worker, scheduled
-from world.errors import ToolError
 
 
 class ScriptedSql:

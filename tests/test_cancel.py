@@ -12,7 +12,7 @@ from temporalio import activity
 
 from plangate.api import Plangate, RunEnded
 from plangate.cli import main
-from records.calls import ToolCall, ToolResult
+from plangate.records.calls import ToolCall, ToolResult
 from tests.harness import polling_plan, running_worker, scheduled, until_state
 
 
@@ -72,7 +72,7 @@ class Inflight:
     heartbeating, until the run's cancel reaches it."""
 
     def __init__(self, world, acts: bool) -> None:
-        from activities.tool_activity import tool_activities
+        from plangate.activities.tool_activity import tool_activities
 
         self.real = tool_activities(world)["warehouse.run_sql"]
         self.acts = acts

@@ -17,12 +17,12 @@ import yaml
 from rich.console import Console
 
 from plangate.api import Plangate
+from plangate.plans.load import parse_plan
+from plangate.plans.model import Effect
+from plangate.plans.visible import visible, visible_json
+from plangate.records.report import RunReport, RunStatus, StepReport, StepState, StepTimings
+from plangate.replanner.planner import Draft
 from plangate.view import render
-from plans.load import parse_plan
-from plans.model import Effect
-from plans.visible import visible, visible_json
-from records.report import RunReport, RunStatus, StepReport, StepState, StepTimings
-from replanner.planner import Draft
 from tests.harness import console_script, running_worker
 
 # what must never reach a terminal raw: ESC, BEL, CR, C1 CSI (UTF-8), RLO (UTF-8)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from activities.demo_schema import Account
+from plangate.activities.demo_schema import Account
 from plangate.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
 from tests.fake_openai import FakeOpenAI
 from tests.harness import attempts, incident_account, model_backed, running_worker, scheduled

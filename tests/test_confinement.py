@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from probes.files import FileArgs, local_file_nonempty
-from probes.registry import ProbeContext
+from plangate.probes.files import FileArgs, local_file_nonempty
+from plangate.probes.registry import ProbeContext
+from plangate.world.clients import World
 from tests.harness import attempts, running_worker, scheduled
-from world.clients import World
 
 
 def unique(prefix: str) -> str:

@@ -20,7 +20,7 @@ from plangate.assembly import connect
 from plangate.cli import main
 from plangate.services import ServiceUnreachable
 from plangate.services import connect as connect_or_one_line
-from world.settings import Settings
+from plangate.world.settings import Settings
 
 SECRET = "sk-live-0123456789abcdef"
 

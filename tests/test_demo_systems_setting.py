@@ -20,13 +20,13 @@ import pytest_asyncio
 from psycopg import sql
 from temporalio.client import Client
 
-from activities.catalogue import catalogue
+from plangate.activities.catalogue import catalogue
 from plangate.assembly import activities, build_worker
-from records.replan import ReplanRequest
-from replanner.backends.openai import OpenAIBackend
+from plangate.records.replan import ReplanRequest
+from plangate.replanner.backends.openai import OpenAIBackend
+from plangate.world.clients import World
+from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.fake_openai import FakeOpenAI
-from world.clients import World
-from world.settings import DEMO_SYSTEMS_VAR, Settings
 
 DEMO_PREFIXES = ("billing.", "customer.", "email.")
 CREDIT_PLAN = {

@@ -19,8 +19,8 @@ import pytest
 from plangate.api import Plangate
 from plangate.assembly import connect
 from plangate.dev import run_dev
+from plangate.world.settings import Settings
 from tests.harness import s3_client, scheduled, scrape
-from world.settings import Settings
 
 EXPORTED = (
     "TEMPORAL_ADDRESS",

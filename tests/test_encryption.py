@@ -46,7 +46,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from activities.demo_schema import Account, seed_account
+from plangate.activities.demo_schema import Account, seed_account
 from plangate.api import Plangate
 from plangate.assembly import PlangatePlugin, build_worker, connect
 from plangate.cli import main
@@ -60,12 +60,12 @@ from plangate.encryption import (
     EncryptionCodec,
     payload_codec,
 )
-from records.approvals import ApprovalAnswer, Decision
-from records.run import CancelRequest
+from plangate.records.approvals import ApprovalAnswer, Decision
+from plangate.records.run import CancelRequest
+from plangate.world.clients import World
+from plangate.world.settings import ENCRYPTION_KEYS_VAR, Settings, parse_encryption_keys
 from tests.harness import console_script, history_events, running_worker, scheduled
 from tests.test_unreachable import closed_port
-from world.clients import World
-from world.settings import ENCRYPTION_KEYS_VAR, Settings, parse_encryption_keys
 
 K1, K2 = os.urandom(32), os.urandom(32)
 ORIGIN = "http://ui.example:8080"

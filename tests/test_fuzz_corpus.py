@@ -22,9 +22,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from plangate.api import check
 from plangate.cli import main
-from plans.load import PlanError
+from plangate.plans.load import PlanError
+from plangate.world.settings import Settings
 from tests.harness import running_worker
-from world.settings import Settings
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((CORPUS / "expected.json").read_text())

@@ -17,8 +17,8 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 from temporalio import activity
 
-from activities.tool_activity import as_application_error
-from records.calls import (
+from plangate.activities.tool_activity import as_application_error
+from plangate.records.calls import (
     Outcome,
     ProbeReport,
     ProbeRequest,
@@ -26,8 +26,8 @@ from records.calls import (
     ToolCall,
     ToolResult,
 )
+from plangate.world.errors import ToolError
 from tests.harness import running_worker
-from world.errors import ToolError
 
 
 @dataclass

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from activities.catalogue import catalogue
+from plangate.activities.catalogue import catalogue
 from plangate.cli import main
-from plans import checking
-from plans.load import parse_plan
-from plans.model import Plan
+from plangate.plans import checking
+from plangate.plans.load import parse_plan
+from plangate.plans.model import Plan
 
 
 def lint(plan: Plan) -> list[str]:

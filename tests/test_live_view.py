@@ -20,10 +20,9 @@ from datetime import UTC, datetime, timedelta
 from rich.console import Console
 
 from plangate.api import Plangate
-from plangate.view import render
-from plans.model import Effect
-from records.approvals import ApprovalCard, ApprovalRecord
-from records.report import (
+from plangate.plans.model import Effect
+from plangate.records.approvals import ApprovalCard, ApprovalRecord
+from plangate.records.report import (
     ReplanRecord,
     RunReport,
     RunStatus,
@@ -32,6 +31,7 @@ from records.report import (
     StepTimings,
     Transition,
 )
+from plangate.view import render
 from tests.harness import console_script, polling_plan, running_worker, until_state
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>78]")

@@ -14,7 +14,7 @@ from temporalio import activity
 
 from plangate.api import Plangate
 from plangate.assembly import build_worker
-from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from tests.harness import guards_alone, scheduled
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from activities.demo_schema import Account, seed_account
+from plangate.activities.demo_schema import Account, seed_account
 from plangate.api import Plangate
 from tests.harness import running_worker
 

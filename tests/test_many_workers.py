@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from activities.bootstrap import ensure_schema
+from plangate.activities.bootstrap import ensure_schema
 from plangate.assembly import build_worker, connect
+from plangate.world.clients import World
+from plangate.world.settings import Settings
 from tests.harness import Harness, history_events
-from world.clients import World
-from world.settings import Settings
 
 PAIRS = 10
 

@@ -23,10 +23,10 @@ from plangate._stack import free_port
 from plangate.api import Plangate
 from plangate.assembly import PlangatePlugin, connect
 from plangate.cli import main
-from records.report import RunReport
+from plangate.records.report import RunReport
+from plangate.world.settings import Settings
 from tests.harness import Scrape, running_worker, scrape
 from tests.test_approvals import card_of
-from world.settings import Settings
 
 STALE = '"0123456789abcdef0123456789abcdef"'
 

@@ -9,13 +9,13 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.demo_schema import Account, seed_account
-from activities.tool_activity import as_application_error
-from activities.tools import TOOLS, CallContext
-from records.calls import ToolCall, ToolResult
+from plangate.activities.demo_schema import Account, seed_account
+from plangate.activities.tool_activity import as_application_error
+from plangate.activities.tools import TOOLS, CallContext
+from plangate.records.calls import ToolCall, ToolResult
+from plangate.world.clients import World
+from plangate.world.errors import ToolError
 from tests.harness import attempts, running_worker, scheduled
-from world.clients import World
-from world.errors import ToolError
 
 
 async def closed_account(world: World) -> str:

@@ -11,11 +11,11 @@ from typing import Any
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 
-from activities.catalogue import catalogue
-from plans.guards import guard
-from plans.model import Plan
-from records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
-from records.replan import ReplanProposal, ReplanRequest, Review, ReviewRequest
+from plangate.activities.catalogue import catalogue
+from plangate.plans.guards import guard
+from plangate.plans.model import Plan
+from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from plangate.records.replan import ReplanProposal, ReplanRequest, Review, ReviewRequest
 from tests.harness import guards_alone, running_worker, scheduled
 
 

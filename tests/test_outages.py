@@ -22,14 +22,14 @@ import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowHandle
 
+from plangate.records.report import RunReport
+from plangate.replanner.activity import ReplanActivities
+from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.stack import EmbeddedStack
-from records.report import RunReport
-from replanner.activity import ReplanActivities
-from replanner.backends.openai import OpenAIBackend
+from plangate.workflows.plan_run import PlanRunWorkflow
+from plangate.world.clients import World
+from plangate.world.settings import Settings
 from tests.harness import attempts, running_worker, scheduled, stack_state
-from workflows.plan_run import PlanRunWorkflow
-from world.clients import World
-from world.settings import Settings
 
 
 @pytest_asyncio.fixture(loop_scope="session")

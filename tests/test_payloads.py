@@ -11,7 +11,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
-from activities.tool_activity import bounded
+from plangate.activities.tool_activity import bounded
 from plangate.compression import CompressionCodec
 from tests.harness import running_worker
 

@@ -22,6 +22,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 
 from plangate.stack import environment
+from plangate.world.clients import World
+from plangate.world.settings import Settings
 from tests.harness import Harness, running_worker
 from tests.plan_fuzz import (
     LEFT_OUT,
@@ -33,8 +35,6 @@ from tests.plan_fuzz import (
     judge_check,
     seed_world,
 )
-from world.clients import World
-from world.settings import Settings
 
 CHECKS = int(os.environ.get("PLANGATE_FUZZ_CHECKS", "500"))
 RUNS = int(os.environ.get("PLANGATE_FUZZ_RUNS", "24"))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from temporalio.common import RetryPolicy
 
-from activities.catalogue import catalogue
-from plans import bindings, jsonpath
-from plans.guards import StepGuard, conditions_for, guard, skip_evidence
-from plans.load import PlanError, load_text
-from plans.model import Condition, Effect, Plan
-from records.codes import PERMANENT_CODES
-from workflows.options import with_non_retryable_errors
-from world.errors import ToolError
+from plangate.activities.catalogue import catalogue
+from plangate.plans import bindings, jsonpath
+from plangate.plans.guards import StepGuard, conditions_for, guard, skip_evidence
+from plangate.plans.load import PlanError, load_text
+from plangate.plans.model import Condition, Effect, Plan
+from plangate.records.codes import PERMANENT_CODES
+from plangate.workflows.options import with_non_retryable_errors
+from plangate.world.errors import ToolError
 
 
 def test_yaml_and_json_load_the_same_plan():

@@ -7,9 +7,9 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from activities.probe_activity import ProbeActivities
-from plans.model import Condition
-from records.calls import Outcome, ProbeRequest, StepRef
+from plangate.activities.probe_activity import ProbeActivities
+from plangate.plans.model import Condition
+from plangate.records.calls import Outcome, ProbeRequest, StepRef
 
 
 async def test_a_load_is_read_back_with_one_connection_left(world, pg):

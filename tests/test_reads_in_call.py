@@ -13,11 +13,11 @@ import psycopg
 import pytest
 from temporalio.api.enums.v1 import ApplicationErrorCategory, EventType
 
-from activities.probe_activity import ProbeActivities
-from activities.tool_activity import read_after, refuse_unless_held, tool_activities
-from activities.tools.registry import TOOLS
-from plans.model import Condition
-from records.calls import (
+from plangate.activities.probe_activity import ProbeActivities
+from plangate.activities.tool_activity import read_after, refuse_unless_held, tool_activities
+from plangate.activities.tools.registry import TOOLS
+from plangate.plans.model import Condition
+from plangate.records.calls import (
     Outcome,
     ProbeReport,
     ProbeRequest,
@@ -26,10 +26,10 @@ from records.calls import (
     ToolCall,
     ToolResult,
 )
-from records.report import Phase, StepState
+from plangate.records.report import Phase, StepState
+from plangate.workflows.plan_run import DEPLOYMENT_GUARDS_PATCH
+from plangate.world.errors import ToolError
 from tests.harness import MovedBeforeCall, running_worker
-from workflows.plan_run import DEPLOYMENT_GUARDS_PATCH
-from world.errors import ToolError
 
 E = EventType
 

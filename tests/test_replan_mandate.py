@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from activities.demo_schema import Account, seed_account
+from plangate.activities.demo_schema import Account, seed_account
 from plangate.scenarios import closeout_plan, seed_replanned_plan
 from tests.fake_openai import FakeOpenAI
 from tests.harness import incident_account, model_backed, running_worker, scheduled

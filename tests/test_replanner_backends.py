@@ -13,16 +13,16 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from plans.model import Condition, Effect, OnUnmet, Plan, Step
-from records.replan import ReplanBudget, ReplanRequest
-from records.report import CompletedStep, FailureRecord, StepState
-from replanner.activity import ACTIVITY_NAME, ReplanActivities
-from replanner.backends import FirstLine, PlaybookBackend, backend_for
-from replanner.backends.openai import ModelUnavailable, OpenAIBackend, plan_schema
-from replanner.backends.playbook import splice
-from replanner.prompt import build_messages
+from plangate.plans.model import Condition, Effect, OnUnmet, Plan, Step
+from plangate.records.replan import ReplanBudget, ReplanRequest
+from plangate.records.report import CompletedStep, FailureRecord, StepState
+from plangate.replanner.activity import ACTIVITY_NAME, ReplanActivities
+from plangate.replanner.backends import FirstLine, PlaybookBackend, backend_for
+from plangate.replanner.backends.openai import ModelUnavailable, OpenAIBackend, plan_schema
+from plangate.replanner.backends.playbook import splice
+from plangate.replanner.prompt import build_messages
+from plangate.world.settings import Settings
 from tests.fake_openai import FakeOpenAI, Reply
-from world.settings import Settings
 
 KEY = "sk-test-4f1c9e2b7a0d-SECRET"
 GOAL = (

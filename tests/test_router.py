@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from plans.model import Effect, OnUnmet
-from workflows.router import Answer, Kind, Situation, route
+from plangate.plans.model import Effect, OnUnmet
+from plangate.workflows.router import Answer, Kind, Situation, route
 
 W, M, X, R = Effect.WRITE, Effect.MONEY, Effect.EXTERNAL, Effect.READ
 

@@ -17,10 +17,10 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from activities.bootstrap import SchemaNotReady, ensure_schema, require_schema
-from activities.catalogue import catalogue
-from activities.extensions import registry_for
-from activities.tools.statements import (
+from plangate.activities.bootstrap import SchemaNotReady, ensure_schema, require_schema
+from plangate.activities.catalogue import catalogue
+from plangate.activities.extensions import registry_for
+from plangate.activities.tools.statements import (
     STATEMENTS,
     IndexParams,
     JobParams,
@@ -29,11 +29,13 @@ from activities.tools.statements import (
     SampleParams,
     TableParams,
 )
-from plans.guards import guard
-from plans.load import parse_plan
-from plans.model import Effect
-from plans.scope import Scope
-from records.run import RunInput
+from plangate.plans.guards import guard
+from plangate.plans.load import parse_plan
+from plangate.plans.model import Effect
+from plangate.plans.scope import Scope
+from plangate.records.run import RunInput
+from plangate.workflows.plan_run import PlanRunWorkflow
+from plangate.world.clients import World
 from tests.harness import (
     history_events,
     polling_plan,
@@ -42,8 +44,6 @@ from tests.harness import (
     unchecked_worker,
     until_state,
 )
-from workflows.plan_run import PlanRunWorkflow
-from world.clients import World
 
 
 def test_scope_refusals():

@@ -14,10 +14,10 @@ import pytest
 
 from plangate.api import Plangate
 from plangate.cli import main
+from plangate.plans.model import Effect
+from plangate.records.approvals import Answered, ApprovalCard, ApprovalRecord, CardStatus, Decision
+from plangate.records.report import Refusal, RunReport, StepReport, StepTimings
 from plangate.staleness import Finished, per_tool
-from plans.model import Effect
-from records.approvals import Answered, ApprovalCard, ApprovalRecord, CardStatus, Decision
-from records.report import Refusal, RunReport, StepReport, StepTimings
 from tests.harness import running_worker
 from tests.test_approvals import card_of
 

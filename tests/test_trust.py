@@ -31,23 +31,23 @@ from temporalio.common import RetryPolicy
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.demo_schema import Account, seed_account
+from plangate.activities.demo_schema import Account, seed_account
 from plangate.api import AnswerRefused, Plangate
 from plangate.assembly import activities
-from plans.catalogue import Contract
-from plans.guards import GuardedPlan, StepGuard
-from plans.load import PlanError, parse_plan
-from plans.model import Effect
-from records.approvals import ApprovalAnswer, Decision
-from records.calls import StepRef, ToolCall
-from records.proofs import Submitter, sign_submission
-from records.report import RunReport
-from records.run import Carried, RunInput
-from records.signing import SigningKey
+from plangate.plans.catalogue import Contract
+from plangate.plans.guards import GuardedPlan, StepGuard
+from plangate.plans.load import PlanError, parse_plan
+from plangate.plans.model import Effect
+from plangate.records.approvals import ApprovalAnswer, Decision
+from plangate.records.calls import StepRef, ToolCall
+from plangate.records.proofs import Submitter, sign_submission
+from plangate.records.report import RunReport
+from plangate.records.run import Carried, RunInput
+from plangate.records.signing import SigningKey
+from plangate.workflows.plan_run import PlanRunWorkflow
+from plangate.world.clients import World
 from tests.fake_openai import FakeOpenAI
 from tests.harness import model_backed, running_worker, scheduled
-from workflows.plan_run import PlanRunWorkflow
-from world.clients import World
 
 MONEY = (Effect.MONEY, Effect.EXTERNAL)
 

@@ -14,10 +14,10 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.tool_activity import tool_activities
-from records.calls import ToolCall, ToolResult
+from plangate.activities.tool_activity import tool_activities
+from plangate.records.calls import ToolCall, ToolResult
+from plangate.world.clients import World
 from tests.harness import polling_plan, running_worker, scheduled, until_state
-from world.clients import World
 
 
 async def timers(client: Client, run_id: str) -> list[timedelta]:

@@ -18,7 +18,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from records.visibility import KEYS, registration
+from plangate.records.visibility import KEYS, registration
 
 from . import HOST, StackError, find_script, log, log_tail
 

@@ -24,21 +24,21 @@ from typing import Any
 import boto3
 import psycopg
 
-from activities.demo_schema import seed_acct_3319f
-from activities.tool_activity import tool_activities
 from bench._stack import Bench, bench_stack
+from plangate.activities.demo_schema import seed_acct_3319f
+from plangate.activities.tool_activity import tool_activities
 from plangate.api import Plangate
 from plangate.demo import BUCKET, KEY, invoice_csv, saturday_plan
+from plangate.plans.guards import GuardedPlan
+from plangate.plans.load import parse_plan
+from plangate.records.proofs import Submitter
+from plangate.records.report import RunReport
+from plangate.records.run import RunInput
+from plangate.records.signing import SigningKey
 from plangate.scenarios import closeout_plan
-from plans.guards import GuardedPlan
-from plans.load import parse_plan
-from records.proofs import Submitter
-from records.report import RunReport
-from records.run import RunInput
-from records.signing import SigningKey
+from plangate.workflows.plan_run import PlanRunWorkflow
 from tests.crash_harness import LostPut, put_plan
 from tests.harness import Harness, MovedBeforeCall, running_worker
-from workflows.plan_run import PlanRunWorkflow
 
 HERE = Path(__file__).parent
 Scenario = Callable[[Bench], Awaitable[RunReport]]

@@ -1,0 +1,125 @@
+"""Tables plangate itself keeps in Postgres, in schema ``plangate`` (never a load target), then
+those of the deployment's extensions (``activities.extensions``: schema ``demo`` only where the
+demo systems are on).
+
+- ``plangate.jobs``: job states ``job_state`` reads and ``set_job_state`` writes, each the job
+  of one run (``owner``: the run that set it) or of the outside world (``owner`` NULL), so no run
+  satisfies another's wait;
+- ``plangate.loads``: what each ``warehouse.load`` put in its target (the source's SHA-256 and
+  its data-row count), written in the load's own transaction, read by ``table_loaded_from``.
+
+A worker creates them when it starts (``ensure_schema``), unless its role may not: then
+``plangate setup`` creates them once, as their owner, and the worker, started with
+``--no-setup``, only checks that they are there for it (``require_schema``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+from psycopg import sql
+
+from plangate.activities.extensions import registry_for
+from plangate.world.clients import World
+from plangate.world.pg import ident
+
+OWN_SCHEMA = "plangate"
+
+SCHEMA = """
+CREATE SCHEMA IF NOT EXISTS plangate;
+
+CREATE TABLE IF NOT EXISTS plangate.jobs (
+    job_id text NOT NULL,
+    state text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    owner text
+);
+
+CREATE TABLE IF NOT EXISTS plangate.loads (
+    target text PRIMARY KEY,
+    source_sha256 text NOT NULL,
+    rows bigint NOT NULL,
+    idempotency_key text NOT NULL,
+    loaded_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+# Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
+# outside job per id, one per id and run), then the old key on the id alone. Each only where
+# missing (an ALTER needs the table's owner even when it would change nothing); the new keys
+# hold before the old goes (every existing job is the outside world's, ids unique already).
+MIGRATE = """
+DO $$
+DECLARE pk name;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'plangate.jobs'::regclass
+                   AND attname = 'owner' AND NOT attisdropped) THEN
+        ALTER TABLE plangate.jobs ADD COLUMN IF NOT EXISTS owner text;
+    END IF;
+    IF to_regclass('plangate.jobs_outside_key') IS NULL THEN
+        CREATE UNIQUE INDEX IF NOT EXISTS jobs_outside_key ON plangate.jobs (job_id)
+            WHERE owner IS NULL;
+    END IF;
+    IF to_regclass('plangate.jobs_owned_key') IS NULL THEN
+        CREATE UNIQUE INDEX IF NOT EXISTS jobs_owned_key ON plangate.jobs (owner, job_id);
+    END IF;
+    SELECT conname INTO pk FROM pg_constraint
+        WHERE conrelid = 'plangate.jobs'::regclass AND contype = 'p';
+    IF pk IS NOT NULL THEN
+        ALTER TABLE plangate.jobs ALTER COLUMN job_id SET NOT NULL;
+        EXECUTE 'ALTER TABLE plangate.jobs DROP CONSTRAINT ' || quote_ident(pk);
+    END IF;
+END $$;
+"""
+
+# plangate's own tables, as SCHEMA creates them
+OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+) \(", SCHEMA))
+
+# Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
+_LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"
+
+
+async def ensure_schema(world: World) -> None:
+    pool = await world.pool()
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(_LOCK)
+        await conn.execute(SCHEMA)
+        await conn.execute(MIGRATE)
+    for ensure in registry_for(world.settings).schemas.values():
+        await ensure(world)
+
+
+class SchemaNotReady(Exception):
+    """plangate's own tables are missing, or this role may not read them."""
+
+
+async def require_schema(world: World) -> None:
+    """plangate's own tables are there, and the role of ``world`` may read them: what a worker
+    that does not create them (``plangate worker --no-setup``) checks before it polls. The
+    tables of the deployment's extensions are their own affair (``plangate setup`` creates them
+    with plangate's)."""
+    pool = await world.pool()
+    async with pool.connection() as conn:
+        try:
+            cur = await conn.execute(
+                "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL",
+                (list(OWN_TABLES),),
+            )
+            missing = [row[0] for row in await cur.fetchall()]
+            if missing:
+                raise SchemaNotReady(
+                    f"plangate's tables {', '.join(missing)} are missing: run `plangate setup` "
+                    "as the role that is to own them"
+                )
+            for table in OWN_TABLES:
+                await conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 0").format(ident(table)))
+            await conn.execute("SELECT owner FROM plangate.jobs LIMIT 0")
+        except psycopg.errors.UndefinedColumn:
+            raise SchemaNotReady(
+                "plangate's tables are from an older plangate (plangate.jobs has no owner): run "
+                "`plangate setup` as the role that owns them"
+            ) from None
+        except psycopg.errors.InsufficientPrivilege as e:
+            first = str(e).strip().splitlines()[0]
+            raise SchemaNotReady(f"this role may not use plangate's tables: {first}") from None

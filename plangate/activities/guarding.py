@@ -1,0 +1,120 @@
+"""The worker derives every guard of a run itself: a local activity (``guard.resolve``), asked
+once per plan version, its answer recorded in the history so a replay sees what the run saw.
+
+From the plan and what only the run knows (its id, its submission), and from this worker's own
+catalogue and settings: each step's effect, contract, reader, version binding and whether it
+waits for a person; the approvers whose proofs count; who submitted the run and whether it may
+act as the principal it names; the policy bundle it is decided under. The first version is
+checked as ``plangate check`` checks it (a raw start skips no check). Nothing an input says
+about its own guards is read. In the same activity, with those guards, the steps a new run
+starts with make their first read (``first_reads``): the guards cost no local activity of
+their own before the first step acts. A re-planned version's guards are derived by the review
+of the proposal (``replanner.review``), on the worker too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+from temporalio import activity
+
+from plangate.activities.catalogue import guarded, plan_problems
+from plangate.activities.probe_activity import ProbeActivities
+from plangate.plans import bindings
+from plangate.plans.guards import first_read, step_conditions
+from plangate.records.calls import ProbeRequest, StepRef
+from plangate.records.proofs import submission_refusal
+from plangate.records.run import GuardRequest, Resolved
+from plangate.world.clients import World
+from plangate.world.settings import Settings
+
+ACTIVITY_NAME = "guard.resolve"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def derive(req: GuardRequest, settings: Settings) -> Resolved:
+    """The guards, approvers, submitter and policy of the plan version; the refusal when the
+    run's submission does not let it act."""
+    plan = req.plan
+    first = req.version == 1
+    on_behalf_of = plan.on_behalf_of if first else req.on_behalf_of
+    policy = (plan.policy_bundle or settings.policy_bundle) if first else req.policy_bundle
+    g = guarded(plan, settings, replanned=not first)
+    out = Resolved(
+        guards=g.guards, systems=g.systems, approval_ttl_s=g.approval_ttl_s,
+        approvers={name: _b64(key) for name, key in settings.approvers},
+        on_behalf_of=on_behalf_of, policy_bundle=policy,
+    )
+    if settings.submitters:
+        why = submission_refusal(
+            req.submission, settings.submitter_map, workflow_id=req.workflow_id,
+            plan=plan if first else None, on_behalf_of=on_behalf_of, started_at=req.started_at,
+        )
+        if why is not None:
+            return out.model_copy(update={"refusal": why, "refusal_code": "not_permitted"})
+        if req.submission is not None:  # verified just now: the run's proven submitter
+            known = settings.submitter_map[req.submission.submitter]
+            out = out.model_copy(update={
+                "submitter": known.name, "submitter_key": _b64(known.public),
+            })
+    return out
+
+
+def resolve(req: GuardRequest, settings: Settings) -> Resolved:
+    """``derive``, and the first version checked as ``plangate check`` checks it."""
+    out = derive(req, settings)
+    if out.refusal is None and req.version == 1:
+        problems = plan_problems(req.plan, settings)
+        if problems:
+            why = f"the plan does not pass this deployment's check: {'; '.join(problems[:5])}"
+            return out.model_copy(update={"refusal": why[:2000], "refusal_code": "bad_plan"})
+    return out
+
+
+def first_reads(req: GuardRequest, out: Resolved) -> dict[int, ProbeRequest]:
+    """What each step of ``req.reads`` reads before its call, with the guards just derived:
+    what the step itself would ask (``plans.guards.first_read``). A step whose arguments or
+    conditions hold a ``${name}`` reads itself, later."""
+    guarded = out.guarded(req.plan)
+    asked: dict[int, ProbeRequest] = {}
+    for n, key in req.reads.items():
+        step, g = guarded.plan.step(n), guarded.guard(n)
+        try:
+            args = bindings.resolve(step.args, {}, "args")
+            plan_pre = [c.model_copy(update={"args": bindings.resolve(c.args, {}, "pre")})
+                        for c in step.pre]
+            plan_post = [c.model_copy(update={"args": bindings.resolve(c.args, {}, "post")})
+                         for c in step.post]
+        except bindings.BindingError:
+            continue
+        pre, post = step_conditions(g, args, plan_pre, plan_post)
+        _, conditions, lenient = first_read(step, g, args, pre, post)
+        if conditions:
+            ref = StepRef(run_id=req.workflow_id, plan_version=req.version, n=n,
+                          tool=step.tool, args=args)
+            asked[n] = ProbeRequest(step=ref, conditions=conditions, idempotency_key=key,
+                                    lenient=lenient)
+    return asked
+
+
+class GuardActivities:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.probes = ProbeActivities(world)
+
+    @activity.defn(name=ACTIVITY_NAME)
+    async def resolve(self, req: GuardRequest) -> Resolved:
+        # path checks resolve symlinks on disk: off the event loop
+        out = await asyncio.to_thread(resolve, req, self.world.settings)
+        if out.refusal is not None or not req.reads:
+            return out
+        asked = first_reads(req, out)
+        answers = await asyncio.gather(*(self.probes.read(r) for r in asked.values()))
+        # a read any probe could not answer is no read: that step reads itself, with its own
+        # retries and patience for a system that is down
+        reads = {n: a for n, a in zip(asked, answers, strict=True) if not a.unknown}
+        return out.model_copy(update={"reads": reads})

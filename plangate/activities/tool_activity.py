@@ -1,0 +1,268 @@
+"""One Temporal activity per registered tool, named after the tool.
+
+Before a tool acts, what the deployment decides centrally is checked again, now: the policy
+bundle the run was decided under is still the one in force (``policy_superseded``, 412), and what
+it reads and writes is within the deployment's scope (``out_of_scope``, 403). The authority the
+run acts under is re-checked by the system the tool acts on (``world.pg.tool_transaction``).
+
+Whatever a tool raises leaves here classified: a ``ToolError`` as it is; arguments that do not
+fit the tool as ``bad_arguments`` (permanent, nothing was sent); anything else as ``internal``,
+an outcome nobody can vouch for (the request may have left), with its cause, truncated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import JsonValue, ValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from plangate.activities import metrics
+from plangate.activities.extensions import registry_for
+from plangate.activities.probe_activity import ProbeActivities
+from plangate.activities.tools.registry import CallContext, ToolSpec
+from plangate.plans.guards import needs_approval
+from plangate.plans.model import Condition
+from plangate.plans.scope import Scope, refusals
+from plangate.records.calls import (
+    Outcome,
+    ProbeReport,
+    ProbeRequest,
+    ToolCall,
+    ToolFailure,
+    ToolResult,
+)
+from plangate.records.proofs import grant_refusal, submission_refusal
+from plangate.world.clients import World
+from plangate.world.errors import ToolError
+from plangate.world.paths import PathOutsideWorkdir
+from plangate.world.settings import Settings
+from plangate.world.spans import span
+
+HEARTBEAT_EVERY_S = 1.0
+# Far below Temporal's 2 MB payload limit (and its 512 KiB warning): a larger result is
+# replaced by its size, SHA-256 and a preview, and a binds path into it fails loudly.
+MAX_RESULT_BYTES = 256 * 1024
+RESULT_PREVIEW_BYTES = 16 * 1024
+DETAIL_MAX = 500
+# The read after a call never holds the call's answer back long: past this the workflow reads.
+AFTER_READ_TIMEOUT_S = 5.0
+
+
+def as_application_error(e: ToolError) -> ApplicationError:
+    failure = ToolFailure(
+        code=e.code,
+        status=e.status,
+        retryable=e.retryable,
+        detail=e.detail,
+        data=e.data,
+        attempt=activity.info().attempt,
+        may_have_acted=e.may_have_acted,
+    )
+    # The type is the code: the RetryPolicy decides from it (records.codes.CODES). A refusal
+    # at the call is the guard working: benign, logged without a traceback.
+    category = (ApplicationErrorCategory.BENIGN if isinstance(e, RefusedAtCall)
+                else ApplicationErrorCategory.UNSPECIFIED)
+    return ApplicationError(
+        str(e), failure.model_dump(mode="json"), type=e.code, category=category
+    )
+
+
+class RefusedAtCall(ToolError):
+    """The check at the call did not hold: the tool was not called (``refuse_unless_held``)."""
+
+
+def classify(e: BaseException, tool: str) -> ToolError:
+    if isinstance(e, ToolError):
+        return e
+    if isinstance(e, ValidationError | PathOutsideWorkdir):
+        return ToolError("bad_arguments", f"{tool}: {e}"[:DETAIL_MAX])
+    return ToolError("internal", f"{tool}: {type(e).__name__}: {e}"[:DETAIL_MAX])
+
+
+def refuse_superseded_policy(call: ToolCall, current: str | None) -> None:
+    """A run decided under one policy bundle (or under none), on a deployment that now enforces
+    another, is refused before the tool acts (412: re-evaluate). A deployment with no bundle
+    compares nothing."""
+    decided = call.policy_bundle
+    if current is not None and decided != current:
+        raise ToolError(
+            "policy_superseded",
+            f"the run was decided under policy bundle {decided!r}; "
+            f"this deployment now enforces {current!r}",
+            {"policy_bundle": decided, "current": current},
+        )
+
+
+def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, settings: Settings) -> None:
+    """What protects the call, decided here, where it acts, from this worker's own settings and
+    catalogue, whatever the workflow says: a deployment that lists submitters acts only for a
+    run one of them signed, as a principal that submitter may use (403 ``not_permitted``); a
+    call that waits for a person (the plan's word, passed on, or the tool's, the deployment's,
+    or a re-planned money or external step) acts only on a card that is this very call, with
+    an approval signed by an approver the deployment knows now (403 ``approval_missing``)."""
+    workflow_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
+    submitter: str | None = None
+    submitter_key: bytes | None = None
+    if settings.submitters:
+        why = submission_refusal(
+            call.submission, settings.submitter_map, workflow_id=workflow_id, plan=None,
+            on_behalf_of=call.on_behalf_of, started_at=None,
+        )
+        if why is not None:
+            raise ToolError("not_permitted", f"{spec.name}: {why}")
+        if call.submission is not None:
+            submitter = call.submission.submitter
+            submitter_key = settings.submitter_map[submitter].public
+    need = call.approval_required or needs_approval(
+        said=False, effect=spec.effect, approve_effects=settings.approve_effects,
+        tool_says=spec.approval, replanned=call.step.plan_version > 1,
+    )
+    if not need:
+        return
+    why = grant_refusal(
+        call.approval, settings.approver_map, run_id=workflow_id, step=call.step.n,
+        plan_version=call.step.plan_version, tool=spec.name, args=call.step.args,
+        idempotency_key=call.idempotency_key, submitter=submitter, submitter_key=submitter_key,
+    )
+    if why is not None:
+        raise ToolError("approval_missing", f"not called: {why}")
+
+
+def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:
+    """What the call reads or writes, its arguments bound, is inside the deployment's scope;
+    else nothing is read or written (``out_of_scope``, 403)."""
+    why = next((w for _, w in refusals(scope, args, spec.reads, spec.writes, bound=True)), None)
+    if why is not None:
+        raise ToolError("out_of_scope", f"{spec.name}: {why}")
+
+
+def bounded(output: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    data = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(data) <= MAX_RESULT_BYTES:
+        return output
+    return {
+        "result_cut": True,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "preview": data[:RESULT_PREVIEW_BYTES].decode(errors="ignore"),
+    }
+
+
+def reader_refs(spec: ToolSpec[Any], output: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """The fields of ``output`` the tool's reader takes (``output.NAME``)."""
+    if spec.reader is None:
+        return {}
+    names = [src.split(".", 1)[1] for src in spec.reader.args.values() if src.startswith("output.")]
+    return {n: output[n] for n in names if n in output}
+
+
+async def _heartbeat() -> None:
+    # Cancellation reaches a running activity only through heartbeats.
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+
+def refuse_unless_held(checked: ProbeReport) -> None:
+    """The check at the call: the tool acts only if every pre condition holds on this read."""
+    if checked.all_hold:
+        return
+    first = next(r for r in checked.results if r.outcome is not Outcome.HOLDS)
+    why = f"{first.condition.key()}: {first.detail or first.outcome.value}"
+    code = "probe_unknown" if first.outcome is Outcome.UNKNOWN else "precondition_failed"
+    raise RefusedAtCall(code, f"not called: at the call, {why}"[:DETAIL_MAX],
+                        data=checked.model_dump(mode="json"))
+
+
+async def _read(probes: ProbeActivities, call: ToolCall, conds: list[Condition],
+                lenient: list[str], refs: dict[str, JsonValue] | None) -> ProbeReport:
+    req = ProbeRequest(step=call.step, conditions=conds, idempotency_key=call.idempotency_key,
+                       output=refs, lenient=lenient)
+    return await probes.read(req)
+
+
+async def read_after(
+    probes: ProbeActivities,
+    spec: ToolSpec[Any],
+    call: ToolCall,
+    refs: dict[str, JsonValue],
+    timeout_s: float = AFTER_READ_TIMEOUT_S,
+) -> ProbeReport | None:
+    """``call.after``, once the tool has acted: nothing this read meets may fail the call (a
+    retry would act again), so a read that breaks is no read, and the workflow reads itself.
+    ``refs``: the fields of the tool's result its reader needs (field probes)."""
+    if not call.after:
+        return None
+    try:
+        read = _read(probes, call, call.after, call.after_lenient, refs)
+        return await asyncio.wait_for(read, timeout_s)
+    except TimeoutError:  # a system slow or down: the workflow's read waits for it properly
+        return None
+    except Exception:  # the probes report what they cannot answer; this is anything else
+        activity.logger.exception("the read after %s failed; the workflow reads again", spec.name)
+        return None
+
+
+def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callable[[ToolCall], Any]:
+    async def run_tool(call: ToolCall) -> ToolResult:
+        ctx = CallContext(
+            call.step.run_id, call.step.n, call.idempotency_key,
+            on_behalf_of=call.on_behalf_of, policy_bundle=call.policy_bundle,
+        )
+        beat = asyncio.create_task(_heartbeat())
+        checked = after = None
+        try:
+            refuse_superseded_policy(call, world.settings.policy_bundle)
+            refuse_unproven(spec, call, world.settings)
+            args = spec.args.model_validate(call.step.args)
+            refuse_out_of_scope(spec, call.step.args, world.settings.scope)
+            if call.check:
+                checked = await _read(probes, call, call.check, [], None)
+                refuse_unless_held(checked)
+            with span(world.tracer, f"step {call.step.n} {spec.name}", {
+                "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
+                "plangate.plan_version": call.step.plan_version, "plangate.tool": spec.name,
+            }):
+                started = datetime.now(UTC)
+                output = bounded(await spec.fn(args, world, ctx))
+                finished = datetime.now(UTC)
+            refs = reader_refs(spec, output)
+            after = await read_after(probes, spec, call, refs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            error = classify(e, spec.name)
+            metrics.tool_call(spec.name, error.status)
+            raise as_application_error(error) from e
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        metrics.tool_call(spec.name, 200)
+        return ToolResult(
+            output=output,
+            started_at=started,
+            finished_at=finished,
+            attempt=activity.info().attempt,
+            refs=refs,
+            checked=checked,
+            after=after,
+        )
+
+    run_tool.__name__ = run_tool.__qualname__ = "tool_" + spec.name.replace(".", "_")
+    return activity.defn(name=spec.name)(run_tool)
+
+
+def tool_activities(world: World) -> dict[str, Callable[[ToolCall], Any]]:
+    """Every tool of the deployment (``world.settings``) as an activity, by its name."""
+    probes = ProbeActivities(world)
+    tools = registry_for(world.settings).tools
+    return {name: _make(spec, world, probes) for name, spec in tools.items()}

@@ -1,0 +1,18 @@
+"""Tools: named Temporal activities, each with the contract true of every use of it.
+
+Importing this package declares the core tools (``s3.*``, ``warehouse.*``). The demo systems'
+tools (``billing``, ``crm``, ``email``) are declared by ``activities.demo_systems``, which only a
+deployment that turns them on imports (``activities.extensions``).
+"""
+
+from plangate.activities.tools import s3, warehouse  # noqa: F401  (declaration)
+from plangate.activities.tools.registry import (
+    TOOLS,
+    CallContext,
+    ToolArgs,
+    ToolSpec,
+    declared_in,
+    tool,
+)
+
+__all__ = ["TOOLS", "CallContext", "ToolArgs", "ToolSpec", "declared_in", "tool"]

@@ -1,0 +1,349 @@
+"""Reading a plan from JSON or YAML, within the limits of ``plans.limits``.
+
+Whatever goes wrong, the answer is a :class:`PlanError` whose problems each fit on one line:
+a file too big (refused by its size, before it is read), a binary file, NaN or infinity, a YAML
+alias or anchor, nesting too deep for the parsers, a plan over a size limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from plangate.plans import limits
+from plangate.plans.model import Condition, Plan
+
+_NOT_FINITE = "NaN and infinity are not numbers a plan may hold"
+
+
+class PlanError(ValueError):
+    """A plan that cannot run. ``problems`` name the step and the field of each one."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
+
+
+def shown(text: str, most: int = 40) -> str:
+    """``text`` quoted on one line (``repr`` escapes line breaks and every other character that
+    is not printable), cut after ``most`` characters."""
+    cut = text if len(text) <= most else text[:most]
+    return repr(cut) + ("..." if len(text) > most else "")
+
+
+def field_name(loc: Sequence[int | str]) -> str:
+    """``('pre', 0, 'wait', 'timeout_s')`` as the plan spells it: ``pre[0].wait.timeout_s``. A
+    name that is not a plain word (a plan's own keys may be anything) is quoted in brackets,
+    ``args['a b']``, so a problem stays one line whatever the plan holds."""
+    out = ""
+    for p in loc:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p == "[key]":  # pydantic's mark of a name (a key) that is refused, not its value
+            out += " (the name)"
+        elif isinstance(p, str) and _PLAIN.match(p):
+            out += f".{p}" if out else p
+        else:
+            out += f"[{shown(str(p))}]"
+    return out
+
+
+# Parts of a pydantic location the plan's text does not have: a flat condition's ``args`` and
+# the member of JsonValue's union that refused a value.
+_SYNTHETIC = frozenset({"args", "dict", "list", "str", "int", "float", "bool"})
+
+
+def _as_written(loc: tuple[int | str, ...], raw: Any) -> tuple[int | str, ...]:
+    out: list[int | str] = []
+    at = raw
+    for p in loc:
+        written = (isinstance(at, dict) and p in at) or (
+            isinstance(at, list) and isinstance(p, int) and -len(at) <= p < len(at)
+        )
+        if written:
+            at = at[p]
+        elif p in _SYNTHETIC:
+            continue
+        else:
+            at = None  # past what was written (a missing field): the rest as pydantic says
+        out.append(p)
+    return tuple(out)
+
+
+def _fits(n: Any) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and limits.is_integer_in_range(n)
+
+
+def step_label(raw: Any, i: int) -> str:
+    """How a problem names the ``i``-th step as written: by its ``n`` when that is a number a
+    plan may hold, else by its place in the list (``#3``: the third step)."""
+    n: Any = None
+    with contextlib.suppress(KeyError, IndexError, TypeError):
+        n = raw["steps"][i]["n"]
+    if isinstance(n, float) and n.is_integer() and abs(n) < 2**63:
+        n = int(n)  # 1.0 is the step 1 validation accepts
+    return str(n) if _fits(n) else f"#{i + 1}"
+
+
+def _where(loc: tuple[int | str, ...], raw: Any) -> str:
+    # Turn pydantic's ('steps', 2, 'args') into "step 3, field args" using the step's own n.
+    loc = _as_written(loc, raw)
+    if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+        return f"step {step_label(raw, loc[1])}, field {field_name(loc[2:]) or '(step)'}"
+    return "plan, field " + (field_name(loc) or "(root)")
+
+
+_TOO_LARGE = (
+    "an integer beyond 64 bits; integers in a plan are between "
+    f"{limits.MIN_INTEGER:,} and {limits.MAX_INTEGER:,}"
+)
+
+
+def _unfit(value: Any) -> str | None:
+    """Why a scalar is no value a plan may hold, or None: an integer past 64 bits; text with a
+    lone surrogate (no UTF-8 file, no JSON payload can carry it) or a NUL character (no file
+    name, no PostgreSQL text can hold it: refused here rather than by a system mid-run)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if limits.is_integer_in_range(value) else _TOO_LARGE
+    if isinstance(value, str):
+        bad = _SURROGATE.search(value)
+        if bad is not None:
+            return (
+                f"not Unicode text: a lone surrogate U+{ord(bad.group()):04X} at character "
+                f"{bad.start()}"
+            )
+        if "\0" in value:
+            return f"{shown(value)} holds a NUL byte, which no text in a plan may hold"
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unfit_values(raw: Any, most: int = 20) -> list[str]:
+    """The values (and keys) anywhere in ``raw`` no plan may hold, each with where it is, in
+    the order written; without recursion, and once per object even if it repeats."""
+    out: list[str] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(raw, ())]
+    while stack and len(out) < most:
+        value, loc = stack.pop()
+        if isinstance(value, dict | list):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            for key, child in reversed(items):
+                if isinstance(value, dict) and (why := _unfit(key)) is not None:
+                    out.append(f"{_where((*loc, key), raw)}: {why} (in a name)")
+                else:
+                    stack.append((child, (*loc, key)))
+        elif (why := _unfit(value)) is not None:
+            out.append(f"{_where(loc, raw)}: {why}")
+    return out
+
+
+def _problem(err: ErrorDetails, raw: Any) -> str:
+    msg = _NOT_FINITE if err["type"] == "finite_number" else err["msg"]
+    return f"{_where(tuple(err['loc']), raw)}: {msg}"
+
+
+def _size(n: int) -> str:
+    return f"{n:,} bytes"
+
+
+def _too_big(value: Any) -> str | None:
+    """Why an argument value is over its limits (size as canonical JSON, nesting), or None."""
+    most = limits.MAX_ARG_JSON_BYTES
+    depth = limits.nesting(value)
+    if depth > limits.MAX_NESTING:
+        return f"nested {depth} levels deep; a value nests at most {limits.MAX_NESTING}"
+    try:
+        size = len(limits.canonical_json(value))
+    except ValueError:
+        return _NOT_FINITE
+    if size > most:
+        return f"{_size(size)} as JSON; an argument value is at most {_size(most)}"
+    return None
+
+
+def _condition_problems(n: int, phase: str, conds: list[Condition]) -> list[str]:
+    return [
+        f"step {n}, field {field_name((phase, i, name))}: {why}"
+        for i, c in enumerate(conds)
+        for name, value in c.args.items()
+        if (why := _too_big(value))
+    ]
+
+
+def limit_problems(plan: Plan) -> list[str]:
+    """The plan's sizes against ``plans.limits`` (the step count is the model's own check), and
+    its values (a plan built in code, not read by ``parse_plan``, is held to them here)."""
+    out: list[str] = _unfit_values(plan.model_dump())
+    if out:
+        return out
+    for s in plan.steps:
+        out += [
+            f"step {s.n}, field {field_name(('args', name))}: {why}"
+            for name, value in s.args.items()
+            if (why := _too_big(value))
+        ]
+        out += _condition_problems(s.n, "pre", s.pre)
+        out += _condition_problems(s.n, "post", s.post)
+    if out:
+        return out
+    size = len(limits.canonical_json(plan.model_dump(mode="json")))
+    if size > limits.MAX_PLAN_JSON_BYTES:
+        out.append(
+            f"plan: {_size(size)} as JSON; a plan is at most {_size(limits.MAX_PLAN_JSON_BYTES)}"
+            " (256 KiB)"
+        )
+    return out
+
+
+def parse_plan(raw: Any) -> Plan:
+    unfit = _unfit_values(raw)
+    if unfit:
+        raise PlanError(unfit)
+    try:
+        plan = Plan.model_validate(raw)
+    except ValidationError as e:
+        raise PlanError([_problem(err, raw) for err in e.errors()]) from None
+    except RecursionError:
+        raise PlanError([_TOO_DEEP]) from None
+    found = limit_problems(plan)
+    if found:
+        raise PlanError(found)
+    return plan
+
+
+# The plan's own structure above an argument value: plan, steps, step, a condition list, a
+# condition (or plan, steps, step, args).
+_STRUCTURE_DEPTH = 5
+_TOO_DEEP = (
+    "plan: nested too deeply (a value in a plan nests at most "
+    f"{limits.MAX_NESTING} levels of objects and lists)"
+)
+
+
+class _Refused(ValueError):
+    """Text that parses, but holds what a plan may not (a YAML alias): not a syntax error."""
+
+
+def _at(mark: Any) -> str:
+    return "" if mark is None else f" (line {mark.line + 1}, column {mark.column + 1})"
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases: a plan has no use for them, and an alias bomb (a few
+    lines that expand to millions of nodes) is refused at its first anchor, before it grows."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _Refused(
+                f"YAML anchors and aliases are not accepted in a plan{_at(event.start_mark)}"
+            )
+        return super().compose_node(parent, index)
+
+
+def _one_line(e: yaml.YAMLError) -> str:
+    problem = getattr(e, "problem", None)
+    if problem:
+        context = getattr(e, "context", None)
+        said = f"{context}, {problem}" if context else problem
+        return f"{said}{_at(getattr(e, 'problem_mark', None))}"
+    return " ".join(str(e).split())
+
+
+def _unreadable(e: ValueError) -> str:
+    if "integer string conversion" in str(e):  # int() of more than 4,300 digits
+        return f"a number of more than 4,300 digits; {_TOO_LARGE}"
+    return f"a value that cannot be read: {' '.join(str(e).split())[:200]}"
+
+
+def load_text(text: str, name: str = "plan") -> Plan:
+    # json.loads accepts NaN, Infinity and -Infinity, which JSON itself does not. They are read
+    # as floats so that validation names the step and the field holding one (no number in a
+    # plan may be NaN or infinite), and noted so that none can slip through unnamed.
+    constants: list[str] = []
+
+    def constant(word: str) -> float:
+        constants.append(word)
+        return float(word)
+
+    try:
+        try:
+            raw = json.loads(text, parse_constant=constant)
+        except json.JSONDecodeError:
+            try:
+                raw = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader
+            except yaml.YAMLError as e:
+                raise PlanError([f"{name}: neither JSON nor YAML: {_one_line(e)}"]) from None
+    except PlanError:
+        raise
+    except _Refused as e:
+        raise PlanError([f"{name}: {e}"]) from None
+    except ValueError as e:
+        # what a parser's constructors refuse: an integer of more than 4,300 digits (Python's
+        # own limit), a YAML date that is none (2026-02-30)
+        raise PlanError([f"{name}: {_unreadable(e)}"]) from None
+    except RecursionError:
+        raise PlanError([f"{name}: {_TOO_DEEP.removeprefix('plan: ')}"]) from None
+    if not isinstance(raw, dict):
+        raise PlanError([f"{name}: a plan is an object with goal and steps"])
+    if limits.nesting(raw) > limits.MAX_NESTING + _STRUCTURE_DEPTH:
+        raise PlanError([f"{name}: {_TOO_DEEP.removeprefix('plan: ')}"])
+    plan = parse_plan(raw)
+    if constants:
+        raise PlanError([f"{name}: {constants[0]} is not a number a plan may hold"])
+    return plan
+
+
+def load_bytes(data: bytes, name: str = "plan") -> Plan:
+    """A plan from the bytes of a file: UTF-8 text, never binary."""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise PlanError([f"{name}: a binary file, not a plan (a NUL byte at offset {nul})"])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PlanError([f"{name}: not UTF-8 text, not a plan (at byte {e.start})"]) from None
+    return load_text(text.removeprefix("\ufeff"), name)
+
+
+def load_file(path: str | Path) -> Plan:
+    """A plan from a file, refused by its size before it is read (and never read whole)."""
+    p = Path(path)
+    # the file as problems name it: quoted when its name holds what a line cannot show
+    name = str(p) if str(p).isprintable() else shown(str(p), 200)
+    most = limits.MAX_PLAN_FILE_BYTES
+    try:
+        st = p.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise PlanError([f"{name}: a directory, not a plan file"])
+        if st.st_size > most:
+            raise PlanError([f"{name}: {_size(st.st_size)}; a plan file is at most {_size(most)}"])
+        with p.open("rb") as f:
+            data = f.read(most + 1)  # a size stat did not tell (a pipe, a device) stops here
+    except PlanError:
+        raise
+    except OSError as e:
+        raise PlanError([f"{name}: cannot read: {e.strerror}"]) from None
+    except ValueError:  # a NUL byte in the name
+        raise PlanError([f"{name}: cannot read: no file name holds a NUL byte"]) from None
+    if len(data) > most:
+        raise PlanError([f"{name}: more than {_size(most)}; a plan file is at most {_size(most)}"])
+    return load_bytes(data, name)

@@ -1,0 +1,88 @@
+"""What makes a run findable in Temporal's visibility (the Web UI, ``temporal workflow list``,
+``plangate runs``): plangate's custom search attributes, their types, and their values for a
+run report.
+
+A workflow that upserts an attribute the namespace has not registered fails its workflow task,
+again and again: so the client finds out at submission whether these three are registered
+(``plangate.api``), and the run upserts them only when its input says they are
+(``RunInput.search_attributes``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
+
+from plangate.records.report import RunStatus
+
+STATUS = SearchAttributeKey.for_keyword("PlangateStatus")  # a RunStatus value
+GOAL = SearchAttributeKey.for_text("PlangateGoal")
+AWAITING_APPROVAL = SearchAttributeKey.for_bool("PlangateAwaitingApproval")
+KEYS = (STATUS, GOAL, AWAITING_APPROVAL)
+# PlangateStatus of an execution that continued as new: the run goes on in the next one (whose
+# PlangateStatus is the run's status)
+CONTINUED = "continued"
+
+# Temporal refuses a search attribute value over 2 KiB (``limit.searchAttributeSize``): a long
+# goal is cut, on a character boundary.
+GOAL_MAX_BYTES = 1024
+
+Values = tuple[str, str, bool]
+
+
+def registration() -> list[tuple[str, str]]:
+    """Each attribute's name and type as the Temporal CLI spells them (``Keyword``, ``Text``,
+    ``Bool``): ``temporal server start-dev --search-attribute NAME=TYPE``,
+    ``temporal operator search-attribute create --name NAME --type TYPE``."""
+    return [(k.name, k.indexed_value_type.name.capitalize()) for k in KEYS]
+
+
+def short_goal(goal: str) -> str:
+    data = goal.encode()
+    if len(data) <= GOAL_MAX_BYTES:
+        return goal
+    return data[: GOAL_MAX_BYTES - 3].decode(errors="ignore") + "..."
+
+
+def values(status: RunStatus, goal: str) -> Values:
+    """The attributes of a run in ``status`` toward ``goal``."""
+    return (status.value, short_goal(goal), status is RunStatus.AWAITING_APPROVAL)
+
+
+def updates(now: Values, before: Values | None) -> list[SearchAttributeUpdate[Any]]:
+    """The upserts that take the run's attributes from ``before`` (None: unknown) to ``now``."""
+    status, goal, awaiting = now
+    out: list[SearchAttributeUpdate[Any]] = []
+    if before is None or before[0] != status:
+        out.append(STATUS.value_set(status))
+    if before is None or before[1] != goal:
+        out.append(GOAL.value_set(goal))
+    if before is None or before[2] != awaiting:
+        out.append(AWAITING_APPROVAL.value_set(awaiting))
+    return out
+
+
+def current(attributes: TypedSearchAttributes) -> Values | None:
+    """The values ``attributes`` hold, if they hold all three."""
+    status, goal = attributes.get(STATUS), attributes.get(GOAL)
+    awaiting = attributes.get(AWAITING_APPROVAL)
+    if status is None or goal is None or awaiting is None:
+        return None
+    return (status, goal, awaiting)
+
+
+def initial(goal: str, status: RunStatus = RunStatus.QUEUED) -> TypedSearchAttributes:
+    """The attributes a run starts with (the client sets them at submission: ``queued`` for a
+    run queued for later, else ``running``, which its first workflow task then need not
+    upsert)."""
+    return TypedSearchAttributes([
+        SearchAttributePair(STATUS, status.value),
+        SearchAttributePair(GOAL, short_goal(goal)),
+        SearchAttributePair(AWAITING_APPROVAL, False),
+    ])

@@ -1,0 +1,94 @@
+"""From a goal to a first plan: the configured model is asked for a plan over the catalogue,
+the answer is checked like any plan (an answer is untrusted input: registry-only tools and
+probes, bounded sizes) and linted strictly; the plan is handed back with its lint findings for
+a person to read. Nothing runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from plangate.activities.catalogue import catalogue, plan_problems
+from plangate.plans.checking import lint
+from plangate.plans.limits import MAX_ARG_JSON_BYTES
+from plangate.plans.model import Budget, Plan
+from plangate.plans.visible import visible
+from plangate.replanner.backends.openai import OpenAIBackend
+from plangate.replanner.prompt import first_plan_messages
+from plangate.world.settings import Settings
+
+MAX_CONTEXT_BYTES = MAX_ARG_JSON_BYTES  # a person's notes, handed to the model as they are
+
+
+class PlanningUnavailable(Exception):
+    """No model is configured, or it gave no answer."""
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A first plan for a person to read, or why there is none."""
+
+    plan: Plan | None
+    reason: str = ""
+    problems: list[str] = field(default_factory=list)  # the answer was refused for these
+    findings: list[str] = field(default_factory=list)  # lint under --strict, for the reader
+
+    def as_yaml(self) -> str:
+        """The plan as YAML, its findings as comments at the top (``plangate check`` reads
+        it as it is)."""
+        if self.plan is None:
+            raise ValueError("no plan to write")
+        # the model's words: a line feed in them would end the comment and write YAML
+        head = [f"# plangate plan: {visible(self.reason)}"] if self.reason else []
+        if self.findings:
+            head.append(f"# {len(self.findings)} findings of `plangate check --strict`:")
+            head += [f"#   - {visible(f)}" for f in self.findings]
+        else:
+            head.append("# `plangate check --strict` finds nothing to warn about")
+        plan = self.plan.model_dump(mode="json", exclude_defaults=True)
+        body = yaml.safe_dump(plan, sort_keys=False, allow_unicode=True)
+        if visible(body, lines=True) != body:
+            # a control or direction-changing character PyYAML would write as it is: every
+            # character outside ASCII as a YAML escape instead, the same plan, seen as it is
+            body = yaml.safe_dump(plan, sort_keys=False, allow_unicode=False)
+        return "\n".join(head) + "\n" + body
+
+
+def backend_for(settings: Settings) -> OpenAIBackend:
+    if not (settings.openai_base_url or settings.openai_api_key):
+        raise PlanningUnavailable(
+            "planning needs a model: set OPENAI_BASE_URL (any OpenAI-compatible endpoint) "
+            "or OPENAI_API_KEY, and PLANGATE_MODEL"
+        )
+    return OpenAIBackend.from_settings(settings)
+
+
+async def draft_plan(
+    goal: str,
+    settings: Settings,
+    context: str | None = None,
+    backend: OpenAIBackend | None = None,
+) -> Draft:
+    """Ask the model for a first plan toward ``goal``; check it; lint it strictly."""
+    from plangate.replanner.backends.openai import ModelUnavailable
+
+    if context is not None and len(context.encode()) > MAX_CONTEXT_BYTES:
+        raise ValueError(f"the context is over {MAX_CONTEXT_BYTES:,} bytes")
+    model = backend or backend_for(settings)
+    try:
+        answer = await model.ask(
+            first_plan_messages(goal, context, catalogue(settings)), goal, Budget().replans_max
+        )
+    except ModelUnavailable as e:
+        raise PlanningUnavailable(f"the model gave no answer: {e}") from None
+    finally:
+        if backend is None:
+            await model.close()
+    if answer.plan is None:
+        return Draft(None, reason=answer.reason)
+    found = plan_problems(answer.plan, settings)
+    if found:
+        return Draft(None, reason="the model's plan was refused", problems=found)
+    findings = lint(answer.plan, catalogue(settings))
+    return Draft(answer.plan, reason=answer.reason, findings=findings)

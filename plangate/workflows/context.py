@@ -1,0 +1,162 @@
+"""What every step of one plan version shares: the guarded plan, bindings, verified claims."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pydantic import JsonValue
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from plangate.plans import bindings
+    from plangate.plans.guards import GuardedPlan, StepGuard, conditions_for
+    from plangate.plans.model import Condition, Plan, Step
+    from plangate.records.calls import ProbeReport
+    from plangate.records.proofs import Submission
+    from plangate.records.report import RunReport, StepReport, StepState
+    from plangate.records.run import HistoryBound
+    from plangate.workflows import bookkeeping
+
+# Runs that began before continue-as-new never park: their histories must replay as they ran.
+CONTINUE_AS_NEW_PATCH = "continue-as-new"
+MIN_SEGMENT_EVENTS = 100
+
+
+def key_tag() -> str:
+    """What makes a run's idempotency keys its own: the workflow id and the first run of its
+    chain (a reused workflow id gets a new first execution). Carried across continue-as-new."""
+    info = workflow.info()
+    tag = hashlib.sha256(f"{info.workflow_id}/{info.first_execution_run_id}".encode())
+    return tag.hexdigest()[:16]
+
+
+@dataclass
+class VersionContext:
+    run_id: str
+    guarded: GuardedPlan
+    version: int
+    plan_made_at: datetime
+    report: RunReport
+    # Values bound by completed steps of every version so far.
+    bound: dict[str, JsonValue] = field(default_factory=dict)
+    # condition key -> the step (n) whose verified post condition established it.
+    verified: dict[str, int] = field(default_factory=dict)
+    # a step's first read made together with the post check of the step before it
+    # (lifecycle: fused reads): step n -> (the condition keys read, what they read)
+    prefetched: dict[int, tuple[list[str], ProbeReport]] = field(default_factory=dict)
+    # the run's authority and policy, from its first plan: every version acts under them
+    on_behalf_of: str | None = None
+    policy_bundle: str | None = None
+    key_tag: str = ""
+    history: HistoryBound = field(default_factory=HistoryBound)
+    # how long a step waits for a system that does not answer before it halts
+    outage_patience: timedelta = timedelta(minutes=15)
+    # the run began with the "search-attributes" patch (``plan_run.SEARCH_ATTRIBUTES_PATCH``),
+    # so on code that has every patch before it: those are taken without asking (their markers
+    # are never written), and what it schedules carries a one-line summary
+    recent: bool = False
+    # the run began with the "void-at-failure" patch (``plan_run.VOID_AT_FAILURE_PATCH``): a
+    # final failure voids the steps it leaves undispatched at once (``execution``)
+    void_at_failure: bool = False
+    # the run began with the "reads-in-call" patch (``plan_run.READS_IN_CALL_PATCH``): a tool's
+    # activity reads the step's pre conditions the instant before it acts, and its post check
+    # (with the next step's first read) the instant after (``lifecycle``)
+    reads_in_call: bool = False
+    # the run began with the "deployment-guards" patch (``plan_run.DEPLOYMENT_GUARDS_PATCH``):
+    # its guards are the worker's, its cards bind the call's idempotency key, and an approved
+    # call carries the proof of its approval to the tool, which verifies it again
+    own_guards: bool = False
+    # who submitted the run, signed (handed to every tool call: the principal is re-checked)
+    submission: Submission | None = None
+    # the history reached half its bound: steps stop at their next safe point (``Parked``)
+    # and nothing new starts, so the run can continue as new
+    parking: bool = False
+
+    def over_bound(self) -> bool:
+        """Whether steps must park now (decided once, at a deterministic point: the history's
+        length and size are part of every workflow task)."""
+        if self.parking:
+            return True
+        info = workflow.info()
+        length = info.get_current_history_length()
+        if length < MIN_SEGMENT_EVENTS:  # a run makes progress before it continues as new
+            return False
+        over = (
+            length >= self.history.events // 2
+            or info.get_current_history_size() >= self.history.bytes // 2
+            or info.is_continue_as_new_suggested()
+        )
+        if over and (self.recent or workflow.patched(CONTINUE_AS_NEW_PATCH)):
+            self.parking = True
+        return self.parking
+
+    @property
+    def plan(self) -> Plan:
+        return self.guarded.plan
+
+    def guard(self, n: int) -> StepGuard:
+        return self.guarded.guard(n)
+
+    def step_report(self, n: int) -> StepReport:
+        return self.report.step(n, self.version)
+
+    def set_state(self, n: int, state: StepState, fold: bool = False) -> None:
+        bookkeeping.set_state(self.step_report(n), state, fold)
+
+    def state(self, n: int) -> StepState:
+        return self.step_report(n).state
+
+    def idempotency_key(self, n: int) -> str:
+        """Stable across retries, worker crashes and replays; unique per run (a reused workflow
+        id gets a new first execution) and per plan version; at most about 90 characters."""
+        return f"{self.run_id[:48]}~{self.key_tag or key_tag()}/v{self.version}/{n}"
+
+    def resolve_conditions(
+        self, conds: list[Condition], where: str, bound: dict[str, JsonValue] | None = None
+    ) -> list[Condition]:
+        values = self.bound if bound is None else bound
+        return [
+            Condition(
+                probe=c.probe,
+                args=bindings.resolve(c.args, values, f"{where}[{i}]"),
+                wait=c.wait,
+            )
+            for i, c in enumerate(conds)
+        ]
+
+    def promised_post(self, step: Step) -> list[Condition]:
+        """The shared-world claims a step will be held to, as far as they can be bound now.
+        Field probes are left out: they read the step's own record, so no other step can owe
+        or destroy the same claim by name."""
+        try:
+            args = bindings.resolve(step.args, self.bound)
+            plan_post = self.resolve_conditions(step.post, "post")
+        except bindings.BindingError:
+            return []
+        systems = self.guarded.systems
+        return [
+            c
+            for c in conditions_for(self.guard(step.n), "post", args, plan_post)
+            if systems.get(c.probe, "record") != "record"
+        ]
+
+    def descendants(self, n: int) -> set[int]:
+        out: set[int] = set()
+        frontier = {n}
+        while frontier:
+            frontier = {s.n for s in self.plan.steps if set(s.depends_on) & frontier} - out
+            out |= frontier
+        return out
+
+    def unfinished_owner(self, cond: Condition, asking: int) -> int | None:
+        """A step of this plan, not finished yet and not waiting on the asking step, whose
+        post condition is this very claim."""
+        later = self.descendants(asking)
+        for s in self.plan.steps:
+            if s.n == asking or s.n in later or self.state(s.n).final:
+                continue
+            if any(p.key() == cond.key() for p in self.promised_post(s)):
+                return s.n
+        return None

@@ -1,0 +1,95 @@
+"""Activity options: timeouts and retry policies, decided here and nowhere else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
+
+from plangate.plans.model import Effect
+from plangate.records.codes import PERMANENT_CODES
+
+PROBE_ATTEMPTS = 3
+TOOL_ATTEMPTS = 3
+STEP_ATTEMPTS = 3  # workflow-level: the whole step again, probes first (RETRY answers)
+DEFAULT_WAIT = timedelta(hours=1)  # how long a pre condition owed by a concurrent step may wait
+APPROVAL_CARDS = 3  # approved cards per attempt whose world moved before the call (then refused)
+
+_BACKOFF = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+)
+
+
+@dataclass(frozen=True)
+class ActivityOptions:
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+    heartbeat_timeout: timedelta | None = None
+    cancellation_type: ActivityCancellationType = ActivityCancellationType.TRY_CANCEL
+
+
+PROBE = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=_BACKOFF.initial_interval,
+        backoff_coefficient=_BACKOFF.backoff_coefficient,
+        maximum_interval=_BACKOFF.maximum_interval,
+        maximum_attempts=PROBE_ATTEMPTS,
+    ),
+)
+
+
+def with_non_retryable_errors(policy: RetryPolicy, codes: tuple[str, ...]) -> RetryPolicy:
+    """A copy of ``policy`` that never retries ``codes`` (the policy passed in is not changed)."""
+    merged = tuple(dict.fromkeys((*(policy.non_retryable_error_types or ()), *codes)))
+    return replace(policy, non_retryable_error_types=list(merged))
+
+
+def tool_options(effect: Effect) -> ActivityOptions:
+    # An unknown outcome of a money or external step must reach a person, not a blind retry:
+    # those are attempted once by Temporal, and retried (probes first) only by the workflow.
+    attempts = 1 if effect.outcome_must_be_known else TOOL_ATTEMPTS
+    base = RetryPolicy(
+        initial_interval=_BACKOFF.initial_interval,
+        backoff_coefficient=_BACKOFF.backoff_coefficient,
+        maximum_interval=_BACKOFF.maximum_interval,
+        maximum_attempts=attempts,
+    )
+    return ActivityOptions(
+        start_to_close_timeout=timedelta(minutes=10),
+        heartbeat_timeout=timedelta(seconds=30),
+        retry_policy=with_non_retryable_errors(base, PERMANENT_CODES),
+        # a cancelled run waits for a call in flight to stop, then reads what it really did
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    )
+
+
+def step_backoff(attempt: int) -> timedelta:
+    return timedelta(seconds=min(30.0, 1.0 * 2 ** (attempt - 1)))
+
+
+def outage_backoff(reads: int) -> timedelta:
+    """Between the reads of a system that does not answer: 2 s, doubling, at most a minute."""
+    return timedelta(seconds=min(60.0, 2.0 * 2 ** (reads - 1)))
+
+
+# The worker's own guards of a plan version (a local activity: the catalogue, a plan check)
+GUARD_TIMEOUT = timedelta(seconds=30)
+GUARD_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
+
+# The replan child: asking the model (each attempt at most PROPOSE_TIMEOUT), reviewing its plan
+# (a local activity), and the whole child, model retries included.
+PROPOSE_TIMEOUT = timedelta(minutes=3)
+PROPOSE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+)
+REVIEW_TIMEOUT = timedelta(seconds=30)
+REVIEW_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+REPLAN_EXECUTION_TIMEOUT = timedelta(minutes=15)

@@ -1,0 +1,111 @@
+"""The failure-class router: who owes the missing state decides the answer (DESIGN.md §4).
+
+Pure and deterministic; the workflow asks it and records the reason it gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from plangate.plans.model import Effect, OnUnmet
+from plangate.records.report import Answer
+
+__all__ = ["Answer", "Decision", "Kind", "Situation", "route"]
+
+
+class Kind(StrEnum):
+    """What went wrong, as the workflow saw it."""
+
+    ALREADY_DONE = "already_done"  # every post condition held before the call
+    PRE_VIOLATED = "pre_violated"
+    POST_VIOLATED = "post_violated"
+    PROBE_UNKNOWN = "probe_unknown"  # a probe could not answer, retries spent
+    TOOL_ERROR = "tool_error"  # the tool said it failed: its outcome is known
+    OUTCOME_UNKNOWN = "outcome_unknown"  # timed out / worker died after the request left
+    APPROVAL_REFUSED = "approval_refused"  # the card was rejected, or expired unanswered
+    SYSTEM_DOWN = "system_down"  # a system a probe reads did not answer at all
+
+
+@dataclass(frozen=True)
+class Situation:
+    kind: Kind
+    effect: Effect
+    on_unmet: OnUnmet = OnUnmet.REPLAN
+    owed_by_unfinished_step: bool = False  # a concurrent step of this plan will establish it
+    waits: bool = False  # the failed post condition declares `wait` and its deadline is ahead
+    status: int | None = None  # the tool error's HTTP-like status
+    retryable: bool = False
+    retries_left: bool = False  # workflow-level retries of the whole step remain
+
+
+@dataclass(frozen=True)
+class Decision:
+    answer: Answer
+    reason: str
+
+
+def _unmet(s: Situation, what: str) -> Decision:
+    if s.on_unmet is OnUnmet.HALT:
+        return Decision(Answer.HALT, f"{what}; the step says on_unmet: halt")
+    if s.on_unmet is OnUnmet.RETRY and s.retries_left:
+        return Decision(Answer.RETRY, f"{what}; the step says on_unmet: retry")
+    return Decision(Answer.REPLAN, f"{what}; the rest of the plan is void: re-plan")
+
+
+def route(s: Situation) -> Decision:
+    match s.kind:
+        case Kind.ALREADY_DONE:
+            return Decision(Answer.SKIP, "every post condition already holds")
+        case Kind.PRE_VIOLATED if s.owed_by_unfinished_step:
+            return Decision(Answer.WAIT, "a step of this plan that has not finished owes it")
+        case Kind.PRE_VIOLATED:
+            return _unmet(s, "a pre condition does not hold")
+        case Kind.POST_VIOLATED if s.waits:
+            return Decision(Answer.WAIT, "the post condition declares a wait")
+        case Kind.POST_VIOLATED if s.effect.outcome_must_be_known:
+            # It acted: a new plan version (a new key) could do it a second time.
+            return Decision(
+                Answer.HALT,
+                f"the {s.effect} step acted but its post condition does not hold: "
+                "a person must look",
+            )
+        case Kind.POST_VIOLATED:
+            return _unmet(s, "the step did not establish its post condition")
+        case Kind.SYSTEM_DOWN if s.waits:
+            return Decision(Answer.WAIT, "the system did not answer: wait for it, then read again")
+        case Kind.SYSTEM_DOWN:
+            # An outage is not a reason to re-plan: a new plan would meet the same outage.
+            return Decision(
+                Answer.HALT, "the system did not answer within the outage patience: a person "
+                "must look (nothing was re-planned)",
+            )
+        case Kind.PROBE_UNKNOWN:
+            # Retried by the probe activity's policy already. Never a pass: the step fails
+            # and recovery follows on_unmet.
+            return _unmet(s, "a probe could not answer after its retries")
+        case Kind.OUTCOME_UNKNOWN if s.effect.outcome_must_be_known:
+            return Decision(
+                Answer.HALT, f"the outcome of a {s.effect} step is unknown: a person must look"
+            )
+        case Kind.OUTCOME_UNKNOWN:
+            return _unmet(s, "the tool's outcome is unknown")
+        case Kind.TOOL_ERROR if s.status == 403:
+            return Decision(Answer.HALT, "authority revoked (403)")
+        case Kind.TOOL_ERROR if s.status == 412:
+            # Re-evaluated already (the step read the world again after the 412): what moved
+            # under the plan is not retried blindly.
+            if s.on_unmet is OnUnmet.HALT:
+                return Decision(Answer.HALT, "superseded (412), re-evaluated; on_unmet: halt")
+            return Decision(Answer.REPLAN, "superseded (412), re-evaluated: re-plan")
+        case Kind.APPROVAL_REFUSED:
+            return _unmet(s, "the approval was refused or expired")
+        case Kind.TOOL_ERROR if s.status == 409:
+            if s.on_unmet is OnUnmet.HALT:
+                return Decision(Answer.HALT, "conflict (409); on_unmet: halt")
+            return Decision(Answer.REPLAN, "conflict (409): re-plan, do not retry blindly")
+        case Kind.TOOL_ERROR if s.retryable and s.retries_left:
+            return Decision(Answer.RETRY, "transient tool error")
+        case Kind.TOOL_ERROR:
+            return _unmet(s, "the tool failed")
+    raise ValueError(f"no route for {s}")  # unreachable: every Kind is matched above
