@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from plangate.assembly import connect
+from plangate.connection import connect
 from plangate.records.signing import SigningKey
 from plangate.stack import EmbeddedStack, environment
 from plangate.world.clients import World

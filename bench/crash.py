@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from plangate.assembly import connect
+from plangate.connection import connect
 from plangate.stack import EmbeddedStack, environment
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.crash_harness import KINDS, CrashConfig, CrashHarness, CrashResult

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 
 from bench._stack import Bench, bench_stack
+from plangate.activities.tools._statements import BUILDS
 from plangate.activities.tools.statements import STATEMENTS
 from plangate.records.report import Phase, RunReport
 
@@ -26,6 +27,7 @@ TABLE = "bench_guard"
 # add a skip read to every step): the unguarded side does the same write and reads nothing.
 UNGUARDED = "bench_set_job_state_unguarded"
 STATEMENTS[UNGUARDED] = replace(STATEMENTS["set_job_state"], post=(), done=())
+BUILDS[UNGUARDED] = BUILDS["set_job_state"]
 
 
 def plan(steps: int, guarded: bool) -> dict[str, Any]:

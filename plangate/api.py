@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
@@ -37,8 +37,7 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from plangate.activities.catalogue import catalogue, check_plan
-from plangate.assembly import connect
+from plangate.errors import PlangateError, RunError
 from plangate.plans.checking import lint
 from plangate.plans.guards import GuardedPlan
 from plangate.plans.load import PlanError, load_file, load_text, parse_plan
@@ -51,7 +50,13 @@ from plangate.records.approvals import (
     CardStatus,
     Decision,
 )
-from plangate.records.proofs import principal_refusal, sign_answer, sign_submission
+from plangate.records.interface import (
+    APPROVE_UPDATE,
+    CANCEL_SIGNAL,
+    PLAN_RUN,
+    REJECT_UPDATE,
+    REPORT_QUERY,
+)
 from plangate.records.report import (
     Cancellation,
     RunReport,
@@ -61,11 +66,12 @@ from plangate.records.report import (
     StepTimings,
 )
 from plangate.records.run import CancelRequest, HistoryBound, RunInput
-from plangate.records.signing import SigningKey
-from plangate.replanner.planner import Draft, draft_plan
 from plangate.workflows import summaries
-from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW, PlanRunWorkflow
 from plangate.world.settings import APPROVER_KEY_VAR, SUBMITTER_KEY_VAR, Settings
+
+if TYPE_CHECKING:
+    from plangate.records.signing import SigningKey
+    from plangate.replanner.planner import Draft
 
 PlanSource = Plan | Mapping[str, Any] | str | Path
 
@@ -77,27 +83,27 @@ _CLOSED_STATUS = {
 }
 
 
-class UnknownRun(LookupError):
+class UnknownRun(RunError, LookupError):
     """No run with this id in the namespace."""
 
 
-class RunIdInUse(ValueError):
+class RunIdInUse(RunError, ValueError):
     """A run with this id is running."""
 
 
-class RunEnded(ValueError):
+class RunEnded(RunError, ValueError):
     """The run has already ended (nothing to cancel)."""
 
 
-class AnswerRefused(ValueError):
+class AnswerRefused(RunError, ValueError):
     """An approval answer the run refused (the message says why); nothing was recorded."""
 
 
-class NoApproverKey(ValueError):
+class NoApproverKey(PlangateError, ValueError):
     """This process holds no approver's key to sign an answer with (or not the one asked)."""
 
 
-class SearchAttributesMissing(RuntimeError):
+class SearchAttributesMissing(RunError, RuntimeError):
     """The namespace lacks plangate's search attributes: runs cannot be found by status."""
 
 
@@ -195,6 +201,8 @@ def load(source: PlanSource) -> Plan:
 def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Checked:
     """Validate and lint; ``PlanError`` names every problem (with ``strict``, every lint
     warning too). Needs no server; starts nothing."""
+    from plangate.activities.catalogue import catalogue, check_plan
+
     plan = check_plan(load(source), settings)
     warnings = lint(plan, catalogue(settings))
     if strict and warnings:
@@ -281,6 +289,8 @@ class Plangate:
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> Plangate:
+        from plangate.connection import connect
+
         settings = settings or Settings.from_env()
         return cls(await connect(settings), settings)
 
@@ -291,7 +301,10 @@ class Plangate:
 
     async def plan(self, goal: str, context: str | None = None) -> Draft:
         """A first plan toward ``goal`` from the configured model, checked and linted strictly,
-        for a person to read (``Draft.as_yaml``); runs nothing."""
+        for a person to read (``Draft.as_yaml``); runs nothing. The model's client loads here,
+        not with the API."""
+        from plangate.replanner.planner import draft_plan
+
         return await draft_plan(goal, self.settings, context)
 
     # -- runs ---------------------------------------------------------------------------------
@@ -315,9 +328,11 @@ class Plangate:
         run_id: str | None = None,
         start_at: datetime | None = None,
         start_in: timedelta | None = None,
-    ) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
+    ) -> WorkflowHandle[Any, RunReport]:
         """``start``, returning the Temporal handle of this very execution. The staleness
         window runs from the plan's ``made_at``, or from submission when it has none."""
+        from plangate.records.proofs import sign_submission
+
         plan = self.check(source).plan
         self._refuse_principal(plan)
         run_id = run_id or new_run_id()
@@ -327,7 +342,7 @@ class Plangate:
         registered = await self.search_attributes_registered()
         try:
             return await self.client.start_workflow(
-                PlanRunWorkflow.run,
+                PLAN_RUN,
                 RunInput(
                     # the plan alone: its guards are the worker's to derive
                     plan=GuardedPlan(plan=plan), plan_made_at=plan.made_at or now,
@@ -347,6 +362,7 @@ class Plangate:
                 ),
                 static_summary=run_summary(plan),
                 static_details=run_details(plan),
+                result_type=RunReport,
             )
         except WorkflowAlreadyStartedError:
             raise RunIdInUse(f"a run with id {run_id!r} is already running") from None
@@ -367,6 +383,8 @@ class Plangate:
         me = known.get(key.name)
         if me is None:
             raise PlanError([f"plan: {key.name} is not a submitter of this deployment"])
+        from plangate.records.proofs import principal_refusal
+
         why = principal_refusal(me, plan.on_behalf_of)
         if why is not None:
             raise PlanError([why])
@@ -440,7 +458,7 @@ class Plangate:
         unknown step, a second answer; nothing is recorded then. ``at``: the time it is signed
         at (default: now; a time-skipping test server's clock is not this machine's)."""
         answer = self.signed_answer(run_id, step, digest, Decision.APPROVE, "", by, at)
-        return await self._answer(run_id, PlanRunWorkflow.approve, answer)
+        return await self._answer(run_id, APPROVE_UPDATE, answer)
 
     async def reject(
         self, run_id: str, step: int, digest: str, *, reason: str, by: str = "",
@@ -449,7 +467,7 @@ class Plangate:
         """Reject the card of ``step``: the step follows its ``on_unmet`` (signed as
         ``approve``)."""
         answer = self.signed_answer(run_id, step, digest, Decision.REJECT, reason, by, at)
-        return await self._answer(run_id, PlanRunWorkflow.reject, answer)
+        return await self._answer(run_id, REJECT_UPDATE, answer)
 
     def signed_answer(
         self, run_id: str, step: int, digest: str, decision: Decision, reason: str = "",
@@ -458,6 +476,8 @@ class Plangate:
         """An answer signed with the approver key named ``by`` (``approver_key``): what the
         ``approve`` and ``reject`` Updates take, and what a client that can only signal sends
         as the ``answer`` signal."""
+        from plangate.records.proofs import sign_answer
+
         key = self.approver_key(by)
         proof = sign_answer(
             key, run_id=run_id, step=step, digest=digest, decision=decision, reason=reason,
@@ -467,12 +487,12 @@ class Plangate:
             step=step, digest=digest, decision=decision, by=key.name, reason=reason, proof=proof
         )
 
-    async def _answer(self, run_id: str, update: Any, answer: ApprovalAnswer) -> ApprovalReceipt:
+    async def _answer(self, run_id: str, update: str, answer: ApprovalAnswer) -> ApprovalReceipt:
         await self._describe(run_id)
         update_id = f"answer-{uuid.uuid4().hex}"
         try:
             receipt: ApprovalReceipt = await self.handle(run_id).execute_update(
-                update, answer, id=update_id
+                update, answer, id=update_id, result_type=ApprovalReceipt
             )
         except WorkflowUpdateFailedError as e:
             cause = e.cause
@@ -522,7 +542,7 @@ class Plangate:
         first. A run whose report cannot be read in time (no worker polling) is named in
         ``unanswered``; a queued run has no card yet."""
         queue = self.settings.task_queue
-        query = f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus="Running"'
+        query = f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus="Running"'
         if not any(c in queue for c in "\"'\\"):
             query += f' AND TaskQueue="{queue}"'  # else filtered below only
         runs = [
@@ -538,7 +558,7 @@ class Plangate:
             async with at_once:
                 try:
                     rep: RunReport = await self.handle(run_id).query(
-                        PlanRunWorkflow.report, rpc_timeout=PENDING_QUERY_TIMEOUT
+                        REPORT_QUERY, result_type=RunReport, rpc_timeout=PENDING_QUERY_TIMEOUT
                     )
                     return rep
                 except RPCError as e:
@@ -565,9 +585,9 @@ class Plangate:
             cards=cards, runs=len(runs), unanswered=unanswered, truncated=truncated
         )
 
-    def handle(self, run_id: str) -> WorkflowHandle[PlanRunWorkflow, RunReport]:
+    def handle(self, run_id: str) -> WorkflowHandle[Any, RunReport]:
         """The run's Temporal workflow handle, for what this API does not cover."""
-        return self.client.get_workflow_handle_for(PlanRunWorkflow.run, run_id)
+        return self.client.get_workflow_handle(run_id, result_type=RunReport)
 
     async def _describe(self, run_id: str) -> WorkflowExecutionStatus | None:
         return (await self._description(run_id)).status
@@ -593,7 +613,7 @@ class Plangate:
         if status == WorkflowExecutionStatus.COMPLETED:
             return await handle.result()
         try:
-            rep = await handle.query(PlanRunWorkflow.report)
+            rep: RunReport = await handle.query(REPORT_QUERY, result_type=RunReport)
         except WorkflowQueryFailedError:
             if status != WorkflowExecutionStatus.FAILED:
                 raise
@@ -637,6 +657,8 @@ class Plangate:
         if inp is None:
             raise UnknownRun(f"run {run_id!r} has no history")
         plan = inp.plan.plan
+        from plangate.activities.catalogue import catalogue
+
         cat = catalogue(self.settings)
         ended = cancellation is not None or failed is not None
         status, state = RunStatus.QUEUED, StepState.PENDING
@@ -677,7 +699,7 @@ class Plangate:
             while not final.done():
                 rep: RunReport | None
                 try:
-                    rep = await self.handle(run_id).query(PlanRunWorkflow.report)
+                    rep = await self.handle(run_id).query(REPORT_QUERY, result_type=RunReport)
                 except RPCError as e:  # not begun yet (queued), or no worker answered
                     begun = e.status != RPCStatusCode.FAILED_PRECONDITION
                     rep = None if begun else await self._queued_or_none(run_id)
@@ -716,4 +738,4 @@ class Plangate:
                 request, reason=f"cancelled before it started: {reason or 'no reason given'}"
             )
             return
-        await self.handle(run_id).signal(PlanRunWorkflow.cancel, request)
+        await self.handle(run_id).signal(CANCEL_SIGNAL, request)

@@ -1,7 +1,8 @@
 """The one worker assembly: every plangate workflow and activity and the pydantic data
 converter, as a Temporal plugin (``PlangatePlugin``). ``plangate worker``, ``plangate dev``,
 ``plangate demo``, the tests and the benchmarks all build their workers with ``build_worker``;
-a client connects with ``connect``; a replayer takes the plugin with no world.
+a client connects with ``plangate.connection.connect``; a replayer takes the plugin with no
+world.
 
 The data converter is the deployment's (``plangate.encryption.data_converter``): large
 payloads compressed, every payload encrypted when ``PLANGATE_ENCRYPTION_KEYS`` names keys. A
@@ -21,7 +22,7 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
-from plangate import metrics, tracing
+from plangate import tracing
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.extensions import registry_for
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
@@ -84,32 +85,6 @@ class PlangatePlugin(SimplePlugin):
         )
 
 
-class PlangateClientPlugin(SimplePlugin):
-    """What a client needs: the deployment's data converter (``plangate.encryption``: the
-    pydantic converter, large payloads compressed, payloads encrypted when keys are set). A
-    worker built on the client takes its workflows and activities from ``PlangatePlugin``."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__("plangate-client", data_converter=data_converter(settings))
-
-
-async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
-    """The one way plangate makes a Temporal client: the deployment's connection
-    (``Settings.temporal_connect_config``: address, namespace, TLS, API key, gRPC metadata from
-    ``temporalio.envconfig``) with the deployment's data converter (``plangate.encryption``).
-
-    ``serve_metrics`` (a worker's client): on the runtime that serves Prometheus on
-    ``settings.metrics_address`` when it names one (``plangate.metrics``); a worker built on
-    the client records its metrics there. Otherwise the SDK's default runtime."""
-    rt = None
-    if serve_metrics and settings.metrics_address:
-        rt = metrics.runtime(settings.metrics_address)  # MetricsError before any connection
-    return await Client.connect(
-        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin(settings)],
-        runtime=rt, interceptors=tracing.interceptors(settings),
-    )
-
-
 def refusing_plain(client: Client, settings: Settings) -> Client:
     """``client``'s connection, namespace and interceptors with the deployment's converter that
     refuses unencrypted payloads (``settings`` names keys): the client a worker polls with.
@@ -145,7 +120,7 @@ async def build_worker(
         raise ValueError(
             f"the worker's Temporal client does not encrypt with key "
             f"{settings.encryption_key_ids[0]!r} of PLANGATE_ENCRYPTION_KEYS: connect it with "
-            "plangate.assembly.connect"
+            "plangate.connection.connect"
         )
     if settings.encryption_keys:
         client = refusing_plain(client, settings)

@@ -247,14 +247,19 @@ def _read_context(path: Path, limit: int) -> str:
 
 
 async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.replanner.planner import MAX_CONTEXT_BYTES, PlanningUnavailable, draft_plan
+    from plangate.replanner.planner import (
+        MAX_CONTEXT_BYTES,
+        NoModel,
+        PlanningUnavailable,
+        draft_plan,
+    )
 
     context = _read_context(Path(args.context), MAX_CONTEXT_BYTES) if args.context else None
     try:
         draft = await draft_plan(args.goal, settings, context)
+    except NoModel as e:
+        raise UsageError(str(e)) from None
     except PlanningUnavailable as e:
-        if "needs a model" in str(e):
-            raise UsageError(str(e)) from None
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
     if draft.plan is None:
@@ -636,8 +641,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from plangate._stack import StackError
     from plangate.activities.extensions import ExtensionError
+    from plangate.errors import ServiceUnreachable
     from plangate.metrics import MetricsError
-    from plangate.services import ServiceUnreachable
     from plangate.tracing import TracingUnavailable
 
     try:

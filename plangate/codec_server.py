@@ -44,6 +44,7 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from plangate.encryption import DecryptionError, payload_codec
+from plangate.errors import ConfigurationError
 from plangate.plans.visible import visible
 from plangate.tokens import MAKE_ONE, weakness
 from plangate.world.settings import CODEC_TOKEN_VAR, Settings
@@ -83,7 +84,7 @@ class CodecServer(ThreadingHTTPServer):
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-class CodecServerRefused(ValueError):
+class CodecServerRefused(ConfigurationError):
     """The codec server will not start as asked (no token off loopback, a weak token): one line
     saying why and what to do."""
 

@@ -23,7 +23,8 @@ from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import check_plan
 from plangate.activities.demo_schema import seed_acct_3319f
 from plangate.api import Plangate
-from plangate.assembly import build_worker, connect
+from plangate.assembly import build_worker
+from plangate.connection import connect
 from plangate.naive import run_naive
 from plangate.plans.load import parse_plan
 from plangate.plans.visible import visible

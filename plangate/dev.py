@@ -28,7 +28,8 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from plangate._stack import HOST, choose_port
-from plangate.assembly import build_worker, connect
+from plangate.assembly import build_worker
+from plangate.connection import connect
 from plangate.metrics import url
 from plangate.records.signing import NAME, SigningKey
 from plangate.stack import EmbeddedStack, StackError, environment

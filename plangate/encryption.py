@@ -67,6 +67,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from plangate.compression import CompressionCodec
+from plangate.errors import PlangateError
 from plangate.world.settings import ENCRYPTION_KEYS_VAR, Settings
 
 ENCODING = b"binary/encrypted"
@@ -79,7 +80,7 @@ _WAS = "unencrypted-encoding"
 REFUSED_TYPE = "UnencryptedPayload"
 
 
-class DecryptionError(ValueError):
+class DecryptionError(PlangateError, ValueError):
     """An encrypted payload that cannot be decrypted here: its key is not configured, or the
     key of its id does not open it. Names the key id, never a key."""
 

@@ -20,6 +20,7 @@ import threading
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from plangate.activities import metrics as activity_metrics
+from plangate.errors import ConfigurationError
 from plangate.workflows import metrics as workflow_metrics
 from plangate.world.settings import METRICS_ADDRESS_VAR
 
@@ -55,7 +56,7 @@ NAMES = (
 )
 
 
-class MetricsError(Exception):
+class MetricsError(ConfigurationError):
     """The endpoint could not be served (its port is taken, the address is not this host's)."""
 
 

@@ -19,19 +19,11 @@ from psycopg.conninfo import conninfo_to_dict
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from plangate.assembly import connect as _connect
+from plangate.connection import connect as _connect
+from plangate.errors import ServiceUnreachable
 from plangate.world.settings import Settings
 
 CONNECT_TIMEOUT_S = 3.0
-
-
-class ServiceUnreachable(Exception):
-    """A service plangate needs could not be reached (or would not let us in)."""
-
-    def __init__(self, service: str, where: str, reason: str) -> None:
-        super().__init__(f"cannot reach {service} at {where}: {reason}")
-        self.service = service
-        self.where = where
 
 
 def _reason(e: BaseException, secret: str | None = None) -> str:

@@ -16,13 +16,14 @@ from typing import Any
 
 from opentelemetry.trace import Tracer
 
+from plangate.errors import ConfigurationError
 from plangate.world.settings import Settings
 
 SERVICE = "plangate"
 _providers: dict[str, Any] = {}  # endpoint -> TracerProvider
 
 
-class TracingUnavailable(ValueError):
+class TracingUnavailable(ConfigurationError):
     """An OTLP endpoint is configured but the OpenTelemetry SDK is not installed."""
 
 

@@ -37,8 +37,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.extensions import registry_for
-from plangate.assembly import connect
 from plangate.compression import DATA_CONVERTER
+from plangate.connection import connect
 from plangate.records.signing import SigningKey
 from plangate.stack import EmbeddedStack
 from plangate.world.clients import World

@@ -39,8 +39,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from plangate.api import PendingCard, Plangate
-from plangate.assembly import connect
 from plangate.cli import main
+from plangate.connection import connect
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.ui import card_html, span

@@ -16,9 +16,9 @@ import pytest
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.service import TLSConfig
 
-from plangate.assembly import connect
 from plangate.cli import main
-from plangate.services import ServiceUnreachable
+from plangate.connection import connect
+from plangate.errors import ServiceUnreachable
 from plangate.services import connect as connect_or_one_line
 from plangate.world.settings import Settings
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from plangate.api import Plangate
-from plangate.assembly import connect
+from plangate.connection import connect
 from plangate.dev import run_dev
 from plangate.world.settings import Settings
 from tests.harness import s3_client, scheduled, scrape

@@ -48,10 +48,11 @@ from temporalio.worker import Replayer
 
 from plangate.activities.demo_schema import Account, seed_account
 from plangate.api import Plangate
-from plangate.assembly import PlangatePlugin, build_worker, connect
+from plangate.assembly import PlangatePlugin, build_worker
 from plangate.cli import main
 from plangate.codec_server import CodecServer, CodecServerRefused, codec_server
 from plangate.compression import DATA_CONVERTER
+from plangate.connection import connect
 from plangate.encryption import (
     ENCODING,
     KEY_ID,

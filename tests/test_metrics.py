@@ -21,8 +21,9 @@ from temporalio.worker import Replayer
 from plangate import metrics
 from plangate._stack import free_port
 from plangate.api import Plangate
-from plangate.assembly import PlangatePlugin, connect
+from plangate.assembly import PlangatePlugin
 from plangate.cli import main
+from plangate.connection import connect
 from plangate.records.report import RunReport
 from plangate.world.settings import Settings
 from tests.harness import Scrape, running_worker, scrape

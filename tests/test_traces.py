@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from plangate import tracing
-from plangate.assembly import connect
+from plangate.connection import connect
 from plangate.world.settings import Settings
 from tests.fake_otlp import FakeCollector, Span
 from tests.harness import running_worker

@@ -16,6 +16,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from plangate.errors import PlangateError
+
 HOST = "127.0.0.1"
 
 EMBEDDED_EXTRA = "plangate[embedded]"
@@ -30,7 +32,7 @@ FAKE_CREDENTIALS = {
 log = logging.getLogger("plangate.stack")
 
 
-class StackError(RuntimeError):
+class StackError(PlangateError, RuntimeError):
     """An embedded service could not be found, started or stopped."""
 
 

@@ -21,6 +21,7 @@ import psycopg
 from psycopg import sql
 
 from plangate.activities.extensions import registry_for
+from plangate.errors import PlangateError
 from plangate.world.clients import World
 from plangate.world.pg import ident
 
@@ -90,7 +91,7 @@ async def ensure_schema(world: World) -> None:
         await ensure(world)
 
 
-class SchemaNotReady(Exception):
+class SchemaNotReady(PlangateError):
     """plangate's own tables are missing, or this role may not read them."""
 
 

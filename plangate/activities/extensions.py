@@ -24,22 +24,25 @@ import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from importlib.metadata import entry_points
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plangate import probes
 from plangate.activities.tools import registry as tool_registry
 from plangate.activities.tools import s3, warehouse
 from plangate.activities.tools.registry import ToolSpec
+from plangate.errors import PlangateError
 from plangate.probes import registry as probe_registry
 from plangate.probes.registry import ProbeSpec
-from plangate.world.clients import World
 from plangate.world.settings import Settings, demo_systems_enabled, extension_modules
 
-EnsureSchema = Callable[[World], Awaitable[None]]
+if TYPE_CHECKING:
+    from plangate.world.clients import World
+
+EnsureSchema = Callable[["World"], Awaitable[None]]
 ENTRY_POINT_GROUP = "plangate.extensions"
 
 
-class ExtensionError(Exception):
+class ExtensionError(PlangateError):
     """An extension that cannot be loaded, or that clashes with another: the deployment does
     not start (the message names the extension and what is wrong)."""
 

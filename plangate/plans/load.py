@@ -8,6 +8,7 @@ alias or anchor, nesting too deep for the parsers, a plan over a size limit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import stat
@@ -15,17 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from plangate.errors import PlangateError
 from plangate.plans import limits
 from plangate.plans.model import Condition, Plan
 
 _NOT_FINITE = "NaN and infinity are not numbers a plan may hold"
 
 
-class PlanError(ValueError):
+class PlanError(PlangateError, ValueError):
     """A plan that cannot run. ``problems`` name the step and the field of each one."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -242,24 +243,46 @@ class _Refused(ValueError):
     """Text that parses, but holds what a plan may not (a YAML alias): not a syntax error."""
 
 
+# Python converts at most this many digits between int and str (sys.get_int_max_str_digits)
+_MAX_INT_DIGITS = 4300
+
+
+def _int(text: str) -> int:
+    """An integer of a plan's JSON or YAML, refused (not failed on) past Python's limit."""
+    if len(text.lstrip("+-").replace("_", "")) > _MAX_INT_DIGITS:
+        raise _Refused(f"a number of more than 4,300 digits; {_TOO_LARGE}")
+    return int(text)
+
+
 def _at(mark: Any) -> str:
     return "" if mark is None else f" (line {mark.line + 1}, column {mark.column + 1})"
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """YAML without anchors and aliases: a plan has no use for them, and an alias bomb (a few
-    lines that expand to millions of nodes) is refused at its first anchor, before it grows."""
+@functools.cache
+def _no_alias_loader() -> type[Any]:
+    """A YAML loader without anchors and aliases: a plan has no use for them, and an alias bomb
+    (a few lines that expand to millions of nodes) is refused at its first anchor, before it
+    grows. Made on the first YAML plan: a JSON plan never loads the YAML library."""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(
-                f"YAML anchors and aliases are not accepted in a plan{_at(event.start_mark)}"
-            )
-        return super().compose_node(parent, index)
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise _Refused(
+                    f"YAML anchors and aliases are not accepted in a plan{_at(event.start_mark)}"
+                )
+            return super().compose_node(parent, index)
+
+        def construct_yaml_int(self, node: Any) -> Any:
+            _int(str(self.construct_scalar(node)))
+            return super().construct_yaml_int(node)
+
+    NoAliasLoader.add_constructor("tag:yaml.org,2002:int", NoAliasLoader.construct_yaml_int)
+    return NoAliasLoader
 
 
-def _one_line(e: yaml.YAMLError) -> str:
+def _one_line(e: Exception) -> str:
     problem = getattr(e, "problem", None)
     if problem:
         context = getattr(e, "context", None)
@@ -269,8 +292,6 @@ def _one_line(e: yaml.YAMLError) -> str:
 
 
 def _unreadable(e: ValueError) -> str:
-    if "integer string conversion" in str(e):  # int() of more than 4,300 digits
-        return f"a number of more than 4,300 digits; {_TOO_LARGE}"
     return f"a value that cannot be read: {' '.join(str(e).split())[:200]}"
 
 
@@ -286,10 +307,12 @@ def load_text(text: str, name: str = "plan") -> Plan:
 
     try:
         try:
-            raw = json.loads(text, parse_constant=constant)
+            raw = json.loads(text, parse_constant=constant, parse_int=_int)
         except json.JSONDecodeError:
+            import yaml
+
             try:
-                raw = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader
+                raw = yaml.load(text, Loader=_no_alias_loader())  # a SafeLoader
             except yaml.YAMLError as e:
                 raise PlanError([f"{name}: neither JSON nor YAML: {_one_line(e)}"]) from None
     except PlanError:
@@ -297,8 +320,7 @@ def load_text(text: str, name: str = "plan") -> Plan:
     except _Refused as e:
         raise PlanError([f"{name}: {e}"]) from None
     except ValueError as e:
-        # what a parser's constructors refuse: an integer of more than 4,300 digits (Python's
-        # own limit), a YAML date that is none (2026-02-30)
+        # what a parser's constructors refuse: a YAML date that is none (2026-02-30)
         raise PlanError([f"{name}: {_unreadable(e)}"]) from None
     except RecursionError:
         raise PlanError([f"{name}: {_TOO_DEEP.removeprefix('plan: ')}"]) from None

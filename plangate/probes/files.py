@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from plangate.plans.names import NonEmpty
 from plangate.probes.registry import ProbeArgs, ProbeContext, Verdict, probe
-from plangate.world.files import NotAFile
+from plangate.world.paths import NotAFile
 
 if TYPE_CHECKING:
     from plangate.world.clients import World

@@ -2,20 +2,20 @@
 
 What a plan names them to read is scoped (``plans.scope``). They read as the worker's own role,
 whoever the run acts for: a probe only reads, and the authority of the run's principal
-(``on_behalf_of``) is re-checked by the tool when it acts (``world.pg.act_as``)."""
+(``on_behalf_of``) is re-checked by the tool when it acts (``world.pg.act_as``).
+
+The declarations are here; what each probe does is in ``_postgres``, imported on its first
+read: a client that checks plans never loads psycopg."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from psycopg import sql
 from pydantic import Field, model_validator
 
 from plangate.plans.names import Identifier, NonEmpty, QualifiedName
-from plangate.plans.scope import Reads, table_parts
+from plangate.plans.scope import Reads
 from plangate.probes.registry import ProbeArgs, ProbeContext, Verdict, probe
-from plangate.world.pg import REGCLASS, ident
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
@@ -52,14 +52,6 @@ class JobArgs(ProbeArgs):
     want: NonEmpty
 
 
-async def _one(world: World, query: sql.Composable | str, params: tuple[Any, ...] = ()) -> Any:
-    pool = await world.pool()
-    async with pool.connection() as conn, conn.cursor() as cur:
-        await cur.execute(query, params)
-        row = await cur.fetchone()
-        return None if row is None else row[0]
-
-
 # What a plan names a probe to read is scoped like a tool's reads (plans.scope); plangate.loads,
 # which table_loaded_from reads by design, is not a plan's to name.
 TABLE = (Reads("table", "table"),)
@@ -67,96 +59,36 @@ TABLE = (Reads("table", "table"),)
 
 @probe("table_rowcount", RowcountArgs, system="postgres", reads=TABLE)
 async def table_rowcount(args: RowcountArgs, world: World, ctx: ProbeContext) -> Verdict:
-    if await _one(world, f"SELECT {REGCLASS}::text", table_parts(args.table)) is None:
-        return Verdict(False, {"rows": 0}, f"table {args.table} does not exist")
-    count = int(await _one(world, sql.SQL("SELECT count(*) FROM {}").format(ident(args.table))))
-    observed = {"rows": count}
-    if count < args.min:
-        return Verdict(False, observed, f"{args.table} has {count} rows, at least {args.min} due")
-    if args.max is not None and count > args.max:
-        return Verdict(False, observed, f"{args.table} has {count} rows, at most {args.max} due")
-    return Verdict(True, observed)
+    from plangate.probes import _postgres
+
+    return await _postgres.table_rowcount(args, world, ctx)
 
 
 @probe("table_loaded_from", LoadedFromArgs, system="postgres", reads=TABLE)
 async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContext) -> Verdict:
     """The table holds what a load of ``source`` put there: the load recorded this source's
     SHA-256 and row count, and the table still has exactly that many rows."""
-    want = await asyncio.to_thread(world.files.sha256, ctx.run_id, args.source)
-    if want is None:
-        return Verdict(False, None, f"source file {args.source} is not there to compare with")
-    pool = await world.pool()
-    async with pool.connection() as conn, conn.cursor() as cur:
-        await cur.execute(
-            "SELECT source_sha256, rows FROM plangate.loads WHERE target = %s", (args.table,)
-        )
-        rec = await cur.fetchone()
-        if rec is None:
-            return Verdict(False, None, f"no load into {args.table} is recorded")
-        # on this connection: a second one from the pool while holding the first can wait
-        # forever when every connection is held by a read waiting for its second
-        await cur.execute(f"SELECT {REGCLASS}::text", table_parts(args.table))
-        exists = await cur.fetchone()
-        if exists is None or exists[0] is None:
-            return Verdict(False, None, f"table {args.table} does not exist")
-        await cur.execute(sql.SQL("SELECT count(*) FROM {}").format(ident(args.table)))
-        count_row = await cur.fetchone()
-    have, rows = rec
-    count = int(count_row[0]) if count_row else 0
-    observed = {"source_sha256": have[:16], "rows": count}
-    if have != want:
-        return Verdict(
-            False, observed, f"{args.table} holds a load of other content ({have[:12]}…, "
-            f"not {args.source}'s {want[:12]}…)"
-        )
-    if count != rows:
-        return Verdict(
-            False, observed, f"{args.table} has {count} rows; the load of {args.source} left {rows}"
-        )
-    return Verdict(True, observed)
+    from plangate.probes import _postgres
+
+    return await _postgres.table_loaded_from(args, world, ctx)
 
 
 @probe("column_exists", ColumnArgs, system="postgres", reads=TABLE)
 async def column_exists(args: ColumnArgs, world: World, ctx: ProbeContext) -> Verdict:
-    schema, table = table_parts(args.table)
-    n = await _one(
-        world,
-        "SELECT count(*) FROM information_schema.columns "
-        "WHERE table_schema = %s AND table_name = %s AND column_name = %s",
-        (schema, table, args.column),
-    )
-    if int(n) == 1:
-        return Verdict(True, {"column": args.column})
-    return Verdict(False, None, f"{args.table}.{args.column} does not exist")
+    from plangate.probes import _postgres
+
+    return await _postgres.column_exists(args, world, ctx)
 
 
 @probe("index_valid", IndexArgs, system="postgres")
 async def index_valid(args: IndexArgs, world: World, ctx: ProbeContext) -> Verdict:
-    valid = await _one(
-        world,
-        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
-        (args.name,),
-    )
-    if valid is None:
-        return Verdict(False, None, f"index {args.name} does not exist")
-    if valid is not True:
-        return Verdict(False, {"indisvalid": False}, f"index {args.name} is not valid")
-    return Verdict(True, {"indisvalid": True})
+    from plangate.probes import _postgres
 
-
-# The job of the step's own run (set by its set_job_state) if there is one, else the outside
-# world's (owner NULL): never another run's, so no run can satisfy another's wait.
-JOB_STATE = """
-SELECT state FROM plangate.jobs WHERE job_id = %s AND (owner = %s OR owner IS NULL)
-ORDER BY owner IS NULL LIMIT 1
-"""
+    return await _postgres.index_valid(args, world, ctx)
 
 
 @probe("job_state", JobArgs, system="postgres", reads=(Reads("job", "job_id"),))
 async def job_state(args: JobArgs, world: World, ctx: ProbeContext) -> Verdict:
-    state = await _one(world, JOB_STATE, (args.job_id, ctx.run_id))
-    if state is None:
-        return Verdict(False, None, f"job {args.job_id} does not exist")
-    if state != args.want:
-        return Verdict(False, {"state": state}, f"job {args.job_id} is {state}, not {args.want}")
-    return Verdict(True, {"state": state})
+    from plangate.probes import _postgres
+
+    return await _postgres.job_state(args, world, ctx)

@@ -1,11 +1,10 @@
-"""S3 probes."""
+"""S3 probes. The declarations are here; what each does is in ``_s3``, imported on its first
+read: a client that checks plans never loads botocore."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
-from botocore.exceptions import ClientError
 from pydantic import model_validator
 
 from plangate.plans.names import BucketName, NonEmpty
@@ -38,55 +37,24 @@ BUCKET = (Reads("bucket", "bucket"),)  # scoped like a tool's reads (plans.scope
 @probe("object_exists", ObjectArgs, system="s3", reads=BUCKET)
 async def object_exists(args: ObjectArgs, world: World, ctx: ProbeContext) -> Verdict:
     """HEAD the object: it holds when the object is there with size > 0; reports the ETag."""
-    try:
-        head = await asyncio.to_thread(world.s3.head_object, Bucket=args.bucket, Key=args.key)
-    except ClientError as e:
-        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        if status == 404:
-            return Verdict(False, None, f"s3://{args.bucket}/{args.key} does not exist")
-        raise  # 403, 5xx: the probe cannot tell, which is not the same as "absent"
-    size = int(head.get("ContentLength", 0))
-    observed = {"etag": head.get("ETag"), "size": size}
-    if size <= 0:
-        return Verdict(False, observed, f"s3://{args.bucket}/{args.key} is empty")
-    return Verdict(True, observed)
+    from plangate.probes import _s3
+
+    return await _s3.object_exists(args, world, ctx)
 
 
 @probe("object_version", ObjectArgs, system="s3", reads=BUCKET)
 async def object_version(args: ObjectArgs, world: World, ctx: ProbeContext) -> Verdict:
     """HEAD the object for the version a write should carry: holds whenever S3 can answer;
     observes ``{"etag", "size"}``, or ``{"absent": true}`` when there is no such object."""
-    try:
-        head = await asyncio.to_thread(world.s3.head_object, Bucket=args.bucket, Key=args.key)
-    except ClientError as e:
-        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        if status == 404:
-            return Verdict(True, {"absent": True})
-        raise
-    return Verdict(True, {"etag": head.get("ETag"), "size": int(head.get("ContentLength", 0))})
+    from plangate.probes import _s3
+
+    return await _s3.object_version(args, world, ctx)
 
 
 @probe("object_content_equals", ContentArgs, system="s3", reads=BUCKET)
 async def object_content_equals(args: ContentArgs, world: World, ctx: ProbeContext) -> Verdict:
     """GET the object and compare it with what the write meant to leave there: existence alone
     would let a replacing write be skipped as done."""
-    if args.body is not None:
-        want = args.body.encode()
-    else:
-        want = await asyncio.to_thread(world.files.read, ctx.run_id, args.source or "")
+    from plangate.probes import _s3
 
-    def read() -> tuple[bytes, str]:
-        obj = world.s3.get_object(Bucket=args.bucket, Key=args.key)
-        return obj["Body"].read(), str(obj.get("ETag"))
-
-    try:
-        have, etag = await asyncio.to_thread(read)
-    except ClientError as e:
-        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        if status == 404:
-            return Verdict(False, None, f"s3://{args.bucket}/{args.key} does not exist")
-        raise
-    observed = {"etag": etag, "size": len(have)}
-    if have != want:
-        return Verdict(False, observed, f"s3://{args.bucket}/{args.key} holds other content")
-    return Verdict(True, observed)
+    return await _s3.object_content_equals(args, world, ctx)

@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from plangate.errors import ConfigurationError
+
 APPROVAL = "plangate/approval/v1"
 SUBMISSION = "plangate/submission/v1"
 
@@ -36,7 +38,7 @@ KEY_BYTES = 32
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.@\-]{0,62}$")
 
 
-class KeyProblem(ValueError):
+class KeyProblem(ConfigurationError):
     """A key or a list of keys that cannot be used (the message never quotes key material)."""
 
 

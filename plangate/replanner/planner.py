@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from plangate.activities.catalogue import catalogue, plan_problems
+from plangate.errors import ConfigurationError, PlangateError
 from plangate.plans.checking import lint
 from plangate.plans.limits import MAX_ARG_JSON_BYTES
 from plangate.plans.model import Budget, Plan
@@ -21,8 +22,12 @@ from plangate.world.settings import Settings
 MAX_CONTEXT_BYTES = MAX_ARG_JSON_BYTES  # a person's notes, handed to the model as they are
 
 
-class PlanningUnavailable(Exception):
-    """No model is configured, or it gave no answer."""
+class PlanningUnavailable(PlangateError):
+    """No model is configured (``NoModel``), or it gave no answer."""
+
+
+class NoModel(PlanningUnavailable, ConfigurationError):
+    """Planning needs a model and the settings name none."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class Draft:
 
 def backend_for(settings: Settings) -> OpenAIBackend:
     if not (settings.openai_base_url or settings.openai_api_key):
-        raise PlanningUnavailable(
+        raise NoModel(
             "planning needs a model: set OPENAI_BASE_URL (any OpenAI-compatible endpoint) "
             "or OPENAI_API_KEY, and PLANGATE_MODEL"
         )

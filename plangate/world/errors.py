@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
+from plangate.errors import PlangateError
 from plangate.records.codes import CODES
 
 
-class ToolError(Exception):
+class ToolError(PlangateError):
     def __init__(self, code: str, detail: str = "", data: JsonValue = None) -> None:
         if code not in CODES:
             raise ValueError(f"unknown tool error code {code!r}; add it to records.codes.CODES")

@@ -25,16 +25,12 @@ from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
-from plangate.world.paths import confine, confine_file
+from plangate.world.paths import NotAFile, confine, confine_file
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 DIGEST_META = "sha256"  # object metadata of an artifact: the SHA-256 of its content
-
-
-class NotAFile(ValueError):
-    """The path names something that is not a regular file (a directory)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,10 @@ class PathOutsideWorkdir(ValueError):
     it. A tool that meets one at run time fails with ``bad_arguments``, having written nothing."""
 
 
+class NotAFile(ValueError):
+    """The path names something that is not a regular file (a directory)."""
+
+
 def _size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 

@@ -1,5 +1,7 @@
 """Statements ``warehouse.run_sql`` may run: written here by the operator, chosen by name in a
-plan. Identifiers go through ``psycopg.sql.Identifier``, values through ``sql.Literal``.
+plan. Identifiers go through ``psycopg.sql.Identifier``, values through ``sql.Literal``. Declared
+here; each statement's SQL is built in ``_statements``, imported when ``run_sql`` first runs one:
+a client that checks plans never loads psycopg.
 
 A statement declares what it reads and writes (``plans.scope``: never plangate's own tables or
 the system catalogues, only what the deployment's scope allows), the post conditions every use
@@ -8,17 +10,13 @@ its own (it is too general), only its statements' ones."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field
 
 from plangate.plans.catalogue import Term
 from plangate.plans.names import Identifier, QualifiedName
 from plangate.plans.scope import Reads, Writes
-from plangate.world.pg import ident
 
 
 class Params(BaseModel):
@@ -52,8 +50,6 @@ class JobParams(Params):
 @dataclass(frozen=True)
 class Statement:
     params: type[Params]
-    # the SQL of a use: from its parameters and the id of the run it is for (whose jobs it sets)
-    build: Callable[[Any, str], sql.SQL | sql.Composed]
     # What every use of this statement ends with, and the evidence that a use would change
     # nothing (``Contract.done``), bound from ``params.NAME``; ``run_sql`` takes these as its
     # contract.
@@ -63,43 +59,26 @@ class Statement:
     reads: tuple[Reads, ...] = ()  # what it reads, from ``params.NAME``
 
 
-# A run's own jobs: a plan sets only the job of its own run (owner), never an outside job
-# (owner NULL) or another run's, so no run can satisfy another's job_state wait.
-SET_JOB = """
-INSERT INTO plangate.jobs (job_id, state, owner) VALUES ({}, {}, {})
-ON CONFLICT (owner, job_id) DO UPDATE SET state = EXCLUDED.state, updated_at = now()
-"""
-
-
 STATEMENTS: dict[str, Statement] = {
-    "select_one": Statement(NoParams, lambda p, run: sql.SQL("SELECT 1")),
+    "select_one": Statement(NoParams),
     # read-only: a look at a table's rows (run_sql returns at most its row and size bounds)
     "sample_rows": Statement(
         SampleParams,
-        lambda p, run: sql.SQL("SELECT * FROM {} LIMIT {}").format(
-            ident(p.table), sql.Literal(p.limit)
-        ),
         reads=(Reads("table", "params.table"),),
     ),
     "analyze": Statement(
         TableParams,
-        lambda p, run: sql.SQL("ANALYZE {}").format(ident(p.table)),
         writes=(Writes("table", "params.table"),),
     ),
     "create_index": Statement(
         IndexParams,
-        lambda p, run: sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
-            sql.Identifier(p.name), ident(p.table), sql.Identifier(p.column)
-        ),
         # an index of that name may be an older one on other columns: checked, never skipped
         post=(Term("index_valid", {"name": "params.name"}),),
         writes=(Writes("table", "params.table"),),
     ),
     "set_job_state": Statement(
         JobParams,
-        lambda p, run: sql.SQL(SET_JOB).format(
-            sql.Literal(p.job_id), sql.Literal(p.state), sql.Literal(run)
-        ),
+        # a run's own job only (``_statements.SET_JOB``)
         writes=(Writes("job", "params.job_id"),),
         # Setting a state the job already has changes nothing. Not a post: others move a job
         # on (requested -> done), and a plan's own post says which state it waits for.

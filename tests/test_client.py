@@ -1,0 +1,88 @@
+"""The client is light (issue 20): the Python API and ``plangate check`` load no S3, Postgres
+or model client, and address a run by the names of its Temporal interface, never by the
+workflow's class."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from plangate.records import interface
+from plangate.workflows.plan_run import PlanRunWorkflow
+
+HEAVY = ("boto3", "botocore", "psycopg", "psycopg_pool", "openai")
+
+
+def loaded_after(code: str, cwd: Path, env: dict[str, str] | None = None) -> list[str]:
+    probe = f"{code}\nimport sys\nprint([m for m in {HEAVY!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, check=True,
+                         capture_output=True, text=True, timeout=60)
+    return list(json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')))
+
+
+def test_the_api_loads_no_s3_postgres_or_model_client(tmp_path):
+    assert loaded_after("from plangate import Plangate\nPlangate", tmp_path) == []
+
+
+def test_plangate_check_loads_no_s3_postgres_or_model_client(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"goal": "g", "steps": [
+        {"n": 1, "tool": "s3.get", "effect": "read",
+         "args": {"bucket": "vendor-drops", "key": "k.csv", "dest": "k.csv"}},
+        {"n": 2, "tool": "warehouse.load", "depends_on": [1],
+         "args": {"target": "staging.t", "source": "k.csv"}},
+    ]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLANGATE_")}
+    env.update(TEMPORAL_CONFIG_FILE=os.devnull, PLANGATE_WORKDIR=str(tmp_path / "work"))
+    code = (
+        "from plangate.cli import main\n"
+        f"assert main(['check', {str(plan)!r}]) == 0\n"
+    )
+    assert loaded_after(code, tmp_path, env) == []
+
+
+def test_the_client_names_what_the_workflow_defines():
+    defn = PlanRunWorkflow.__temporal_workflow_definition  # type: ignore[attr-defined]
+    assert defn.name == interface.PLAN_RUN
+    assert interface.REPORT_QUERY in defn.queries
+    assert {interface.APPROVE_UPDATE, interface.REJECT_UPDATE} <= set(defn.updates)
+    assert {interface.ANSWER_SIGNAL, interface.CANCEL_SIGNAL} <= set(defn.signals)
+
+
+def test_every_error_a_caller_sees_is_a_plangate_error_and_in_the_tree():
+    from plangate import errors
+    from plangate._stack import StackError
+    from plangate.activities.bootstrap import SchemaNotReady
+    from plangate.activities.extensions import ExtensionError
+    from plangate.api import (
+        AnswerRefused,
+        NoApproverKey,
+        RunEnded,
+        RunIdInUse,
+        SearchAttributesMissing,
+        UnknownRun,
+    )
+    from plangate.codec_server import CodecServerRefused
+    from plangate.encryption import DecryptionError
+    from plangate.metrics import MetricsError
+    from plangate.plans.load import PlanError
+    from plangate.records.signing import KeyProblem
+    from plangate.replanner.planner import NoModel, PlanningUnavailable
+    from plangate.tracing import TracingUnavailable
+    from plangate.world.errors import ToolError
+
+    classes = [
+        PlanError, errors.ConfigurationError, KeyProblem, MetricsError, TracingUnavailable,
+        CodecServerRefused, errors.ServiceUnreachable, SchemaNotReady, ExtensionError,
+        StackError, PlanningUnavailable, NoModel, DecryptionError, errors.RunError, UnknownRun,
+        RunIdInUse, RunEnded, AnswerRefused, SearchAttributesMissing, NoApproverKey, ToolError,
+    ]
+    tree = errors.__doc__ or ""
+    for cls in classes:
+        assert issubclass(cls, errors.PlangateError), cls
+        assert f" {cls.__name__} " in tree, f"{cls.__name__} is not drawn in plangate.errors"
+    # each keeps the built-in base callers caught it by
+    assert issubclass(PlanError, ValueError) and issubclass(UnknownRun, LookupError)
