@@ -17,7 +17,7 @@ from plangate.connection import connect
 from plangate.records.signing import SigningKey
 from plangate.stack import EmbeddedStack, environment
 from plangate.world.clients import World
-from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
+from plangate.world.settings import DEMO_SYSTEMS_VAR, Replanner, Settings
 from tests.harness import APPROVER_NAMES, Harness, running_worker
 
 
@@ -30,7 +30,7 @@ class Bench(Harness):
 @asynccontextmanager
 async def bench_stack(
     doubles: Mapping[str, Callable[..., Any]] = {},
-    **overrides: Any,
+    replanner: Replanner | None = None,
 ) -> AsyncIterator[Bench]:
     # Scripted failures are the point of some benchmarks; their tracebacks are noise here.
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
@@ -41,13 +41,15 @@ async def bench_stack(
             # the benchmarks replay the seeds' incidents: the demo systems on, as a user would
             # the approvers a bench answers cards as: the worker knows them, the client signs
             keys = tuple(SigningKey.generate(name) for name in APPROVER_NAMES)
+            s = Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"})
             settings = replace(
-                Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"}),
-                task_queue=f"bench-{uuid.uuid4().hex[:8]}",
-                approvers=tuple((k.name, k.public) for k in keys), approver_keys=keys,
-                **overrides,
+                s,
+                temporal=replace(s.temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"),
+                policy=replace(s.policy, approvers=tuple((k.name, k.public) for k in keys)),
+                identity=replace(s.identity, approver_keys=keys),
+                model=replace(s.model, replanner=replanner or s.model.replanner),
             )
-            world = World(settings)
+            world = World(settings.world)
             client = await connect(settings)
             with environment(aws):
                 async with running_worker(client, settings, doubles, world) as h:

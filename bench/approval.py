@@ -71,7 +71,8 @@ async def main(runs: int) -> None:
     async with bench_stack() as b:
         api = Plangate(b.client, b.settings)
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url).create_bucket(Bucket=bucket)
+        s3 = boto3.client("s3", endpoint_url=b.settings.world.s3_endpoint_url)
+        s3.create_bucket(Bucket=bucket)
         await api.result(await api.start(plan(bucket, False)))  # warm-up
         approved: list[float] = []
         calls: list[float] = []

@@ -105,7 +105,7 @@ def check_part(
 ) -> None:
     env = {"PLANGATE_WORKDIR": str(directory / "work"), DEMO_SYSTEMS_VAR: "1"}
     with environment(env):
-        s = Settings.from_env()
+        s = Settings.from_env(os.environ)
 
         @_settings(count, at)
         @given(doc=documents())
@@ -131,12 +131,12 @@ def check_part(
 
 def cli_env(b: Bench) -> dict[str, str]:
     """What ``plangate`` needs to reach the bench's stack and worker."""
-    s = b.settings
+    t, w = b.settings.temporal, b.settings.world
     return {
-        "TEMPORAL_ADDRESS": s.temporal_address, "TEMPORAL_NAMESPACE": s.temporal_namespace,
-        "PLANGATE_DATABASE_URL": s.database_url,
-        "PLANGATE_S3_ENDPOINT_URL": s.s3_endpoint_url or "",
-        "PLANGATE_TASK_QUEUE": s.task_queue, "PLANGATE_WORKDIR": str(s.workdir),
+        "TEMPORAL_ADDRESS": t.address, "TEMPORAL_NAMESPACE": t.namespace,
+        "PLANGATE_DATABASE_URL": w.database_url,
+        "PLANGATE_S3_ENDPOINT_URL": w.s3_endpoint_url or "",
+        "PLANGATE_TASK_QUEUE": t.task_queue, "PLANGATE_WORKDIR": str(w.workdir),
         DEMO_SYSTEMS_VAR: "1", "TEMPORAL_CONFIG_FILE": "/dev/null",
     }
 

@@ -93,7 +93,8 @@ def test_server() -> str:
 async def wait_bench() -> None:
     async with bench_stack() as b:
         env = await WorkflowEnvironment.start_time_skipping(
-            data_converter=data_converter(b.settings), test_server_existing_path=test_server()
+            data_converter=data_converter(b.settings.encryption),
+            test_server_existing_path=test_server(),
         )
         try:
             await day_long_wait(env, b.settings, b.database_url)
@@ -109,7 +110,8 @@ async def day_long_wait(env: WorkflowEnvironment, settings: Settings, database_u
          "post": [{"probe": "job_state", "job_id": job, "want": "done",
                    "wait": {"timeout_s": 86400, "interval_s": 10}}]},
     ]}
-    async with running_worker(env.client, replace(settings, task_queue="bench-day")) as h:
+    day = replace(settings, temporal=replace(settings.temporal, task_queue="bench-day"))
+    async with running_worker(env.client, day) as h:
         t0 = time.perf_counter()
         handle = await h.start(plan)
         for _ in range(47):  # 23 h 30 min, in skips the test server's RPC deadline allows

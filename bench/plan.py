@@ -53,7 +53,9 @@ async def main(repeats: int) -> None:
             plan_ms.append(timed([plangate, "plan", "load March", "-o", out], env))
             check_ms.append(timed([plangate, "check", out], env))
             t0 = time.perf_counter()
-            draft = await draft_plan("load March", settings)
+            draft = await draft_plan(
+                "load March", settings.model, settings.catalogue, settings.world
+            )
             await asyncio.to_thread(Path(f"{tmp}/api.yaml").write_text, draft.as_yaml())
             api_ms.append((time.perf_counter() - t0) * 1000)
     p, c, a = (statistics.median(x) for x in (plan_ms, check_ms, api_ms))

@@ -18,7 +18,7 @@ from plangate.records.report import RunReport, StepState
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.scenarios import closeout_plan, seed_replanned_plan
-from plangate.world.settings import Settings
+from plangate.world.settings import CatalogueSettings, ModelSettings
 from tests.fake_openai import FakeOpenAI
 
 
@@ -46,15 +46,12 @@ async def main(repeats: int) -> None:
     async with bench_stack(replanner="playbook") as b:
         playbook = await measure(b, repeats)
     with FakeOpenAI(responses=[json.dumps(seed_replanned_plan())] * repeats) as fake:
-        s = Settings(
-            replanner="openai",
-            openai_base_url=fake.base_url,
-            openai_api_key="sk-bench",
-            model="fake-model",
-            demo_systems=True,  # the model is offered the close-out's tools
+        s = ModelSettings(
+            replanner="openai", name="fake-model", base_url=fake.base_url, api_key="sk-bench",
         )
+        offered = CatalogueSettings(demo_systems=True)  # the close-out's tools
         # The model alone (no playbook first line), so every turnaround asks it.
-        model = ReplanActivities(s, backend=OpenAIBackend.from_settings(s))
+        model = ReplanActivities(s, offered, backend=OpenAIBackend.from_settings(s, offered))
         async with bench_stack({"replanner.propose": model.propose}) as b:
             modelled = await measure(b, repeats)
     for name, xs in (("playbook", playbook), ("model (answers at once)", modelled)):

@@ -51,7 +51,7 @@ async def main(runs: int, rounds: int) -> None:
         await finish(b, runs)
         made_s = time.perf_counter() - t0
         for _ in range(600):  # visibility catches up with the last closes
-            listed = await reporting.finished_runs(b.client, since, b.settings.task_queue)
+            listed = await reporting.finished_runs(b.client, since, b.settings.temporal.task_queue)
             if len(listed) >= runs:
                 break
             await asyncio.sleep(0.1)
@@ -59,7 +59,7 @@ async def main(runs: int, rounds: int) -> None:
         compute: list[float] = []
         for _ in range(rounds):
             t0 = time.perf_counter()
-            found = await reporting.finished_runs(b.client, since, b.settings.task_queue)
+            found = await reporting.finished_runs(b.client, since, b.settings.temporal.task_queue)
             fetch.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             tools = per_tool(found)

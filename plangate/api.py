@@ -17,6 +17,7 @@ Python. The CLI is built on it.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -203,8 +204,8 @@ def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Ch
     warning too). Needs no server; starts nothing."""
     from plangate.activities.catalogue import catalogue, check_plan
 
-    plan = check_plan(load(source), settings)
-    warnings = lint(plan, catalogue(settings))
+    plan = check_plan(load(source), settings.catalogue, settings.world)
+    warnings = lint(plan, catalogue(settings.catalogue))
     if strict and warnings:
         raise PlanError([f"(strict) {w}" for w in warnings])
     return Checked(plan, warnings)
@@ -289,9 +290,11 @@ class Plangate:
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> Plangate:
+        """A client of the deployment ``settings`` describe; None: this process's environment's
+        (as the CLI reads it)."""
         from plangate.connection import connect
 
-        settings = settings or Settings.from_env()
+        settings = settings or Settings.from_env(os.environ)
         return cls(await connect(settings), settings)
 
     # -- plans --------------------------------------------------------------------------------
@@ -305,7 +308,8 @@ class Plangate:
         not with the API."""
         from plangate.replanner.planner import draft_plan
 
-        return await draft_plan(goal, self.settings, context)
+        s = self.settings
+        return await draft_plan(goal, s.model, s.catalogue, s.world, context)
 
     # -- runs ---------------------------------------------------------------------------------
     async def start(
@@ -338,7 +342,8 @@ class Plangate:
         run_id = run_id or new_run_id()
         now = datetime.now(UTC)
         delay = start_delay(now, start_at, start_in)
-        key = self.settings.submitter_key
+        key = self.settings.identity.submitter_key
+        runs = self.settings.runs
         registered = await self.search_attributes_registered()
         try:
             return await self.client.start_workflow(
@@ -347,14 +352,12 @@ class Plangate:
                     # the plan alone: its guards are the worker's to derive
                     plan=GuardedPlan(plan=plan), plan_made_at=plan.made_at or now,
                     submission=sign_submission(key, run_id, plan, now) if key else None,
-                    history=HistoryBound(
-                        events=self.settings.history_events, bytes=self.settings.history_bytes
-                    ),
-                    outage_patience_s=self.settings.outage_patience_s,
+                    history=HistoryBound(events=runs.history_events, bytes=runs.history_bytes),
+                    outage_patience_s=runs.outage_patience_s,
                     search_attributes=registered,
                 ),
                 id=run_id,
-                task_queue=self.settings.task_queue,
+                task_queue=self.settings.temporal.task_queue,
                 start_delay=delay,
                 search_attributes=(
                     visibility.initial(plan.goal, RunStatus.QUEUED if delay else RunStatus.RUNNING)
@@ -371,10 +374,10 @@ class Plangate:
         """Where this client knows the deployment's submitters, a plan its own key may not
         submit (or that names a principal it may not act as) is refused here, before any
         workflow starts; the worker refuses it again, whatever the client did."""
-        known = self.settings.submitter_map
+        known = self.settings.policy.submitter_map
         if not known:
             return
-        key = self.settings.submitter_key
+        key = self.settings.identity.submitter_key
         if key is None:
             raise PlanError([
                 f"plan: this deployment takes runs only from the submitters it lists: set "
@@ -392,7 +395,7 @@ class Plangate:
     def approver_key(self, name: str = "") -> SigningKey:
         """The key an answer is signed with: the one named ``name`` among this process's
         approver keys (``PLANGATE_APPROVER_KEY``), else the first."""
-        keys = self.settings.approver_keys
+        keys = self.settings.identity.approver_keys
         if not keys:
             raise NoApproverKey(
                 f"no approver key: set {APPROVER_KEY_VAR} to your key file (`plangate key new "
@@ -412,7 +415,7 @@ class Plangate:
         """Whether the namespace has plangate's search attributes, with their types (asked
         once; a server that cannot say, such as the time-skipping test server, has not)."""
         if self._registered is None:
-            request = ListSearchAttributesRequest(namespace=self.settings.temporal_namespace)
+            request = ListSearchAttributesRequest(namespace=self.settings.temporal.namespace)
             try:
                 have = (await self.client.operator_service.list_search_attributes(request))
             except RPCError:
@@ -433,11 +436,11 @@ class Plangate:
         if status is not None and not await self.search_attributes_registered():
             names = ", ".join(f"{n} ({t})" for n, t in visibility.registration())
             raise SearchAttributesMissing(
-                f"namespace {self.settings.temporal_namespace} has no search attributes "
+                f"namespace {self.settings.temporal.namespace} has no search attributes "
                 f"{names}: register them to list runs by status (README: Finding runs)"
             )
         out: list[Listed] = []
-        query = runs_query(self.settings.task_queue, status)
+        query = runs_query(self.settings.temporal.task_queue, status)
         async for wf in self.client.list_workflows(query, limit=limit):
             sa = wf.typed_search_attributes
             ended = _CLOSED_STATUS.get(wf.status) if wf.status is not None else None
@@ -541,7 +544,7 @@ class Plangate:
         (listed through Temporal visibility, each run's report queried), the soonest to expire
         first. A run whose report cannot be read in time (no worker polling) is named in
         ``unanswered``; a queued run has no card yet."""
-        queue = self.settings.task_queue
+        queue = self.settings.temporal.task_queue
         query = f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus="Running"'
         if not any(c in queue for c in "\"'\\"):
             query += f' AND TaskQueue="{queue}"'  # else filtered below only
@@ -598,7 +601,7 @@ class Plangate:
         except RPCError as e:
             if e.status == RPCStatusCode.NOT_FOUND:
                 raise UnknownRun(
-                    f"no run with id {run_id!r} in namespace {self.settings.temporal_namespace}"
+                    f"no run with id {run_id!r} in namespace {self.settings.temporal.namespace}"
                 ) from None
             raise
 
@@ -659,7 +662,7 @@ class Plangate:
         plan = inp.plan.plan
         from plangate.activities.catalogue import catalogue
 
-        cat = catalogue(self.settings)
+        cat = catalogue(self.settings.catalogue)
         ended = cancellation is not None or failed is not None
         status, state = RunStatus.QUEUED, StepState.PENDING
         if cancellation is not None:

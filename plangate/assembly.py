@@ -2,7 +2,8 @@
 converter, as a Temporal plugin (``PlangatePlugin``). ``plangate worker``, ``plangate dev``,
 ``plangate demo``, the tests and the benchmarks all build their workers with ``build_worker``;
 a client connects with ``plangate.connection.connect``; a replayer takes the plugin with no
-world.
+activities. The assembly is where the whole ``Settings`` is taken apart: each activity gets the
+parts it decides from, the world its ``WorldSettings``.
 
 The data converter is the deployment's (``plangate.encryption.data_converter``): large
 payloads compressed, every payload encrypted when ``PLANGATE_ENCRYPTION_KEYS`` names keys. A
@@ -38,7 +39,7 @@ from plangate.replanner.review import ReviewActivities
 from plangate.replanner.workflow import ReplanWorkflow
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
-from plangate.world.settings import Settings
+from plangate.world.settings import EncryptionSettings, Settings
 
 WORKFLOWS: list[type] = [PlanRunWorkflow, ReplanWorkflow]
 MAX_CONCURRENT_ACTIVITIES = 32
@@ -47,51 +48,48 @@ MAX_CONCURRENT_ACTIVITIES = 32
 HEARTBEAT_THROTTLE = timedelta(seconds=2)
 
 
-def activities(world: World) -> dict[str, Callable[..., Any]]:
-    """Every plangate activity on ``world``, by the name workflows call it by."""
+def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]]:
+    """Every plangate activity on ``world``, by the name workflows call it by: each handed the
+    parts of ``settings`` it decides from (the catalogue, the policy, the model)."""
+    cat, policy = settings.catalogue, settings.policy
     return {
-        PROBE_ACTIVITY: ProbeActivities(world).evaluate,
-        GUARD_ACTIVITY: GuardActivities(world).resolve,
-        **tool_activities(world),
-        PROPOSE_ACTIVITY: ReplanActivities(world.settings).propose,
-        REVIEW_ACTIVITY: ReviewActivities(world.settings).review,
+        PROBE_ACTIVITY: ProbeActivities(world, cat).evaluate,
+        GUARD_ACTIVITY: GuardActivities(world, cat, policy).resolve,
+        **tool_activities(world, cat, policy),
+        PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
+        REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy).review,
     }
 
 
 class PlangatePlugin(SimplePlugin):
-    """plangate on a Temporal client, worker or replayer. With a ``world``, its activities too;
-    ``doubles`` (by activity name) stand in for ours: test doubles, injected, not patched.
+    """plangate on a Temporal client, worker or replayer: its workflows, and a worker's
+    ``activities`` (``activities(world, settings)``, with any test doubles in place of ours).
 
     The data converter (which a client and a replayer take; a worker uses its client's) is the
-    one of ``settings``, else of the world's settings; with neither, compression alone
-    (``plangate.compression.DATA_CONVERTER``: a replayer of histories recorded unencrypted)."""
+    one of ``encryption``; with none, compression alone (``plangate.compression.DATA_CONVERTER``:
+    a replayer of histories recorded unencrypted)."""
 
     def __init__(
         self,
-        world: World | None = None,
+        encryption: EncryptionSettings | None = None,
         *,
-        doubles: Mapping[str, Callable[..., Any]] = {},
-        settings: Settings | None = None,
+        activities: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
-        acts: list[Callable[..., Any]] | None = None
-        if world is not None:
-            acts = list({**activities(world), **doubles}.values())
-        settings = settings or (world.settings if world is not None else None)
         super().__init__(
             "plangate",
-            data_converter=DATA_CONVERTER if settings is None else data_converter(settings),
+            data_converter=DATA_CONVERTER if encryption is None else data_converter(encryption),
             workflows=WORKFLOWS,
-            activities=acts,
+            activities=None if activities is None else list(activities.values()),
         )
 
 
-def refusing_plain(client: Client, settings: Settings) -> Client:
+def refusing_plain(client: Client, encryption: EncryptionSettings) -> Client:
     """``client``'s connection, namespace and interceptors with the deployment's converter that
     refuses unencrypted payloads (``settings`` names keys): the client a worker polls with.
     Its plugins are left out: their converter is the one replaced (their effect on the rest of
     the configuration is kept)."""
     config = client.config(active_config=True)
-    config["data_converter"] = data_converter(settings, refuse_plain=True)
+    config["data_converter"] = data_converter(encryption, refuse_plain=True)
     config["plugins"] = []
     return Client(**config)
 
@@ -105,8 +103,9 @@ async def build_worker(
     bootstrap: bool = True,
     identity: str | None = None,
 ) -> Worker:
-    """A worker on ``settings.task_queue``: its work directory made and (``bootstrap``)
-    plangate's tables created through ``world``. ``client`` must encrypt with the deployment's
+    """A worker on ``settings.temporal.task_queue``: its work directory made and
+    (``bootstrap``) plangate's tables created through ``world`` (made from ``settings.world``
+    when not given). ``client`` must encrypt with the deployment's
     key when ``settings`` names keys (``connect`` makes such a client); the worker then polls
     with ``refusing_plain(client)``.
 
@@ -114,27 +113,29 @@ async def build_worker(
     that clashes (``ExtensionError``) stops the worker before it opens a connection. A world
     made here is closed again when the worker cannot be built: an open connection pool left
     behind would keep the process from ending."""
-    registry_for(settings)
-    if not encrypts_with(client.data_converter, settings):
+    registry_for(settings.catalogue)
+    encryption = settings.encryption
+    if not encrypts_with(client.data_converter, encryption):
         # the worker would write the deployment's runs in clear
         raise ValueError(
             f"the worker's Temporal client does not encrypt with key "
-            f"{settings.encryption_key_ids[0]!r} of PLANGATE_ENCRYPTION_KEYS: connect it with "
+            f"{encryption.key_ids[0]!r} of PLANGATE_ENCRYPTION_KEYS: connect it with "
             "plangate.connection.connect"
         )
-    if settings.encryption_keys:
-        client = refusing_plain(client, settings)
+    if encryption.keys:
+        client = refusing_plain(client, encryption)
     own = world is None
-    world = world or World(settings)
-    world.tracer = tracing.tracer(settings)
+    world = world or World(settings.world)
+    world.tracer = tracing.tracer(settings.observability)
     try:
-        settings.workdir.mkdir(parents=True, exist_ok=True)
+        world.workdir.mkdir(parents=True, exist_ok=True)
         if bootstrap:
-            await ensure_schema(world)
+            await ensure_schema(world, settings.catalogue)
+        acts = {**activities(world, settings), **doubles}
         return Worker(
             client,
-            task_queue=settings.task_queue,
-            plugins=[PlangatePlugin(world, doubles=doubles)],
+            task_queue=settings.temporal.task_queue,
+            plugins=[PlangatePlugin(encryption, activities=acts)],
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

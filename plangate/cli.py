@@ -141,7 +141,7 @@ async def _cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return await _follow(api, args.id, args.json)
     except UnknownRun as e:
-        raise UsageError(f"{e} on {settings.temporal_address}") from None
+        raise UsageError(f"{e} on {settings.temporal.address}") from None
 
 
 async def _cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
@@ -171,7 +171,7 @@ async def _cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{run_id:<{width}}  {status_shown:<17}  {started}  {visible(r.goal)}")
     if not runs:
         print(visible(f"plangate: no runs{f' {status.value}' if status else ''} on task queue "
-                      f"{settings.task_queue}"), file=sys.stderr)
+                      f"{settings.temporal.task_queue}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -203,7 +203,7 @@ async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
     except (AnswerRefused, RunEnded) as e:
         raise UsageError(f"{args.command} refused: {e}") from None
     except UnknownRun as e:
-        raise UsageError(f"{e} on {settings.temporal_address}") from None
+        raise UsageError(f"{e} on {settings.temporal.address}") from None
     print(visible(f"plangate: step {receipt.step} of {args.id}: {receipt.decision} recorded at "
                   f"{receipt.at.isoformat()}"))
     return EXIT_OK
@@ -217,7 +217,7 @@ async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     try:
         rep = await api.report(args.id)
     except UnknownRun as e:
-        raise UsageError(f"{e} on {settings.temporal_address}") from None
+        raise UsageError(f"{e} on {settings.temporal.address}") from None
     print(visible_json(rep.model_dump_json(indent=2)) if args.json else summary(rep))
     return _exit_for(rep)
 
@@ -229,7 +229,7 @@ async def _cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     try:
         await api.cancel(args.id, reason=args.reason, requester=args.requester)
     except UnknownRun as e:
-        raise UsageError(f"{e} on {settings.temporal_address}") from None
+        raise UsageError(f"{e} on {settings.temporal.address}") from None
     except RunEnded as e:
         raise UsageError(str(e)) from None
     print(visible(f"plangate: cancel requested for {args.id}"
@@ -256,7 +256,9 @@ async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
 
     context = _read_context(Path(args.context), MAX_CONTEXT_BYTES) if args.context else None
     try:
-        draft = await draft_plan(args.goal, settings, context)
+        draft = await draft_plan(
+            args.goal, settings.model, settings.catalogue, settings.world, context
+        )
     except NoModel as e:
         raise UsageError(str(e)) from None
     except PlanningUnavailable as e:
@@ -284,7 +286,7 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.services import connect
     from plangate.staleness_html import page
 
-    queue = None if args.all_queues else settings.task_queue
+    queue = None if args.all_queues else settings.temporal.task_queue
     try:
         since = reporting.since_arg(args.since, datetime.now(UTC))
         reporting.query(since, queue)
@@ -312,7 +314,7 @@ async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.ui import run_ui, ui_keys
 
     try:
-        keys = ui_keys(settings)  # before connecting: nobody to let in, no page
+        keys = ui_keys(settings.identity)  # before connecting: nobody to let in, no page
     except ValueError as e:
         raise UsageError(str(e)) from None
     api = await _api(settings)
@@ -331,20 +333,21 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
     client = await check_worker_services(settings)
-    world = World(settings)
+    world = World(settings.world)
     try:
         if args.no_setup:  # its role may not create plangate's tables: they must be there
             await require_schema(world)
         if not args.check:
             worker = await build_worker(client, settings, world, bootstrap=not args.no_setup)
-            keys = settings.encryption_key_ids
+            keys = settings.encryption.key_ids
             encrypted = f" (payloads encrypted with key {keys[0]})" if keys else ""
-            print(f"plangate: worker polling {settings.task_queue} on "
-                  f"{settings.temporal_address}{encrypted}")
-            if settings.metrics_address:
+            print(f"plangate: worker polling {settings.temporal.task_queue} on "
+                  f"{settings.temporal.address}{encrypted}")
+            metrics_address = settings.observability.metrics_address
+            if metrics_address:
                 from plangate.metrics import url
 
-                print(f"plangate: metrics: {url(settings.metrics_address)}", flush=True)
+                print(f"plangate: metrics: {url(metrics_address)}", flush=True)
             await worker.run()
             return EXIT_OK
     except SchemaNotReady as e:
@@ -352,7 +355,8 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_NOT_SUCCEEDED
     finally:
         await world.close()
-    services = "Temporal, Postgres and S3" if settings.s3_endpoint_url else "Temporal and Postgres"
+    services = ("Temporal, Postgres and S3" if settings.world.s3_endpoint_url
+                else "Temporal and Postgres")
     print(f"plangate: {services} answer"
           + (" and plangate's tables are there" if args.no_setup else ""))
     return EXIT_OK
@@ -366,11 +370,11 @@ async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.services import check_postgres, postgres_address
     from plangate.world.clients import World
 
-    schemas = [OWN_SCHEMA, *registry_for(settings).schemas]  # an extension that cannot load: 2
-    await check_postgres(settings)
-    world = World(settings)
+    schemas = [OWN_SCHEMA, *registry_for(settings.catalogue).schemas]  # cannot load: exit 2
+    await check_postgres(settings.world)
+    world = World(settings.world)
     try:
-        await ensure_schema(world)
+        await ensure_schema(world, settings.catalogue)
     except psycopg.errors.InsufficientPrivilege as e:
         first = str(e).strip().splitlines()[0]
         print(f"plangate: setup: this role may not create plangate's tables ({first}): run it "
@@ -378,7 +382,7 @@ async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_NOT_SUCCEEDED
     finally:
         await world.close()
-    print(f"plangate: tables ready in {postgres_address(settings.database_url)} "
+    print(f"plangate: tables ready in {postgres_address(settings.world.database_url)} "
           f"(schemas {', '.join(schemas)})")
     return EXIT_OK
 
@@ -393,7 +397,7 @@ async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int
 
     origins = args.origin or DEFAULT_ORIGINS
     try:
-        server = codec_server(settings, host=args.host, port=args.port, origins=origins,
+        server = codec_server(settings.encryption, host=args.host, port=args.port, origins=origins,
                               insecure_local=args.insecure_local)
     except CodecServerRefused as e:
         raise UsageError(str(e)) from None
@@ -402,7 +406,7 @@ async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int
             f"codec-server: cannot listen on {args.host}:{args.port}: "
             f"{e.strerror or type(e).__name__}"
         ) from None
-    print(describe(server, settings), flush=True)
+    print(describe(server, settings.encryption), flush=True)
     try:
         await asyncio.to_thread(server.serve_forever)
     finally:  # Ctrl-C cancels the wait: stop the server's loop, so its thread ends too
@@ -635,7 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     debug: bool = args.debug
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(os.environ)  # the one place the CLI reads it
     except ValueError as e:
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE

@@ -47,7 +47,7 @@ from plangate.encryption import DecryptionError, payload_codec
 from plangate.errors import ConfigurationError
 from plangate.plans.visible import visible
 from plangate.tokens import MAKE_ONE, weakness
-from plangate.world.settings import CODEC_TOKEN_VAR, Settings
+from plangate.world.settings import CODEC_TOKEN_VAR, EncryptionSettings
 
 DEFAULT_PORT = 8081
 # The Web UI on this machine, by either name a browser may have been given: temporalio/ui's
@@ -102,7 +102,7 @@ def is_loopback(host: str) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
-def refusal(settings: Settings, host: str, insecure_local: bool) -> str | None:
+def refusal(settings: EncryptionSettings, host: str, insecure_local: bool) -> str | None:
     """Why a codec server on ``host`` with these settings must not start, or None."""
     token = settings.codec_token
     if token is not None:
@@ -124,7 +124,7 @@ def refusal(settings: Settings, host: str, insecure_local: bool) -> str | None:
 
 
 def codec_server(
-    settings: Settings,
+    settings: EncryptionSettings,
     *,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
@@ -257,9 +257,9 @@ class _Handler(BaseHTTPRequestHandler):
               file=sys.stderr)
 
 
-def describe(server: CodecServer, settings: Settings) -> str:
+def describe(server: CodecServer, settings: EncryptionSettings) -> str:
     """One line for the operator: where it listens, for which keys and origins."""
-    keys = ", ".join(settings.encryption_key_ids)
+    keys = ", ".join(settings.key_ids)
     what = f"keys {keys}" if keys else "no PLANGATE_ENCRYPTION_KEYS: decompression only"
     token = (
         "; bearer token required" if settings.codec_token

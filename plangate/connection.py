@@ -9,7 +9,7 @@ from temporalio.plugin import SimplePlugin
 
 from plangate import metrics, tracing
 from plangate.encryption import data_converter
-from plangate.world.settings import Settings
+from plangate.world.settings import EncryptionSettings, Settings
 
 
 class PlangateClientPlugin(SimplePlugin):
@@ -17,22 +17,24 @@ class PlangateClientPlugin(SimplePlugin):
     pydantic converter, large payloads compressed, payloads encrypted when keys are set). A
     worker built on the client takes its workflows and activities from ``PlangatePlugin``."""
 
-    def __init__(self, settings: Settings) -> None:
-        super().__init__("plangate-client", data_converter=data_converter(settings))
+    def __init__(self, encryption: EncryptionSettings) -> None:
+        super().__init__("plangate-client", data_converter=data_converter(encryption))
 
 
 async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     """The one way plangate makes a Temporal client: the deployment's connection
-    (``Settings.temporal_connect_config``: address, namespace, TLS, API key, gRPC metadata from
-    ``temporalio.envconfig``) with the deployment's data converter (``plangate.encryption``).
+    (``settings.temporal``: address, namespace, TLS, API key, gRPC metadata from
+    ``temporalio.envconfig``) with the deployment's data converter (``settings.encryption``,
+    ``plangate.encryption``) and tracing (``settings.observability``).
 
     ``serve_metrics`` (a worker's client): on the runtime that serves Prometheus on
-    ``settings.metrics_address`` when it names one (``plangate.metrics``); a worker built on
-    the client records its metrics there. Otherwise the SDK's default runtime."""
+    ``settings.observability.metrics_address`` when it names one (``plangate.metrics``); a
+    worker built on the client records its metrics there. Otherwise the SDK's default runtime."""
+    seen = settings.observability
     rt = None
-    if serve_metrics and settings.metrics_address:
-        rt = metrics.runtime(settings.metrics_address)  # MetricsError before any connection
+    if serve_metrics and seen.metrics_address:
+        rt = metrics.runtime(seen.metrics_address)  # MetricsError before any connection
     return await Client.connect(
-        **settings.temporal_connect_config(), plugins=[PlangateClientPlugin(settings)],
-        runtime=rt, interceptors=tracing.interceptors(settings),
+        **settings.temporal.connect_config(), plugins=[PlangateClientPlugin(settings.encryption)],
+        runtime=rt, interceptors=tracing.interceptors(seen),
     )

@@ -22,6 +22,7 @@ from temporalio.client import Client
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import check_plan
 from plangate.activities.demo_schema import seed_acct_3319f
+from plangate.activities.extensions import registry_for
 from plangate.api import Plangate
 from plangate.assembly import build_worker
 from plangate.connection import connect
@@ -71,12 +72,13 @@ def invoice_csv(lines: int) -> bytes:
 class Demo:
     def __init__(self, client: Client, settings: Settings, world: World, s3: Any) -> None:
         self.client, self.settings, self.world, self.s3 = client, settings, world, s3
+        self.tools = registry_for(settings.catalogue).tools
         self.ok = True
 
     async def run(self, body: dict[str, Any]) -> RunReport:
         """The plan, run to its end; each card it waits on answered by the demo's operator
         (a re-planned money or external step always waits for a person)."""
-        p = check_plan(parse_plan(body), self.settings)
+        p = check_plan(parse_plan(body), self.settings.catalogue, self.settings.world)
         api = Plangate(self.client, self.settings)
         run_id = await api.start(p)
         answered: set[str] = set()
@@ -93,7 +95,7 @@ class Demo:
 
     async def rows(self, table: str) -> str:
         async with await psycopg.AsyncConnection.connect(
-            self.settings.database_url, autocommit=True
+            self.settings.world.database_url, autocommit=True
         ) as conn:
             cur = await conn.execute("SELECT to_regclass(%s)::text", (table,))
             if (await cur.fetchone() or [None])[0] is None:
@@ -104,7 +106,7 @@ class Demo:
 
     async def closeout_world(self) -> str:
         async with await psycopg.AsyncConnection.connect(
-            self.settings.database_url, autocommit=True
+            self.settings.world.database_url, autocommit=True
         ) as conn:
             f = await closeout_facts(conn)
         status, archived, contact = f["customer"]
@@ -120,7 +122,9 @@ class Demo:
     async def saturday(self) -> None:
         print("\n#### Incident 1 (seed 000): the Saturday reconciliation")
         self.s3.put_object(Bucket=BUCKET, Key=KEY, Body=invoice_csv(0))
-        naive = await run_naive(parse_plan(saturday_plan("staging.naive_inv")), self.world)
+        naive = await run_naive(
+            parse_plan(saturday_plan("staging.naive_inv")), self.world, self.tools
+        )
         print("\n== naive executor, export truncated to its header")
         for line in naive.lines:
             print(visible(f"   {line}"))
@@ -142,7 +146,7 @@ class Demo:
     async def closeout(self) -> None:
         print("\n#### Incident 2 (seed 001): closing out acct_3319f, archived at 02:14")
         await seed_acct_3319f(self.world)
-        naive = await run_naive(parse_plan(closeout_plan()), self.world)
+        naive = await run_naive(parse_plan(closeout_plan()), self.world, self.tools)
         print("\n== naive executor")
         for line in naive.lines:
             print(visible(f"   {line}"))
@@ -192,18 +196,19 @@ async def _replay(env: dict[str, str]) -> Demo:
     """Both incidents on the stack ``env`` points at, with a worker of this process."""
     # the person who answers the demo's cards: a key of its own, known to its worker
     operator = SigningKey.generate("operator")
+    s = Settings.from_env(env)
     settings = replace(
-        Settings.from_env(env),
-        task_queue=f"demo-{uuid.uuid4().hex[:6]}",
-        replanner="playbook",
-        demo_systems=True,
-        approvers=((operator.name, operator.public),),
-        approver_keys=(operator,),
+        s,
+        temporal=replace(s.temporal, task_queue=f"demo-{uuid.uuid4().hex[:6]}"),
+        model=replace(s.model, replanner="playbook"),
+        catalogue=replace(s.catalogue, demo_systems=True),
+        policy=replace(s.policy, approvers=((operator.name, operator.public),)),
+        identity=replace(s.identity, approver_keys=(operator,)),
     )
-    s3 = boto3.client("s3", endpoint_url=settings.s3_endpoint_url)
+    s3 = boto3.client("s3", endpoint_url=settings.world.s3_endpoint_url)
     s3.create_bucket(Bucket=BUCKET)
-    world = World(settings)
-    await ensure_schema(world)
+    world = World(settings.world)
+    await ensure_schema(world, settings.catalogue)
     client = await connect(settings)
     demo = Demo(client, settings, world, s3)
     print("plangate demo: the seeds' incidents on real S3, Postgres and Temporal")

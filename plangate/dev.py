@@ -40,6 +40,7 @@ from plangate.world.settings import (
     DEMO_SYSTEMS_VAR,
     ENCRYPTION_KEYS_VAR,
     Settings,
+    TemporalSettings,
     parse_encryption_keys,
 )
 
@@ -140,11 +141,15 @@ async def run_dev(
         print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out, flush=True)
         if stop.is_set():
             return 0
-        with environment(env):  # this process's boto3 and worker use the stack too
-            settings = Settings.from_env()
-            if settings.metrics_address is None:
+        # the dev stack is the top of the house: it sets os.environ for this process's boto3
+        # (the S3 credentials) and reads its settings from there, once
+        with environment(env):
+            settings = Settings.from_env(os.environ)
+            seen = settings.observability
+            if seen.metrics_address is None:
                 port = choose_port("metrics", metrics_port, fallback=port_fallback)
-                settings = replace(settings, metrics_address=f"{HOST}:{port}")
+                seen = replace(seen, metrics_address=f"{HOST}:{port}")
+                settings = replace(settings, observability=seen)
             await _serve(settings, stop, out)
         return 0
     finally:
@@ -157,13 +162,14 @@ async def _serve(settings: Settings, stop: asyncio.Event, out: TextIO) -> None:
     """plangate's worker (the one assembly) on the stack until ``stop``; ``plangate: ready``
     once it polls its task queue."""
     client = await connect(settings, serve_metrics=True)
-    if settings.metrics_address:
-        print(f"# metrics: {url(settings.metrics_address)}", file=out, flush=True)
-    world = World(settings)
+    metrics_address = settings.observability.metrics_address
+    if metrics_address:
+        print(f"# metrics: {url(metrics_address)}", file=out, flush=True)
+    world = World(settings.world)
     try:
         async with await build_worker(client, settings, world) as worker:
             identity = worker.config().get("identity") or client.identity
-            await _wait_until_polling(client, settings, identity, stop)
+            await _wait_until_polling(client, settings.temporal, identity, stop)
             if not stop.is_set():
                 print("plangate: ready", file=out, flush=True)
             await stop.wait()
@@ -182,7 +188,8 @@ def _on_signal(
 
 
 async def _wait_until_polling(
-    client: Client, settings: Settings, identity: str, stop: asyncio.Event, wait_s: float = 30.0
+    client: Client, temporal: TemporalSettings, identity: str, stop: asyncio.Event,
+    wait_s: float = 30.0,
 ) -> None:
     """Until the server lists a poller with the worker's identity on the task queue."""
     deadline = time.monotonic() + wait_s
@@ -193,8 +200,8 @@ async def _wait_until_polling(
         ):
             resp = await client.workflow_service.describe_task_queue(
                 DescribeTaskQueueRequest(
-                    namespace=settings.temporal_namespace,
-                    task_queue=TaskQueue(name=settings.task_queue),
+                    namespace=temporal.namespace,
+                    task_queue=TaskQueue(name=temporal.task_queue),
                     task_queue_type=kind,
                 )
             )
@@ -202,6 +209,6 @@ async def _wait_until_polling(
                 return
         if time.monotonic() > deadline:
             raise RuntimeError(
-                f"the worker did not poll task queue {settings.task_queue!r} within {wait_s:.0f}s"
+                f"the worker did not poll task queue {temporal.task_queue!r} within {wait_s:.0f}s"
             )
         await asyncio.sleep(0.1)

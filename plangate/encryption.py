@@ -1,7 +1,7 @@
 """Encrypted payloads. Temporal stores every payload of a run (its plan and arguments, each
 tool's result, the report, an answer's text) in its database and shows it in the Web UI; a
 billing contact or an e-mail address would sit there in clear. With keys configured
-(``PLANGATE_ENCRYPTION_KEYS``, ``world.settings.parse_encryption_keys``), every plangate client
+(``PLANGATE_ENCRYPTION_KEYS``, ``world.settings.encryption``), every plangate client
 and worker encrypts each payload before it leaves the process; ``plangate codec-server``
 (``plangate.codec_server``) decrypts them again for an operator's Web UI.
 
@@ -17,7 +17,7 @@ a new key first (``k2:...,k1:...``) on every worker and client, keep the old one
 what it wrote. For a client and a replayer, a payload that is not encrypted passes through
 decoding unchanged: histories recorded before encryption was turned on still read and replay.
 
-A worker with keys fails closed (``data_converter(settings, refuse_plain=True)``, which
+A worker with keys fails closed (``data_converter(encryption, refuse_plain=True)``, which
 ``plangate.assembly.build_worker`` gives it): anyone who reaches Temporal could otherwise start
 a plain run, or signal or update one, on an encrypting deployment, and AES-GCM's tag is what
 proves a payload came from a holder of the key. Its codec turns a payload without plangate's
@@ -68,7 +68,7 @@ from temporalio.exceptions import ApplicationError
 
 from plangate.compression import CompressionCodec
 from plangate.errors import PlangateError
-from plangate.world.settings import ENCRYPTION_KEYS_VAR, Settings
+from plangate.world.settings import ENCRYPTION_KEYS_VAR, EncryptionSettings
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
@@ -227,41 +227,43 @@ class _FailureConverter(DefaultFailureConverterWithEncodedAttributes):
             super().to_failure(exception, payload_converter, failure)
 
 
-def payload_codec(settings: Settings, *, refuse_plain: bool = False) -> CodecChain:
+def payload_codec(encryption: EncryptionSettings, *, refuse_plain: bool = False) -> CodecChain:
     """The deployment's codec: large payloads compressed, then every payload encrypted with
-    ``settings.encryption_keys`` (none: not encrypted). ``refuse_plain`` (with keys): a
-    payload that is not encrypted decodes to the ``UNENCRYPTED`` marker."""
+    ``encryption.keys`` (none: not encrypted). ``refuse_plain`` (with keys): a payload that is
+    not encrypted decodes to the ``UNENCRYPTED`` marker."""
     return CodecChain(
-        CompressionCodec(), EncryptionCodec(settings.encryption_keys, refuse_plain=refuse_plain)
+        CompressionCodec(), EncryptionCodec(encryption.keys, refuse_plain=refuse_plain)
     )
 
 
-def data_converter(settings: Settings, *, refuse_plain: bool = False) -> DataConverter:
+def data_converter(
+    encryption: EncryptionSettings, *, refuse_plain: bool = False
+) -> DataConverter:
     """The pydantic data converter with the deployment's codec (``payload_codec``); with keys,
     failure messages and stack traces encoded (so encrypted) too. Every plangate client and
-    worker is built with it (``plangate.assembly.connect``). ``refuse_plain``, a worker's:
+    worker is built with it (``plangate.connection.connect``). ``refuse_plain``, a worker's:
     with keys, every payload that is not encrypted is refused (the module's docstring)."""
-    if not settings.encryption_keys:
-        return dataclasses.replace(pydantic_data_converter, payload_codec=payload_codec(settings))
+    if not encryption.keys:
+        return dataclasses.replace(pydantic_data_converter, payload_codec=payload_codec(encryption))
     failures: type[FailureConverter] = _FailureConverter
     return dataclasses.replace(
         pydantic_data_converter,
         payload_converter_class=(
             RefusingPayloadConverter if refuse_plain else PydanticPayloadConverter
         ),
-        payload_codec=payload_codec(settings, refuse_plain=refuse_plain),
+        payload_codec=payload_codec(encryption, refuse_plain=refuse_plain),
         failure_converter_class=failures,
     )
 
 
-def encrypts_with(converter: DataConverter, settings: Settings) -> bool:
-    """Whether ``converter`` encrypts with the key ``settings`` names first (true of any
-    converter when ``settings`` names no keys)."""
-    if not settings.encryption_keys:
+def encrypts_with(converter: DataConverter, encryption: EncryptionSettings) -> bool:
+    """Whether ``converter`` encrypts with the key ``encryption`` names first (true of any
+    converter when it names no keys)."""
+    if not encryption.keys:
         return True
     codec = converter.payload_codec
     codecs = codec.codecs if isinstance(codec, CodecChain) else (codec,)
     return any(
-        isinstance(c, EncryptionCodec) and c.key_ids[:1] == settings.encryption_key_ids[:1]
+        isinstance(c, EncryptionCodec) and c.key_ids[:1] == encryption.key_ids[:1]
         for c in codecs
     )

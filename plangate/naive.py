@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from plangate.activities.extensions import registry_for
-from plangate.activities.tools.registry import CallContext
+from plangate.activities.tools.registry import CallContext, ToolSpec
 from plangate.plans import bindings, jsonpath
 from plangate.plans.model import Plan
 from plangate.world.clients import World
@@ -29,8 +29,10 @@ class NaiveRun:
         return f"SUCCESS ({steps} steps, {self.failed} failed, {steps - self.failed} succeeded)"
 
 
-async def _call(world: World, tool: str, args: dict[str, Any], run: NaiveRun) -> Any:
-    spec = registry_for(world.settings).tools[tool]
+Tools = Mapping[str, ToolSpec[Any]]
+
+
+async def _call(world: World, spec: ToolSpec[Any], args: dict[str, Any], run: NaiveRun) -> Any:
     parsed = spec.args.model_validate(args)
     for delay in (0.2, 0.4, 0.8, None):
         run.calls += 1
@@ -43,13 +45,14 @@ async def _call(world: World, tool: str, args: dict[str, Any], run: NaiveRun) ->
     return None
 
 
-async def run_naive(plan: Plan, world: World) -> NaiveRun:
+async def run_naive(plan: Plan, world: World, tools: Tools) -> NaiveRun:
+    """``plan`` with the deployment's ``tools`` on ``world``, as the naive executor ran it."""
     run = NaiveRun()
     bound: dict[str, Any] = {}
     for step in plan.steps:
         try:
             args = bindings.resolve(step.args, bound)
-            out = await _call(world, step.tool, args, run)
+            out = await _call(world, tools[step.tool], args, run)
             for name, path in step.binds.items():
                 bound[name] = jsonpath.get(out, path)
             run.lines.append(f"step {step.n} {step.tool}: ok")

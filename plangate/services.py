@@ -21,7 +21,7 @@ from temporalio.service import RPCError
 
 from plangate.connection import connect as _connect
 from plangate.errors import ServiceUnreachable
-from plangate.world.settings import Settings
+from plangate.world.settings import Settings, TemporalSettings, WorldSettings
 
 CONNECT_TIMEOUT_S = 3.0
 
@@ -43,9 +43,9 @@ def _reason(e: BaseException, secret: str | None = None) -> str:
     return text[:300]
 
 
-def temporal_address(settings: Settings) -> str:
+def temporal_address(temporal: TemporalSettings) -> str:
     """Where the client connects: the address, and ``over TLS`` when it does."""
-    return settings.temporal_address + (" over TLS" if settings.temporal_tls_enabled else "")
+    return temporal.address + (" over TLS" if temporal.tls_enabled else "")
 
 
 async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
@@ -54,8 +54,9 @@ async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     try:
         return await _connect(settings, serve_metrics=serve_metrics)
     except (RuntimeError, RPCError) as e:
+        temporal = settings.temporal
         raise ServiceUnreachable(
-            "Temporal", temporal_address(settings), _reason(e, settings.temporal_api_key)
+            "Temporal", temporal_address(temporal), _reason(e, temporal.api_key)
         ) from None
 
 
@@ -69,8 +70,8 @@ def postgres_address(url: str) -> str:
     return f"{host}:{info.get('port') or 5432}"
 
 
-async def check_postgres(settings: Settings) -> None:
-    url = settings.database_url
+async def check_postgres(world: WorldSettings) -> None:
+    url = world.database_url
     try:
         secret = conninfo_to_dict(url).get("password")
     except psycopg.ProgrammingError:
@@ -97,12 +98,12 @@ def s3_address(endpoint_url: str) -> tuple[str, int]:
     return parts.hostname or "", port
 
 
-async def check_s3(settings: Settings) -> None:
+async def check_s3(world: WorldSettings) -> None:
     """A configured S3 endpoint accepts connections (AWS itself, unset, is not checked here:
     credentials decide there, and the first probe says so)."""
-    if not settings.s3_endpoint_url:
+    if not world.s3_endpoint_url:
         return
-    host, port = s3_address(settings.s3_endpoint_url)
+    host, port = s3_address(world.s3_endpoint_url)
     try:
         _, writer = await asyncio.wait_for(
             asyncio.open_connection(host, port), CONNECT_TIMEOUT_S
@@ -121,6 +122,6 @@ async def check_worker_services(settings: Settings) -> Client:
     """What a worker needs, in order: Temporal, Postgres, S3. The first missing one raises.
     The client serves the worker's metrics (``PLANGATE_METRICS_ADDRESS``)."""
     client = await connect(settings, serve_metrics=True)
-    await check_postgres(settings)
-    await check_s3(settings)
+    await check_postgres(settings.world)
+    await check_s3(settings.world)
     return client

@@ -17,7 +17,7 @@ from typing import Any
 from opentelemetry.trace import Tracer
 
 from plangate.errors import ConfigurationError
-from plangate.world.settings import Settings
+from plangate.world.settings import ObservabilitySettings
 
 SERVICE = "plangate"
 _providers: dict[str, Any] = {}  # endpoint -> TracerProvider
@@ -27,7 +27,7 @@ class TracingUnavailable(ConfigurationError):
     """An OTLP endpoint is configured but the OpenTelemetry SDK is not installed."""
 
 
-def tracer(settings: Settings) -> Tracer | None:
+def tracer(settings: ObservabilitySettings) -> Tracer | None:
     """plangate's tracer for the configured endpoint; None when none is configured."""
     endpoint = settings.otlp_traces_endpoint
     if endpoint is None:
@@ -50,7 +50,7 @@ def tracer(settings: Settings) -> Tracer | None:
     return t
 
 
-def interceptors(settings: Settings) -> list[Any]:
+def interceptors(settings: ObservabilitySettings) -> list[Any]:
     """The Temporal OpenTelemetry interceptor on plangate's tracer, or none."""
     t = tracer(settings)
     if t is None:

@@ -74,7 +74,7 @@ from plangate.plans.model import Effect
 from plangate.plans.visible import visible
 from plangate.records.approvals import ApprovalReceipt, Decision
 from plangate.records.signing import SigningKey
-from plangate.world.settings import APPROVER_KEY_VAR, Settings
+from plangate.world.settings import APPROVER_KEY_VAR, Identity
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 SESSION_COOKIE, CSRF_COOKIE = "plangate_ui", "plangate_csrf"
@@ -88,16 +88,16 @@ _VERSION = re.compile(r"^HTTP/\d(\.\d)?$")
 T = TypeVar("T")
 
 
-def ui_keys(settings: Settings) -> tuple[SigningKey, ...]:
+def ui_keys(identity: Identity) -> tuple[SigningKey, ...]:
     """The keys of the people the page lets in (``PLANGATE_APPROVER_KEY``); a clear error when
     there are none."""
-    if not settings.approver_keys:
+    if not identity.approver_keys:
         raise ValueError(
             f"plangate ui needs {APPROVER_KEY_VAR}: the key files of the people who answer "
             "cards here, separated by commas (`plangate key new NAME` makes one; each person "
             "logs in with the login token `plangate key show FILE` prints)"
         )
-    return settings.approver_keys
+    return identity.approver_keys
 
 
 class Gate:
@@ -553,7 +553,7 @@ class _Handler(BaseHTTPRequestHandler):
             csrf = secrets.token_urlsafe(32)
             cookies.append(_cookie(CSRF_COOKIE, csrf))
         pending = self.page.call(self.page.api.pending_approvals())
-        body = cards_page(pending, self.page.api.settings.task_queue, csrf,
+        body = cards_page(pending, self.page.api.settings.temporal.task_queue, csrf,
                           datetime.now(UTC), self.nonce, by)
         return _Reply(200, body, cookies=cookies)
 
@@ -586,7 +586,7 @@ class _Handler(BaseHTTPRequestHandler):
         if len(reason) > 2000:
             raise self._error(400, "Reason too long", "A reason is at most 2000 characters.")
         api, n = self.page.api, int(step)
-        queue = api.settings.task_queue
+        queue = api.settings.temporal.task_queue
         try:
             theirs: str | None = self.page.call(api.task_queue_of(run_id))
         except UnknownRun:
@@ -652,10 +652,10 @@ async def serving(
 async def run_ui(api: Plangate, keys: Sequence[SigningKey], host: str, port: int) -> int:
     """Serve the page until interrupted."""
     async with serving(api, keys, host, port) as url:
-        s = api.settings
+        s = api.settings.temporal
         names = ", ".join(k.name for k in keys)
         print(f"plangate ui: serving {url} (cards of task queue {s.task_queue} in namespace "
-              f"{s.temporal_namespace}) for {names}; each logs in with their key's login "
+              f"{s.namespace}) for {names}; each logs in with their key's login "
               "token (plangate key show FILE)", flush=True)
         if host not in ("127.0.0.1", "localhost", "::1"):
             print(f"plangate ui: warning: listening on {host} over plain HTTP: the token and "

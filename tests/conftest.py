@@ -42,7 +42,7 @@ from plangate.connection import connect
 from plangate.records.signing import SigningKey
 from plangate.stack import EmbeddedStack
 from plangate.world.clients import World
-from plangate.world.settings import APPROVER_KEY_VAR, APPROVERS_VAR, Settings
+from plangate.world.settings import APPROVER_KEY_VAR, APPROVERS_VAR, CatalogueSettings, Settings
 from tests.harness import APPROVER_NAMES, s3_client, stack_state
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ for _name in [n for n in os.environ if n.startswith("TEMPORAL_")]:
 os.environ.update(TEST_ENV)
 # The deployment these settings make, its demo systems included, registered now as a worker
 # registers it at start: some tests look a demo tool up by name (activities.tools.TOOLS) first.
-registry_for()
+registry_for(CatalogueSettings.from_env(TEST_ENV))
 
 # Temporal's core warns on stderr when a payload passes 512 KiB ([TMPRL1103]); a test run that
 # provokes it fails, even when every test passed (plangate keeps payloads well below it).
@@ -154,8 +154,8 @@ def s3(stack: EmbeddedStack) -> Iterator[S3Client]:
 @pytest_asyncio.fixture(loop_scope="session")
 async def world(settings: Settings) -> AsyncIterator[World]:
     """A World on the stack's services, plangate's and the demo systems' tables created."""
-    w = World(settings)
-    await ensure_schema(w)
+    w = World(settings.world)
+    await ensure_schema(w, settings.catalogue)
     try:
         yield w
     finally:

@@ -312,21 +312,24 @@ class CrashHarness:
     ) -> None:
         self.tag = uuid.uuid4().hex[:6]
         # the demo systems on (billing, e-mail), the worker processes' own task queue
-        self.settings = replace(settings, task_queue=f"crash-{self.tag}", demo_systems=True)
+        self.settings = replace(
+            settings, temporal=replace(settings.temporal, task_queue=f"crash-{self.tag}"),
+            catalogue=replace(settings.catalogue, demo_systems=True),
+        )
         self.client = client
         self.api = Plangate(client, self.settings)
         self.env = {
             **os.environ, **env, "PLANGATE_DEMO_SYSTEMS": "1",
-            "PLANGATE_TASK_QUEUE": self.settings.task_queue, "PYTHONUNBUFFERED": "1",
+            "PLANGATE_TASK_QUEUE": self.settings.temporal.task_queue, "PYTHONUNBUFFERED": "1",
         }
         self.log_dir = log_dir
         self.bucket = bucket or f"crash-{self.tag}"
 
     async def run(self, cfg: CrashConfig, s3: S3Client) -> CrashResult:
         result = CrashResult(cfg)
-        world = World(self.settings)
+        world = World(self.settings.world)
         try:
-            await ensure_schema(world)
+            await ensure_schema(world, self.settings.catalogue)
             await asyncio.to_thread(self._bucket, s3)
             await self._run(cfg, result, world, s3)
         finally:
@@ -417,7 +420,7 @@ class CrashHarness:
         waits for one (its ``FOR SHARE``), at most ``within_s``: a money call is in flight, its
         request sent, its answer not yet given. Yields whether one was; the rows are let go when
         the block ends (the worker killed by then: its transaction never commits)."""
-        url = self.settings.database_url
+        url = self.settings.world.database_url
         async with (
             await psycopg.AsyncConnection.connect(url) as pg,
             await psycopg.AsyncConnection.connect(url, autocommit=True) as look,
@@ -448,7 +451,7 @@ class CrashHarness:
         """Each step's effect, found in the world by what identifies it."""
         accounts = [p.account_id for p in result.plans]
         async with await psycopg.AsyncConnection.connect(
-            self.settings.database_url, autocommit=True
+            self.settings.world.database_url, autocommit=True
         ) as pg:
             cur = await pg.execute(
                 "SELECT account_id, amount_eur::text, count(*) FROM demo.credits "

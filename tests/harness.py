@@ -41,7 +41,13 @@ from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
-from plangate.world.settings import APPROVER_KEY_VAR, Settings, signing_keys
+from plangate.world.settings import (
+    APPROVER_KEY_VAR,
+    CatalogueSettings,
+    ModelSettings,
+    Settings,
+    signing_keys,
+)
 from tests.fake_openai import FakeOpenAI
 
 if TYPE_CHECKING:
@@ -50,6 +56,8 @@ if TYPE_CHECKING:
 
 # the approvers every test worker knows and every test client holds a key of (tests/conftest.py)
 APPROVER_NAMES = ("erin", "frank", "bench", "fuzz")
+# the session's catalogue: the core tools and the demo systems (tests/conftest.py turns them on)
+DEMO_CATALOGUE = CatalogueSettings(demo_systems=True)
 
 
 def approver_key(name: str) -> SigningKey:
@@ -103,13 +111,14 @@ async def running_worker(
     ``doubles``, by activity name, stand in for the real activities (test doubles, injected
     rather than patched). A ``world`` given may be one whose services are down: the tables are
     created through the stack's own."""
-    s = replace(settings, task_queue=f"test-{uuid.uuid4().hex[:8]}")
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    s = replace(settings, temporal=replace(settings.temporal, task_queue=queue))
     own = world is None
     if world is not None:
-        setup = World(s)
-        await ensure_schema(setup)
+        setup = World(s.world)
+        await ensure_schema(setup, s.catalogue)
         await setup.close()
-    world = world or World(s)
+    world = world or World(s.world)
     async with await build_worker(client, s, world, doubles=doubles, bootstrap=own):
         yield Harness(client, s)
     if own:
@@ -123,7 +132,7 @@ def unchecked_guards(settings: Settings) -> Callable[..., Any]:
 
     @activity.defn(name=GUARD_ACTIVITY)
     async def resolve(req: GuardRequest) -> Resolved:
-        return derive(req, settings)
+        return derive(req, settings.catalogue, settings.policy)
 
     return resolve
 
@@ -135,7 +144,7 @@ def guards_alone(settings: Settings) -> Callable[..., Any]:
 
     @activity.defn(name=GUARD_ACTIVITY)
     async def resolve_alone(req: GuardRequest) -> Resolved:
-        return resolve(req, settings)
+        return resolve(req, settings.catalogue, settings.world, settings.policy)
 
     return resolve_alone
 
@@ -223,14 +232,11 @@ def s3_client(env: Mapping[str, str]) -> S3Client:
 
 def model_backed(settings: Settings, fake: FakeOpenAI) -> ReplanActivities:
     """The real re-planner activity, on the real OpenAI client, against the local fake."""
-    s = replace(
-        settings,
-        replanner="openai",
-        openai_base_url=fake.base_url,
-        openai_api_key="sk-test",
-        model="fake-model",
+    model = ModelSettings(
+        replanner="openai", name="fake-model", base_url=fake.base_url, api_key="sk-test"
     )
-    return ReplanActivities(s, backend=OpenAIBackend.from_settings(s))
+    backend = OpenAIBackend.from_settings(model, settings.catalogue)
+    return ReplanActivities(model, settings.catalogue, backend=backend)
 
 
 def local_activity(e: Any) -> dict[str, Any] | None:

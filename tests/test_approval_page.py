@@ -232,7 +232,7 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
     token = approver_key("erin").login_token()
     log = tmp_path / "ui.log"
     async with running_worker(client, settings) as h:
-        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}
         api = Plangate(client, h.settings)
         async with ui_process(env, log) as url:
             run_a, run_b = await api.start(publish), await api.start(expiring)
@@ -350,7 +350,7 @@ async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings
 
     token = approver_key("erin").login_token()
     async with running_worker(client, settings) as a, running_worker(client, settings) as b:
-        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": a.settings.task_queue}
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": a.settings.temporal.task_queue}
         api_a, api_b = Plangate(client, a.settings), Plangate(client, b.settings)
         async with ui_process(env, tmp_path / "ui.log") as url:
             run_a, run_b = await api_a.start(plan("a.txt")), await api_b.start(plan("b.txt"))
@@ -366,7 +366,7 @@ async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings
             status, _, page = await asyncio.to_thread(request, url + "answer", "POST", form,
                                                       session)
             assert status == 404, page
-            assert (f"no run {run_b} waits on task queue {a.settings.task_queue}" in
+            assert (f"no run {run_b} waits on task queue {a.settings.temporal.task_queue}" in
                     html.unescape(page)), page
             rep_b = await api_b.report(run_b)
             assert rep_b.status == "awaiting_approval" and rep_b.approvals[0].answer is None
@@ -393,7 +393,8 @@ async def test_an_answer_recorded_is_never_shown_as_an_error(settings, stack, s3
     its receipt, written under the new key, does not decrypt in the page: the page says the
     answer was recorded (it showed a 500 before), and the step runs."""
     old, new = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
-    rotated = replace(settings, encryption_keys=parse_encryption_keys(f"k2:{new},k1:{old}"))
+    keys = parse_encryption_keys(f"k2:{new},k1:{old}")
+    rotated = replace(settings, encryption=replace(settings.encryption, keys=keys))
     bucket, key = unique("rotated"), "approved.txt"
     s3.create_bucket(Bucket=bucket)
     plan = {"goal": "publish once approved", "budget": {"replans_max": 0}, "steps": [
@@ -402,7 +403,8 @@ async def test_an_answer_recorded_is_never_shown_as_an_error(settings, stack, s3
     token = approver_key("erin").login_token()
     async with running_worker(await connect(rotated), rotated) as h:
         api = Plangate(h.client, h.settings)
-        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue,
+        env = {**os.environ, **stack.env(),
+               "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
                "PLANGATE_ENCRYPTION_KEYS": f"k1:{old}"}
         async with ui_process(env, tmp_path / "ui.log") as url:
             run_id = await api.start(plan)
@@ -440,7 +442,7 @@ async def test_the_log_never_holds_the_token_in_any_form(client, settings, stack
     }
     log = tmp_path / "ui.log"
     async with running_worker(client, settings) as h:
-        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}
         async with ui_process(env, log) as url:
             base = url.rstrip("/")
             for path, want in forms.items():
@@ -468,7 +470,7 @@ async def test_wrong_tokens_are_throttled_per_address(client, settings, stack, t
         return status, headers.get("Retry-After")
 
     async with running_worker(client, settings) as h:
-        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}
         async with ui_process(env, tmp_path / "ui.log") as url:
             for _ in range(5):  # the first few wrong tokens only fail
                 assert await log_in(secrets.token_urlsafe(32)) == (401, None)

@@ -252,7 +252,7 @@ async def test_a_deployment_names_the_effects_that_wait_for_a_person(client, set
     key = unique("r") + ".txt"
     plan = publish(bucket, key)
     del plan["steps"][0]["approval"]
-    narrow = replace(settings, approve_effects=(Effect.WRITE,))
+    narrow = replace(settings, policy=replace(settings.policy, approve_effects=(Effect.WRITE,)))
     async with running_worker(client, narrow) as h:
         api = Plangate(client, h.settings)
         run_id = await api.start(plan)
@@ -270,7 +270,7 @@ async def test_the_cli_shows_the_card_and_answers_it(client, settings, stack, s3
     for k, v in stack.env().items():
         monkeypatch.setenv(k, v)
     async with running_worker(client, settings) as h:
-        monkeypatch.setenv("PLANGATE_TASK_QUEUE", h.settings.task_queue)
+        monkeypatch.setenv("PLANGATE_TASK_QUEUE", h.settings.temporal.task_queue)
         api = Plangate(client, h.settings)
         run_id = await api.start(publish(bucket, key))
         card = await card_of(api, run_id)

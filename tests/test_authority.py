@@ -160,7 +160,7 @@ async def test_a_role_that_does_not_exist_is_authority_gone(client, settings, wo
 
 def write_csv(settings: Settings, rows: int, tag: str) -> str:
     name = f"authority/{tag}-{uuid.uuid4().hex[:8]}.csv"
-    path = settings.workdir / name
+    path = settings.world.workdir / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("id,label\n" + "".join(f"{i},{tag}\n" for i in range(rows)))
     return name
@@ -308,7 +308,7 @@ async def test_a_worker_of_its_own_role_acts_only_for_the_principals_it_was_gran
     )
     url = stack.database_url.replace("postgres@", f"{worker}@", 1)
     assert url != stack.database_url
-    own = World(replace(settings, database_url=url))
+    own = World(replace(settings.world, database_url=url))
     try:
         async with tool_transaction(own, dana) as conn:
             cur = await conn.execute("SELECT current_user, session_user")
@@ -342,8 +342,9 @@ def policy_plan(aid: str, bundle: str | None, on_unmet: str) -> dict[str, Any]:
 def test_policy_superseded_is_a_412_that_sent_nothing():
     code = CODES["policy_superseded"]
     assert (code.status, code.retryable, code.may_have_acted) == (412, False, False)
-    assert Settings.from_env({"PLANGATE_POLICY_BUNDLE": " p-2026-04 "}).policy_bundle == "p-2026-04"
-    assert Settings.from_env({"PLANGATE_POLICY_BUNDLE": ""}).policy_bundle is None
+    policy = Settings.from_env({"PLANGATE_POLICY_BUNDLE": " p-2026-04 "}).policy
+    assert policy.policy_bundle == "p-2026-04"
+    assert Settings.from_env({"PLANGATE_POLICY_BUNDLE": ""}).policy.policy_bundle is None
 
 
 @pytest.mark.parametrize("on_unmet", ["halt", "replan"])
@@ -351,7 +352,7 @@ async def test_a_superseded_policy_is_re_evaluated_then_follows_on_unmet(
     client, settings, world, pg, on_unmet
 ):
     aid = await active_account(world)
-    deployed = replace(settings, policy_bundle="p-2026-04")
+    deployed = replace(settings, policy=replace(settings.policy, policy_bundle="p-2026-04"))
     async with running_worker(client, deployed) as h:
         rep = await h.run(policy_plan(aid, "p-2026-03", on_unmet))
     assert rep.status == "halted", rep.status
@@ -383,7 +384,7 @@ async def test_a_policy_still_in_force_or_unnamed_runs(
     client, settings, world, pg, run_bundle, deployed_bundle
 ):
     aid = await active_account(world)
-    deployed = replace(settings, policy_bundle=deployed_bundle)
+    deployed = replace(settings, policy=replace(settings.policy, policy_bundle=deployed_bundle))
     async with running_worker(client, deployed) as h:
         rep = await h.run(policy_plan(aid, run_bundle, "halt"))
     assert rep.status == "succeeded", rep.failure

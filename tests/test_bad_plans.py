@@ -23,10 +23,11 @@ from plangate.plans import checking
 from plangate.plans.checking import _ancestors
 from plangate.plans.load import PlanError, load_file
 from plangate.plans.model import Plan, Step
+from tests.harness import DEMO_CATALOGUE
 
 
 def problems(plan: Plan) -> list[str]:
-    return checking.problems(plan, catalogue())
+    return checking.problems(plan, catalogue(DEMO_CATALOGUE))
 
 
 # The README's limit, written here rather than imported from plans.limits.
@@ -110,7 +111,7 @@ def test_the_corpus_is_big_enough():
 def stack_env(stack, settings, monkeypatch):
     for k, v in stack.env().items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setenv("PLANGATE_WORKDIR", str(settings.workdir))
+    monkeypatch.setenv("PLANGATE_WORKDIR", str(settings.world.workdir))
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))

@@ -43,7 +43,7 @@ async def test_cancel_by_the_cli_with_reason_and_requester(client, settings, sta
     for k, v in stack.env().items():
         monkeypatch.setenv(k, v)
     async with running_worker(client, settings) as h:
-        monkeypatch.setenv("PLANGATE_TASK_QUEUE", h.settings.task_queue)
+        monkeypatch.setenv("PLANGATE_TASK_QUEUE", h.settings.temporal.task_queue)
         handle = await h.start(polling_plan(job, replans_max=2))
         await until_state(handle, 1, "WAITING")
         code = await asyncio.to_thread(
@@ -71,10 +71,11 @@ class Inflight:
     """warehouse.run_sql whose step 1 (optionally) does its real work, then keeps working,
     heartbeating, until the run's cancel reaches it."""
 
-    def __init__(self, world, acts: bool) -> None:
+    def __init__(self, world, settings, acts: bool) -> None:
         from plangate.activities.tool_activity import tool_activities
 
-        self.real = tool_activities(world)["warehouse.run_sql"]
+        tools = tool_activities(world, settings.catalogue, settings.policy)
+        self.real = tools["warehouse.run_sql"]
         self.acts = acts
         self.started = asyncio.Event()
         self.cancelled = False
@@ -111,7 +112,7 @@ async def test_cancel_reaches_a_tool_in_flight_and_reports_what_it_did(
     client, settings, world, acts, outcome
 ):
     job = f"inflight-{uuid.uuid4().hex[:8]}"
-    tool = Inflight(world, acts)
+    tool = Inflight(world, settings, acts)
     async with running_worker(client, settings, {"warehouse.run_sql": tool.run}) as h:
         api = Plangate(client, h.settings)
         run_id = await api.start(marked(job))

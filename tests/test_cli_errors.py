@@ -31,7 +31,7 @@ def one_line(err: str) -> str:
 def stack_env(stack, settings, monkeypatch):
     for k, v in stack.env().items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setenv("PLANGATE_WORKDIR", str(settings.workdir))
+    monkeypatch.setenv("PLANGATE_WORKDIR", str(settings.world.workdir))
 
 
 @pytest.fixture

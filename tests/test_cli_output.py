@@ -59,7 +59,7 @@ async def test_a_goal_and_a_key_with_terminal_escapes_are_shown_escaped(
         run_id = await Plangate(client, h.settings).start(plan)
         rep = await Plangate(client, h.settings).result(run_id)
         assert rep.failure is not None and HOSTILE in rep.failure.detail  # it is there to show
-        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}
         for _ in range(50):  # visibility lists the run within a second or so
             code, listed, err = await plangate(env, "runs")
             if run_id.encode() in listed:

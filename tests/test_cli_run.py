@@ -42,8 +42,8 @@ async def test_run_and_status_as_json(client, settings, stack, bucket, s3, tmp_p
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(put_plan(bucket, key, if_match="${etag}")))
     async with running_worker(client, settings) as h:
-        for k, v in {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue,
-                     "PLANGATE_WORKDIR": str(settings.workdir)}.items():
+        for k, v in {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
+                     "PLANGATE_WORKDIR": str(settings.world.workdir)}.items():
             monkeypatch.setenv(k, v)
         code = await asyncio.to_thread(main, ["run", str(path), "--id", run_id, "--wait",
                                               "--json"])
@@ -82,7 +82,7 @@ async def test_a_failed_run_exits_1_with_its_report(client, settings, stack, buc
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(put_plan(bucket, key)))
     async with running_worker(client, settings) as h:
-        for k, v in {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}.items():
+        for k, v in {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}.items():
             monkeypatch.setenv(k, v)
         code = await asyncio.to_thread(main, ["run", str(path), "--wait", "--id", run_id])
     out, err = capsys.readouterr()

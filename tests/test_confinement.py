@@ -63,7 +63,7 @@ def names_in(directory: Path) -> list[str]:
 ])
 async def test_a_bound_path_that_names_no_file_inside_is_refused(client, settings, bucket, dest,
                                                                  why):
-    workdir = settings.workdir.resolve()
+    workdir = settings.world.workdir.resolve()
     beside = entries_beside(workdir)
     first = unique("conf")
     async with running_worker(client, settings) as h:
@@ -109,8 +109,8 @@ async def test_probe_arguments_that_do_not_fit_after_binding_fail_at_once(client
 async def test_local_file_nonempty_holds_only_for_a_regular_file(settings):
     world = World(settings)
     a_dir, a_file = unique("a-dir"), unique("a-file")
-    (settings.workdir / a_dir).mkdir(parents=True)
-    (settings.workdir / a_file).write_text("x")
+    (settings.world.workdir / a_dir).mkdir(parents=True)
+    (settings.world.workdir / a_file).write_text("x")
     ctx = ProbeContext(tool="s3.get", args={})
     on_dir = await local_file_nonempty(FileArgs(path=a_dir), world, ctx)
     on_workdir = await local_file_nonempty(FileArgs(path="."), world, ctx)

@@ -60,11 +60,11 @@ x-team = "payments"
 
 def test_nothing_configured_is_the_local_default_without_tls():
     s = settings()
-    assert (s.temporal_address, s.temporal_namespace) == ("localhost:7233", "default")
-    assert s.temporal_connect_config() == {
+    assert (s.temporal.address, s.temporal.namespace) == ("localhost:7233", "default")
+    assert s.temporal.connect_config() == {
         "target_host": "localhost:7233", "namespace": "default"
     }
-    assert not s.temporal_tls_enabled
+    assert not s.temporal.tls_enabled
 
 
 def test_environment_variables_give_address_namespace_and_api_key_with_tls():
@@ -73,19 +73,19 @@ def test_environment_variables_give_address_namespace_and_api_key_with_tls():
         TEMPORAL_NAMESPACE="ns.acct",
         TEMPORAL_API_KEY=SECRET,
     )
-    assert s.temporal_connect_config() == {
+    assert s.temporal.connect_config() == {
         "target_host": "ns.acct.tmprl.cloud:7233",
         "namespace": "ns.acct",
         "api_key": SECRET,
         "tls": True,  # an API key turns TLS on
     }
-    assert s.temporal_tls_enabled
+    assert s.temporal.tls_enabled
 
 
 def test_tls_false_turns_tls_off_even_with_an_api_key():
     s = settings(TEMPORAL_API_KEY=SECRET, TEMPORAL_TLS="false")
-    assert s.temporal_connect_config()["tls"] is False
-    assert not s.temporal_tls_enabled
+    assert s.temporal.connect_config()["tls"] is False
+    assert not s.temporal.tls_enabled
 
 
 def test_tls_from_environment_variables(tmp_path):
@@ -96,7 +96,7 @@ def test_tls_from_environment_variables(tmp_path):
         TEMPORAL_TLS_SERVER_CA_CERT_PATH=str(ca),
         TEMPORAL_TLS_SERVER_NAME="temporal.internal",
     )
-    tls = s.temporal_connect_config()["tls"]
+    tls = s.temporal.connect_config()["tls"]
     assert isinstance(tls, TLSConfig)
     assert (tls.server_root_ca_cert, tls.domain) == (b"CA PEM", "temporal.internal")
     assert tls.client_cert is None and tls.client_private_key is None
@@ -104,16 +104,16 @@ def test_tls_from_environment_variables(tmp_path):
 
 def test_the_default_profile_of_a_file(tmp_path):
     s = settings(tmp_path, PROFILES)
-    assert s.temporal_connect_config() == {
+    assert s.temporal.connect_config() == {
         "target_host": "temporal.internal:7233", "namespace": "plans"
     }
-    assert s.temporal_profile is None
+    assert s.temporal.profile is None
 
 
 def test_a_named_profile_with_an_api_key(tmp_path):
     s = settings(tmp_path, PROFILES, TEMPORAL_PROFILE="cloud")
-    assert s.temporal_profile == "cloud"
-    assert s.temporal_connect_config() == {
+    assert s.temporal.profile == "cloud"
+    assert s.temporal.connect_config() == {
         "target_host": "plangate-prod.a1b2c.tmprl.cloud:7233",
         "namespace": "plangate-prod.a1b2c",
         "api_key": SECRET,
@@ -127,7 +127,7 @@ def test_a_named_profile_with_mtls_reads_the_certificate_files(tmp_path):
     text = PROFILES.replace('"CERT"', f'"{tmp_path / "client.pem"}"').replace(
         '"KEY"', f'"{tmp_path / "client.key"}"'
     )
-    cfg = settings(tmp_path, text, TEMPORAL_PROFILE="mtls").temporal_connect_config()
+    cfg = settings(tmp_path, text, TEMPORAL_PROFILE="mtls").temporal.connect_config()
     tls = cfg["tls"]
     assert isinstance(tls, TLSConfig)
     assert tls.client_cert == b"CLIENT CERT" and tls.client_private_key == b"CLIENT KEY"
@@ -140,14 +140,14 @@ def test_environment_variables_override_the_profile_and_empty_ones_count_as_unse
         tmp_path, PROFILES, TEMPORAL_PROFILE="cloud",
         TEMPORAL_NAMESPACE="plangate-staging.a1b2c", TEMPORAL_ADDRESS="",
     )
-    assert s.temporal_namespace == "plangate-staging.a1b2c"
-    assert s.temporal_address == "plangate-prod.a1b2c.tmprl.cloud:7233"
-    assert s.temporal_api_key == SECRET
+    assert s.temporal.namespace == "plangate-staging.a1b2c"
+    assert s.temporal.address == "plangate-prod.a1b2c.tmprl.cloud:7233"
+    assert s.temporal.api_key == SECRET
 
 
 def test_grpc_metadata_from_the_profile_and_the_environment(tmp_path):
     s = settings(tmp_path, PROFILES, TEMPORAL_PROFILE="meta", TEMPORAL_GRPC_META_X_REGION="eu")
-    assert s.temporal_connect_config()["rpc_metadata"] == {"x-team": "payments", "x-region": "eu"}
+    assert s.temporal.connect_config()["rpc_metadata"] == {"x-team": "payments", "x-region": "eu"}
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,7 @@ def test_secrets_are_not_in_the_settings_repr(tmp_path):
         TEMPORAL_GRPC_META_AUTHORIZATION=f"Bearer {SECRET}",
         OPENAI_API_KEY=SECRET,
     )
-    assert s.temporal_api_key == SECRET
+    assert s.temporal.api_key == SECRET
     assert SECRET not in repr(s) and SECRET not in str(s)
 
 
@@ -198,12 +198,12 @@ def test_secrets_are_not_in_the_settings_repr(tmp_path):
 async def test_a_profile_file_alone_connects_to_the_server_it_names(settings, tmp_path):
     file = tmp_path / "temporal.toml"
     file.write_text(
-        f'[profile.tests]\naddress = "{settings.temporal_address}"\n'
-        f'namespace = "{settings.temporal_namespace}"\n'
+        f'[profile.tests]\naddress = "{settings.temporal.address}"\n'
+        f'namespace = "{settings.temporal.namespace}"\n'
     )
     s = Settings.from_env({"TEMPORAL_CONFIG_FILE": str(file), "TEMPORAL_PROFILE": "tests"})
     client = await connect(s)
-    assert client.namespace == settings.temporal_namespace
+    assert client.namespace == settings.temporal.namespace
     info = await client.workflow_service.get_system_info(GetSystemInfoRequest())
     assert info.server_version
 
@@ -213,16 +213,16 @@ async def test_tls_against_a_server_without_it_is_one_line_without_the_api_key(
 ):
     s = Settings.from_env({
         "TEMPORAL_CONFIG_FILE": "/dev/null",
-        "TEMPORAL_ADDRESS": settings.temporal_address,
+        "TEMPORAL_ADDRESS": settings.temporal.address,
         "TEMPORAL_API_KEY": SECRET,
     })
     with pytest.raises(ServiceUnreachable) as e:
         await connect_or_one_line(s)
-    assert f"cannot reach Temporal at {settings.temporal_address} over TLS" in str(e.value)
+    assert f"cannot reach Temporal at {settings.temporal.address} over TLS" in str(e.value)
     assert SECRET not in str(e.value)
 
     # and through the command line: exit 1, one line, no key
-    monkeypatch.setenv("TEMPORAL_ADDRESS", settings.temporal_address)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", settings.temporal.address)
     monkeypatch.setenv("TEMPORAL_API_KEY", SECRET)
     assert await asyncio.to_thread(main, ["status", f"run-{uuid.uuid4().hex[:8]}"]) == 1
     err = capsys.readouterr().err

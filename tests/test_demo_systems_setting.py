@@ -45,31 +45,34 @@ def demo_tools(names: Iterable[str]) -> list[str]:
 
 @pytest.fixture
 def without(settings: Settings) -> Settings:
-    return replace(settings, demo_systems=False, task_queue=f"nodemo-{uuid.uuid4().hex[:8]}")
+    return replace(
+        settings, catalogue=replace(settings.catalogue, demo_systems=False),
+        temporal=replace(settings.temporal, task_queue=f"nodemo-{uuid.uuid4().hex[:8]}"),
+    )
 
 
 def test_the_setting_is_read_from_the_environment():
-    assert Settings.from_env({}).demo_systems is False
+    assert Settings.from_env({}).catalogue.demo_systems is False
     for on in ("1", "true", "YES", "on"):
-        assert Settings.from_env({DEMO_SYSTEMS_VAR: on}).demo_systems is True
+        assert Settings.from_env({DEMO_SYSTEMS_VAR: on}).catalogue.demo_systems is True
     for off in ("0", "false", "no", "off", ""):
-        assert Settings.from_env({DEMO_SYSTEMS_VAR: off}).demo_systems is False
+        assert Settings.from_env({DEMO_SYSTEMS_VAR: off}).catalogue.demo_systems is False
     with pytest.raises(ValueError, match="PLANGATE_DEMO_SYSTEMS must be 1 or 0"):
         Settings.from_env({DEMO_SYSTEMS_VAR: "maybe"})
 
 
 def test_the_catalogue_follows_the_setting(settings, without):
-    assert demo_tools(catalogue(without).tools) == []
+    assert demo_tools(catalogue(without.catalogue).tools) == []
     assert {"s3.get", "s3.put", "warehouse.load", "warehouse.run_sql"} <= set(
-        catalogue(without).tools
+        catalogue(without.catalogue).tools
     )
-    assert "billing.issue_credit" in catalogue(settings).tools
+    assert "billing.issue_credit" in catalogue(settings.catalogue).tools
 
 
 def test_the_worker_activities_follow_the_setting(settings, without):
-    assert demo_tools(activities(World(without))) == []
-    assert "probe.evaluate" in activities(World(without))
-    assert "billing.issue_credit" in activities(World(settings))
+    assert demo_tools(activities(World(without.world), without)) == []
+    assert "probe.evaluate" in activities(World(without.world), without)
+    assert "billing.issue_credit" in activities(World(settings.world), settings)
 
 
 async def test_the_replanner_is_offered_only_the_deployments_tools(settings, without):
@@ -85,13 +88,13 @@ async def test_the_replanner_is_offered_only_the_deployments_tools(settings, wit
     with FakeOpenAI(responses=['{"steps": [], "reason": "none"}'] * 2) as fake:
         for s, offered in ((without, False), (settings, True)):
             backend = OpenAIBackend.from_settings(
-                replace(s, replanner="openai", openai_base_url=fake.base_url)
+                replace(s.model, replanner="openai", base_url=fake.base_url), s.catalogue
             )
             await backend.propose(req)
             await backend.close()
             system = fake.completions[-1].messages[0]["content"]
             assert "warehouse.load" in system
-            assert all((name in system) is offered for name in demo_names), s.demo_systems
+            assert all((name in system) is offered for name in demo_names), s.catalogue
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -100,7 +103,7 @@ async def fresh_database(settings: Settings, pg) -> str:
     DATABASE would force a checkpoint in the middle of the session."""
     name = f"fresh_{uuid.uuid4().hex[:10]}"
     await pg.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return psycopg.conninfo.make_conninfo(settings.database_url, dbname=name)
+    return psycopg.conninfo.make_conninfo(settings.world.database_url, dbname=name)
 
 
 async def schemas(url: str) -> tuple[bool, bool]:
@@ -118,10 +121,11 @@ async def test_a_worker_creates_the_demo_schema_only_with_the_setting(
     client: Client, settings: Settings, fresh_database: str, demo_systems: bool
 ):
     s = replace(
-        settings, demo_systems=demo_systems, database_url=fresh_database,
-        task_queue=f"schema-{uuid.uuid4().hex[:8]}",
+        settings, catalogue=replace(settings.catalogue, demo_systems=demo_systems),
+        world=replace(settings.world, database_url=fresh_database),
+        temporal=replace(settings.temporal, task_queue=f"schema-{uuid.uuid4().hex[:8]}"),
     )
-    world = World(s)
+    world = World(s.world)
     try:
         async with await build_worker(client, s, world):  # bootstraps its tables, then polls
             assert await schemas(fresh_database) == (True, demo_systems)
@@ -143,7 +147,7 @@ async def test_check_refuses_a_demo_tool_without_the_setting(tmp_path, settings)
     plan = tmp_path / "credit.json"
     plan.write_text(json.dumps(CREDIT_PLAN))
     env = {k: v for k, v in os.environ.items() if k != DEMO_SYSTEMS_VAR}
-    env["PLANGATE_WORKDIR"] = str(settings.workdir)
+    env["PLANGATE_WORKDIR"] = str(settings.world.workdir)
     code, err = await check_in_a_fresh_process(plan, env)
     assert code == 2, err
     assert "step 1, field tool: unknown tool 'billing.issue_credit'" in err

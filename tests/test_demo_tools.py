@@ -44,7 +44,7 @@ async def probe(
     spec = PROBES[name]
     ref = StepRef(run_id="test", plan_version=1, n=1, tool=tool, args=args)
     ctx = probe_context(
-        ProbeRequest(step=ref, conditions=[], idempotency_key=key, output=output), world
+        ProbeRequest(step=ref, conditions=[], idempotency_key=key, output=output), world, TOOLS
     )
     return await spec.fn(spec.args.model_validate(probe_args), world, ctx)
 

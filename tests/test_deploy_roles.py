@@ -70,7 +70,7 @@ def url(port: int, role: str, db: str = "plangate") -> str:
 
 
 def as_role(settings: Settings, port: int, role: str) -> Settings:
-    return replace(settings, database_url=url(port, role))
+    return replace(settings, world=replace(settings.world, database_url=url(port, role)))
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +78,9 @@ def set_up(roles_port: int, settings: Settings) -> int:
     """plangate's tables created by their owner (what plangate-setup does); the port."""
 
     async def setup() -> None:
-        world = World(as_role(settings, roles_port, "plangate_owner"))
+        world = World(as_role(settings, roles_port, "plangate_owner").world)
         try:
-            await ensure_schema(world)
+            await ensure_schema(world, settings.catalogue)
         finally:
             await world.close()
 
@@ -91,7 +91,7 @@ def set_up(roles_port: int, settings: Settings) -> int:
 async def test_setup_is_the_owners_and_the_worker_checks_its_tables(
     roles_port, settings, monkeypatch, capsys
 ):
-    worker = World(as_role(settings, roles_port, "plangate_worker"))
+    worker = World(as_role(settings, roles_port, "plangate_worker").world)
     try:
         monkeypatch.setenv("PLANGATE_DATABASE_URL", url(roles_port, "plangate_worker"))
         assert await asyncio.to_thread(main, ["setup"]) == 1
@@ -205,9 +205,10 @@ async def test_a_worker_on_the_least_privilege_role_runs_a_plan(
         ):
             await su.execute(sql.SQL(stmt).format(role))
 
+    ws = as_role(settings, port, "plangate_worker")
     ws = replace(
-        as_role(settings, port, "plangate_worker"),
-        task_queue=f"deploy-{tag}", allowed_schemas="staging",
+        ws, temporal=replace(ws.temporal, task_queue=f"deploy-{tag}"),
+        world=replace(ws.world, allowed_schemas="staging"),
     )
     async with await build_worker(client, ws, bootstrap=False):
         api = Plangate(client, ws)

@@ -120,7 +120,7 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
             assert scraped.value("plangate_tool_calls", tool=tool, status="200") == 1
         assert scraped.value("temporal_workflow_completed", workflow_type="PlanRun") == 1
         s3.close()
-        async with await psycopg.AsyncConnection.connect(settings.database_url) as conn:
+        async with await psycopg.AsyncConnection.connect(settings.world.database_url) as conn:
             cur = await conn.execute(
                 "SELECT state FROM plangate.jobs WHERE job_id = %s", (job,)
             )

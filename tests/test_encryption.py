@@ -64,7 +64,12 @@ from plangate.encryption import (
 from plangate.records.approvals import ApprovalAnswer, Decision
 from plangate.records.run import CancelRequest
 from plangate.world.clients import World
-from plangate.world.settings import ENCRYPTION_KEYS_VAR, Settings, parse_encryption_keys
+from plangate.world.settings import (
+    ENCRYPTION_KEYS_VAR,
+    EncryptionSettings,
+    Settings,
+    parse_encryption_keys,
+)
 from tests.harness import console_script, history_events, running_worker, scheduled
 from tests.test_unreachable import closed_port
 
@@ -92,12 +97,13 @@ async def k1(settings: Settings) -> Encrypted:
 
 def with_keys(settings: Settings, raw: str) -> Settings:
     """``settings`` with ``PLANGATE_ENCRYPTION_KEYS=raw``."""
-    return replace(settings, encryption_keys=parse_encryption_keys(raw))
+    keys = parse_encryption_keys(raw)
+    return replace(settings, encryption=replace(settings.encryption, keys=keys))
 
 
 async def bare_client(settings: Settings) -> Client:
     """A client with Temporal's default converter and no codec: what Temporal stores."""
-    return await Client.connect(**settings.temporal_connect_config())
+    return await Client.connect(**settings.temporal.connect_config())
 
 
 def payloads_in(message: Message) -> Iterator[Payload]:
@@ -208,7 +214,7 @@ async def test_a_run_that_mails_a_seeded_address_leaves_no_plaintext_of_it(k1, w
     k2k1 = with_keys(k1.settings, f"k2:{b64(K2)},k1:{b64(K1)}")
     read = await Plangate(await connect(k2k1), k2k1).report(rep.run_id)
     assert read.step(1).binds == {"contact": address}
-    replayed = await Replayer(workflows=[], plugins=[PlangatePlugin(settings=k2k1)]
+    replayed = await Replayer(workflows=[], plugins=[PlangatePlugin(k2k1.encryption)]
                               ).replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None
     # a client without k1 is told which key it lacks, never shown ciphertext as data
@@ -256,7 +262,7 @@ REFUSED = ("refused: a payload that is not encrypted (encoding 'json/plain'): th
 
 async def plain_client(settings: Settings) -> Client:
     """A client with plangate's converter and no keys: anyone who reaches Temporal."""
-    return await Client.connect(**settings.temporal_connect_config(), data_converter=DATA_CONVERTER)
+    return await Client.connect(**settings.temporal.connect_config(), data_converter=DATA_CONVERTER)
 
 
 async def test_an_encrypting_worker_refuses_a_plain_start(k1, s3):
@@ -328,10 +334,10 @@ async def test_an_encrypting_worker_drops_plain_signals_and_refuses_plain_update
     assert all(REFUSED in str(r.exc_info[1]) for r in dropped if r.exc_info)
 
 
-def keyring(*ids: str) -> Settings:
+def keyring(*ids: str) -> EncryptionSettings:
     material = {"k1": K1, "k2": K2}
-    return Settings.from_env({ENCRYPTION_KEYS_VAR: ",".join(f"{i}:{b64(material[i])}"
-                                                            for i in ids)})
+    return EncryptionSettings.from_env({ENCRYPTION_KEYS_VAR: ",".join(
+        f"{i}:{b64(material[i])}" for i in ids)})
 
 
 async def test_rotation_new_payloads_carry_the_first_key_old_ones_still_open():
@@ -345,9 +351,9 @@ async def test_rotation_new_payloads_carry_the_first_key_old_ones_still_open():
     with pytest.raises(DecryptionError, match=r"key 'k1', which .* does not hold \(it holds k2\)"):
         await payload_codec(keyring("k2")).decode([old])
     with pytest.raises(DecryptionError, match=r"key 'k1', which .* does not hold .*not set"):
-        await payload_codec(Settings()).decode([old])
+        await payload_codec(EncryptionSettings()).decode([old])
     # another key under the same id, an altered byte, an id swapped for another: refused
-    impostor = Settings.from_env({ENCRYPTION_KEYS_VAR: f"k1:{b64(K2)}"})
+    impostor = EncryptionSettings.from_env({ENCRYPTION_KEYS_VAR: f"k1:{b64(K2)}"})
     altered = Payload(metadata=old.metadata, data=old.data[:-1] + bytes([old.data[-1] ^ 1]))
     swapped = Payload(metadata={**old.metadata, KEY_ID: b"k2"}, data=old.data)
     for codec, p in ((payload_codec(impostor), old), (rotated, altered), (rotated, swapped)):
@@ -380,11 +386,11 @@ def test_bad_keys_are_refused_naming_the_variable_never_the_key(raw, message, mo
 def test_keys_and_token_stay_out_of_repr():
     s = Settings.from_env({ENCRYPTION_KEYS_VAR: f"k2:{b64(K2)}, k1:{b64(K1)}",
                            "PLANGATE_CODEC_TOKEN": TOKEN})
-    assert s.encryption_key_ids == ("k2", "k1") and s.codec_token == TOKEN
+    assert s.encryption.key_ids == ("k2", "k1") and s.encryption.codec_token == TOKEN
     shown = repr(s)
     for secret in (b64(K1), b64(K2), repr(K1), repr(K2), TOKEN):
         assert secret not in shown
-    assert repr(EncryptionCodec(s.encryption_keys)) == "EncryptionCodec(key_ids=('k2', 'k1'))"
+    assert repr(EncryptionCodec(s.encryption.keys)) == "EncryptionCodec(key_ids=('k2', 'k1'))"
 
 
 # --- the codec server -------------------------------------------------------------------------
@@ -393,7 +399,7 @@ def test_keys_and_token_stay_out_of_repr():
 @pytest.fixture
 def server() -> Iterator[CodecServer]:
     s = Settings.from_env({ENCRYPTION_KEYS_VAR: f"k1:{b64(K1)}", "PLANGATE_CODEC_TOKEN": TOKEN})
-    srv = codec_server(s, port=0, origins=[ORIGIN])
+    srv = codec_server(s.encryption, port=0, origins=[ORIGIN])
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -553,7 +559,7 @@ async def test_codec_server_without_a_token_off_loopback_refuses_to_start(host):
         assert not listening(host, port) and not listening("127.0.0.1", port)
     # the refusal is the token's: with one, the same address is served (in-process, port 0)
     s = Settings.from_env({ENCRYPTION_KEYS_VAR: f"k1:{b64(K1)}", "PLANGATE_CODEC_TOKEN": TOKEN})
-    srv = codec_server(s, host=host, port=0)
+    srv = codec_server(s.encryption, host=host, port=0)
     try:
         assert listening(host, srv.server_address[1])
     finally:
@@ -576,4 +582,4 @@ async def test_codec_server_on_loopback_needs_the_local_flag_or_a_strong_token()
         assert weak not in err
     assert not listening("127.0.0.1", port)
     with pytest.raises(CodecServerRefused, match="PLANGATE_CODEC_TOKEN is not set"):
-        codec_server(Settings(), port=0)
+        codec_server(EncryptionSettings(), port=0)

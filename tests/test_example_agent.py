@@ -48,7 +48,7 @@ async def test_the_agent_hands_its_plan_over_and_reads_the_report(client, settin
     calls = await scheduled(client, run_id)
     assert (calls["s3.put"], calls["s3.get"]) == (1, 1)
     assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"v1.4 is out"
-    assert (settings.workdir / "agent" / key).read_text() == "v1.4 is out"
+    assert (settings.world.workdir / "agent" / key).read_text() == "v1.4 is out"
     # the second request carried the run report as the result of the model's tool call
     asked, answered = second.messages[-2:]
     (call,) = asked["tool_calls"]

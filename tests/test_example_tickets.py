@@ -3,8 +3,9 @@ local HTTP tickets service. What happened is read from the service's own request
 the Temporal history, never from a status string alone.
 
 The worker loads ``plangate_tickets`` the way a deployment does: named by
-``PLANGATE_EXTENSIONS`` (``Settings.extensions``), or installed with its ``plangate.extensions``
-entry point, which fresh ``plangate`` processes (``check``, ``worker``, ``run``) discover."""
+``PLANGATE_EXTENSIONS`` (``CatalogueSettings.extensions``), or installed with its
+``plangate.extensions`` entry point, which fresh ``plangate`` processes (``check``, ``worker``,
+``run``) discover."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[TicketsService]:
 
 @pytest.fixture
 def with_tickets(settings: Settings) -> Settings:
-    return replace(settings, extensions=("plangate_tickets",))
+    tickets = replace(settings.catalogue, extensions=("plangate_tickets",))
+    return replace(settings, catalogue=tickets)
 
 
 def new_ticket(service: TicketsService, title: str = "Printer on fire") -> str:
@@ -181,7 +183,7 @@ async def test_a_replayed_write_is_not_applied_twice(with_tickets, service):
     tid = new_ticket(service)
     args = tools.UpdateTicket(ticket_id=tid, assignee="dana", if_match=f'"{tid}.1"')
     call = CallContext("run-1", 2, "run-1/v1/2")
-    world = World(with_tickets)
+    world = World(with_tickets.world)
     try:
         first = await tools.update_ticket(args, world, call)
         again = await tools.update_ticket(args, world, call)  # a retry after a lost answer
@@ -202,7 +204,7 @@ async def test_a_service_that_does_not_answer_is_unavailable(with_tickets, monke
     with TicketsService() as gone:
         url = gone.url
     monkeypatch.setenv("TICKETS_URL", url)
-    world = World(with_tickets)
+    world = World(with_tickets.world)
     try:
         with pytest.raises(ToolError) as e:
             await tools.get_ticket(

@@ -52,7 +52,7 @@ async def test_every_process_exits_with_its_runs_code(client, settings, stack, b
     script = console_script("plangate")
     tag = uuid.uuid4().hex[:6]
     async with running_worker(client, settings) as h:
-        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}
         gate = asyncio.Semaphore(AT_ONCE)
 
         async def one(i: int) -> tuple[int, int, int | None, str, str]:

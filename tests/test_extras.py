@@ -51,7 +51,7 @@ async def test_a_worker_process_imports_no_embedded_server():
         "from plangate.world.clients import World\n"
         "from plangate.world.settings import Settings\n"
         "s = Settings.from_env({'TEMPORAL_CONFIG_FILE': '/dev/null'})\n"
-        "activities(World(s)); catalogue(s)\n"
+        "activities(World(s.world), s); catalogue(s.catalogue)\n"
         "loaded = [m for m in ('moto', 'pgserver', 'flask', 'plangate.activities.tools.billing',\n"
         "          'plangate.activities.tools.crm', 'plangate.activities.tools.email')\n"
         "          if m in sys.modules]\n"

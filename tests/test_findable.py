@@ -101,7 +101,7 @@ async def test_the_runs_awaiting_approval_are_found(client, settings, stack, s3,
     s3.create_bucket(Bucket=bucket)
     address = stack.temporal_address
     async with running_worker(client, settings) as h:
-        for k, v in {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}.items():
+        for k, v in {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}.items():
             monkeypatch.setenv(k, v)
         api = Plangate(client, h.settings)
         assert await api.search_attributes_registered()  # the embedded dev server's
@@ -114,7 +114,7 @@ async def test_the_runs_awaiting_approval_are_found(client, settings, stack, s3,
 
         # the Temporal CLI finds exactly the runs waiting (of this test's task queue: other
         # tests share the server), and the bare query finds them and not the one running
-        mine = f'TaskQueue="{h.settings.task_queue}"'
+        mine = f'TaskQueue="{h.settings.temporal.task_queue}"'
         query = f'PlangateStatus="awaiting_approval" AND {mine}'
         assert await settled("awaiting", lambda: temporal_list(address, query), waiting) == waiting
         bare = await temporal_list(address, 'PlangateStatus="awaiting_approval"')

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,8 @@ def test_the_corpus_is_complete():
 def stack_env(stack, settings, monkeypatch) -> Settings:
     for k, v in stack.env().items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setenv("PLANGATE_WORKDIR", str(settings.workdir))
-    return Settings.from_env()
+    monkeypatch.setenv("PLANGATE_WORKDIR", str(settings.world.workdir))
+    return Settings.from_env(os.environ)
 
 
 def _parsed(path: Path) -> tuple[bool, Any]:

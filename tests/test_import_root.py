@@ -46,7 +46,7 @@ TEAM = {
             return {"noted": args.text}
     ''',
     "run_a_plan.py": '''
-        import asyncio, json, sys
+        import asyncio, json, os, sys
 
         import activities, records, worker, workflows
         from plangate import Plangate, Settings
@@ -55,7 +55,7 @@ TEAM = {
 
         async def main():
             assert {m.OWNER for m in (activities, records, worker, workflows)} == {"the team"}
-            settings = Settings.from_env()
+            settings = Settings.from_env(os.environ)
             client = await connect(settings)
             api = Plangate(client, settings)
             checked = api.check({"goal": "note it", "steps": [

@@ -106,7 +106,7 @@ async def test_watch_on_a_terminal_and_on_a_pipe(client, settings, stack, pg):
         run_id = await api.start(polling_plan(job, interval_s=1))
         await until_state(api.handle(run_id), 1, "WAITING")  # its first read saw "requested"
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-        env.update({**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue,
+        env.update({**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
                     "TERM": "xterm-256color"})
         tty = Terminal()
         on_tty = await asyncio.create_subprocess_exec(

@@ -52,7 +52,8 @@ async def test_a_worker_that_dies_during_a_probe_reads_again(client, settings):
     # Costs the probe's 30 s timeout in real time: the stopping worker waits for its read.
     probe = FirstReadHangs()
     job = f"crash-{uuid.uuid4().hex[:8]}"
-    own = replace(settings, task_queue=f"crash-{uuid.uuid4().hex[:8]}")
+    own = replace(settings, temporal=replace(settings.temporal,
+                                             task_queue=f"crash-{uuid.uuid4().hex[:8]}"))
     # the first read made by the probe activity, not with the guards: the double is what it meets
     doubles = {"probe.evaluate": probe.evaluate, "guard.resolve": guards_alone(own)}
     async with await build_worker(client, own, doubles=doubles):

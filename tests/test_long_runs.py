@@ -53,7 +53,8 @@ async def test_a_long_plan_continues_as_new_and_every_step_acts_once(client, set
     steps[0]["binds"] = {"rows": "$.rowcount"}
     steps[-1] = job_step(n, f"{tag}-last-${{rows}}", depends_on=[n - 1])
     plan = {"goal": "sixty jobs in a row", "budget": {"replans_max": 0}, "steps": steps}
-    async with running_worker(client, replace(settings, history_events=EVENTS)) as h:
+    bounded = replace(settings, runs=replace(settings.runs, history_events=EVENTS))
+    async with running_worker(client, bounded) as h:
         rep = await h.run(plan)
     assert rep.status == "succeeded", rep.failure
     runs = await chain(client, rep.run_id)
@@ -107,7 +108,8 @@ async def test_a_day_long_wait_and_a_card_carry_across_runs(
                 {"n": 3, "tool": "warehouse.run_sql", "depends_on": [1, 2],
                  "args": {"statement": "select_one"}},
             ]}
-    async with running_worker(env.client, replace(settings, history_events=EVENTS)) as h:
+    bounded = replace(settings, runs=replace(settings.runs, history_events=EVENTS))
+    async with running_worker(env.client, bounded) as h:
         api = Plangate(env.client, h.settings)
         handle = await h.start(plan)
         await env.sleep(timedelta(minutes=30))  # 180 reads: several runs

@@ -49,16 +49,17 @@ async def test_a_file_passing_plan_runs_on_three_workers_that_share_no_disk(
         body = "id,amount\n" + "".join(f"{i},{i * 10}\n" for i in range(k))
         s3.put_object(Bucket=bucket, Key=f"drop/{k}.csv", Body=body.encode())
     queue = f"test-{uuid.uuid4().hex[:8]}"
-    shared = replace(settings, task_queue=queue, artifacts_bucket=artifacts)
+    shared = replace(settings, temporal=replace(settings.temporal, task_queue=queue),
+                     world=replace(settings.world, artifacts_bucket=artifacts))
     workdirs = [tmp_path / f"worker{i}" for i in range(3)]
-    worlds = [World(replace(shared, workdir=w)) for w in workdirs]
-    await ensure_schema(worlds[0])
+    worlds = [World(replace(shared.world, workdir=w)) for w in workdirs]
+    await ensure_schema(worlds[0], shared.catalogue)
     async with contextlib.AsyncExitStack() as stack:
         for i, w in enumerate(worlds):
             # a client each, as separate machines have (the SDK allows one worker per queue
             # on a client)
-            own = await connect(w.settings)
-            worker = await build_worker(own, w.settings, w, identity=f"worker-{i}")
+            own = await connect(shared)
+            worker = await build_worker(own, shared, w, identity=f"worker-{i}")
             await stack.enter_async_context(worker)
         rep = await Harness(client, shared).run(plan(bucket, tag))
     for w in worlds:
@@ -98,8 +99,8 @@ def test_a_bad_artifacts_setting_names_what_is_wrong(raw, problem):
 
 
 def test_the_artifact_bucket_is_never_a_target():
-    s = Settings.from_env({"PLANGATE_ARTIFACTS": "s3://art/runs/"})
+    s = Settings.from_env({"PLANGATE_ARTIFACTS": "s3://art/runs/"}).world
     assert (s.artifacts_bucket, s.artifacts_prefix) == ("art", "runs")
     assert "run artifacts" in str(s.scope.refusal("bucket", "art"))
     assert s.scope.refusal("bucket", "drops") is None
-    assert Settings.from_env({}).artifacts_bucket is None
+    assert Settings.from_env({}).world.artifacts_bucket is None

@@ -61,13 +61,14 @@ def by(
 
 async def test_a_scrape_after_runs_counts_what_their_reports_say(client, settings, s3):
     address = f"127.0.0.1:{free_port()}"
-    worker_client = await connect(replace(settings, metrics_address=address), serve_metrics=True)
+    serving = replace(settings.observability, metrics_address=address)
+    worker_client = await connect(replace(settings, observability=serving), serve_metrics=True)
     bucket = f"metrics-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="same.txt", Body=b"same")
     s3.put_object(Bucket=bucket, Key="moved.txt", Body=b"v1")
     async with running_worker(worker_client, settings) as h:
-        queue = h.settings.task_queue
+        queue = h.settings.temporal.task_queue
         api = Plangate(client, h.settings)
         approved_id = await api.start(put(bucket, "approved.txt", "x", approval="required"))
         await api.approve(approved_id, 1, (await card_of(api, approved_id)).digest, by="erin")
@@ -168,7 +169,8 @@ async def test_a_scrape_after_runs_counts_what_their_reports_say(client, setting
 
 @pytest.mark.parametrize("good", ["127.0.0.1:9464", " 0.0.0.0:1 ", "[::]:9464", "[::1]:65535"])
 def test_a_metrics_address_is_an_ip_and_a_port(good):
-    assert Settings.from_env({"PLANGATE_METRICS_ADDRESS": good}).metrics_address == good.strip()
+    seen = Settings.from_env({"PLANGATE_METRICS_ADDRESS": good}).observability
+    assert seen.metrics_address == good.strip()
 
 
 @pytest.mark.parametrize("bad", [
@@ -181,8 +183,9 @@ def test_a_metrics_address_that_cannot_be_bound_is_refused_by_name(bad):
 
 
 def test_no_metrics_address_serves_nothing():
-    assert Settings.from_env({}).metrics_address is None
-    assert Settings.from_env({"PLANGATE_METRICS_ADDRESS": " "}).metrics_address is None
+    assert Settings.from_env({}).observability.metrics_address is None
+    blank = Settings.from_env({"PLANGATE_METRICS_ADDRESS": " "})
+    assert blank.observability.metrics_address is None
 
 
 def test_a_worker_whose_metrics_port_is_taken_says_so_in_one_line(monkeypatch, capsys):

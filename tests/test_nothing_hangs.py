@@ -16,7 +16,7 @@ from plangate.plans.guards import guard
 from plangate.plans.model import Plan
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from plangate.records.replan import ReplanProposal, ReplanRequest, Review, ReviewRequest
-from tests.harness import guards_alone, running_worker, scheduled
+from tests.harness import DEMO_CATALOGUE, guards_alone, running_worker, scheduled
 
 
 def failing_index(tag: str) -> dict[str, Any]:
@@ -44,7 +44,7 @@ class WavedThrough:
 
     @activity.defn(name="replanner.review")
     async def review(self, req: ReviewRequest) -> Review:
-        return Review(plan=guard(req.plan, catalogue()))
+        return Review(plan=guard(req.plan, catalogue(DEMO_CATALOGUE)))
 
 
 async def task_failures(client: Any, run_id: str) -> int:

@@ -28,7 +28,7 @@ from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.stack import EmbeddedStack
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
-from plangate.world.settings import Settings
+from plangate.world.settings import ModelSettings, Settings
 from tests.harness import attempts, running_worker, scheduled, stack_state
 
 
@@ -37,8 +37,10 @@ async def outage(settings: Settings) -> AsyncIterator[tuple[EmbeddedStack, Setti
     with stack_state("outage") as state:
         async with EmbeddedStack(state, temporal=False) as own:
             yield own, replace(
-                settings, database_url=own.database_url, s3_endpoint_url=own.s3_endpoint_url,
-                outage_patience_s=120.0,
+                settings,
+                world=replace(settings.world, database_url=own.database_url,
+                              s3_endpoint_url=own.s3_endpoint_url),
+                runs=replace(settings.runs, outage_patience_s=120.0),
             )
 
 
@@ -70,7 +72,7 @@ async def job_state(url: str, job: str) -> Any:
 async def test_a_postgres_outage_is_waited_out_and_nothing_acts_meanwhile(client, outage):
     own, s = outage
     job = f"pg-{uuid.uuid4().hex[:8]}"
-    async with running_worker(client, s, world=World(s)) as h:
+    async with running_worker(client, s, world=World(s.world)) as h:
         await own.stop_service("postgres")
         handle = await h.start(job_plan(job))
         rep = await until(handle, 1, "postgres did not answer")
@@ -99,13 +101,14 @@ async def test_an_s3_outage_mid_run_holds_the_write_until_s3_is_back(client, out
         {"n": 2, "tool": "s3.put", "depends_on": [1],
          "args": {"bucket": bucket, "key": "figures.txt", "body": "final figures"}},
     ]}
-    world = World(s)
+    world = World(s.world)
     await asyncio.to_thread(world.s3.create_bucket, Bucket=bucket)
     async with running_worker(client, s, world=world) as h:
         handle = await h.start(plan)
         await until(handle, 1, "declares a wait")  # step 1 acted and waits for the export
         await own.stop_service("s3")  # S3 goes down while the run waits
-        async with await psycopg.AsyncConnection.connect(s.database_url, autocommit=True) as c:
+        url = s.world.database_url
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as c:
             await c.execute("UPDATE plangate.jobs SET state = 'done' WHERE job_id = %s", (job,))
         await until(handle, 2, "s3 did not answer")
         await asyncio.sleep(1.5)
@@ -121,8 +124,8 @@ async def test_an_s3_outage_mid_run_holds_the_write_until_s3_is_back(client, out
 async def test_past_the_patience_the_step_halts_and_nothing_is_re_planned(client, outage):
     own, s = outage
     job = f"patience-{uuid.uuid4().hex[:8]}"
-    short = replace(s, outage_patience_s=4.0)
-    async with running_worker(client, short, world=World(short)) as h:
+    short = replace(s, runs=replace(s.runs, outage_patience_s=4.0))
+    async with running_worker(client, short, world=World(short.world)) as h:
         await own.stop_service("postgres")
         try:
             rep = await asyncio.wait_for(h.run(job_plan(job)), 90)
@@ -145,11 +148,12 @@ def closed_port() -> int:
 async def test_the_model_endpoint_down_halts_with_an_escalation_and_no_loop(
     client, settings, replans_max
 ):
-    down = replace(
-        settings, replanner="openai", openai_base_url=f"http://127.0.0.1:{closed_port()}/v1",
-        openai_api_key="sk-test", model="fake-model",
-    )
-    model = ReplanActivities(down, backend=OpenAIBackend.from_settings(down))
+    down = replace(settings, model=ModelSettings(
+        replanner="openai", name="fake-model",
+        base_url=f"http://127.0.0.1:{closed_port()}/v1", api_key="sk-test",
+    ))
+    backend = OpenAIBackend.from_settings(down.model, down.catalogue)
+    model = ReplanActivities(down.model, down.catalogue, backend=backend)
     plan = {"goal": "count", "budget": {"replans_max": replans_max}, "steps": [
         {"n": 1, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
          "pre": [{"probe": "column_exists", "table": f"nowhere_{uuid.uuid4().hex[:8]}",

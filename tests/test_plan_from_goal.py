@@ -63,7 +63,7 @@ async def test_a_planned_goal_is_checked_written_and_runs(client, settings, s3, 
     assert written.startswith("# plangate plan: model fake-model: 2 steps")
     assert await asyncio.to_thread(main, ["check", "--strict", str(out)]) == 0
     async with running_worker(client, settings) as h:
-        env.setenv("PLANGATE_TASK_QUEUE", h.settings.task_queue)
+        env.setenv("PLANGATE_TASK_QUEUE", h.settings.temporal.task_queue)
         run_id = f"planned-{tag}"
         code = await asyncio.to_thread(main, ["run", str(out), "--id", run_id, "--wait"])
     assert code == 0

@@ -50,7 +50,7 @@ def check_env() -> Iterator[tuple[Path, Settings]]:
         tempfile.TemporaryDirectory(prefix="plangate-fuzz-") as tmp,
         environment({"PLANGATE_WORKDIR": str(Path(tmp) / "work")}),
     ):
-        yield Path(tmp), Settings.from_env()
+        yield Path(tmp), Settings.from_env(os.environ)
 
 
 @hyp_settings(max_examples=CHECKS, deadline=None, derandomize=True, database=None,
@@ -58,7 +58,7 @@ def check_env() -> Iterator[tuple[Path, Settings]]:
 @given(doc=documents())
 def test_every_drawn_plan_is_checked_or_refused_by_name(check_env, doc: Document):
     directory, settings = check_env
-    with environment({"PLANGATE_WORKDIR": str(settings.workdir)}):
+    with environment({"PLANGATE_WORKDIR": str(settings.world.workdir)}):
         judge_check(doc, directory, settings)
 
 
@@ -67,13 +67,13 @@ async def fuzz_worker(client, settings, stack) -> AsyncIterator[tuple[Harness, d
     """One worker for the run part, the fuzz world seeded, and the environment ``plangate``
     needs to reach it (the stack, the worker's task queue and work directory)."""
     async with running_worker(client, settings) as h:
-        world = World(h.settings)
+        world = World(h.settings.world)
         try:
             await seed_world(world)
         finally:
             await world.close()
-        env = {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue,
-               "PLANGATE_WORKDIR": str(h.settings.workdir)}
+        env = {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
+               "PLANGATE_WORKDIR": str(h.settings.world.workdir)}
         yield h, env
 
 

@@ -13,6 +13,7 @@ from plangate.plans.model import Condition, Effect, Plan
 from plangate.records.codes import PERMANENT_CODES
 from plangate.workflows.options import with_non_retryable_errors
 from plangate.world.errors import ToolError
+from tests.harness import DEMO_CATALOGUE
 
 
 def test_yaml_and_json_load_the_same_plan():
@@ -51,7 +52,7 @@ def test_jsonpath():
 
 def guard_of(tool: str, **step: object) -> StepGuard:
     plan = Plan.model_validate({"goal": "g", "steps": [{"n": 1, "tool": tool, **step}]})
-    return guard(plan, catalogue()).guard(1)
+    return guard(plan, catalogue(DEMO_CATALOGUE)).guard(1)
 
 
 def test_contract_bound_from_the_steps_own_arguments():
@@ -97,7 +98,7 @@ def test_only_identifying_terms_are_skip_evidence():
 def test_effect_is_never_weaker_than_the_tools():
     assert guard_of("s3.put", effect="read").effect is Effect.WRITE
     assert guard_of("s3.get", effect="money").effect is Effect.MONEY
-    assert catalogue().effect_of("billing.issue_credit", Effect.WRITE) is Effect.MONEY
+    assert catalogue(DEMO_CATALOGUE).effect_of("billing.issue_credit", Effect.WRITE) is Effect.MONEY
 
 
 def test_retry_classification_copies_the_policy():

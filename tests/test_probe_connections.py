@@ -12,7 +12,7 @@ from plangate.plans.model import Condition
 from plangate.records.calls import Outcome, ProbeRequest, StepRef
 
 
-async def test_a_load_is_read_back_with_one_connection_left(world, pg):
+async def test_a_load_is_read_back_with_one_connection_left(world, settings, pg):
     tag = uuid.uuid4().hex[:8]
     table, source = f"public.loaded_{tag}", f"loads/{tag}.csv"
     body = b"id\n1\n2\n"
@@ -32,7 +32,7 @@ async def test_a_load_is_read_back_with_one_connection_left(world, pg):
     pool = await world.pool()
     held = [await pool.getconn() for _ in range(pool.max_size - 1)]  # every other read's
     try:
-        report = await ProbeActivities(world).read(read)
+        report = await ProbeActivities(world, settings.catalogue).read(read)
     finally:
         for conn in held:
             await pool.putconn(conn)

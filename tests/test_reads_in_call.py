@@ -71,7 +71,7 @@ async def test_a_world_that_moves_after_the_check_is_caught_at_the_call(
     tag = uuid.uuid4().hex[:8]
     gate, job = f"gate-{tag}", f"job-{tag}"
     await set_job(pg, gate, "open")
-    real = tool_activities(world)["warehouse.run_sql"]
+    real = tool_activities(world, settings.catalogue, settings.policy)["warehouse.run_sql"]
     moved = MovedBeforeCall(real, lambda: set_job(pg, gate, "closed"))
     async with running_worker(client, settings, {"warehouse.run_sql": moved.run}, world) as h:
         rep = await h.run({"goal": "mark behind a gate", "budget": {"replans_max": 0},
@@ -108,7 +108,7 @@ async def test_without_the_check_at_the_call_the_same_move_is_written_through(
     tag = uuid.uuid4().hex[:8]
     gate, job = f"gate-{tag}", f"job-{tag}"
     await set_job(pg, gate, "open")
-    real = tool_activities(world)["warehouse.run_sql"]
+    real = tool_activities(world, settings.catalogue, settings.policy)["warehouse.run_sql"]
 
     async def unchecked(call: ToolCall) -> ToolResult:
         result: ToolResult = await real(call.model_copy(update={"check": []}))

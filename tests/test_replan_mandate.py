@@ -99,7 +99,7 @@ async def test_a_proposal_outside_its_mandate_is_refused(
         steps[3]["args"]["amount_eur"] = 6124.0
         want = "not in the failed remainder"
     else:
-        escape = Path(settings.workdir).parent / f"escaped-{uuid.uuid4().hex[:6]}.csv"
+        escape = Path(settings.world.workdir).parent / f"escaped-{uuid.uuid4().hex[:6]}.csv"
         steps.insert(0, {"n": 9, "tool": "s3.get", "effect": "read",
                          "args": {"bucket": "vendor-drops", "key": "k.csv",
                                   "dest": str(escape)}})
@@ -122,7 +122,7 @@ async def test_a_path_that_escapes_only_after_binding_is_refused_at_run_time(
 ):
     # The record says "../../…": a value a tool returned, bound, then used as a path.
     aid = f"acct_{uuid.uuid4().hex[:8]}"
-    escape = Path(settings.workdir).parent.parent / f"{aid}.csv"
+    escape = Path(settings.world.workdir).parent.parent / f"{aid}.csv"
     relative = "../../" + escape.name
     await seed_account(world, Account(aid, relative))
     bucket = f"bind-drops-{uuid.uuid4().hex[:8]}"

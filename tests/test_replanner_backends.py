@@ -13,6 +13,7 @@ import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from plangate.activities.catalogue import catalogue
 from plangate.plans.model import Condition, Effect, OnUnmet, Plan, Step
 from plangate.records.replan import ReplanBudget, ReplanRequest
 from plangate.records.report import CompletedStep, FailureRecord, StepState
@@ -21,10 +22,12 @@ from plangate.replanner.backends import FirstLine, PlaybookBackend, backend_for
 from plangate.replanner.backends.openai import ModelUnavailable, OpenAIBackend, plan_schema
 from plangate.replanner.backends.playbook import splice
 from plangate.replanner.prompt import build_messages
-from plangate.world.settings import Settings
+from plangate.world.settings import CatalogueSettings, ModelSettings
 from tests.fake_openai import FakeOpenAI, Reply
+from tests.harness import DEMO_CATALOGUE
 
 KEY = "sk-test-4f1c9e2b7a0d-SECRET"
+CATALOGUE = catalogue(DEMO_CATALOGUE)  # what the model is offered
 GOAL = (
     "close out acct_3319f: void open invoices, close the customer record, cancel at period end, "
     "credit the unused balance, notify the billing contact"
@@ -107,7 +110,8 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 @pytest_asyncio.fixture
 async def backend(fake: FakeOpenAI) -> AsyncIterator[OpenAIBackend]:
-    b = OpenAIBackend(model="fake-planner", base_url=fake.base_url, api_key=KEY, timeout=5)
+    b = OpenAIBackend(model="fake-planner", catalogue=CATALOGUE, base_url=fake.base_url,
+                      api_key=KEY, timeout=5)
     yield b
     await b.close()
 
@@ -257,7 +261,8 @@ async def test_one_http_request_per_call(fake, backend):
 
 
 async def test_a_timeout_raises_after_one_request(fake):
-    b = OpenAIBackend(model="m", base_url=fake.base_url, api_key=KEY, timeout=0.3)
+    b = OpenAIBackend(model="m", catalogue=CATALOGUE, base_url=fake.base_url, api_key=KEY,
+                      timeout=0.3)
     try:
         fake.add(Reply(content=json.dumps(GOOD_PLAN), delay_s=1.5))
         with pytest.raises(ModelUnavailable):
@@ -270,7 +275,8 @@ async def test_a_timeout_raises_after_one_request(fake):
 async def test_unreachable_endpoint_raises(fake):
     port = fake.port
     fake.stop()
-    b = OpenAIBackend(model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, timeout=2)
+    b = OpenAIBackend(model="m", catalogue=CATALOGUE, base_url=f"http://127.0.0.1:{port}/v1",
+                      api_key=KEY, timeout=2)
     try:
         with pytest.raises(ModelUnavailable, match="APIConnectionError"):
             await b.propose(closeout_request())
@@ -302,11 +308,11 @@ async def test_a_body_that_is_not_json_is_no_plan(fake, backend):
 
 def test_the_openai_backend_needs_an_endpoint_or_a_key():
     with pytest.raises(ValueError, match="OPENAI_BASE_URL or OPENAI_API_KEY"):
-        OpenAIBackend(model="m")
+        OpenAIBackend(model="m", catalogue=CATALOGUE)
 
 
 def test_messages_are_a_system_and_a_user_message():
-    system, user = build_messages(closeout_request())
+    system, user = build_messages(closeout_request(), CATALOGUE)
     assert system["role"] == "system" and user["role"] == "user"
     assert isinstance(user["content"], str)
     assert json.loads(user["content"])["failure"]["tool"] == "customer.update"
@@ -402,23 +408,24 @@ def test_splice_puts_the_failed_step_first():
 
 
 def test_backend_for_the_settings(fake):
-    assert isinstance(backend_for(Settings(replanner="playbook")), PlaybookBackend)
-    chosen = backend_for(Settings(replanner="openai", openai_base_url=fake.base_url))
+    core = CatalogueSettings()
+    assert isinstance(backend_for(ModelSettings(replanner="playbook"), core), PlaybookBackend)
+    chosen = backend_for(ModelSettings(replanner="openai", base_url=fake.base_url), core)
     assert isinstance(chosen, FirstLine)
     # the playbook first, then the model
     assert [type(b) for b in chosen.backends] == [PlaybookBackend, OpenAIBackend]
     assert chosen.name == "playbook+openai"
 
 
-def _settings(fake: FakeOpenAI, replanner: str = "openai") -> Settings:
-    return Settings(
+def _settings(fake: FakeOpenAI, replanner: str = "openai") -> ModelSettings:
+    return ModelSettings(
         replanner=replanner,  # type: ignore[arg-type]
-        openai_base_url=fake.base_url, openai_api_key=KEY, model="fake-planner",
+        base_url=fake.base_url, api_key=KEY, name="fake-planner",
     )
 
 
 async def test_activity_playbook_only_never_calls_a_model(fake):
-    acts = ReplanActivities(_settings(fake, "playbook"))
+    acts = ReplanActivities(_settings(fake, "playbook"), CatalogueSettings())
     assert ACTIVITY_NAME == "replanner.propose"
     found = await ActivityEnvironment().run(acts.propose, closeout_request())
     assert found.backend == "playbook" and found.plan is not None
@@ -428,7 +435,7 @@ async def test_activity_playbook_only_never_calls_a_model(fake):
 
 
 async def test_activity_tries_the_playbook_first(fake):
-    acts = ReplanActivities(_settings(fake))
+    acts = ReplanActivities(_settings(fake), CatalogueSettings())
     proposal = await ActivityEnvironment().run(acts.propose, closeout_request())
     assert proposal.backend == "playbook"
     assert proposal.plan is not None and proposal.plan.steps[0].tool == "customer.restore"
@@ -437,7 +444,7 @@ async def test_activity_tries_the_playbook_first(fake):
 
 async def test_activity_asks_the_model_when_no_recipe_fits(fake):
     fake.add(json.dumps(GOOD_PLAN), "no plan here")
-    acts = ReplanActivities(_settings(fake))
+    acts = ReplanActivities(_settings(fake), CatalogueSettings())
     proposal = await ActivityEnvironment().run(acts.propose, closeout_request(code="conflict"))
     assert proposal.backend == "openai"
     assert proposal.plan is not None and len(proposal.plan.steps) == 5
@@ -452,7 +459,7 @@ async def test_activity_asks_the_model_when_no_recipe_fits(fake):
 
 async def test_activity_fails_retryably_when_the_model_gives_no_answer(fake):
     fake.add(503)
-    acts = ReplanActivities(_settings(fake))
+    acts = ReplanActivities(_settings(fake), CatalogueSettings())
     with pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(acts.propose, closeout_request(code="conflict"))
     assert raised.value.type == "ModelUnavailable"

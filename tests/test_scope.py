@@ -89,7 +89,7 @@ def test_every_tool_declares_what_it_writes(settings):
     """A tool that is not a read declares what it writes, and no declared target is plangate's
     bookkeeping; a statement that declares no write only selects, and one whose parameters
     name a table declares that table as read or written."""
-    tools = registry_for(replace(settings, demo_systems=True)).tools
+    tools = registry_for(replace(settings.catalogue, demo_systems=True)).tools
     anywhere = Scope()
     for name, spec in tools.items():
         assert spec.effect is Effect.READ or spec.writes, f"{name} declares no writes"
@@ -115,9 +115,9 @@ async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
     # worker whose own check misses it (``unchecked_worker``).
     handle = await h.client.start_workflow(
         PlanRunWorkflow.run,
-        RunInput(plan=guard(parse_plan(plan), catalogue())),
+        RunInput(plan=guard(parse_plan(plan), catalogue(h.settings.catalogue))),
         id=f"unchecked-{uuid.uuid4().hex[:8]}",
-        task_queue=h.settings.task_queue,
+        task_queue=h.settings.temporal.task_queue,
     )
     return await handle.result()
 
@@ -133,7 +133,7 @@ async def test_a_write_outside_the_allowed_buckets_is_refused_by_the_tool(client
              "args": {"bucket": payroll, "key": "r.txt", "body": "hello", **extra}},
         ]}
 
-    narrow = replace(settings, allowed_buckets=ok)
+    narrow = replace(settings, world=replace(settings.world, allowed_buckets=ok))
     async with unchecked_worker(client, narrow) as h:
         # if_none_match given: no read of the version the write would carry (object_version)
         rep = await start_unchecked(h, put(if_none_match="*"))
@@ -152,8 +152,8 @@ async def test_a_write_outside_the_allowed_buckets_is_refused_by_the_tool(client
 @pytest.mark.parametrize("target", ["plangate.loads", "plangate.jobs"])
 async def test_plangates_own_tables_are_never_a_load_target(client, settings, pg, target):
     source = f"scope-{uuid.uuid4().hex[:8]}/own.csv"
-    (settings.workdir / source).parent.mkdir(parents=True)
-    (settings.workdir / source).write_text("target,source_sha256\nx,y\n")
+    (settings.world.workdir / source).parent.mkdir(parents=True)
+    (settings.world.workdir / source).write_text("target,source_sha256\nx,y\n")
     cur = await pg.execute(f"SELECT count(*) FROM {target}")  # the test's own literal name
     before = (await cur.fetchone())[0]
     plan = {"goal": "load", "budget": {"replans_max": 0}, "steps": [
@@ -177,7 +177,7 @@ async def test_a_table_outside_the_allowed_schemas_is_refused(client, settings, 
                   "params": {"name": f"ix_scope_{tag}", "table": f"public.scope_{tag}",
                              "column": "id"}}},
     ]}
-    narrow = replace(settings, allowed_schemas="staging")
+    narrow = replace(settings, world=replace(settings.world, allowed_schemas="staging"))
     async with unchecked_worker(client, narrow) as h:
         rep = await start_unchecked(h, plan)
     assert rep.failure is not None and rep.failure.code == "out_of_scope"
@@ -341,8 +341,8 @@ async def test_a_schema_named_in_another_case_is_refused_and_never_created(
     """``STAGING.x`` with ``staging`` allowed: the SQL would quote it, schema "STAGING"."""
     tag = uuid.uuid4().hex[:8]
     source = f"scope-{tag}/evil.csv"
-    (settings.workdir / source).parent.mkdir(parents=True)
-    (settings.workdir / source).write_text("a\n1\n")
+    (settings.world.workdir / source).parent.mkdir(parents=True)
+    (settings.world.workdir / source).write_text("a\n1\n")
 
     async def upper_schemas() -> int:
         cur = await pg.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'STAGING'")
@@ -353,7 +353,7 @@ async def test_a_schema_named_in_another_case_is_refused_and_never_created(
         {"n": 1, "tool": "warehouse.load",
          "args": {"target": f"STAGING.evil_{tag}", "source": source}},
     ]}
-    narrow = replace(settings, allowed_schemas="staging")
+    narrow = replace(settings, world=replace(settings.world, allowed_schemas="staging"))
     async with unchecked_worker(client, narrow) as h:
         rep = await start_unchecked(h, plan)
     assert rep.status == "halted" and rep.failure is not None
@@ -415,7 +415,7 @@ async def test_the_jobs_table_of_an_older_plangate_is_migrated_in_place(settings
     by owner from then on; setting up again changes nothing."""
     name = f"scope_mig_{uuid.uuid4().hex[:8]}"
     await pg.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = make_conninfo(settings.database_url, dbname=name)
+    url = make_conninfo(settings.world.database_url, dbname=name)
     try:
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as old:
             await old.execute(
@@ -423,15 +423,15 @@ async def test_the_jobs_table_of_an_older_plangate_is_migrated_in_place(settings
                 "state text NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())"
             )
             await old.execute("INSERT INTO plangate.jobs (job_id, state) VALUES ('j', 'done')")
-            world = World(replace(settings, database_url=url))
+            world = World(replace(settings.world, database_url=url))
             try:
                 with pytest.raises(SchemaNotReady, match="missing"):  # loads: not yet there
                     await require_schema(world)
                 await old.execute("CREATE TABLE plangate.loads (target text)")
                 with pytest.raises(SchemaNotReady, match="older plangate"):
                     await require_schema(world)
-                await ensure_schema(world)
-                await ensure_schema(world)
+                await ensure_schema(world, settings.catalogue)
+                await ensure_schema(world, settings.catalogue)
                 await require_schema(world)
             finally:
                 await world.close()

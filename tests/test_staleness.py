@@ -153,7 +153,7 @@ async def test_the_report_over_a_night_run_and_an_approval_that_waited(
         second = await card_of(api, handle.id, index=1)  # the world moved: a new card
         await api.approve(handle.id, 1, second.digest, by="erin")
         reps = [await night.result(), await handle.result()]
-        env = {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.task_queue}
+        env = {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}
         out = await report_json(env, 2, monkeypatch, capsys)
     assert [r.status for r in reps] == ["succeeded", "succeeded"]
     assert [a.status for a in reps[1].approvals] == ["superseded", "approved"]

@@ -24,7 +24,8 @@ async def test_a_run_is_one_trace_of_steps_and_probes(settings, s3):
          "args": {"statement": "select_one"}},
     ]}
     with FakeCollector() as otlp:
-        traced = replace(settings, otlp_traces_endpoint=otlp.endpoint)
+        seen = replace(settings.observability, otlp_traces_endpoint=otlp.endpoint)
+        traced = replace(settings, observability=seen)
         try:
             client = await connect(traced)
             async with running_worker(client, traced) as h:
@@ -65,6 +66,6 @@ def test_a_bad_endpoint_names_the_variable(env, problem):
 
 def test_the_endpoint_comes_from_opentelemetrys_own_variables():
     base = Settings.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318/"})
-    assert base.otlp_traces_endpoint == "http://otel:4318/v1/traces"
-    assert Settings.from_env({}).otlp_traces_endpoint is None
-    assert tracing.interceptors(Settings()) == []
+    assert base.observability.otlp_traces_endpoint == "http://otel:4318/v1/traces"
+    assert Settings.from_env({}).observability.otlp_traces_endpoint is None
+    assert tracing.interceptors(Settings().observability) == []

@@ -46,10 +46,16 @@ from plangate.records.run import Carried, RunInput
 from plangate.records.signing import SigningKey
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
+from plangate.world.settings import Identity, Settings
 from tests.fake_openai import FakeOpenAI
 from tests.harness import model_backed, running_worker, scheduled
 
 MONEY = (Effect.MONEY, Effect.EXTERNAL)
+
+
+def money_waits(settings: Settings) -> Settings:
+    """A deployment whose money and external steps wait for a person."""
+    return replace(settings, policy=replace(settings.policy, approve_effects=MONEY))
 
 
 async def account(world: World) -> str:
@@ -86,10 +92,11 @@ async def test_a_client_without_the_deployments_setting_still_meets_the_card(
     client, settings, pg, world
 ):
     aid = await account(world)
-    worker = replace(settings, approve_effects=MONEY)
+    worker = money_waits(settings)
     async with running_worker(client, worker) as h:
         # the submitting client's own settings name no effect that waits for a person
-        api = Plangate(client, replace(h.settings, approve_effects=()))
+        api = Plangate(client, replace(h.settings, policy=replace(h.settings.policy,
+                                                                  approve_effects=())))
         run_id = await api.start(credit(aid))
         card = await pending_card(api, run_id)
         await asyncio.sleep(0.5)  # time enough for a call that would not wait
@@ -105,7 +112,7 @@ async def test_a_raw_start_that_weakens_every_guard_still_meets_the_card(
     client, settings, pg, world
 ):
     aid = await account(world)
-    worker = replace(settings, approve_effects=MONEY)
+    worker = money_waits(settings)
     # a legitimate input, every guard weakened: the step says read, no approval, and the
     # resolved guards it carries say read, no contract, no card
     plan = parse_plan(credit(aid, 1000.0, effect="read"))
@@ -115,7 +122,8 @@ async def test_a_raw_start_that_weakens_every_guard_still_meets_the_card(
     async with running_worker(client, worker) as h:
         run_id = f"raw-{uuid.uuid4().hex[:8]}"
         await client.start_workflow(
-            PlanRunWorkflow.run, RunInput(plan=weak), id=run_id, task_queue=h.settings.task_queue,
+            PlanRunWorkflow.run, RunInput(plan=weak), id=run_id,
+            task_queue=h.settings.temporal.task_queue,
         )
         api = Plangate(client, h.settings)
         card = await pending_card(api, run_id)
@@ -147,11 +155,12 @@ class RogueWorkflow:
 async def test_the_tool_refuses_a_money_call_with_no_proven_approval(client, settings, pg,
                                                                      world):
     aid = await account(world)
-    s = replace(settings, approve_effects=MONEY, task_queue=f"rogue-{uuid.uuid4().hex[:8]}")
-    w = World(s)
+    s = replace(money_waits(settings),
+                temporal=replace(settings.temporal, task_queue=f"rogue-{uuid.uuid4().hex[:8]}"))
+    w = World(s.world)
     try:
-        acts = list(activities(w).values())
-        async with Worker(client, task_queue=s.task_queue, workflows=[RogueWorkflow],
+        acts = list(activities(w, s).values())
+        async with Worker(client, task_queue=s.temporal.task_queue, workflows=[RogueWorkflow],
                           activities=acts):
             for approval_required in (False, True):
                 call = ToolCall(
@@ -163,7 +172,7 @@ async def test_the_tool_refuses_a_money_call_with_no_proven_approval(client, set
                 )
                 said = await client.execute_workflow(
                     RogueWorkflow.run, call, id=f"rogue-{uuid.uuid4().hex[:8]}",
-                    task_queue=s.task_queue, result_type=str,
+                    task_queue=s.temporal.task_queue, result_type=str,
                 )
                 assert "needs a person's approval and the call carries none" in said, said
     finally:
@@ -174,7 +183,7 @@ async def test_the_tool_refuses_a_money_call_with_no_proven_approval(client, set
 async def test_an_answer_counts_only_with_an_approvers_proof(client, settings, pg, world):
     aid = await account(world)
     mallory = SigningKey.generate("mallory")  # a key the deployment does not list
-    async with running_worker(client, replace(settings, approve_effects=MONEY)) as h:
+    async with running_worker(client, money_waits(settings)) as h:
         api = Plangate(client, h.settings)
         run_id = await api.start(credit(aid, 25.0))
         card = await pending_card(api, run_id)
@@ -191,7 +200,8 @@ async def test_an_answer_counts_only_with_an_approvers_proof(client, settings, p
         await handle.signal("answer", ApprovalAnswer(step=1, digest=card.digest,
                                                      by="web-ui-anon"))
         # a proof by a key nobody listed
-        outsider = Plangate(client, replace(h.settings, approver_keys=(mallory,)))
+        mine = replace(h.settings.identity, approver_keys=(mallory,))
+        outsider = Plangate(client, replace(h.settings, identity=mine))
         with pytest.raises(AnswerRefused, match="not an approver of this deployment"):
             await outsider.approve(run_id, 1, card.digest)
         # a proof of erin's, for another step: it does not verify for this one
@@ -221,17 +231,18 @@ async def test_a_submitter_never_approves_its_own_run(client, settings, s3):
     bucket, key = f"trust-{uuid.uuid4().hex[:8]}", "report.txt"
     s3.create_bucket(Bucket=bucket)
     agent = SigningKey.generate("agent")
-    worker = replace(
-        settings, submitters=submitters((agent, ("dana",))),
+    worker = replace(settings, policy=replace(
+        settings.policy, submitters=submitters((agent, ("dana",))),
         # the agent holds an approver key too: it is still never its own run's approver
-        approvers=(*settings.approvers, (agent.name, agent.public)),
-    )
+        approvers=(*settings.policy.approvers, (agent.name, agent.public)),
+    ))
     plan = {"goal": "publish", "on_behalf_of": "dana", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.put", "approval": "required",
          "args": {"bucket": bucket, "key": key, "body": "figures"}},
     ]}
     async with running_worker(client, worker) as h:
-        api = Plangate(client, replace(h.settings, submitter_key=agent, approver_keys=(agent,)))
+        both = Identity(approver_keys=(agent,), submitter_key=agent)
+        api = Plangate(client, replace(h.settings, identity=both))
         run_id = await api.start(plan)
         card = await pending_card(api, run_id)
         with pytest.raises(AnswerRefused, match="agent submitted this run: a submitter never"):
@@ -271,8 +282,10 @@ async def test_principals_are_bound_to_submitters(client, settings, pg, world):
     agent = SigningKey.generate("agent")
     bound = submitters((agent, ("dana",)))
     tag = uuid.uuid4().hex[:8]
-    async with running_worker(client, replace(settings, submitters=bound)) as h:
-        api = Plangate(client, replace(h.settings, submitter_key=agent))
+    worker = replace(settings, policy=replace(settings.policy, submitters=bound))
+    async with running_worker(client, worker) as h:
+        api = Plangate(client, replace(h.settings, identity=replace(h.settings.identity,
+                                                                    submitter_key=agent)))
         # refused before any workflow starts: a principal the agent may not use, and none
         for principal, why in (("postgres", "agent may not act as 'postgres'"),
                                (None, "field on_behalf_of: missing")):
@@ -299,7 +312,7 @@ async def test_principals_are_bound_to_submitters(client, settings, pg, world):
             run_id = f"raw-{tag}-{rid}"
             rep: RunReport = await client.execute_workflow(
                 PlanRunWorkflow.run, RunInput(plan=GuardedPlan(plan=plan), submission=submission),
-                id=run_id, task_queue=h.settings.task_queue,
+                id=run_id, task_queue=h.settings.temporal.task_queue,
             )
             assert rep.status == "halted", why
             assert rep.failure is not None and rep.failure.code == "not_permitted", why
@@ -385,7 +398,7 @@ async def test_a_raw_start_cannot_carry_state_or_ask_temporal_to_run_it_again(
     forged = RunReport(run_id="forged", goal=plan.goal)
     carried = Carried(report=forged, version=1, begun=False,
                       plan_made_at=datetime.now(UTC), key_tag="0" * 16)
-    async with running_worker(client, replace(settings, approve_effects=MONEY)) as h:
+    async with running_worker(client, money_waits(settings)) as h:
         runs: dict[str, RunReport] = {}
         for what, inp, extra in (
             ("carried", RunInput(plan=GuardedPlan(plan=plan), carried=carried), {}),
@@ -394,7 +407,7 @@ async def test_a_raw_start_cannot_carry_state_or_ask_temporal_to_run_it_again(
         ):
             run_id = f"forged-{what}-{uuid.uuid4().hex[:8]}"
             runs[what] = await client.execute_workflow(
-                PlanRunWorkflow.run, inp, id=run_id, task_queue=h.settings.task_queue,
+                PlanRunWorkflow.run, inp, id=run_id, task_queue=h.settings.temporal.task_queue,
                 result_type=RunReport, **extra,
             )
             assert set(await scheduled(client, run_id)) <= {"guard.resolve"}, what

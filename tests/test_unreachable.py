@@ -18,8 +18,9 @@ def closed_port() -> int:
 
 
 async def test_s3_unreachable_never_calls_the_tool(client, settings):
-    settings = replace(settings, outage_patience_s=0.0)
-    dead = World(replace(settings, s3_endpoint_url=f"http://127.0.0.1:{closed_port()}"))
+    settings = replace(settings, runs=replace(settings.runs, outage_patience_s=0.0))
+    down = f"http://127.0.0.1:{closed_port()}"
+    dead = World(replace(settings.world, s3_endpoint_url=down))
     plan = {"goal": "fetch", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.get", "effect": "read",
          "args": {"bucket": "vendor-drops", "key": "k.csv", "dest": "dead/k.csv"}},
@@ -40,8 +41,8 @@ async def test_s3_unreachable_never_calls_the_tool(client, settings):
 
 async def test_postgres_unreachable_never_calls_the_tool(client, settings):
     url = f"postgresql://postgres@127.0.0.1:{closed_port()}/postgres"
-    settings = replace(settings, outage_patience_s=0.0)
-    dead = World(replace(settings, database_url=url))
+    settings = replace(settings, runs=replace(settings.runs, outage_patience_s=0.0))
+    dead = World(replace(settings.world, database_url=url))
     plan = {"goal": "index", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "warehouse.run_sql",
          "args": {"statement": "create_index",

@@ -17,6 +17,7 @@ from temporalio.client import Client
 from plangate.activities.tool_activity import tool_activities
 from plangate.records.calls import ToolCall, ToolResult
 from plangate.world.clients import World
+from plangate.world.settings import Settings
 from tests.harness import polling_plan, running_worker, scheduled, until_state
 
 
@@ -32,8 +33,8 @@ async def timers(client: Client, run_id: str) -> list[timedelta]:
 class SlowFirstStep:
     """warehouse.run_sql, but step 1 takes a while before doing its real work."""
 
-    def __init__(self, world: World) -> None:
-        self.real = tool_activities(world)["warehouse.run_sql"]
+    def __init__(self, world: World, settings: Settings) -> None:
+        self.real = tool_activities(world, settings.catalogue, settings.policy)["warehouse.run_sql"]
         self.order: list[str] = []
 
     @activity.defn(name="warehouse.run_sql")
@@ -55,8 +56,8 @@ async def test_a_state_owed_by_a_concurrent_step_is_waited_for(client, settings)
         {"n": 2, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
          "pre": [{"probe": "job_state", "job_id": job, "want": "done"}]},
     ]}
-    world = World(settings)
-    tool = SlowFirstStep(world)
+    world = World(settings.world)
+    tool = SlowFirstStep(world, settings)
     async with running_worker(client, settings, {"warehouse.run_sql": tool.run}, world=world) as h:
         rep = await h.run(plan)
     assert rep.status == "succeeded"
@@ -85,7 +86,7 @@ async def test_post_wait_proceeds_when_the_world_catches_up(time_skipping_env, s
         handle = await h.start(polling_plan(job))
         await until_state(handle, 1, "WAITING")  # the first poll has seen "requested"
         async with await psycopg.AsyncConnection.connect(
-            settings.database_url, autocommit=True
+            settings.world.database_url, autocommit=True
         ) as conn:  # the vendor's export lands
             await conn.execute("UPDATE plangate.jobs SET state = 'done' WHERE job_id = %s", (job,))
         rep = await handle.result()

@@ -24,6 +24,7 @@ from plangate.activities.extensions import registry_for
 from plangate.errors import PlangateError
 from plangate.world.clients import World
 from plangate.world.pg import ident
+from plangate.world.settings import CatalogueSettings
 
 OWN_SCHEMA = "plangate"
 
@@ -81,13 +82,14 @@ OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"
 
 
-async def ensure_schema(world: World) -> None:
+async def ensure_schema(world: World, catalogue: CatalogueSettings) -> None:
+    """plangate's own tables, then those of the extensions of ``catalogue``."""
     pool = await world.pool()
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK)
         await conn.execute(SCHEMA)
         await conn.execute(MIGRATE)
-    for ensure in registry_for(world.settings).schemas.values():
+    for ensure in registry_for(catalogue).schemas.values():
         await ensure(world)
 
 

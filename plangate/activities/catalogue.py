@@ -1,7 +1,8 @@
 """The catalogue the plan language checks against and guards from: the deployment's tools
 (``activities.extensions.registry_for``: the core tools, and the demo systems' where they are
-on) and every probe (``plans.catalogue``); and the one way callers with settings validate a plan
-with it (the work directory's paths, the deployment's scope)."""
+on) and every probe (``plans.catalogue``); and the one way callers validate a plan with it: the
+deployment's catalogue (``CatalogueSettings``), its work directory's paths and its scope
+(``WorldSettings``), and for the guards, its approvals (``PolicySettings``)."""
 
 from __future__ import annotations
 
@@ -14,41 +15,41 @@ from plangate.plans.guards import GuardedPlan, guard
 from plangate.plans.load import PlanError
 from plangate.plans.model import Plan
 from plangate.world.paths import path_check
-from plangate.world.settings import Settings
+from plangate.world.settings import CatalogueSettings, PolicySettings, WorldSettings
 
 
-def catalogue(settings: Settings | None = None) -> Catalogue:
-    """What a deployment with ``settings`` knows; None: the tools this process's environment
-    turns on (``activities.extensions.registry_for``)."""
+def catalogue(settings: CatalogueSettings) -> Catalogue:
+    """What a deployment with ``settings`` knows (``activities.extensions.registry_for``)."""
     registry = registry_for(settings)
     return Catalogue(tools=dict(registry.tools), probes=dict(registry.probes))
 
 
 def plan_problems(
-    plan: Plan, settings: Settings, *, bound: Collection[str] = (), strict: bool = False
+    plan: Plan, cat: CatalogueSettings, world: WorldSettings, *,
+    bound: Collection[str] = (), strict: bool = False,
 ) -> list[str]:
     """Every problem of ``plan`` for this deployment; ``strict``: lint warnings are problems."""
-    cat = catalogue(settings)
-    found = problems(
-        plan, cat, paths=path_check(settings.workdir), bound=bound, scope=settings.scope
-    )
+    known = catalogue(cat)
+    found = problems(plan, known, paths=path_check(world.workdir), bound=bound, scope=world.scope)
     if found or not strict:
         return found
-    return [f"(strict) {w}" for w in lint(plan, cat)]
+    return [f"(strict) {w}" for w in lint(plan, known)]
 
 
-def check_plan(plan: Plan, settings: Settings) -> Plan:
+def check_plan(plan: Plan, cat: CatalogueSettings, world: WorldSettings) -> Plan:
     """``plan`` if it has no problem for this deployment, else ``PlanError`` naming each."""
-    found = plan_problems(plan, settings)
+    found = plan_problems(plan, cat, world)
     if found:
         raise PlanError(found)
     return plan
 
 
-def guarded(plan: Plan, settings: Settings, *, replanned: bool = False) -> GuardedPlan:
+def guarded(
+    plan: Plan, cat: CatalogueSettings, policy: PolicySettings, *, replanned: bool = False
+) -> GuardedPlan:
     """The plan with its guards for this deployment: its tools' contracts and effects, and which
     steps wait for a person (``plans.guards.needs_approval``)."""
     return guard(
-        plan, catalogue(settings), approve_effects=settings.approve_effects,
-        approval_ttl_s=settings.approval_ttl_s, replanned=replanned,
+        plan, catalogue(cat), approve_effects=policy.approve_effects,
+        approval_ttl_s=policy.approval_ttl_s, replanned=replanned,
     )

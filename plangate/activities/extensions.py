@@ -1,7 +1,7 @@
 """Which tools and probes a deployment has and which tables they need: one answer for its worker
 (its activities, and the tables it creates at start), ``plangate check``, ``plangate plan`` and
 the re-planner's catalogue, since all of them ask :func:`registry_for` with the deployment's
-settings.
+``CatalogueSettings``.
 
 The core tools (``s3.*``, ``warehouse.*``) and probes are always registered. Then, in order:
 
@@ -33,7 +33,7 @@ from plangate.activities.tools.registry import ToolSpec
 from plangate.errors import PlangateError
 from plangate.probes import registry as probe_registry
 from plangate.probes.registry import ProbeSpec
-from plangate.world.settings import Settings, demo_systems_enabled, extension_modules
+from plangate.world.settings import CatalogueSettings
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
@@ -122,12 +122,10 @@ def register_core(registry: Registry) -> None:
     registry.add_probes(probes)
 
 
-def registry_for(settings: Settings | None = None) -> Registry:
-    """The tools, probes and schemas of a deployment with ``settings``. None: those this
-    process's environment turns on, for callers with no settings at hand."""
-    if settings is None:
-        return _registry(demo_systems_enabled(), extension_modules())
-    return _registry(settings.demo_systems, settings.extensions)
+def registry_for(catalogue: CatalogueSettings) -> Registry:
+    """The tools, probes and schemas of a deployment with ``catalogue`` (made once per
+    ``catalogue``: every caller asking with the same settings gets the same registry)."""
+    return _registry(catalogue.demo_systems, catalogue.extensions)
 
 
 def installed_extensions() -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ from plangate.records.calls import ProbeRequest, StepRef
 from plangate.records.proofs import submission_refusal
 from plangate.records.run import GuardRequest, Resolved
 from plangate.world.clients import World
-from plangate.world.settings import Settings
+from plangate.world.settings import CatalogueSettings, PolicySettings, WorldSettings
 
 ACTIVITY_NAME = "guard.resolve"
 
@@ -36,39 +36,41 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def derive(req: GuardRequest, settings: Settings) -> Resolved:
-    """The guards, approvers, submitter and policy of the plan version; the refusal when the
-    run's submission does not let it act."""
+def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) -> Resolved:
+    """The guards, approvers, submitter and policy of the plan version, from this worker's
+    catalogue and policy; the refusal when the run's submission does not let it act."""
     plan = req.plan
     first = req.version == 1
     on_behalf_of = plan.on_behalf_of if first else req.on_behalf_of
-    policy = (plan.policy_bundle or settings.policy_bundle) if first else req.policy_bundle
-    g = guarded(plan, settings, replanned=not first)
+    bundle = (plan.policy_bundle or policy.policy_bundle) if first else req.policy_bundle
+    g = guarded(plan, cat, policy, replanned=not first)
     out = Resolved(
         guards=g.guards, systems=g.systems, approval_ttl_s=g.approval_ttl_s,
-        approvers={name: _b64(key) for name, key in settings.approvers},
-        on_behalf_of=on_behalf_of, policy_bundle=policy,
+        approvers={name: _b64(key) for name, key in policy.approvers},
+        on_behalf_of=on_behalf_of, policy_bundle=bundle,
     )
-    if settings.submitters:
+    if policy.submitters:
         why = submission_refusal(
-            req.submission, settings.submitter_map, workflow_id=req.workflow_id,
+            req.submission, policy.submitter_map, workflow_id=req.workflow_id,
             plan=plan if first else None, on_behalf_of=on_behalf_of, started_at=req.started_at,
         )
         if why is not None:
             return out.model_copy(update={"refusal": why, "refusal_code": "not_permitted"})
         if req.submission is not None:  # verified just now: the run's proven submitter
-            known = settings.submitter_map[req.submission.submitter]
+            known = policy.submitter_map[req.submission.submitter]
             out = out.model_copy(update={
                 "submitter": known.name, "submitter_key": _b64(known.public),
             })
     return out
 
 
-def resolve(req: GuardRequest, settings: Settings) -> Resolved:
+def resolve(
+    req: GuardRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings
+) -> Resolved:
     """``derive``, and the first version checked as ``plangate check`` checks it."""
-    out = derive(req, settings)
+    out = derive(req, cat, policy)
     if out.refusal is None and req.version == 1:
-        problems = plan_problems(req.plan, settings)
+        problems = plan_problems(req.plan, cat, world)
         if problems:
             why = f"the plan does not pass this deployment's check: {'; '.join(problems[:5])}"
             return out.model_copy(update={"refusal": why[:2000], "refusal_code": "bad_plan"})
@@ -102,14 +104,14 @@ def first_reads(req: GuardRequest, out: Resolved) -> dict[int, ProbeRequest]:
 
 
 class GuardActivities:
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self.probes = ProbeActivities(world)
+    def __init__(self, world: World, cat: CatalogueSettings, policy: PolicySettings) -> None:
+        self.world, self.cat, self.policy = world, cat, policy
+        self.probes = ProbeActivities(world, cat)
 
     @activity.defn(name=ACTIVITY_NAME)
     async def resolve(self, req: GuardRequest) -> Resolved:
         # path checks resolve symlinks on disk: off the event loop
-        out = await asyncio.to_thread(resolve, req, self.world.settings)
+        out = await asyncio.to_thread(resolve, req, self.cat, self.world.settings, self.policy)
         if out.refusal is not None or not req.reads:
             return out
         asked = first_reads(req, out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from plangate.activities import metrics
 from plangate.activities.extensions import registry_for
-from plangate.activities.tools.registry import CallContext
+from plangate.activities.tools.registry import CallContext, ToolSpec
 from plangate.plans.model import Condition
 from plangate.plans.scope import refusals
 from plangate.probes.registry import NoRecord, ProbeContext, ProbeSpec
@@ -27,15 +27,18 @@ from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResu
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.outages import unreachable
+from plangate.world.settings import CatalogueSettings
 from plangate.world.spans import span
 
 PROBE_ACTIVITY = "probe.evaluate"
 PROBE_TIMEOUT_S = 15.0
 
 
-def probe_context(req: ProbeRequest, world: World) -> ProbeContext:
-    """The guarded step, with a reader of its record through its tool's declared reader."""
-    tools = registry_for(world.settings).tools
+def probe_context(
+    req: ProbeRequest, world: World, tools: Mapping[str, ToolSpec[Any]]
+) -> ProbeContext:
+    """The guarded step, with a reader of its record through its tool's declared reader
+    (``tools``: the deployment's)."""
     spec = tools.get(req.step.tool)
     reader = spec.reader if spec else None
 
@@ -71,9 +74,10 @@ def probe_context(req: ProbeRequest, world: World) -> ProbeContext:
 
 
 class ProbeActivities:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, catalogue: CatalogueSettings) -> None:
         self.world = world
-        self.probes = registry_for(world.settings).probes
+        registry = registry_for(catalogue)
+        self.tools, self.probes = registry.tools, registry.probes
         self.scope = world.settings.scope
 
     async def _one(self, cond: Condition, ctx: ProbeContext, lenient: bool) -> ProbeResult:
@@ -133,7 +137,7 @@ class ProbeActivities:
     async def read(self, req: ProbeRequest) -> ProbeReport:
         """Every condition of ``req``, read at once: a probe that cannot answer is ``UNKNOWN``
         in the report, never raised (the tool's activity reads this way around its call)."""
-        ctx = probe_context(req, self.world)
+        ctx = probe_context(req, self.world, self.tools)
         t0 = time.perf_counter()
         lenient = set(req.lenient)
         reads = [self._one(c, ctx, c.key() in lenient) for c in req.conditions]

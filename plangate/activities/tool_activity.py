@@ -43,7 +43,7 @@ from plangate.records.proofs import grant_refusal, submission_refusal
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.paths import PathOutsideWorkdir
-from plangate.world.settings import Settings
+from plangate.world.settings import CatalogueSettings, PolicySettings
 from plangate.world.spans import span
 
 HEARTBEAT_EVERY_S = 1.0
@@ -101,8 +101,8 @@ def refuse_superseded_policy(call: ToolCall, current: str | None) -> None:
         )
 
 
-def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, settings: Settings) -> None:
-    """What protects the call, decided here, where it acts, from this worker's own settings and
+def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings) -> None:
+    """What protects the call, decided here, where it acts, from this worker's own policy and
     catalogue, whatever the workflow says: a deployment that lists submitters acts only for a
     run one of them signed, as a principal that submitter may use (403 ``not_permitted``); a
     call that waits for a person (the plan's word, passed on, or the tool's, the deployment's,
@@ -111,24 +111,24 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, settings: Settings) -> 
     workflow_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
     submitter: str | None = None
     submitter_key: bytes | None = None
-    if settings.submitters:
+    if policy.submitters:
         why = submission_refusal(
-            call.submission, settings.submitter_map, workflow_id=workflow_id, plan=None,
+            call.submission, policy.submitter_map, workflow_id=workflow_id, plan=None,
             on_behalf_of=call.on_behalf_of, started_at=None,
         )
         if why is not None:
             raise ToolError("not_permitted", f"{spec.name}: {why}")
         if call.submission is not None:
             submitter = call.submission.submitter
-            submitter_key = settings.submitter_map[submitter].public
+            submitter_key = policy.submitter_map[submitter].public
     need = call.approval_required or needs_approval(
-        said=False, effect=spec.effect, approve_effects=settings.approve_effects,
+        said=False, effect=spec.effect, approve_effects=policy.approve_effects,
         tool_says=spec.approval, replanned=call.step.plan_version > 1,
     )
     if not need:
         return
     why = grant_refusal(
-        call.approval, settings.approver_map, run_id=workflow_id, step=call.step.n,
+        call.approval, policy.approver_map, run_id=workflow_id, step=call.step.n,
         plan_version=call.step.plan_version, tool=spec.name, args=call.step.args,
         idempotency_key=call.idempotency_key, submitter=submitter, submitter_key=submitter_key,
     )
@@ -211,7 +211,9 @@ async def read_after(
         return None
 
 
-def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callable[[ToolCall], Any]:
+def _make(
+    spec: ToolSpec[Any], world: World, policy: PolicySettings, probes: ProbeActivities
+) -> Callable[[ToolCall], Any]:
     async def run_tool(call: ToolCall) -> ToolResult:
         ctx = CallContext(
             call.step.run_id, call.step.n, call.idempotency_key,
@@ -220,8 +222,8 @@ def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callabl
         beat = asyncio.create_task(_heartbeat())
         checked = after = None
         try:
-            refuse_superseded_policy(call, world.settings.policy_bundle)
-            refuse_unproven(spec, call, world.settings)
+            refuse_superseded_policy(call, policy.policy_bundle)
+            refuse_unproven(spec, call, policy)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
             if call.check:
@@ -261,8 +263,11 @@ def _make(spec: ToolSpec[Any], world: World, probes: ProbeActivities) -> Callabl
     return activity.defn(name=spec.name)(run_tool)
 
 
-def tool_activities(world: World) -> dict[str, Callable[[ToolCall], Any]]:
-    """Every tool of the deployment (``world.settings``) as an activity, by its name."""
-    probes = ProbeActivities(world)
-    tools = registry_for(world.settings).tools
-    return {name: _make(spec, world, probes) for name, spec in tools.items()}
+def tool_activities(
+    world: World, catalogue: CatalogueSettings, policy: PolicySettings
+) -> dict[str, Callable[[ToolCall], Any]]:
+    """Every tool of the deployment's ``catalogue`` as an activity, by its name, acting on
+    ``world`` under ``policy``."""
+    probes = ProbeActivities(world, catalogue)
+    tools = registry_for(catalogue).tools
+    return {name: _make(spec, world, policy, probes) for name, spec in tools.items()}

@@ -16,15 +16,18 @@ from temporalio.exceptions import ApplicationError
 from plangate.records.replan import ReplanProposal, ReplanRequest
 from plangate.replanner.backends import Backend, PlaybookBackend, backend_for
 from plangate.replanner.backends.openai import ModelUnavailable
-from plangate.world.settings import Settings
+from plangate.world.settings import CatalogueSettings, ModelSettings
 
 ACTIVITY_NAME = "replanner.propose"
 
 
 class ReplanActivities:
-    def __init__(self, settings: Settings, backend: Backend | None = None) -> None:
-        self.settings = settings
-        self.backend = backend if backend is not None else backend_for(settings)
+    def __init__(
+        self, model: ModelSettings, catalogue: CatalogueSettings, backend: Backend | None = None
+    ) -> None:
+        """``backend``: the one asked (a test's); None: the configured one
+        (``backend_for``), over the deployment's ``catalogue``."""
+        self.backend = backend if backend is not None else backend_for(model, catalogue)
 
     @activity.defn(name=ACTIVITY_NAME)
     async def propose(self, req: ReplanRequest) -> ReplanProposal:

@@ -17,7 +17,7 @@ from plangate.plans.model import Budget, Plan
 from plangate.plans.visible import visible
 from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.replanner.prompt import first_plan_messages
-from plangate.world.settings import Settings
+from plangate.world.settings import CatalogueSettings, ModelSettings, WorldSettings
 
 MAX_CONTEXT_BYTES = MAX_ARG_JSON_BYTES  # a person's notes, handed to the model as they are
 
@@ -60,40 +60,44 @@ class Draft:
         return "\n".join(head) + "\n" + body
 
 
-def backend_for(settings: Settings) -> OpenAIBackend:
-    if not (settings.openai_base_url or settings.openai_api_key):
+def backend_for(model: ModelSettings, cat: CatalogueSettings) -> OpenAIBackend:
+    if not model.configured:
         raise NoModel(
             "planning needs a model: set OPENAI_BASE_URL (any OpenAI-compatible endpoint) "
             "or OPENAI_API_KEY, and PLANGATE_MODEL"
         )
-    return OpenAIBackend.from_settings(settings)
+    return OpenAIBackend.from_settings(model, cat)
 
 
 async def draft_plan(
     goal: str,
-    settings: Settings,
+    model: ModelSettings,
+    cat: CatalogueSettings,
+    world: WorldSettings,
     context: str | None = None,
     backend: OpenAIBackend | None = None,
 ) -> Draft:
-    """Ask the model for a first plan toward ``goal``; check it; lint it strictly."""
+    """Ask the model for a first plan toward ``goal`` over the deployment's catalogue; check it
+    (``cat``, and ``world``'s paths and scope); lint it strictly."""
     from plangate.replanner.backends.openai import ModelUnavailable
 
     if context is not None and len(context.encode()) > MAX_CONTEXT_BYTES:
         raise ValueError(f"the context is over {MAX_CONTEXT_BYTES:,} bytes")
-    model = backend or backend_for(settings)
+    asked = backend or backend_for(model, cat)
+    known = catalogue(cat)
     try:
-        answer = await model.ask(
-            first_plan_messages(goal, context, catalogue(settings)), goal, Budget().replans_max
+        answer = await asked.ask(
+            first_plan_messages(goal, context, known), goal, Budget().replans_max
         )
     except ModelUnavailable as e:
         raise PlanningUnavailable(f"the model gave no answer: {e}") from None
     finally:
         if backend is None:
-            await model.close()
+            await asked.close()
     if answer.plan is None:
         return Draft(None, reason=answer.reason)
-    found = plan_problems(answer.plan, settings)
+    found = plan_problems(answer.plan, cat, world)
     if found:
         return Draft(None, reason="the model's plan was refused", problems=found)
-    findings = lint(answer.plan, catalogue(settings))
+    findings = lint(answer.plan, known)
     return Draft(answer.plan, reason=answer.reason, findings=findings)

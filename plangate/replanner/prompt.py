@@ -14,7 +14,6 @@ from typing import Any
 
 from openai.types.chat import ChatCompletionMessageParam
 
-from plangate.activities.catalogue import catalogue
 from plangate.plans.catalogue import Catalogue
 from plangate.records.replan import ReplanRequest
 
@@ -146,11 +145,9 @@ def first_plan_messages(
     ]
 
 
-def build_messages(
-    req: ReplanRequest, cat: Catalogue | None = None
-) -> list[ChatCompletionMessageParam]:
-    """``cat`` None: the catalogue of this process's environment."""
+def build_messages(req: ReplanRequest, cat: Catalogue) -> list[ChatCompletionMessageParam]:
+    """The messages of a re-plan over the deployment's catalogue ``cat``."""
     return [
-        {"role": "system", "content": system_prompt(cat or catalogue())},
+        {"role": "system", "content": system_prompt(cat)},
         {"role": "user", "content": _dumps(request_payload(req))},
     ]

@@ -1,4 +1,5 @@
-"""Clients for the systems tools and probes touch, built once per worker from Settings."""
+"""Clients for the systems tools and probes touch, built once per worker from its
+``WorldSettings``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from plangate.world.files import Files, LocalFiles, SharedFiles
 from plangate.world.paths import confine, confine_file
-from plangate.world.settings import Settings
+from plangate.world.settings import WorldSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -28,7 +29,7 @@ C = TypeVar("C")
 
 
 class World:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: WorldSettings) -> None:
         self.settings = settings
         self.workdir = settings.workdir
         self._s3: S3Client | None = None

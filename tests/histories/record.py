@@ -66,19 +66,19 @@ async def set_job(b: Bench, job: str, state: str) -> None:
 
 def bucket(b: Bench) -> str:
     name = f"rec-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url).create_bucket(Bucket=name)
+    boto3.client("s3", endpoint_url=b.settings.world.s3_endpoint_url).create_bucket(Bucket=name)
     return name
 
 
 async def saturday_succeeded(b: Bench) -> RunReport:
-    s3 = boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url)
+    s3 = boto3.client("s3", endpoint_url=b.settings.world.s3_endpoint_url)
     s3.create_bucket(Bucket=BUCKET)
     s3.put_object(Bucket=BUCKET, Key=KEY, Body=invoice_csv(700))
     return await b.run(saturday_plan("staging.rec_ok"))
 
 
 async def saturday_export_deleted(b: Bench) -> RunReport:  # failed: the rest of the plan void
-    s3 = boto3.client("s3", endpoint_url=b.settings.s3_endpoint_url)
+    s3 = boto3.client("s3", endpoint_url=b.settings.world.s3_endpoint_url)
     s3.create_bucket(Bucket=BUCKET)
     s3.delete_object(Bucket=BUCKET, Key=KEY)
     return await b.run(saturday_plan("staging.rec_gone"))
@@ -95,12 +95,13 @@ async def refused_unsigned(b: Bench) -> RunReport:
     """A deployment that lists its submitters, given a raw start with no submission: the run
     halts before any step ("deployment-guards")."""
     agent = SigningKey.generate("agent")
-    listed = replace(b.settings, submitters=(Submitter(agent.name, agent.public, ("dana",)),))
+    submitters = (Submitter(agent.name, agent.public, ("dana",)),)
+    listed = replace(b.settings, policy=replace(b.settings.policy, submitters=submitters))
     async with running_worker(b.client, listed) as h:
         plan = parse_plan(publish(bucket(b)))
         rep: RunReport = await h.client.execute_workflow(
             PlanRunWorkflow.run, RunInput(plan=GuardedPlan(plan=plan)),
-            id=f"unsigned-{uuid.uuid4().hex[:8]}", task_queue=h.settings.task_queue,
+            id=f"unsigned-{uuid.uuid4().hex[:8]}", task_queue=h.settings.temporal.task_queue,
         )
         return rep
 
@@ -171,7 +172,7 @@ async def continued_as_new(b: Bench) -> RunReport:
     """A wait read every second beside a card: both parked, the chain continues as new twice or
     more (a bound of 300 events), the card is approved in a later run."""
     job = f"can-{uuid.uuid4().hex[:6]}"
-    h = Harness(b.client, replace(b.settings, history_events=300))
+    h = Harness(b.client, replace(b.settings, runs=replace(b.settings.runs, history_events=300)))
     api = Plangate(h.client, h.settings)
     handle = await api.submit({"goal": "long", "budget": {"replans_max": 0}, "steps": [
         job_step(1, job, "requested",
@@ -236,7 +237,7 @@ async def refused_at_call(b: Bench) -> RunReport:
     """The gate closes after the workflow's read and before the call: the tool's activity
     refuses it (412 ``precondition_failed``), the workflow reads again and the run fails."""
     gate = await open_gate(b)
-    real = tool_activities(b.world)["warehouse.run_sql"]
+    real = tool_activities(b.world, b.settings.catalogue, b.settings.policy)["warehouse.run_sql"]
     moved = MovedBeforeCall(real, lambda: set_job(b, gate, "closed"))
     async with running_worker(b.client, b.settings, {"warehouse.run_sql": moved.run}) as h:
         return await h.run({"goal": "refused at call", "budget": {"replans_max": 0},

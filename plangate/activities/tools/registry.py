@@ -5,8 +5,8 @@ the work.
 ``@tool`` *declares* a tool when its module is imported: ``TOOLS`` holds every tool declared in
 this process, by name (two declarations of one name are an error). Which tools a deployment
 *has* (its worker's activities, what ``check`` and the re-planner know) is decided by its
-settings: ``activities.extensions.registry_for(settings)``, which registers the tools of the
-modules it turns on (``declared_in``).
+``CatalogueSettings``: ``activities.extensions.registry_for(catalogue)``, which registers the
+tools of the modules it turns on (``declared_in``).
 """
 
 from __future__ import annotations

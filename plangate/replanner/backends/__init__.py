@@ -4,7 +4,7 @@
 - ``OpenAIBackend``: any OpenAI-compatible endpoint, structured output against the plan schema.
 - ``FirstLine``: the playbook first (cheap, deterministic), the model only when no recipe fits.
 
-``backend_for(settings)`` is the configured one: ``playbook`` alone, or ``FirstLine`` for
+``backend_for(model, catalogue)`` is the configured one: ``playbook`` alone, or ``FirstLine`` for
 ``openai``.
 """
 
@@ -16,7 +16,7 @@ from plangate.records.replan import ReplanProposal, ReplanRequest
 from plangate.replanner.backends.playbook import RECIPES, PlaybookBackend
 
 if TYPE_CHECKING:
-    from plangate.world.settings import Settings
+    from plangate.world.settings import CatalogueSettings, ModelSettings
 
 
 @runtime_checkable
@@ -49,12 +49,13 @@ class FirstLine:
         return answer.model_copy(update={"reason": "; ".join(reasons)})
 
 
-def backend_for(settings: Settings) -> Backend:
-    if settings.replanner == "playbook":
+def backend_for(model: ModelSettings, catalogue: CatalogueSettings) -> Backend:
+    """The backend ``model`` configures; the model, when asked, plans over ``catalogue``."""
+    if model.replanner == "playbook":
         return PlaybookBackend()
     from plangate.replanner.backends.openai import OpenAIBackend  # the openai client only when used
 
-    return FirstLine(PlaybookBackend(), OpenAIBackend.from_settings(settings))
+    return FirstLine(PlaybookBackend(), OpenAIBackend.from_settings(model, catalogue))
 
 
 __all__ = ["RECIPES", "Backend", "FirstLine", "PlaybookBackend", "backend_for"]

@@ -34,7 +34,7 @@ from plangate.records.replan import ReplanProposal, ReplanRequest
 from plangate.replanner.prompt import build_messages, compact_schema
 
 if TYPE_CHECKING:
-    from plangate.world.settings import Settings
+    from plangate.world.settings import CatalogueSettings, ModelSettings
 
 NAME = "openai"
 DEFAULT_TIMEOUT_S = 120.0
@@ -73,18 +73,18 @@ class OpenAIBackend:
         self,
         *,
         model: str,
+        catalogue: Catalogue,
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         client: openai.AsyncOpenAI | None = None,
-        catalogue: Catalogue | None = None,
     ) -> None:
-        """``catalogue``: the tools and probes the model may use (None: those of this process's
-        environment; ``from_settings`` gives the deployment's)."""
+        """``catalogue``: the tools and probes the model may use (``from_settings`` gives the
+        deployment's)."""
         if client is None and base_url is None and api_key is None:
             raise ValueError("the openai re-planner needs OPENAI_BASE_URL or OPENAI_API_KEY")
         self.model = model
-        self._catalogue = catalogue if catalogue is not None else deployment_catalogue()
+        self._catalogue = catalogue
         self._secret = api_key or ""
         self._endpoint = _endpoint(base_url)
         self._client = client or openai.AsyncOpenAI(
@@ -100,13 +100,16 @@ class OpenAIBackend:
         }
 
     @classmethod
-    def from_settings(cls, settings: Settings, timeout: float = DEFAULT_TIMEOUT_S) -> OpenAIBackend:
+    def from_settings(
+        cls, model: ModelSettings, catalogue: CatalogueSettings,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> OpenAIBackend:
         return cls(
-            model=settings.model,
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key,
+            model=model.name,
+            catalogue=deployment_catalogue(catalogue),
+            base_url=model.base_url,
+            api_key=model.api_key,
             timeout=timeout,
-            catalogue=deployment_catalogue(settings),
         )
 
     def __repr__(self) -> str:

@@ -1,0 +1,90 @@
+"""What the deployment decides centrally and the worker enforces (``PolicySettings``): which
+steps wait for a person and for how long, the policy bundle in force, who may answer cards and
+who may submit runs. For the worker's guards (``activities.guarding``), its tools' checks at
+the call (``activities.tool_activity``), the review of a re-plan, and a client that refuses
+early what the worker would refuse."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from plangate.errors import ConfigurationError
+from plangate.plans.model import Effect
+from plangate.records.proofs import Submitter
+from plangate.records.signing import NAME, public_entries
+from plangate.world.settings.parse import duration, entries, stripped
+
+APPROVE_EFFECTS_VAR = "PLANGATE_APPROVE_EFFECTS"
+APPROVAL_TTL_VAR = "PLANGATE_APPROVAL_TTL"
+POLICY_BUNDLE_VAR = "PLANGATE_POLICY_BUNDLE"
+APPROVERS_VAR = "PLANGATE_APPROVERS"
+SUBMITTERS_VAR = "PLANGATE_SUBMITTERS"
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    # steps of these effects wait for a person's approval of their card (besides those whose
+    # plan says ``approval: required``), and how long a card stays valid
+    approve_effects: tuple[Effect, ...] = ()
+    approval_ttl_s: float = 24 * 3600.0
+    # the policy bundle the deployment enforces now: a run decided under another one is refused
+    # by every tool before it acts (``policy_superseded``, 412); None: not checked
+    policy_bundle: str | None = None
+    # who may answer approval cards (name, Ed25519 public key): an answer counts only with a
+    # proof signed by one of them (records.proofs)
+    approvers: tuple[tuple[str, bytes], ...] = ()
+    # who may submit runs and as which principals; (): anyone who reaches Temporal may
+    submitters: tuple[Submitter, ...] = ()
+
+    @property
+    def approver_map(self) -> dict[str, bytes]:
+        return dict(self.approvers)
+
+    @property
+    def submitter_map(self) -> dict[str, Submitter]:
+        return {s.name: s for s in self.submitters}
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> PolicySettings:
+        return cls(
+            approve_effects=_effects(env.get(APPROVE_EFFECTS_VAR) or ""),
+            approval_ttl_s=duration(env, APPROVAL_TTL_VAR, "24h"),
+            policy_bundle=stripped(env, POLICY_BUNDLE_VAR),
+            approvers=public_entries(env.get(APPROVERS_VAR) or "", APPROVERS_VAR),
+            submitters=parse_submitters(env.get(SUBMITTERS_VAR) or ""),
+        )
+
+
+def _effects(raw: str) -> tuple[Effect, ...]:
+    """``PLANGATE_APPROVE_EFFECTS``: effects, separated by commas (``money,external``)."""
+    names = [n.strip().lower() for n in raw.split(",") if n.strip()]
+    bad = [n for n in names if n not in {e.value for e in Effect}]
+    if bad:
+        known = ", ".join(e.value for e in Effect)
+        raise ConfigurationError(
+            f"{APPROVE_EFFECTS_VAR}: unknown effect {bad[0]!r} (known: {known})"
+        )
+    return tuple(Effect(n) for n in names)
+
+
+def parse_submitters(raw: str) -> tuple[Submitter, ...]:
+    """``PLANGATE_SUBMITTERS``: ``NAME:BASE64PUBLICKEY:PRINCIPAL|PRINCIPAL`` entries separated
+    by commas: who may submit runs, and the principals (``on_behalf_of``) each may act as."""
+    var = SUBMITTERS_VAR
+    out: list[Submitter] = []
+    for i, entry in entries(raw):
+        head, colon, principals = entry.rpartition(":")
+        names = tuple(p.strip() for p in principals.split("|") if p.strip())
+        if not colon or head.count(":") != 1 or not names:
+            raise ConfigurationError(
+                f"{var}: entry {i} is not NAME:BASE64PUBLICKEY:PRINCIPAL[|PRINCIPAL...]"
+            )
+        bad = [p for p in names if not NAME.match(p)]
+        if bad:
+            raise ConfigurationError(f"{var}: entry {i}: {bad[0]!r} is not a principal name")
+        ((name, public),) = public_entries(head, f"{var} entry {i}")
+        if any(s.name == name for s in out):
+            raise ConfigurationError(f"{var}: {name} is listed twice")
+        out.append(Submitter(name, public, names))
+    return tuple(out)
