@@ -85,7 +85,7 @@ class PlangatePlugin(SimplePlugin):
 
 def refusing_plain(client: Client, encryption: EncryptionSettings) -> Client:
     """``client``'s connection, namespace and interceptors with the deployment's converter that
-    refuses unencrypted payloads (``settings`` names keys): the client a worker polls with.
+    refuses unencrypted payloads (``encryption`` names keys): the client a worker polls with.
     Its plugins are left out: their converter is the one replaced (their effect on the rest of
     the configuration is kept)."""
     config = client.config(active_config=True)
@@ -105,9 +105,9 @@ async def build_worker(
 ) -> Worker:
     """A worker on ``settings.temporal.task_queue``: its work directory made and
     (``bootstrap``) plangate's tables created through ``world`` (made from ``settings.world``
-    when not given). ``client`` must encrypt with the deployment's
-    key when ``settings`` names keys (``connect`` makes such a client); the worker then polls
-    with ``refusing_plain(client)``.
+    when not given); ``doubles`` (by activity name) stand in for ours: test doubles, injected,
+    not patched. ``client`` must encrypt with the deployment's key when ``settings`` names keys
+    (``connect`` makes such a client); the worker then polls with ``refusing_plain(client)``.
 
     The deployment's tools and probes are resolved first: an extension that cannot load or
     that clashes (``ExtensionError``) stops the worker before it opens a connection. A world

@@ -30,11 +30,11 @@ async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     ``serve_metrics`` (a worker's client): on the runtime that serves Prometheus on
     ``settings.observability.metrics_address`` when it names one (``plangate.metrics``); a
     worker built on the client records its metrics there. Otherwise the SDK's default runtime."""
-    seen = settings.observability
+    obs = settings.observability
     rt = None
-    if serve_metrics and seen.metrics_address:
-        rt = metrics.runtime(seen.metrics_address)  # MetricsError before any connection
+    if serve_metrics and obs.metrics_address:
+        rt = metrics.runtime(obs.metrics_address)  # MetricsError before any connection
     return await Client.connect(
         **settings.temporal.connect_config(), plugins=[PlangateClientPlugin(settings.encryption)],
-        runtime=rt, interceptors=tracing.interceptors(seen),
+        runtime=rt, interceptors=tracing.interceptors(obs),
     )

@@ -145,11 +145,11 @@ async def run_dev(
         # (the S3 credentials) and reads its settings from there, once
         with environment(env):
             settings = Settings.from_env(os.environ)
-            seen = settings.observability
-            if seen.metrics_address is None:
+            obs = settings.observability
+            if obs.metrics_address is None:
                 port = choose_port("metrics", metrics_port, fallback=port_fallback)
-                seen = replace(seen, metrics_address=f"{HOST}:{port}")
-                settings = replace(settings, observability=seen)
+                obs = replace(obs, metrics_address=f"{HOST}:{port}")
+                settings = replace(settings, observability=obs)
             await _serve(settings, stop, out)
         return 0
     finally:

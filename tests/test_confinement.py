@@ -107,7 +107,7 @@ async def test_probe_arguments_that_do_not_fit_after_binding_fail_at_once(client
 
 
 async def test_local_file_nonempty_holds_only_for_a_regular_file(settings):
-    world = World(settings)
+    world = World(settings.world)
     a_dir, a_file = unique("a-dir"), unique("a-file")
     (settings.world.workdir / a_dir).mkdir(parents=True)
     (settings.world.workdir / a_file).write_text("x")

@@ -169,8 +169,8 @@ async def test_a_scrape_after_runs_counts_what_their_reports_say(client, setting
 
 @pytest.mark.parametrize("good", ["127.0.0.1:9464", " 0.0.0.0:1 ", "[::]:9464", "[::1]:65535"])
 def test_a_metrics_address_is_an_ip_and_a_port(good):
-    seen = Settings.from_env({"PLANGATE_METRICS_ADDRESS": good}).observability
-    assert seen.metrics_address == good.strip()
+    obs = Settings.from_env({"PLANGATE_METRICS_ADDRESS": good}).observability
+    assert obs.metrics_address == good.strip()
 
 
 @pytest.mark.parametrize("bad", [

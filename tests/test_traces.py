@@ -24,8 +24,8 @@ async def test_a_run_is_one_trace_of_steps_and_probes(settings, s3):
          "args": {"statement": "select_one"}},
     ]}
     with FakeCollector() as otlp:
-        seen = replace(settings.observability, otlp_traces_endpoint=otlp.endpoint)
-        traced = replace(settings, observability=seen)
+        obs = replace(settings.observability, otlp_traces_endpoint=otlp.endpoint)
+        traced = replace(settings, observability=obs)
         try:
             client = await connect(traced)
             async with running_worker(client, traced) as h:
