@@ -90,7 +90,7 @@ async def _api(settings: Settings) -> Plangate:
 
 
 async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import check
+    from plangate.checked import check
 
     checked = check(Path(args.plan), settings, strict=args.strict)
     for w in checked.warnings:
@@ -101,9 +101,10 @@ async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import RunIdInUse, check
+    from plangate.api import RunIdInUse
+    from plangate.checked import check
 
-    plan = check(Path(args.plan), settings).plan  # before connecting: a bad plan needs no server
+    plan = check(Path(args.plan), settings)  # once, before connecting: needs no server
     start_at = _when(args.start_at) if args.start_at else None
     start_in = (
         timedelta(seconds=parse_duration(args.start_in, "--start-in")) if args.start_in else None
