@@ -640,39 +640,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
+    try:
+        code: int = asyncio.run(args.fn(args, settings))
+        return code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        return _failed(e, args, debug)
+
+
+def _failed(e: Exception, args: argparse.Namespace, debug: bool) -> int:
+    """The line and exit code of an error a command ended with. Its classes load here, when
+    one is raised: a command that succeeds loads no metrics, tracing or stack module."""
     from plangate._stack import StackError
     from plangate.activities.extensions import ExtensionError
     from plangate.errors import ServiceUnreachable
     from plangate.metrics import MetricsError
     from plangate.tracing import TracingUnavailable
 
-    try:
-        code: int = asyncio.run(args.fn(args, settings))
-        return code
-    except PlanError as e:
+    if isinstance(e, PlanError):
         _print_problems(getattr(args, "plan", "?"), e.problems)
         return EXIT_USAGE
-    except (UsageError, ExtensionError, TracingUnavailable) as e:
+    if isinstance(e, UsageError | ExtensionError | TracingUnavailable):
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
-    except (ServiceUnreachable, MetricsError) as e:
+    if isinstance(e, ServiceUnreachable | MetricsError):
         print(visible(f"plangate: {e}"), file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        return EXIT_NOT_SUCCEEDED
-    except StackError as e:  # `demo` (and `dev`): the embedded stack, not installed or not up
+    elif isinstance(e, StackError):  # demo and dev: the embedded stack not installed or not up
         print(visible(f"plangate {args.command}: {e}"), file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        return EXIT_NOT_SUCCEEDED
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except Exception as e:
+    else:
         hint = "" if debug else " (--debug shows the traceback)"
         print(visible(f"plangate: {type(e).__name__}: {_one_line(e)}{hint}"), file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        return EXIT_NOT_SUCCEEDED
+    if debug:
+        traceback.print_exception(e)
+    return EXIT_NOT_SUCCEEDED
 
 
 def leave(code: int) -> NoReturn:
