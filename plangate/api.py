@@ -399,7 +399,7 @@ class Plangate:
             names = ", ".join(f"{n} ({t})" for n, t in visibility.registration())
             raise SearchAttributesMissing(
                 f"namespace {self.settings.temporal_namespace} has no search attributes "
-                f"{names}: register them to list runs by status (README: Finding runs)"
+                f"{names}: register them to list runs by status (docs/watching.md)"
             )
         out: list[Listed] = []
         query = runs_query(self.settings.task_queue, status)
