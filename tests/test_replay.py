@@ -16,7 +16,7 @@ from temporalio.worker import Replayer
 from plangate.assembly import PlangatePlugin
 from plangate.compression import DATA_CONVERTER
 from plangate.records.report import Phase, RunReport, StepState
-from plangate.workflows.lifecycle import LOST_CALL_PATCH
+from plangate.workflows.dispatch import LOST_CALL_PATCH
 from plangate.workflows.plan_run import (
     DEPLOYMENT_GUARDS_PATCH,
     READS_IN_CALL_PATCH,

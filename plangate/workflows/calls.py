@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Effect
     from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
     from plangate.workflows import options
+    from plangate.workflows.router import Refused
 
 PROBE_ACTIVITY = "probe.evaluate"
 LOCAL_PROBES_PATCH = "local-probes"  # runs started before probes ran locally call an activity
@@ -44,9 +45,11 @@ class Called:
 
 @dataclass(frozen=True)
 class CallFailed:
-    """The tool answered with a failure (``may_have_acted`` says whether its outcome is known)."""
+    """The tool answered with a failure (``may_have_acted`` says whether its outcome is known);
+    ``refused``: what its wire status says of the world, if it refused the call."""
 
     failure: ToolFailure
+    refused: Refused | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,8 @@ async def call_tool(
         if isinstance(cause, CancelledError):  # the run's cancel reached the call
             raise asyncio.CancelledError(str(cause)) from e
         if isinstance(cause, ApplicationError) and cause.details:
-            return CallFailed(ToolFailure.model_validate(cause.details[0]))
+            failure = ToolFailure.model_validate(cause.details[0])
+            return CallFailed(failure, Refused.of(failure.status))
         kind = "timed out" if isinstance(cause, ActivityTimeout) else "failed without an answer"
         return CallLost(f"the call {kind}")
     return Called(result)
