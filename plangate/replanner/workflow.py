@@ -10,6 +10,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Plan, Step
+    from plangate.records import options
     from plangate.records.replan import (
         ReplanOutcome,
         ReplanProposal,
@@ -17,7 +18,6 @@ with workflow.unsafe.imports_passed_through():
         Review,
         ReviewRequest,
     )
-    from plangate.workflows import options
 
 PROPOSE_ACTIVITY = "replanner.propose"
 REVIEW_ACTIVITY = "replanner.review"

@@ -12,11 +12,12 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from plangate.records import options
     from plangate.records.approvals import ApprovalCard, ApprovalRecord, CardStatus
     from plangate.records.proofs import ApprovalGrant
     from plangate.records.report import Phase, StepState
     from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import bookkeeping, metrics, options
+    from plangate.workflows import bookkeeping, metrics
     from plangate.workflows.probing import check_before
     from plangate.workflows.router import Kind, route
     from plangate.workflows.step import (

@@ -12,8 +12,8 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Effect
+    from plangate.records import options
     from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
-    from plangate.workflows import options
     from plangate.workflows.router import Refused
 
 PROBE_ACTIVITY = "probe.evaluate"

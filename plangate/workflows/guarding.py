@@ -12,10 +12,11 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.guards import GuardedPlan
     from plangate.plans.model import Plan
+    from plangate.records import options
     from plangate.records.codes import CODES
     from plangate.records.report import FailureRecord, RunReport, RunStatus, StepState
     from plangate.records.run import GuardRequest, Resolved, RunInput
-    from plangate.workflows import bookkeeping, options, summaries
+    from plangate.workflows import bookkeeping, summaries
     from plangate.workflows.context import VersionContext
     from plangate.workflows.router import Refused
 

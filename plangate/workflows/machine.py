@@ -18,9 +18,10 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from plangate.plans import jsonpath, limits
     from plangate.plans.model import Step
+    from plangate.records import options
     from plangate.records.report import Answer, CompletedStep, FailureRecord, StepState
     from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import approval, dispatch, options, probing, verification
+    from plangate.workflows import approval, dispatch, probing, verification
     from plangate.workflows.context import VersionContext
     from plangate.workflows.router import Decision, Kind, Situation, route
     from plangate.workflows.step import (

@@ -11,10 +11,11 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Condition
+    from plangate.records import options
     from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
     from plangate.records.report import Answer, Attribution, Phase, StepState
     from plangate.records.run import ParkedAt
-    from plangate.workflows import bookkeeping, calls, options, reads, summaries
+    from plangate.workflows import bookkeeping, calls, reads, summaries
     from plangate.workflows.router import Kind, route
     from plangate.workflows.step import (
         Checked,

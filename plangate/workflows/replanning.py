@@ -8,6 +8,7 @@ from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.guards import GuardedPlan
+    from plangate.records import options
     from plangate.records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
     from plangate.records.report import (
         CompletedStep,
@@ -17,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         StepState,
     )
-    from plangate.workflows import options, summaries
+    from plangate.workflows import summaries
     from plangate.workflows.context import VersionContext
     from plangate.workflows.execution import VersionOutcome
 
