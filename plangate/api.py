@@ -39,7 +39,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from plangate.errors import PlangateError, RunError
 from plangate.plans.checking import lint
-from plangate.plans.guards import GuardedPlan
 from plangate.plans.load import PlanError, load_file, load_text, parse_plan
 from plangate.plans.model import Plan
 from plangate.records import visibility
@@ -345,7 +344,7 @@ class Plangate:
                 PLAN_RUN,
                 RunInput(
                     # the plan alone: its guards are the worker's to derive
-                    plan=GuardedPlan(plan=plan), plan_made_at=plan.made_at or now,
+                    plan=plan, plan_made_at=plan.made_at or now,
                     submission=sign_submission(key, run_id, plan, now) if key else None,
                     history=HistoryBound(
                         events=self.settings.history_events, bytes=self.settings.history_bytes
@@ -656,7 +655,7 @@ class Plangate:
                     )
         if inp is None:
             raise UnknownRun(f"run {run_id!r} has no history")
-        plan = inp.plan.plan
+        plan = inp.plan
         from plangate.activities.catalogue import catalogue
 
         cat = catalogue(self.settings)

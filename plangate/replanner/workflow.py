@@ -40,25 +40,15 @@ class ReplanWorkflow:
     @workflow.run
     async def run(self, req: ReplanRequest) -> ReplanOutcome:
         try:
-            proposal: ReplanProposal
-            if workflow.patched("local-propose"):
-                # Local: no server round trip to schedule it or to wake the workflow after it
-                # (a model's answer can take minutes; the worker keeps the task alive).
-                proposal = await workflow.execute_local_activity(
-                    PROPOSE_ACTIVITY,
-                    req,
-                    result_type=ReplanProposal,
-                    start_to_close_timeout=options.PROPOSE_TIMEOUT,
-                    retry_policy=options.PROPOSE_RETRY,
-                )
-            else:  # runs started before the re-planner was asked locally
-                proposal = await workflow.execute_activity(
-                    PROPOSE_ACTIVITY,
-                    req,
-                    result_type=ReplanProposal,
-                    start_to_close_timeout=options.PROPOSE_TIMEOUT,
-                    retry_policy=options.PROPOSE_RETRY,
-                )
+            # Local: no server round trip to schedule it or to wake the workflow after it (a
+            # model's answer can take minutes; the worker keeps the task alive).
+            proposal: ReplanProposal = await workflow.execute_local_activity(
+                PROPOSE_ACTIVITY,
+                req,
+                result_type=ReplanProposal,
+                start_to_close_timeout=options.PROPOSE_TIMEOUT,
+                retry_policy=options.PROPOSE_RETRY,
+            )
         except (ActivityError, ApplicationError) as e:
             # The endpoint did not answer, after the activity's own retries: asking again at
             # once, for the rest of the budget, would only loop. The run halts and says why.

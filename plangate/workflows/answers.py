@@ -26,9 +26,6 @@ with workflow.unsafe.imports_passed_through():
 
 class Answers:
     def __init__(self) -> None:
-        # an answer counts only with an approver's proof (the run began with the worker's own
-        # guards: ``plan_run.DEPLOYMENT_GUARDS_PATCH``)
-        self.proven = False
         self.approvers: dict[str, bytes] = {}
         self.submitter: str | None = None
         self.submitter_key: bytes | None = None
@@ -58,12 +55,11 @@ class Answers:
             return f"the card of step {answer.step} expired at {record.expires_at.isoformat()}"
         if decision is Decision.REJECT and not answer.reason.strip():
             return "a rejection needs a reason"
-        if self.proven:
-            ctx = AnswerContext(
-                record.card, record.digest, self.approvers, self.submitter, self.submitter_key
-            )
-            return answer_refusal(answer.proof, decision, answer.reason, ctx, workflow.now())
-        return None
+        # an answer counts only with an approver's proof
+        ctx = AnswerContext(
+            record.card, record.digest, self.approvers, self.submitter, self.submitter_key
+        )
+        return answer_refusal(answer.proof, decision, answer.reason, ctx, workflow.now())
 
     def apply(
         self,
@@ -76,7 +72,7 @@ class Answers:
         if record is None or record.status is not CardStatus.PENDING:
             raise ApplicationError("the card is no longer waiting", non_retryable=True)
         now = workflow.now()
-        proof = answer.proof if self.proven else None
+        proof = answer.proof
         by = proof.approver if proof is not None else answer.by  # the proven name, not a claim
         record.answer = Answered(
             decision=decision, by=by, reason=answer.reason, at=now, proof=proof

@@ -62,7 +62,7 @@ async def approve(
 def _grant(s: StepScope, record: ApprovalRecord) -> ApprovalGrant | None:
     """The approved card and its proof, for the tool's activity to verify again."""
     answer = record.answer
-    if not s.ctx.own_guards or answer is None or answer.proof is None:
+    if answer is None or answer.proof is None:
         return None
     return ApprovalGrant(card=record.card, digest=record.digest, proof=answer.proof)
 
@@ -75,7 +75,7 @@ def _publish(s: StepScope, p: Prepared, checked: Checked) -> ApprovalRecord:
         effect=s.effect, args=p.args, observed=observed(checked.results),
         on_behalf_of=ctx.on_behalf_of, policy_bundle=ctx.policy_bundle, issued_at=now,
         expires_at=now + timedelta(seconds=ctx.guarded.approval_ttl_s),
-        idempotency_key=p.key if ctx.own_guards else None,
+        idempotency_key=p.key,
     )
     record = ApprovalRecord(
         step=s.n, plan_version=ctx.version, digest=card.digest(), expires_at=card.expires_at,

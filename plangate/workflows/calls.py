@@ -17,7 +17,6 @@ with workflow.unsafe.imports_passed_through():
     from plangate.workflows.router import Refused
 
 PROBE_ACTIVITY = "probe.evaluate"
-LOCAL_PROBES_PATCH = "local-probes"  # runs started before probes ran locally call an activity
 
 
 @dataclass(frozen=True)
@@ -62,32 +61,19 @@ class CallLost:
 CallAnswer = Called | CallFailed | CallLost
 
 
-async def probe(
-    req: ProbeRequest, summary: str | None = None, *, local: bool = False
-) -> ProbeAnswer:
+async def probe(req: ProbeRequest, summary: str) -> ProbeAnswer:
     """Read the world: a local activity (a probe is short, read-only and safe to repeat; no
     server round trip to schedule it, and a worker that dies mid-read reads again on replay,
-    since only a finished read is recorded). ``summary``: its one line in the Temporal UI;
-    ``local``: the run is recent enough not to ask the "local-probes" patch."""
+    since only a finished read is recorded). ``summary``: its one line in the Temporal UI."""
     try:
-        report: ProbeReport
-        if local or workflow.patched(LOCAL_PROBES_PATCH):
-            report = await workflow.execute_local_activity(
-                PROBE_ACTIVITY,
-                req,
-                result_type=ProbeReport,
-                start_to_close_timeout=options.PROBE.start_to_close_timeout,
-                retry_policy=options.PROBE.retry_policy,
-                summary=summary,
-            )
-        else:  # runs started before probes ran locally
-            report = await workflow.execute_activity(
-                PROBE_ACTIVITY,
-                req,
-                result_type=ProbeReport,
-                start_to_close_timeout=options.PROBE.start_to_close_timeout,
-                retry_policy=options.PROBE.retry_policy,
-            )
+        report: ProbeReport = await workflow.execute_local_activity(
+            PROBE_ACTIVITY,
+            req,
+            result_type=ProbeReport,
+            start_to_close_timeout=options.PROBE.start_to_close_timeout,
+            retry_policy=options.PROBE.retry_policy,
+            summary=summary,
+        )
     except (ActivityError, ApplicationError) as e:
         # a local activity's failure can arrive as its own error, not wrapped
         cause = e.cause if isinstance(e, ActivityError) else e
@@ -104,9 +90,7 @@ async def probe(
     return Probed(report)
 
 
-async def call_tool(
-    tool: str, call: ToolCall, effect: Effect, summary: str | None = None
-) -> CallAnswer:
+async def call_tool(tool: str, call: ToolCall, effect: Effect, summary: str) -> CallAnswer:
     opts = options.tool_options(effect)
     try:
         result: ToolResult = await workflow.execute_activity(

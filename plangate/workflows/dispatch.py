@@ -27,15 +27,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from plangate.workflows.verification import verify
 
-# A read or write whose call was lost (its worker died, or it timed out after its attempts) is
-# tried again like a transient fault, while the step has attempts left, instead of re-planned at
-# once: every attempt reads the world first, so a write that landed is found done (skipped on its
-# evidence, or its version-bound retry is refused as superseded and re-evaluated) and one that
-# did not goes again with the version its new pre probe observed. Money and external calls are
-# read back by idempotency key instead (``verification.read_back``). Runs that began before
-# this patch re-plan.
-LOST_CALL_PATCH = "lost-call-retried"
-
 
 async def execute(
     s: StepScope, base: Prepared, p: Prepared
@@ -47,13 +38,11 @@ async def execute(
     call = ToolCall(
         step=p.ref, idempotency_key=p.key, on_behalf_of=ctx.on_behalf_of,
         policy_bundle=ctx.policy_bundle, check=check, after=after, after_lenient=lenient,
-        approval_required=s.guard.approval and ctx.own_guards, approval=p.grant,
+        approval_required=s.guard.approval, approval=p.grant,
         submission=ctx.submission,
     )
     try:
-        summary = None
-        if ctx.recent:
-            summary = summaries.tool(s.n, ctx.version, s.step.tool, p.args)
+        summary = summaries.tool(s.n, ctx.version, s.step.tool, p.args)
         answer = await calls.call_tool(s.step.tool, call, s.effect, summary)
     except asyncio.CancelledError:
         # the run was cancelled while the call was in flight (and has ended: the activity waits
@@ -89,14 +78,19 @@ async def execute(
             failure = s.failure(tf.code, tf.retryable, tf.detail, status=tf.status)
             return Unknown(d, failure, d) if tf.may_have_acted else Failed(d, failure)
         case calls.CallLost(detail=detail):
-            d = route(s.situation(Kind.OUTCOME_UNKNOWN))
             # certainly not done: a transient failure, tried again with the same key
             absent = route(s.situation(Kind.TOOL_ERROR, retryable=True))
             failure = s.failure("outcome_unknown", False, detail)
-            lost_call = ctx.own_guards or workflow.patched(LOST_CALL_PATCH)
-            if not s.effect.outcome_must_be_known and lost_call:
+            if not s.effect.outcome_must_be_known:
+                # A read or write whose call was lost (its worker died, or it timed out after
+                # its attempts) is tried again like a transient fault, while the step has
+                # attempts left: every attempt reads the world first, so a write that landed
+                # is found done (skipped on its evidence, or its version-bound retry refused as
+                # superseded and re-evaluated), and one that did not goes again with the
+                # version its new pre probe observed.
                 return Unknown(absent, failure, absent)
-            return Unknown(d, failure, absent)
+            # money and external: read back by idempotency key (``verification.read_back``)
+            return Unknown(route(s.situation(Kind.OUTCOME_UNKNOWN)), failure, absent)
         case calls.Called(result=result):
             bookkeeping.record_call(ctx.report, s.rep, result, s.attempt)
             bookkeeping.record_result(ctx.report, s.rep, result.output)

@@ -13,7 +13,6 @@ with workflow.unsafe.imports_passed_through():
     from plangate.plans.guards import GuardedPlan
     from plangate.plans.model import Plan
     from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
-    from plangate.records.calls import ProbeReport
     from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
     from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
     from plangate.workflows import bookkeeping, guarding, replanning
@@ -23,35 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from plangate.workflows.showing import Shown
 
 PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists it
-
-# Runs that began before it neither upsert search attributes nor put summaries on what they
-# schedule: their histories must replay as they ran (an upsert is a command of its own).
-# A run that has it began on code with every earlier patch, and takes them without asking
-# (``VersionContext.recent``). Asked lazily, a patch first asked right after a local activity's
-# result could fail to replay: when a query reaches the worker while a local activity runs, the
-# workflow task may be completed with the activity's marker but before the code that follows
-# its result; replaying, that code runs one workflow task early, before the patch's marker is
-# announced ("Non-deprecated patch marker encountered for change
-# post-wait-reads-on-schedule"). And every patch marker costs two events (the marker and
-# TemporalChangeVersion): past ten in the workflow task before an Update, a refused Update is
-# no longer discarded but leaves a workflow task in the history.
-SEARCH_ATTRIBUTES_PATCH = "search-attributes"
-# After a final failure, the steps it leaves undispatched are VOID at once, not when the steps
-# in flight have ended (``execution._void_the_rest``): a step waiting for one of them stops
-# waiting. Asked once, when the run begins (``VersionContext.void_at_failure``), for the reason
-# above: a failure is decided right after an activity's result.
-VOID_AT_FAILURE_PATCH = "void-at-failure"
-# A tool's activity reads the step's pre conditions the instant before the tool acts and is
-# refused unless they hold, and reads its post conditions (with the next step's first read)
-# the instant after: the check-to-use window is no longer the call's dispatch, and a chain of
-# guarded steps needs no local activity between its calls. Asked once, when the run begins.
-READS_IN_CALL_PATCH = "reads-in-call"
-# Every plan version's guards are this worker's own (``guard.resolve``, a local activity that
-# also makes the first steps' first reads; a re-planned version's, the review's), never the
-# input's; an answer to a card counts only with an approver's proof; a run's carried
-# state comes only from the run before it. Asked once, first, when the run begins: a run that
-# has it takes every patch before it without asking.
-DEPLOYMENT_GUARDS_PATCH = "deployment-guards"
 
 
 @workflow.defn(name=PLAN_RUN_WORKFLOW)
@@ -65,19 +35,15 @@ class PlanRunWorkflow:
         else:
             self._report = RunReport(
                 run_id=workflow.info().workflow_id,
-                goal=inp.plan.plan.goal,
-                replans_max=inp.plan.plan.budget.replans_max,
+                goal=inp.plan.goal,
+                replans_max=inp.plan.budget.replans_max,
                 status=RunStatus.QUEUED,  # until the run begins (a queued run waits its delay)
                 submitted_at=workflow.info().workflow_start_time,
                 begun_at=workflow.info().start_time,
             )
         self._versions: asyncio.Task[RunInput | None] | None = None
         self._stopped_by_signal = False
-        self._metadata = False  # summaries and search attributes: not in runs from before
         self._registered = False  # the namespace has the search attributes (the input says)
-        self._void_at_failure = False  # VOID_AT_FAILURE_PATCH: not in runs from before
-        self._reads_in_call = False  # READS_IN_CALL_PATCH: not in runs from before
-        self._own_guards = False  # DEPLOYMENT_GUARDS_PATCH: not in runs from before
         self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
         self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
 
@@ -132,18 +98,8 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
-        # Asked first: a run that has it began on code with every patch before it, and takes
-        # them without asking (no markers: each costs two events, see SEARCH_ATTRIBUTES_PATCH)
-        self._own_guards = workflow.patched(DEPLOYMENT_GUARDS_PATCH)
-        if self._own_guards:
-            self._metadata = self._void_at_failure = self._reads_in_call = True
-        else:
-            self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
-            self._void_at_failure = workflow.patched(VOID_AT_FAILURE_PATCH)
-            self._reads_in_call = workflow.patched(READS_IN_CALL_PATCH)
-        self._answers.proven = self._own_guards
         self._registered = inp.search_attributes
-        self._shown.begin(upserts=self._metadata and self._registered)
+        self._shown.begin(upserts=self._registered)
         if self._report.status is RunStatus.QUEUED:
             self._report.status = RunStatus.RUNNING
         self._shown.show(self._report)
@@ -182,61 +138,54 @@ class PlanRunWorkflow:
     async def _run_versions(self, inp: RunInput) -> RunInput | None:
         """Plan versions until the run ends (None), or until its history is long enough that
         it continues as new: then what the next run of the chain needs to go on."""
-        plan: GuardedPlan | None = inp.plan
         c = inp.carried
         patience = timedelta(seconds=inp.outage_patience_s)
-        ctx: VersionContext | None = None
         resumed: Resumed | None = None
-        first_reads: dict[int, ProbeReport] = {}
+        unguarded = GuardedPlan(plan=inp.plan)  # until the worker derives its guards
         if c is None:
             made_at = inp.plan_made_at or workflow.info().start_time
             version, begun = 1, False
             base = VersionContext(
-                run_id=self._report.run_id, guarded=inp.plan, version=0, plan_made_at=made_at,
+                run_id=self._report.run_id, guarded=unguarded, version=0, plan_made_at=made_at,
                 report=self._report, key_tag=key_tag(), history=inp.history,
-                outage_patience=patience, recent=self._metadata,
-                void_at_failure=self._void_at_failure, reads_in_call=self._reads_in_call,
+                outage_patience=patience, submission=inp.submission,
                 # the run's authority and policy are the first plan's, whatever a re-plan says
-                on_behalf_of=inp.plan.plan.on_behalf_of,
-                policy_bundle=inp.plan.plan.policy_bundle,
+                on_behalf_of=inp.plan.on_behalf_of, policy_bundle=inp.plan.policy_bundle,
             )
         else:
             made_at, version, begun = c.plan_made_at, c.version, c.begun
             base = VersionContext(
-                run_id=self._report.run_id, guarded=inp.plan, version=c.version,
+                run_id=self._report.run_id, guarded=unguarded, version=c.version,
                 plan_made_at=made_at, report=self._report, key_tag=c.key_tag,
-                history=inp.history, outage_patience=patience, on_behalf_of=c.on_behalf_of,
-                policy_bundle=c.policy_bundle, bound=dict(c.bound), verified=dict(c.verified),
-                recent=self._metadata, void_at_failure=self._void_at_failure,
-                reads_in_call=self._reads_in_call,
+                history=inp.history, outage_patience=patience, submission=inp.submission,
+                on_behalf_of=c.on_behalf_of, policy_bundle=c.policy_bundle,
+                bound=dict(c.bound), verified=dict(c.verified),
             )
             resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
-        if self._own_guards:
-            base = replace(base, own_guards=True, submission=inp.submission)
-            forged = guarding.forged(inp)
-            if forged is not None:  # nothing of what it carries is shown as this run's
-                self._report = RunReport(
-                    run_id=workflow.info().workflow_id, goal=inp.plan.plan.goal,
-                    replans_max=inp.plan.plan.budget.replans_max,
-                    submitted_at=workflow.info().workflow_start_time,
-                    begun_at=workflow.info().start_time,
-                )
-                guarding.refuse(self._report, forged, "not_permitted", None, version, made_at)
-                return None
-            if not begun:  # what the run will do, shown while its guards are derived
-                self._report.plan_version = version
-                for step in inp.plan.plan.steps:
-                    bookkeeping.step_shown(self._report, step, version, made_at)
-            found = await self._guards(inp.plan.plan, version, base, first_run=c is None)
-            if found is None:
-                return None
-            plan, resolved = found
-            first_reads = resolved.reads
-            base = replace(
-                base, guarded=plan, on_behalf_of=resolved.on_behalf_of,
-                policy_bundle=resolved.policy_bundle,
+        forged = guarding.forged(inp)
+        if forged is not None:  # nothing of what it carries is shown as this run's
+            self._report = RunReport(
+                run_id=workflow.info().workflow_id, goal=inp.plan.goal,
+                replans_max=inp.plan.budget.replans_max,
+                submitted_at=workflow.info().workflow_start_time,
+                begun_at=workflow.info().start_time,
             )
-        ctx = base
+            guarding.refuse(self._report, forged, "not_permitted", None, version, made_at)
+            return None
+        if not begun:  # what the run will do, shown while its guards are derived
+            self._report.plan_version = version
+            for step in inp.plan.steps:
+                bookkeeping.step_shown(self._report, step, version, made_at)
+        found = await self._guards(inp.plan, version, base, first_run=c is None)
+        if found is None:
+            return None
+        guarded, resolved = found
+        first_reads = resolved.reads
+        ctx = replace(
+            base, guarded=guarded, on_behalf_of=resolved.on_behalf_of,
+            policy_bundle=resolved.policy_bundle,
+        )
+        plan: GuardedPlan | None = guarded
         while plan is not None:
             if not begun and ctx.over_bound():  # the next version begins in the next run
                 return self._carry(ctx, plan, version, made_at, begun=False)
@@ -248,7 +197,7 @@ class PlanRunWorkflow:
             if outcome.suspended:
                 return self._carry(ctx, plan, version, made_at, begun=True, outcome=outcome)
             resumed, begun = None, False
-            plan = await replanning.next_plan(self._report, ctx, outcome, self._metadata)
+            plan = await replanning.next_plan(self._report, ctx, outcome)
             made_at = workflow.now()
             version += 1
         return None
@@ -289,10 +238,8 @@ class PlanRunWorkflow:
             failed_state=outcome.failed_state if outcome else None,
             on_behalf_of=ctx.on_behalf_of, policy_bundle=ctx.policy_bundle,
         )
-        if ctx.own_guards:  # the next run derives them again: not twice in its history
-            plan = GuardedPlan(plan=plan.plan)
-        return RunInput(
-            plan=plan, history=ctx.history,
+        return RunInput(  # the plan alone: the next run derives its guards again
+            plan=plan.plan, history=ctx.history,
             outage_patience_s=ctx.outage_patience.total_seconds(), carried=carried,
             search_attributes=self._registered, submission=ctx.submission,
         )
@@ -317,9 +264,7 @@ class PlanRunWorkflow:
             plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
             history=prev.history, outage_patience=prev.outage_patience,
             on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
-            bound=dict(prev.bound), verified=dict(prev.verified), recent=prev.recent,
-            void_at_failure=prev.void_at_failure, reads_in_call=prev.reads_in_call,
-            own_guards=prev.own_guards, submission=prev.submission,
+            bound=dict(prev.bound), verified=dict(prev.verified), submission=prev.submission,
         )
 
     def _crashed(self, e: Exception) -> None:

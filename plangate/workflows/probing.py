@@ -46,12 +46,10 @@ async def probe(
     req = ProbeRequest(
         step=p.ref, conditions=conds, idempotency_key=p.key, output=refs, lenient=lenient or [],
     )
-    summary = None
-    if ctx.recent:
-        summary = summaries.probe(phase, s.n, ctx.version, conds)
+    summary = summaries.probe(phase, s.n, ctx.version, conds)
     began, outage_reads = workflow.now(), 0
     while True:
-        answer = await calls.probe(req, summary, local=ctx.recent)
+        answer = await calls.probe(req, summary)
         record = fold or outage_reads >= 2
         if isinstance(answer, calls.Probed):
             bookkeeping.record_check(ctx.report, s.rep, phase, s.attempt, answer.report, record)
@@ -117,7 +115,7 @@ async def check_before(
         # read with the post check of the step before, nothing having run in between
         answer = fused[1]
         bookkeeping.record_check(ctx.report, s.rep, phase, s.attempt, answer)
-    elif again is None and fused is not None and ctx.reads_in_call and fused[0] == [
+    elif again is None and fused is not None and fused[0] == [
         c.key() for c in reads.fused_first(s, p)[0]
     ]:
         # the same, in the step before's activity; the pre conditions it left out are read at

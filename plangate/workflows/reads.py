@@ -21,9 +21,6 @@ with workflow.unsafe.imports_passed_through():
     from plangate.workflows import bookkeeping, calls, summaries
     from plangate.workflows.step import Failed, Prepared, StepScope, Successor
 
-# Runs that began before it read the next step's first condition on its own.
-FUSED_READS_PATCH = "fused-reads"
-
 # How a tool's activity refuses a call whose check at the call did not hold (``ToolCall.check``):
 # the details carry the read.
 AT_CALL_REFUSALS = ("precondition_failed", "probe_unknown")
@@ -35,8 +32,8 @@ def first_read(s: StepScope, p: Prepared) -> tuple[list[Condition], list[Conditi
 
 
 def fused_first(s: StepScope, p: Prepared) -> tuple[list[Condition], list[str]]:
-    """The step's first read as the step before's activity makes it, right after its call
-    (``reads-in-call``): the skip check, and of the pre conditions only the version the call
+    """The step's first read as the step before's activity makes it, right after its call:
+    the skip check, and of the pre conditions only the version the call
     will carry. The others are read at the step's own call, which acts only if they hold, and
     which a read just before would only repeat. A step a person approves reads them all before
     its card is shown."""
@@ -67,8 +64,6 @@ def successor_read(s: StepScope, output: dict[str, JsonValue] | None) -> Success
     """The first read of the one step that depends on this one alone, to be fused into this
     step's post check. Not for a step whose first read needs its own record (field probes)."""
     ctx = s.ctx
-    if not (ctx.recent or workflow.patched(FUSED_READS_PATCH)):
-        return None
     nxt_step = alone(s)
     if nxt_step is None:
         return None
@@ -82,10 +77,7 @@ def successor_read(s: StepScope, output: dict[str, JsonValue] | None) -> Success
     prepared = nxt.prepare()
     if isinstance(prepared, Failed):
         return None
-    if ctx.reads_in_call:
-        first, only = fused_first(nxt, prepared)
-    else:
-        _, first, only = first_read(nxt, prepared)
+    first, only = fused_first(nxt, prepared)
     systems = ctx.guarded.systems
     if not first or any(systems.get(c.probe, "record") == "record" for c in first):
         return None
@@ -112,10 +104,7 @@ async def fused_post(
         step=p.ref, conditions=[*p.post, *first], idempotency_key=p.key, output=refs,
         lenient=lenient,
     )
-    summary = None
-    if s.ctx.recent:
-        summary = summaries.fused(s.n, m, s.ctx.version, req.conditions)
-    answer = await calls.probe(req, summary, local=s.ctx.recent)
+    answer = await calls.probe(req, summaries.fused(s.n, m, s.ctx.version, req.conditions))
     if not isinstance(answer, calls.Probed):
         return None
     mine = answer.report.model_copy(update={"results": answer.report.results[: len(p.post)]})
@@ -134,8 +123,6 @@ def at_call(
     pre conditions before; the post conditions after, with the next step's first read when it
     can be fused (as in ``successor_read``; known before the call unless this step binds
     values from its result)."""
-    if not s.ctx.reads_in_call:
-        return [], [], [], None
     if not p.post:
         return p.pre, [], [], None
     successor = None if s.step.binds else successor_read(s, None)

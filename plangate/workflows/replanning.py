@@ -26,10 +26,9 @@ REPLAN_WORKFLOW = "Replan"
 
 
 async def next_plan(
-    r: RunReport, ctx: VersionContext, outcome: VersionOutcome, summarized: bool
+    r: RunReport, ctx: VersionContext, outcome: VersionOutcome
 ) -> GuardedPlan | None:
-    """The next plan version to run, or None when the run has ended (its status set).
-    ``summarized``: the child carries a one-line summary."""
+    """The next plan version to run, or None when the run has ended (its status set)."""
     if outcome.failure is None:
         r.status = RunStatus.SUCCEEDED
         return None
@@ -38,12 +37,10 @@ async def next_plan(
         r.status = RunStatus.HALTED
         r.escalation = f"step {outcome.failure.step} halted: a person must look"
         return None
-    return await _replan(r, ctx, outcome.failure, summarized)
+    return await _replan(r, ctx, outcome.failure)
 
 
-async def _replan(
-    r: RunReport, ctx: VersionContext, failure: FailureRecord, summarized: bool
-) -> GuardedPlan | None:
+async def _replan(r: RunReport, ctx: VersionContext, failure: FailureRecord) -> GuardedPlan | None:
     failed = ctx.step_report(failure.step)
     if r.replans_max == 0:  # the plan allows no recovery: the run has failed
         r.status = RunStatus.FAILED
@@ -65,7 +62,7 @@ async def _replan(
             on_behalf_of=ctx.on_behalf_of,
             policy_bundle=ctx.policy_bundle,
         )
-        out = await _ask(r, req, r.replans_used, summarized)
+        out = await _ask(r, req, r.replans_used)
         r.replans.append(
             ReplanRecord(
                 attempt=r.replans_used, after_step=failure.step, after_version=ctx.version,
@@ -97,12 +94,9 @@ def _completed_with_results(r: RunReport) -> list[CompletedStep]:
     return out
 
 
-async def _ask(r: RunReport, req: ReplanRequest, attempt: int, summarized: bool) -> ReplanOutcome:
+async def _ask(r: RunReport, req: ReplanRequest, attempt: int) -> ReplanOutcome:
     f = req.failure
-    summary = (
-        summaries.replan(attempt, r.run_id, f.step, f.plan_version, f.code)
-        if summarized else None
-    )
+    summary = summaries.replan(attempt, r.run_id, f.step, f.plan_version, f.code)
     try:
         out: ReplanOutcome = await workflow.execute_child_workflow(
             REPLAN_WORKFLOW,

@@ -5,7 +5,7 @@ an earlier run of the chain parked, going on."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from pydantic import JsonValue
 from temporalio import workflow
@@ -28,21 +28,6 @@ with workflow.unsafe.imports_passed_through():
         Successor,
         Unknown,
     )
-
-# Reads of a post condition with ``wait`` are due at 0, 1, 2, ... intervals after the first, up to
-# and including the deadline: a wait of 3600 s read every 60 s reads 61 times. Runs that began
-# before this patch keep the rule they started with (the next read had to be due by the clock
-# before the deadline, so the time the reads took could cost the last one).
-WAIT_SCHEDULE_PATCH = "post-wait-reads-on-schedule"
-
-
-def _next_read_in_time(
-    reads: int, interval: timedelta, timeout: timedelta, deadline: datetime, recent: bool
-) -> bool:
-    if recent or workflow.patched(WAIT_SCHEDULE_PATCH):
-        return interval * reads <= timeout
-    return workflow.now() + interval <= deadline
-
 
 async def verify(
     s: StepScope,
@@ -68,13 +53,9 @@ async def verify(
     waits = [c.wait for c in p.post if c.wait is not None]
     timeout = timedelta(seconds=max((w.timeout_s for w in waits), default=0))
     interval = timedelta(seconds=min((w.interval_s for w in waits), default=60))
-    deadline = workflow.now() + timeout
-    count = 0
-    if resume is not None:
-        deadline, count = resume.deadline or deadline, resume.reads
+    count = resume.reads if resume is not None else 0
     parked = s.parked(
-        ParkedAt.POST_WAIT, args=p.args, refs=refs, output=output, deadline=deadline,
-        read_back=read_back,
+        ParkedAt.POST_WAIT, args=p.args, refs=refs, output=output, read_back=read_back
     )
     if resume is not None:
         if resume.resume_at is not None:
@@ -95,9 +76,10 @@ async def verify(
         failed = [r for r in answer.results if r.outcome is not Outcome.HOLDS]
         if not failed:
             return None
-        in_time = bool(waits) and _next_read_in_time(
-            count, interval, timeout, deadline, s.ctx.recent
-        )
+        # reads are due at 0, 1, 2, ... intervals after the first, up to and including the
+        # deadline (the time the reads took never costs the last one): a wait of 3600 s read
+        # every 60 s reads 61 times
+        in_time = bool(waits) and interval * count <= timeout
         d = route(s.situation(Kind.POST_VIOLATED, waits=in_time))
         if d.answer is not Answer.WAIT:
             unmet = failed[0]
@@ -144,7 +126,7 @@ async def read_back(s: StepScope, p: Prepared, unknown: Unknown) -> Finished | F
 
 async def resume_wait(s: StepScope, base: Prepared, parked: Parked) -> Attempt:
     """A post wait an earlier run of the chain parked: the call acted (with ``args``), and its
-    post conditions are read again on their schedule, up to the same deadline."""
+    post conditions are read again on their schedule, counted from its first read."""
     args = parked.args if parked.args is not None else base.args
     p = replace(base, args=args, ref=s.ref(args))
     verified = await verify(
