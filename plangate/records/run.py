@@ -47,7 +47,6 @@ class Parked(Model):
     refs: dict[str, JsonValue] | None = None
     output: dict[str, JsonValue] | None = None
     reads: int = 0
-    deadline: datetime | None = None
     read_back: bool = False  # the wait follows a read-back by idempotency key
     cards: int = 0  # APPROVAL: cards issued in this attempt before the pending one
 
@@ -72,9 +71,9 @@ class Carried(Model):
 
 
 class RunInput(Model):
-    # the plan; its guards are the worker's own (``GuardRequest``): what an input says they are
-    # is read only by runs that began before the worker derived them
-    plan: GuardedPlan
+    # the plan alone: its guards are the worker's own (``GuardRequest``), so an input has no
+    # room for them
+    plan: Plan
     # who submitted the run, signed (``records.proofs``): a deployment that lists submitters
     # takes a run only with it. Carried across continue-as-new.
     submission: Submission | None = None
