@@ -34,8 +34,6 @@ from temporalio.worker import Worker
 from plangate.activities.demo_schema import Account, seed_account
 from plangate.api import AnswerRefused, Plangate
 from plangate.assembly import activities
-from plangate.plans.catalogue import Contract
-from plangate.plans.guards import GuardedPlan, StepGuard
 from plangate.plans.load import PlanError, parse_plan
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalAnswer, Decision
@@ -113,12 +111,9 @@ async def test_a_raw_start_that_weakens_every_guard_still_meets_the_card(
 ):
     aid = await account(world)
     worker = money_waits(settings)
-    # a legitimate input, every guard weakened: the step says read, no approval, and the
-    # resolved guards it carries say read, no contract, no card
-    plan = parse_plan(credit(aid, 1000.0, effect="read"))
-    weak = GuardedPlan(plan=plan, guards={1: StepGuard(
-        effect=Effect.READ, contract=Contract(), approval=False, version=None,
-    )})
+    # a legitimate input, every guard it can name weakened: the step says read, no approval
+    # (resolved guards it cannot carry at all: ``RunInput.plan`` is the plan alone)
+    weak = parse_plan(credit(aid, 1000.0, effect="read"))
     async with running_worker(client, worker) as h:
         run_id = f"raw-{uuid.uuid4().hex[:8]}"
         await client.start_workflow(
@@ -311,7 +306,7 @@ async def test_principals_are_bound_to_submitters(client, settings, pg, world):
         for rid, (submission, why) in cases.items():
             run_id = f"raw-{tag}-{rid}"
             rep: RunReport = await client.execute_workflow(
-                PlanRunWorkflow.run, RunInput(plan=GuardedPlan(plan=plan), submission=submission),
+                PlanRunWorkflow.run, RunInput(plan=plan, submission=submission),
                 id=run_id, task_queue=h.settings.temporal.task_queue,
             )
             assert rep.status == "halted", why
@@ -401,8 +396,8 @@ async def test_a_raw_start_cannot_carry_state_or_ask_temporal_to_run_it_again(
     async with running_worker(client, money_waits(settings)) as h:
         runs: dict[str, RunReport] = {}
         for what, inp, extra in (
-            ("carried", RunInput(plan=GuardedPlan(plan=plan), carried=carried), {}),
-            ("retried", RunInput(plan=GuardedPlan(plan=plan)),
+            ("carried", RunInput(plan=plan, carried=carried), {}),
+            ("retried", RunInput(plan=plan),
              {"retry_policy": RetryPolicy(maximum_attempts=3)}),
         ):
             run_id = f"forged-{what}-{uuid.uuid4().hex[:8]}"

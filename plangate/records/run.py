@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import Field, JsonValue
 
+from plangate.plans._base import Model
 from plangate.plans.guards import DEFAULT_APPROVAL_TTL_S, GuardedPlan, StepGuard
 from plangate.plans.model import Plan
 from plangate.records.calls import ProbeReport
@@ -16,9 +17,9 @@ from plangate.records.report import FailureRecord, RunReport, StepState
 MIB = 1024 * 1024
 
 
-class HistoryBound(BaseModel):
+class HistoryBound(Model):
     """The most a run's history may hold, in events and bytes, before the run continues as new
-    (README, "Long runs"). A run begins to continue as new at half the bound (or when the server
+    (docs/long-runs.md). A run begins to continue as new at half the bound (or when the server
     suggests it); the other half is room for the steps in flight to reach a point where they can
     stop. Temporal warns at 10,240 events or 10 MiB and ends a run at 51,200 or 50 MiB."""
 
@@ -34,7 +35,7 @@ class ParkedAt(StrEnum):
     APPROVAL = "approval"  # a card waits for a person
 
 
-class Parked(BaseModel):
+class Parked(Model):
     """A step stopped at a safe point, with what it needs to go on in the next run."""
 
     n: int
@@ -46,12 +47,11 @@ class Parked(BaseModel):
     refs: dict[str, JsonValue] | None = None
     output: dict[str, JsonValue] | None = None
     reads: int = 0
-    deadline: datetime | None = None
     read_back: bool = False  # the wait follows a read-back by idempotency key
     cards: int = 0  # APPROVAL: cards issued in this attempt before the pending one
 
 
-class Carried(BaseModel):
+class Carried(Model):
     """A run's state across continue-as-new: the report (approvals pending included), the
     bindings and verified claims, the steps parked and the version's failure so far."""
 
@@ -70,16 +70,16 @@ class Carried(BaseModel):
     policy_bundle: str | None = None
 
 
-class RunInput(BaseModel):
-    # the plan; its guards are the worker's own (``GuardRequest``): what an input says they are
-    # is read only by runs that began before the worker derived them
-    plan: GuardedPlan
+class RunInput(Model):
+    # the plan alone: its guards are the worker's own (``GuardRequest``), so an input has no
+    # room for them
+    plan: Plan
     # who submitted the run, signed (``records.proofs``): a deployment that lists submitters
     # takes a run only with it. Carried across continue-as-new.
     submission: Submission | None = None
     plan_made_at: datetime | None = None  # when the plan was written, if the caller knows
     history: HistoryBound = Field(default_factory=HistoryBound)
-    # how long a step waits for a system that does not answer, then halts (README, "Outages")
+    # how long a step waits for a system that does not answer, then halts (docs/faults.md)
     outage_patience_s: float = Field(default=900.0, ge=0)
     carried: Carried | None = None  # set when an earlier run of the chain continued as new
     # the namespace has plangate's search attributes registered (``records.visibility``), as
@@ -88,14 +88,14 @@ class RunInput(BaseModel):
     search_attributes: bool = False
 
 
-class CancelRequest(BaseModel):
+class CancelRequest(Model):
     """The ``cancel`` signal: why, and who asks."""
 
     reason: str = Field(default="", max_length=2000)
     requester: str = Field(default="", max_length=200)
 
 
-class GuardRequest(BaseModel):
+class GuardRequest(Model):
     """What the worker derives a plan version's guards from (``activities.guarding``): the
     plan and what only the run knows; never what protects it."""
 
@@ -115,7 +115,7 @@ class GuardRequest(BaseModel):
     reads: dict[int, str] = Field(default_factory=dict)
 
 
-class Resolved(BaseModel):
+class Resolved(Model):
     """A plan version's guards as this deployment derives them, with what the workflow needs
     to judge answers to its cards; or why the run may not act at all. The plan itself is not
     sent back (the workflow has it): only what guards it."""

@@ -17,11 +17,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientConnectConfig
+from typing import TYPE_CHECKING
 
 from plangate.errors import ConfigurationError
 from plangate.world.settings.parse import text
+
+if TYPE_CHECKING:  # loaded where a profile is read: importing the API needs no Temporal client
+    from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientConnectConfig
 
 TASK_QUEUE_VAR = "PLANGATE_TASK_QUEUE"
 
@@ -50,6 +52,8 @@ class TemporalSettings:
         """The keyword arguments of ``temporalio.client.Client.connect`` for this deployment
         (``plangate.connection.connect`` is the one place that connects with them). TLS
         certificates and keys given as paths are read here."""
+        from temporalio.envconfig import ClientConfigProfile
+
         profile = ClientConfigProfile(
             address=self.address,
             namespace=self.namespace,
@@ -89,6 +93,8 @@ def _profile(env: Mapping[str, str]) -> ClientConfigProfile:
     """The Temporal client profile of ``env`` through ``temporalio.envconfig``; a configuration
     that cannot be used is an error of one line that names what to fix (never a secret: a TOML
     error's quoted line is left out)."""
+    from temporalio.envconfig import ClientConfigProfile
+
     # empty means unset, as for every plangate variable
     given = {k: v for k, v in env.items() if v}
     config_file = given.get("TEMPORAL_CONFIG_FILE")
