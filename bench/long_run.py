@@ -31,8 +31,8 @@ from temporalio.testing import WorkflowEnvironment
 from bench._stack import bench_stack
 from plangate.encryption import data_converter
 from plangate.records.report import RunReport
+from plangate.testing import chain, running_worker
 from plangate.world.settings import Settings
-from tests.harness import chain, running_worker
 
 MIB = 1024 * 1024
 

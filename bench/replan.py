@@ -18,8 +18,8 @@ from plangate.records.report import RunReport, StepState
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.scenarios import closeout_plan, seed_replanned_plan
+from plangate.testing import FakeOpenAI
 from plangate.world.settings import Settings
-from tests.fake_openai import FakeOpenAI
 
 
 def turnaround_ms(rep: RunReport) -> float:

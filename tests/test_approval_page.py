@@ -43,9 +43,10 @@ from plangate.cli import main
 from plangate.connection import connect
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
+from plangate.testing import running_worker, scheduled
 from plangate.ui import card_html, span
 from plangate.world.settings import parse_encryption_keys
-from tests.harness import approver_key, running_worker, scheduled
+from tests.harness import approver_key
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

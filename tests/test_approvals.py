@@ -19,7 +19,7 @@ from plangate.api import AnswerRefused, Plangate, RunEnded
 from plangate.plans.model import Effect
 from plangate.records.approvals import Decision
 from plangate.records.report import RunReport
-from tests.harness import running_worker, scheduled
+from plangate.testing import running_worker, scheduled
 
 
 def unique(prefix: str) -> str:

@@ -13,7 +13,8 @@ from temporalio import activity
 from plangate.api import Plangate, RunEnded
 from plangate.cli import main
 from plangate.records.calls import ToolCall, ToolResult
-from tests.harness import polling_plan, running_worker, scheduled, until_state
+from plangate.testing import running_worker, scheduled, until_state
+from tests.harness import polling_plan
 
 
 async def test_cancel_by_the_api_records_the_reason(client, settings):

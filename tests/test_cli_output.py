@@ -22,8 +22,8 @@ from plangate.plans.model import Effect
 from plangate.plans.visible import visible, visible_json
 from plangate.records.report import RunReport, RunStatus, StepReport, StepState, StepTimings
 from plangate.replanner.planner import Draft
+from plangate.testing import console_script, running_worker
 from plangate.view import render
-from tests.harness import console_script, running_worker
 
 # what must never reach a terminal raw: ESC, BEL, CR, C1 CSI (UTF-8), RLO (UTF-8)
 RAW = (b"\x1b", b"\x07", b"\r", b"\xc2\x9b", b"\xe2\x80\xae")

@@ -36,9 +36,9 @@ from plangate.activities.bootstrap import SchemaNotReady, ensure_schema, require
 from plangate.api import Plangate
 from plangate.assembly import build_worker
 from plangate.cli import main
+from plangate.testing import stack_state
 from plangate.world.clients import World
 from plangate.world.settings import Settings
-from tests.harness import stack_state
 
 INIT_ROLES = Path(__file__).resolve().parents[1] / "deploy" / "postgres" / "init-roles.sh"
 

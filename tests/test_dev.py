@@ -19,8 +19,8 @@ import pytest
 from plangate.api import Plangate
 from plangate.connection import connect
 from plangate.dev import run_dev
+from plangate.testing import s3_client, scheduled, scrape
 from plangate.world.settings import Settings
-from tests.harness import s3_client, scheduled, scrape
 
 EXPORTED = (
     "TEMPORAL_ADDRESS",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from plangate.demo import invoice_csv
-from tests.harness import running_worker, scheduled
+from plangate.testing import running_worker, scheduled
 
 
 @pytest.fixture(scope="module")

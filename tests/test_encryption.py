@@ -63,9 +63,9 @@ from plangate.encryption import (
 )
 from plangate.records.approvals import ApprovalAnswer, Decision
 from plangate.records.run import CancelRequest
+from plangate.testing import console_script, history_events, running_worker, scheduled
 from plangate.world.clients import World
 from plangate.world.settings import ENCRYPTION_KEYS_VAR, Settings, parse_encryption_keys
-from tests.harness import console_script, history_events, running_worker, scheduled
 from tests.test_unreachable import closed_port
 
 K1, K2 = os.urandom(32), os.urandom(32)

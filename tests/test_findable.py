@@ -25,8 +25,9 @@ from plangate._stack import _temporal as dev
 from plangate._stack import choose_port
 from plangate.api import Plangate, SearchAttributesMissing
 from plangate.cli import main
+from plangate.testing import console_script, running_worker, until_state
 from plangate.view import render
-from tests.harness import console_script, polling_plan, running_worker, until_state
+from tests.harness import polling_plan
 
 E = EventType
 GIVE_UP_S = 15  # visibility is eventually consistent: a change shows within a second or so

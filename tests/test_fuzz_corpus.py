@@ -23,8 +23,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from plangate.api import check
 from plangate.cli import main
 from plangate.plans.load import PlanError
+from plangate.testing import running_worker
 from plangate.world.settings import Settings
-from tests.harness import running_worker
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((CORPUS / "expected.json").read_text())

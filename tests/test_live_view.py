@@ -31,8 +31,9 @@ from plangate.records.report import (
     StepTimings,
     Transition,
 )
+from plangate.testing import console_script, running_worker, until_state
 from plangate.view import render
-from tests.harness import console_script, polling_plan, running_worker, until_state
+from tests.harness import polling_plan
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
 ELAPSED = r"(\d+\.\ds|\d+:\d\d)"  # 4.2s, 1:05

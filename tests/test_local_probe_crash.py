@@ -15,7 +15,8 @@ from temporalio import activity
 from plangate.api import Plangate
 from plangate.assembly import build_worker
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
-from tests.harness import guards_alone, scheduled
+from plangate.testing import scheduled
+from tests.harness import guards_alone
 
 
 class FirstReadHangs:

@@ -10,7 +10,7 @@ import uuid
 
 from plangate.activities.demo_schema import Account, seed_account
 from plangate.api import Plangate
-from tests.harness import running_worker
+from plangate.testing import running_worker
 
 RUNS = 100
 

@@ -25,8 +25,8 @@ from plangate.assembly import PlangatePlugin
 from plangate.cli import main
 from plangate.connection import connect
 from plangate.records.report import RunReport
+from plangate.testing import Scrape, running_worker, scrape
 from plangate.world.settings import Settings
-from tests.harness import Scrape, running_worker, scrape
 from tests.test_approvals import card_of
 
 STALE = '"0123456789abcdef0123456789abcdef"'

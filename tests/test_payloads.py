@@ -13,7 +13,7 @@ from temporalio.api.enums.v1 import EventType
 
 from plangate.activities.tool_activity import bounded
 from plangate.compression import CompressionCodec
-from tests.harness import running_worker
+from plangate.testing import running_worker
 
 # The README's numbers, written here rather than imported: a wrong constant fails the test.
 WARN = 512 * 1024  # Temporal's payload warning

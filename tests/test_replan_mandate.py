@@ -14,8 +14,8 @@ import pytest
 
 from plangate.activities.demo_schema import Account, seed_account
 from plangate.scenarios import closeout_plan, seed_replanned_plan
-from tests.fake_openai import FakeOpenAI
-from tests.harness import incident_account, model_backed, running_worker, scheduled
+from plangate.testing import FakeOpenAI, model_backed, running_worker, scheduled
+from tests.harness import incident_account
 
 OUTSIDE = "finance-team@attacker.example"
 

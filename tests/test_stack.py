@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 import plangate._stack
 from plangate._stack import HOST
 from plangate.stack import EmbeddedStack, StackError
-from tests.harness import s3_client, stack_state
+from plangate.testing import s3_client, stack_state
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

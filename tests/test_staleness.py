@@ -18,7 +18,7 @@ from plangate.plans.model import Effect
 from plangate.records.approvals import Answered, ApprovalCard, ApprovalRecord, CardStatus, Decision
 from plangate.records.report import Refusal, RunReport, StepReport, StepTimings
 from plangate.staleness import Finished, per_tool
-from tests.harness import running_worker
+from plangate.testing import running_worker
 from tests.test_approvals import card_of
 
 T0 = datetime(2026, 11, 2, 18, 0, tzinfo=UTC)  # a Monday, 18:00: the plans are written

@@ -10,9 +10,9 @@ import pytest
 
 from plangate import tracing
 from plangate.connection import connect
+from plangate.testing import running_worker
 from plangate.world.settings import Settings
 from tests.fake_otlp import FakeCollector, Span
-from tests.harness import running_worker
 
 
 async def test_a_run_is_one_trace_of_steps_and_probes(settings, s3):

@@ -44,10 +44,9 @@ from plangate.records.proofs import Submitter, sign_submission
 from plangate.records.report import RunReport
 from plangate.records.run import Carried, RunInput
 from plangate.records.signing import SigningKey
+from plangate.testing import FakeOpenAI, model_backed, running_worker, scheduled
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
-from tests.fake_openai import FakeOpenAI
-from tests.harness import model_backed, running_worker, scheduled
 
 MONEY = (Effect.MONEY, Effect.EXTERNAL)
 

@@ -36,9 +36,10 @@ from plangate.records.report import RunReport
 from plangate.records.run import RunInput
 from plangate.records.signing import SigningKey
 from plangate.scenarios import closeout_plan
+from plangate.testing import Harness, running_worker
 from plangate.workflows.plan_run import PlanRunWorkflow
 from tests.crash_harness import LostPut, put_plan
-from tests.harness import Harness, MovedBeforeCall, running_worker
+from tests.harness import MovedBeforeCall
 
 HERE = Path(__file__).parent
 Scenario = Callable[[Bench], Awaitable[RunReport]]
