@@ -18,31 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from temporalio.api.enums.v1 import EventType
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.client import (
-    Client,
-    WorkflowExecutionDescription,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-)
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
-
+from plangate.checked import Checked, PlanSource, check, checked
 from plangate.errors import PlangateError, RunError
-from plangate.plans.checking import lint
 from plangate.plans.guards import GuardedPlan
-from plangate.plans.load import PlanError, load_file, load_text, parse_plan
+from plangate.plans.load import PlanError
 from plangate.plans.model import Plan
-from plangate.records import visibility
 from plangate.records.approvals import (
     ApprovalAnswer,
     ApprovalReceipt,
@@ -70,16 +55,22 @@ from plangate.workflows import summaries
 from plangate.world.settings import APPROVER_KEY_VAR, SUBMITTER_KEY_VAR, Settings
 
 if TYPE_CHECKING:
+    from temporalio.client import (
+        Client,
+        WorkflowExecutionDescription,
+        WorkflowExecutionStatus,
+        WorkflowHandle,
+    )
+
     from plangate.records.signing import SigningKey
     from plangate.replanner.planner import Draft
 
-PlanSource = Plan | Mapping[str, Any] | str | Path
 
-_CLOSED_STATUS = {
-    WorkflowExecutionStatus.CANCELED: RunStatus.CANCELLED,
-    WorkflowExecutionStatus.TERMINATED: RunStatus.CANCELLED,
-    WorkflowExecutionStatus.FAILED: RunStatus.FAILED,
-    WorkflowExecutionStatus.TIMED_OUT: RunStatus.FAILED,
+_CLOSED_STATUS = {  # by the name of Temporal's WorkflowExecutionStatus, loaded with the client
+    "CANCELED": RunStatus.CANCELLED,
+    "TERMINATED": RunStatus.CANCELLED,
+    "FAILED": RunStatus.FAILED,
+    "TIMED_OUT": RunStatus.FAILED,
 }
 
 
@@ -172,44 +163,6 @@ def start_delay(
     return start_in
 
 
-@dataclass(frozen=True)
-class Checked:
-    plan: Plan
-    warnings: list[str]
-
-
-_KINDS = {"NoneType": "null", "bool": "true or false", "int": "a number", "float": "a number",
-          "list": "a list", "tuple": "a list", "bytes": "bytes"}
-
-
-def load(source: PlanSource) -> Plan:
-    """A plan from a model, a dict, a file path (JSON or YAML), or JSON text (a string that
-    starts with ``{``)."""
-    if isinstance(source, Plan):
-        return source
-    if isinstance(source, str) and source.lstrip().startswith("{"):
-        return load_text(source)
-    if isinstance(source, str | Path):
-        return load_file(source)
-    if not isinstance(source, Mapping):
-        name = type(source).__name__
-        kind = _KINDS.get(name, f"a {name}")
-        raise PlanError([f"plan: a plan is an object with goal and steps, not {kind}"])
-    return parse_plan(dict(source))
-
-
-def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Checked:
-    """Validate and lint; ``PlanError`` names every problem (with ``strict``, every lint
-    warning too). Needs no server; starts nothing."""
-    from plangate.activities.catalogue import catalogue, check_plan
-
-    plan = check_plan(load(source), settings)
-    warnings = lint(plan, catalogue(settings))
-    if strict and warnings:
-        raise PlanError([f"(strict) {w}" for w in warnings])
-    return Checked(plan, warnings)
-
-
 def new_run_id() -> str:
     return f"plan-{uuid.uuid4().hex[:12]}"
 
@@ -268,6 +221,8 @@ def runs_query(task_queue: str, status: RunStatus | None = None) -> str:
     """The visibility query for the runs on ``task_queue`` (in ``status``). Each execution of a
     run that continued as new is left out but the latest. A run's PlangateStatus is its last
     word: a run Temporal ended (terminated, timed out) is found by its execution status."""
+    from plangate.records import visibility
+
     q = f'WorkflowType = "PlanRun" AND TaskQueue = {_quoted(task_queue)}'
     if status is None:
         return q + ' AND ExecutionStatus != "ContinuedAsNew"'
@@ -310,20 +265,20 @@ class Plangate:
     # -- runs ---------------------------------------------------------------------------------
     async def start(
         self,
-        source: PlanSource,
+        source: Checked | PlanSource,
         *,
         run_id: str | None = None,
         start_at: datetime | None = None,
         start_in: timedelta | None = None,
     ) -> str:
-        """Check the plan, resolve its guards and start a run (or queue it: ``start_at`` a
-        time, ``start_in`` a delay); the run id."""
+        """Start a run of the plan (or queue it: ``start_at`` a time, ``start_in`` a delay); the
+        run id. A ``Checked`` plan from ``check`` is not checked again; anything else is."""
         handle = await self.submit(source, run_id=run_id, start_at=start_at, start_in=start_in)
         return handle.id
 
     async def submit(
         self,
-        source: PlanSource,
+        source: Checked | PlanSource,
         *,
         run_id: str | None = None,
         start_at: datetime | None = None,
@@ -331,9 +286,12 @@ class Plangate:
     ) -> WorkflowHandle[Any, RunReport]:
         """``start``, returning the Temporal handle of this very execution. The staleness
         window runs from the plan's ``made_at``, or from submission when it has none."""
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        from plangate.records import visibility
         from plangate.records.proofs import sign_submission
 
-        plan = self.check(source).plan
+        plan = checked(source, self.settings).plan
         self._refuse_principal(plan)
         run_id = run_id or new_run_id()
         now = datetime.now(UTC)
@@ -411,6 +369,11 @@ class Plangate:
     async def search_attributes_registered(self) -> bool:
         """Whether the namespace has plangate's search attributes, with their types (asked
         once; a server that cannot say, such as the time-skipping test server, has not)."""
+        from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+        from temporalio.service import RPCError
+
+        from plangate.records import visibility
+
         if self._registered is None:
             request = ListSearchAttributesRequest(namespace=self.settings.temporal_namespace)
             try:
@@ -429,6 +392,8 @@ class Plangate:
     ) -> list[Listed]:
         """The runs on this task queue (in ``status``), newest first, through Temporal's
         visibility (eventually consistent: a change shows within a second or so)."""
+        from plangate.records import visibility
+
         status = RunStatus(status) if status is not None else None
         if status is not None and not await self.search_attributes_registered():
             names = ", ".join(f"{n} ({t})" for n, t in visibility.registration())
@@ -440,7 +405,7 @@ class Plangate:
         query = runs_query(self.settings.task_queue, status)
         async for wf in self.client.list_workflows(query, limit=limit):
             sa = wf.typed_search_attributes
-            ended = _CLOSED_STATUS.get(wf.status) if wf.status is not None else None
+            ended = _CLOSED_STATUS.get(wf.status.name) if wf.status is not None else None
             said = sa.get(visibility.STATUS)
             shown = ended.value if ended is not None else said or "unknown"
             out.append(Listed(
@@ -488,6 +453,9 @@ class Plangate:
         )
 
     async def _answer(self, run_id: str, update: str, answer: ApprovalAnswer) -> ApprovalReceipt:
+        from temporalio.client import WorkflowUpdateFailedError
+        from temporalio.service import RPCError, RPCStatusCode
+
         await self._describe(run_id)
         update_id = f"answer-{uuid.uuid4().hex}"
         try:
@@ -516,6 +484,8 @@ class Plangate:
         """The receipt of update ``update_id`` from the run's history when the workflow
         completed it successfully (it passed the validator and the card took the answer),
         else None. Read without decoding a payload."""
+        from temporalio.api.enums.v1 import EventType
+
         async for event in self.handle(run_id).fetch_history_events():
             if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
                 continue
@@ -529,6 +499,8 @@ class Plangate:
 
     async def _ended(self, run_id: str, answer: ApprovalAnswer) -> RunEnded:
         """Why an answer to an ended run is refused: what became of its card."""
+        from temporalio.service import RPCError
+
         try:
             rep = await self.report(run_id)
         except (RPCError, UnknownRun):
@@ -541,6 +513,8 @@ class Plangate:
         (listed through Temporal visibility, each run's report queried), the soonest to expire
         first. A run whose report cannot be read in time (no worker polling) is named in
         ``unanswered``; a queued run has no card yet."""
+        from temporalio.service import RPCError, RPCStatusCode
+
         queue = self.settings.task_queue
         query = f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus="Running"'
         if not any(c in queue for c in "\"'\\"):
@@ -593,6 +567,8 @@ class Plangate:
         return (await self._description(run_id)).status
 
     async def _description(self, run_id: str) -> WorkflowExecutionDescription:
+        from temporalio.service import RPCError, RPCStatusCode
+
         try:
             return await self.handle(run_id).describe()
         except RPCError as e:
@@ -608,6 +584,9 @@ class Plangate:
 
     async def report(self, run_id: str) -> RunReport:
         """The run report now, of a queued, running or ended run."""
+        from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
+        from temporalio.service import RPCError, RPCStatusCode
+
         status = await self._describe(run_id)
         handle = self.handle(run_id)
         if status == WorkflowExecutionStatus.COMPLETED:
@@ -624,14 +603,16 @@ class Plangate:
             if e.status != RPCStatusCode.FAILED_PRECONDITION and not never_began:
                 raise
             return await self._queued(run_id)  # no workflow task (yet): it has not begun
-        if status in _CLOSED_STATUS:
-            rep.status = _CLOSED_STATUS[status]
+        if status is not None and status.name in _CLOSED_STATUS:
+            rep.status = _CLOSED_STATUS[status.name]
         return rep
 
     async def _queued(self, run_id: str) -> RunReport:
         """The report of a run that has not begun: its plan, every step pending (cancelled,
         when it was cancelled before it began; void, with the failure as its escalation, when
         it failed with no report, such as a run whose input the worker refused)."""
+        from temporalio.api.enums.v1 import EventType
+
         handle = self.handle(run_id)
         desc = await handle.describe()
         inp: RunInput | None = None
@@ -693,6 +674,8 @@ class Plangate:
         """The run report every ``every_s`` seconds (from the run's ``report`` query) until the
         run ends; the last one is the final report. A run that has not begun yet is shown
         queued."""
+        from temporalio.service import RPCError, RPCStatusCode
+
         await self._describe(run_id)  # an unknown run: UnknownRun, at once
         final = asyncio.ensure_future(self.result(run_id))
         try:
@@ -711,6 +694,8 @@ class Plangate:
             final.cancel()
 
     async def _queued_or_none(self, run_id: str) -> RunReport | None:
+        from temporalio.service import RPCError
+
         try:
             return await self._queued(run_id)
         except (RPCError, UnknownRun):
@@ -728,6 +713,8 @@ class Plangate:
 
     async def cancel(self, run_id: str, reason: str = "", requester: str = "") -> None:
         """Stop a run: no step is dispatched after it, and the reason is in its report."""
+        from temporalio.client import WorkflowExecutionStatus
+
         status = await self._describe(run_id)
         if status not in (None, WorkflowExecutionStatus.RUNNING):
             raise RunEnded(f"run {run_id!r} has already ended ({status.name.lower()})")

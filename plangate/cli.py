@@ -90,7 +90,7 @@ async def _api(settings: Settings) -> Plangate:
 
 
 async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import check
+    from plangate.checked import check
 
     checked = check(Path(args.plan), settings, strict=args.strict)
     for w in checked.warnings:
@@ -101,9 +101,10 @@ async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import RunIdInUse, check
+    from plangate.api import RunIdInUse
+    from plangate.checked import check
 
-    plan = check(Path(args.plan), settings).plan  # before connecting: a bad plan needs no server
+    plan = check(Path(args.plan), settings)  # once, before connecting: needs no server
     start_at = _when(args.start_at) if args.start_at else None
     start_in = (
         timedelta(seconds=parse_duration(args.start_in, "--start-in")) if args.start_in else None
@@ -639,39 +640,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
+    try:
+        code: int = asyncio.run(args.fn(args, settings))
+        return code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        return _failed(e, args, debug)
+
+
+def _failed(e: Exception, args: argparse.Namespace, debug: bool) -> int:
+    """The line and exit code of an error a command ended with. Its classes load here, when
+    one is raised: a command that succeeds loads no metrics, tracing or stack module."""
     from plangate._stack import StackError
     from plangate.activities.extensions import ExtensionError
     from plangate.errors import ServiceUnreachable
     from plangate.metrics import MetricsError
     from plangate.tracing import TracingUnavailable
 
-    try:
-        code: int = asyncio.run(args.fn(args, settings))
-        return code
-    except PlanError as e:
+    if isinstance(e, PlanError):
         _print_problems(getattr(args, "plan", "?"), e.problems)
         return EXIT_USAGE
-    except (UsageError, ExtensionError, TracingUnavailable) as e:
+    if isinstance(e, UsageError | ExtensionError | TracingUnavailable):
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE
-    except (ServiceUnreachable, MetricsError) as e:
+    if isinstance(e, ServiceUnreachable | MetricsError):
         print(visible(f"plangate: {e}"), file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        return EXIT_NOT_SUCCEEDED
-    except StackError as e:  # `demo` (and `dev`): the embedded stack, not installed or not up
+    elif isinstance(e, StackError):  # demo and dev: the embedded stack not installed or not up
         print(visible(f"plangate {args.command}: {e}"), file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        return EXIT_NOT_SUCCEEDED
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except Exception as e:
+    else:
         hint = "" if debug else " (--debug shows the traceback)"
         print(visible(f"plangate: {type(e).__name__}: {_one_line(e)}{hint}"), file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        return EXIT_NOT_SUCCEEDED
+    if debug:
+        traceback.print_exception(e)
+    return EXIT_NOT_SUCCEEDED
 
 
 def leave(code: int) -> NoReturn:

@@ -48,7 +48,7 @@ from temporalio.client import Client
 
 from plangate.activities.demo_schema import Account, ensure_demo_schema, seed_account
 from plangate.api import Plangate, UnknownRun
-from plangate.api import check as api_check
+from plangate.checked import check as api_check
 from plangate.cli import main
 from plangate.plans.load import PlanError, shown
 from plangate.plans.model import Plan

@@ -27,6 +27,14 @@ def test_the_api_loads_no_s3_postgres_or_model_client(tmp_path):
     assert loaded_after("from plangate import Plangate\nPlangate", tmp_path) == []
 
 
+def test_the_api_loads_temporals_client_only_to_connect(tmp_path):
+    probe = ("from plangate import Plangate\nimport sys\n"
+             "print('temporalio.client' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, check=True,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False"
+
+
 def test_plangate_check_loads_no_s3_postgres_or_model_client(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"goal": "g", "steps": [
@@ -86,3 +94,35 @@ def test_every_error_a_caller_sees_is_a_plangate_error_and_in_the_tree():
         assert f" {cls.__name__} " in tree, f"{cls.__name__} is not drawn in plangate.errors"
     # each keeps the built-in base callers caught it by
     assert issubclass(PlanError, ValueError) and issubclass(UnknownRun, LookupError)
+
+
+async def test_a_checked_plan_starts_as_it_is_and_the_worker_checks_it_again(client, settings):
+    from dataclasses import replace
+
+    import pytest
+    from temporalio.service import RPCError
+
+    from plangate.api import Plangate
+    from plangate.checked import Checked
+    from plangate.plans.load import PlanError, parse_plan
+    from tests.harness import running_worker, scheduled
+
+    bad = {"goal": "read a file no deployment has", "steps": [
+        {"n": 1, "tool": "files.nowhere", "effect": "read", "args": {"path": "a.txt"}}]}
+    async with running_worker(client, settings) as h:
+        api = Plangate(client, h.settings)
+        with pytest.raises(PlanError, match=r"files\.nowhere"):
+            api.check(bad)
+        # what check returns is started as it is: here a Checked built by hand, which only the
+        # worker's own check stands between and the effect
+        run_id = await api.start(Checked(parse_plan(bad), [], h.settings))
+        rep = await api.result(run_id)
+        assert rep.status == "failed" and rep.failure is not None
+        assert rep.failure.code == "bad_plan" and "files.nowhere" in rep.failure.detail
+        assert set(await scheduled(client, run_id)) == {"guard.resolve"}
+        # checked for other settings: checked again by this client, and nothing starts
+        elsewhere = Checked(parse_plan(bad), [], replace(h.settings, task_queue="elsewhere"))
+        with pytest.raises(PlanError, match=r"files\.nowhere"):
+            await api.start(elsewhere, run_id="never-started-" + run_id)
+        with pytest.raises(RPCError):
+            await client.get_workflow_handle("never-started-" + run_id).describe()

@@ -20,7 +20,7 @@ import yaml
 from temporalio.api.enums.v1 import EventType
 from temporalio.service import RPCError, RPCStatusCode
 
-from plangate.api import check
+from plangate.checked import check
 from plangate.cli import main
 from plangate.plans.load import PlanError
 from plangate.testing import running_worker

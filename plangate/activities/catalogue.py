@@ -5,9 +5,10 @@ with it (the work directory's paths, the deployment's scope)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 
-from plangate.activities.extensions import registry_for
+from plangate.activities.extensions import Registry, registry_for
 from plangate.plans.catalogue import Catalogue
 from plangate.plans.checking import lint, problems
 from plangate.plans.guards import GuardedPlan, guard
@@ -20,7 +21,12 @@ from plangate.world.settings import Settings
 def catalogue(settings: Settings | None = None) -> Catalogue:
     """What a deployment with ``settings`` knows; None: the tools this process's environment
     turns on (``activities.extensions.registry_for``)."""
-    registry = registry_for(settings)
+    return _catalogue(registry_for(settings))
+
+
+@functools.cache
+def _catalogue(registry: Registry) -> Catalogue:
+    # a registry is sealed and cached per deployment: one catalogue each, however often asked
     return Catalogue(tools=dict(registry.tools), probes=dict(registry.probes))
 
 

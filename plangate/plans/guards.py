@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from plangate.plans._base import Model
 from plangate.plans.catalogue import Catalogue, Contract, Term, VersionBinding
 from plangate.plans.model import Condition, Effect, Plan, Step
 
@@ -22,8 +23,8 @@ Phase = Literal["pre", "post"]
 DEFAULT_APPROVAL_TTL_S = 24 * 3600.0
 
 
-class StepGuard(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class StepGuard(Model):
+    model_config = ConfigDict(frozen=True, defer_build=True)
     effect: Effect  # the effect the step runs as: never weaker than its tool's
     contract: Contract = Field(default_factory=Contract)
     reader: bool = False  # its tool can re-read its record: field probes fit it
@@ -32,8 +33,8 @@ class StepGuard(BaseModel):
     version: VersionBinding | None = None  # its write carries the version its probe observed
 
 
-class GuardedPlan(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class GuardedPlan(Model):
+    model_config = ConfigDict(frozen=True, defer_build=True)
     plan: Plan
     # by step n; a client sends none: the worker derives them (``activities.guarding``), and
     # never reads what an input says they are

@@ -22,7 +22,7 @@ from plangate.plans import limits
 
 # Every model of the language: unknown fields are errors, values are immutable, and NaN or an
 # infinity is never a number a plan may hold (JSON would not even carry it).
-_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 class Effect(StrEnum):

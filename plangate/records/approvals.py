@@ -14,12 +14,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import Field, JsonValue
 
+from plangate.plans._base import Model
 from plangate.plans.model import Effect
 
 
-class ApprovalCard(BaseModel):
+class ApprovalCard(Model):
     run_id: str
     plan_version: int
     step: int
@@ -58,7 +59,7 @@ class Decision(StrEnum):
     REJECT = "reject"
 
 
-class ApprovalProof(BaseModel):
+class ApprovalProof(Model):
     """Who answered, proven: an approver's signature over the answer (``records.proofs``)."""
 
     approver: str = Field(max_length=63)
@@ -66,7 +67,7 @@ class ApprovalProof(BaseModel):
     signature: str = Field(max_length=200)
 
 
-class ApprovalAnswer(BaseModel):
+class ApprovalAnswer(Model):
     """What a person answers (the ``approve`` / ``reject`` Updates, or the ``answer`` signal).
     ``by`` is what an unsigned answer claimed before answers were signed; what counts is the
     approver its ``proof`` names."""
@@ -79,7 +80,7 @@ class ApprovalAnswer(BaseModel):
     proof: ApprovalProof | None = None
 
 
-class Answered(BaseModel):
+class Answered(Model):
     decision: Decision
     by: str = ""  # the approver whose proof verified (before proofs: the name it claimed)
     reason: str = ""
@@ -87,7 +88,7 @@ class Answered(BaseModel):
     proof: ApprovalProof | None = None
 
 
-class RefusedAnswer(BaseModel):
+class RefusedAnswer(Model):
     """An answer sent as a signal that the checks refused: recorded, and ignored."""
 
     answer: ApprovalAnswer
@@ -95,7 +96,7 @@ class RefusedAnswer(BaseModel):
     at: datetime
 
 
-class ApprovalRecord(BaseModel):
+class ApprovalRecord(Model):
     step: int
     plan_version: int
     digest: str
@@ -105,7 +106,7 @@ class ApprovalRecord(BaseModel):
     answer: Answered | None = None
 
 
-class ApprovalReceipt(BaseModel):
+class ApprovalReceipt(Model):
     """What an accepted Update returns."""
 
     step: int

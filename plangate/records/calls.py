@@ -6,8 +6,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
+from plangate.plans._base import Model
 from plangate.plans.model import Condition
 from plangate.records.proofs import ApprovalGrant, Submission
 
@@ -18,7 +19,7 @@ class Outcome(StrEnum):
     UNKNOWN = "unknown"  # the probe could not answer: never a pass
 
 
-class StepRef(BaseModel):
+class StepRef(Model):
     """Which step of which run a call belongs to."""
 
     run_id: str
@@ -28,7 +29,7 @@ class StepRef(BaseModel):
     args: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class ProbeRequest(BaseModel):
+class ProbeRequest(Model):
     step: StepRef
     conditions: list[Condition]
     idempotency_key: str = ""
@@ -39,7 +40,7 @@ class ProbeRequest(BaseModel):
     lenient: list[str] = Field(default_factory=list)
 
 
-class ProbeResult(BaseModel):
+class ProbeResult(Model):
     condition: Condition
     outcome: Outcome
     observed: JsonValue = None  # e.g. an ETag, a row count, a record version
@@ -49,7 +50,7 @@ class ProbeResult(BaseModel):
     unreachable: bool = False  # unknown because its system did not answer (world.outages)
 
 
-class ProbeReport(BaseModel):
+class ProbeReport(Model):
     results: list[ProbeResult]
     read_at: datetime
     elapsed_ms: float
@@ -63,7 +64,7 @@ class ProbeReport(BaseModel):
         return [r for r in self.results if r.outcome is Outcome.UNKNOWN]
 
 
-class ToolCall(BaseModel):
+class ToolCall(Model):
     step: StepRef
     idempotency_key: str
     # The authority the run acts under and the policy version it was decided under: the tool
@@ -98,7 +99,7 @@ class ToolCall(BaseModel):
         return out
 
 
-class ToolResult(BaseModel):
+class ToolResult(Model):
     output: dict[str, JsonValue]
     started_at: datetime
     finished_at: datetime
@@ -110,7 +111,7 @@ class ToolResult(BaseModel):
     after: ProbeReport | None = None  # ``ToolCall.after``, read just after it returned
 
 
-class ToolFailure(BaseModel):
+class ToolFailure(Model):
     """What a final tool failure looked like; carried as ApplicationError details."""
 
     code: str

@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from plangate.plans._base import Model
 from plangate.plans.model import Plan
 from plangate.records import signing
 from plangate.records.approvals import ApprovalCard, ApprovalProof, Decision
@@ -32,7 +33,7 @@ ANSWER_MAX_AGE = timedelta(minutes=10)
 SUBMISSION_MAX_AGE = timedelta(minutes=10)
 
 
-class ApprovalGrant(BaseModel):
+class ApprovalGrant(Model):
     """What a tool's activity is handed for a step a person approved: the card and the proof
     of its approval, verified again there before the tool acts."""
 
@@ -155,7 +156,7 @@ class Submitter:
     principals: tuple[str, ...]
 
 
-class Submission(BaseModel):
+class Submission(Model):
     submitter: str = Field(max_length=63)
     workflow_id: str
     plan_sha256: str = Field(min_length=64, max_length=64)

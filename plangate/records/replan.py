@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import Field, JsonValue
 
+from plangate.plans._base import Model
 from plangate.plans.guards import GuardedPlan
 from plangate.plans.model import Plan, Step
 from plangate.records.report import CompletedStep, FailureRecord
 
 
-class ReplanBudget(BaseModel):
+class ReplanBudget(Model):
     replans_used: int
     replans_max: int
 
 
-class ReplanRequest(BaseModel):
+class ReplanRequest(Model):
     """Goal, the work already done (with its bindings and results), the failure, the steps the
     failed plan still had (a proposal to keep, amend or discard), and the budget."""
 
@@ -29,7 +30,7 @@ class ReplanRequest(BaseModel):
     policy_bundle: str | None = None
 
 
-class ReplanProposal(BaseModel):
+class ReplanProposal(Model):
     """A backend's answer: a plan (not yet validated), or none with the reason."""
 
     plan: Plan | None = None
@@ -39,19 +40,19 @@ class ReplanProposal(BaseModel):
     final: bool = False
 
 
-class ReviewRequest(BaseModel):
+class ReviewRequest(Model):
     plan: Plan
     request: ReplanRequest
 
 
-class Review(BaseModel):
+class Review(Model):
     """A proposal reviewed: its problems, or the plan with its guards, ready to run."""
 
     problems: list[str] = Field(default_factory=list)
     plan: GuardedPlan | None = None
 
 
-class ReplanOutcome(BaseModel):
+class ReplanOutcome(Model):
     """The child workflow's answer to the parent: a reviewed plan, or why there is none."""
 
     plan: GuardedPlan | None = None

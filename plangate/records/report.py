@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, JsonValue, PrivateAttr
+from pydantic import Field, JsonValue, PrivateAttr
 
+from plangate.plans._base import Model
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalRecord, RefusedAnswer
 from plangate.records.calls import ProbeResult
@@ -93,7 +94,7 @@ class Attribution(StrEnum):
     DESTROYED = "destroyed"  # a state an earlier step verified was gone at a later pre check
 
 
-class Transition(BaseModel):
+class Transition(Model):
     state: StepState
     at: datetime
     # a wait's repeated reads enter the same states again and again: counted, not listed
@@ -101,7 +102,7 @@ class Transition(BaseModel):
     last_at: datetime | None = None
 
 
-class CheckRecord(BaseModel):
+class CheckRecord(Model):
     phase: Phase
     attempt: int
     results: list[ProbeResult]
@@ -112,7 +113,7 @@ class CheckRecord(BaseModel):
     reads: int = 1
 
 
-class StepTimings(BaseModel):
+class StepTimings(Model):
     plan_made_at: datetime
     # the pre check's read the call acted on (the worker's clock): in the tool's activity, the
     # instant before it (``reads-in-call``), else the workflow's last read before the call
@@ -140,7 +141,7 @@ PREVIEW_BYTES = 16 * 1024  # of one tool result, in the report and the replan re
 RESULTS_BUDGET = 128 * 1024  # of results kept whole or previewed, across one run's report
 
 
-class ResultDigest(BaseModel):
+class ResultDigest(Model):
     """A tool result by size and SHA-256 (of its canonical JSON), and a preview of its text when
     it was too large to keep whole."""
 
@@ -168,7 +169,7 @@ def summarize(output: dict[str, JsonValue], room: bool) -> Summary:
     return Summary(None, digest.model_copy(update={"preview": preview}), PREVIEW_BYTES)
 
 
-class Refusal(BaseModel):
+class Refusal(Model):
     """A call the target system refused: 409 (the resource moved), 412 (a version or the
     policy superseded), 403 (authority revoked). Counted: the staleness rate (seed 002)."""
 
@@ -176,7 +177,7 @@ class Refusal(BaseModel):
     code: str
 
 
-class StepReport(BaseModel):
+class StepReport(Model):
     n: int
     tool: str
     plan_version: int
@@ -197,7 +198,7 @@ class StepReport(BaseModel):
     transitions: list[Transition] = Field(default_factory=list)
 
 
-class FailureRecord(BaseModel):
+class FailureRecord(Model):
     step: int
     tool: str
     plan_version: int
@@ -210,7 +211,7 @@ class FailureRecord(BaseModel):
     established_by: int | None = None  # with DESTROYED: the step that had verified the state
 
 
-class CompletedStep(BaseModel):
+class CompletedStep(Model):
     """A step done or skipped. In the run report its result is left out (the step's report has
     it); the replan request carries it, bounded, with its digest."""
 
@@ -225,7 +226,7 @@ class CompletedStep(BaseModel):
     result_digest: ResultDigest | None = None
 
 
-class ReplanRecord(BaseModel):
+class ReplanRecord(Model):
     """One call of the re-planner, counted against the run's budget."""
 
     attempt: int
@@ -237,7 +238,7 @@ class ReplanRecord(BaseModel):
     problems: list[str] = Field(default_factory=list)
 
 
-class Window(BaseModel):
+class Window(Model):
     """A measured window's p50, p95 and max (ms), over ``count`` samples (nearest rank)."""
 
     count: int = 0
@@ -257,7 +258,7 @@ class Window(BaseModel):
         return cls(count=len(ordered), p50=rank(0.5), p95=rank(0.95), max=ordered[-1])
 
 
-class Metrics(BaseModel):
+class Metrics(Model):
     probe_ms: float = 0.0
     probes_run: int = 0
     result_bytes: int = 0  # of tool results kept in this report (RESULTS_BUDGET)
@@ -269,13 +270,13 @@ class Metrics(BaseModel):
     answers_403: int = 0  # authority revoked
 
 
-class Cancellation(BaseModel):
+class Cancellation(Model):
     reason: str = ""
     requester: str = ""
     at: datetime
 
 
-class RunReport(BaseModel):
+class RunReport(Model):
     run_id: str
     status: RunStatus = RunStatus.RUNNING
     starts_at: datetime | None = None  # a queued run: when it will begin

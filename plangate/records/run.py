@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import Field, JsonValue
 
+from plangate.plans._base import Model
 from plangate.plans.guards import DEFAULT_APPROVAL_TTL_S, GuardedPlan, StepGuard
 from plangate.plans.model import Plan
 from plangate.records.calls import ProbeReport
@@ -16,7 +17,7 @@ from plangate.records.report import FailureRecord, RunReport, StepState
 MIB = 1024 * 1024
 
 
-class HistoryBound(BaseModel):
+class HistoryBound(Model):
     """The most a run's history may hold, in events and bytes, before the run continues as new
     (README, "Long runs"). A run begins to continue as new at half the bound (or when the server
     suggests it); the other half is room for the steps in flight to reach a point where they can
@@ -34,7 +35,7 @@ class ParkedAt(StrEnum):
     APPROVAL = "approval"  # a card waits for a person
 
 
-class Parked(BaseModel):
+class Parked(Model):
     """A step stopped at a safe point, with what it needs to go on in the next run."""
 
     n: int
@@ -51,7 +52,7 @@ class Parked(BaseModel):
     cards: int = 0  # APPROVAL: cards issued in this attempt before the pending one
 
 
-class Carried(BaseModel):
+class Carried(Model):
     """A run's state across continue-as-new: the report (approvals pending included), the
     bindings and verified claims, the steps parked and the version's failure so far."""
 
@@ -70,7 +71,7 @@ class Carried(BaseModel):
     policy_bundle: str | None = None
 
 
-class RunInput(BaseModel):
+class RunInput(Model):
     # the plan; its guards are the worker's own (``GuardRequest``): what an input says they are
     # is read only by runs that began before the worker derived them
     plan: GuardedPlan
@@ -88,14 +89,14 @@ class RunInput(BaseModel):
     search_attributes: bool = False
 
 
-class CancelRequest(BaseModel):
+class CancelRequest(Model):
     """The ``cancel`` signal: why, and who asks."""
 
     reason: str = Field(default="", max_length=2000)
     requester: str = Field(default="", max_length=200)
 
 
-class GuardRequest(BaseModel):
+class GuardRequest(Model):
     """What the worker derives a plan version's guards from (``activities.guarding``): the
     plan and what only the run knows; never what protects it."""
 
@@ -115,7 +116,7 @@ class GuardRequest(BaseModel):
     reads: dict[int, str] = Field(default_factory=dict)
 
 
-class Resolved(BaseModel):
+class Resolved(Model):
     """A plan version's guards as this deployment derives them, with what the workflow needs
     to judge answers to its cards; or why the run may not act at all. The plan itself is not
     sent back (the workflow has it): only what guards it."""

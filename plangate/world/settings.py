@@ -24,14 +24,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
-
-from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientConnectConfig
+from typing import TYPE_CHECKING, Literal
 
 from plangate.plans.model import Effect
 from plangate.plans.scope import Scope
 from plangate.records.proofs import Submitter
 from plangate.records.signing import NAME, KeyProblem, SigningKey, public_entries
+
+if TYPE_CHECKING:  # loaded where a connection is made: a plan check needs no Temporal client
+    from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientConnectConfig
 
 Replanner = Literal["openai", "playbook"]
 
@@ -323,6 +324,8 @@ class Settings:
         """The keyword arguments of ``temporalio.client.Client.connect`` for this deployment
         (``plangate.assembly.connect`` is the one place that connects with them). TLS
         certificates and keys given as paths are read here."""
+        from temporalio.envconfig import ClientConfigProfile
+
         profile = ClientConfigProfile(
             address=self.temporal_address,
             namespace=self.temporal_namespace,
@@ -457,6 +460,8 @@ def _temporal_profile(env: Mapping[str, str]) -> ClientConfigProfile:
     """The Temporal client profile of ``env`` through ``temporalio.envconfig``; a configuration
     that cannot be used is a ``ValueError`` of one line that names what to fix (never a
     secret: a TOML error's quoted line is left out)."""
+    from temporalio.envconfig import ClientConfigProfile
+
     # empty means unset, as for every plangate variable
     given = {k: v for k, v in env.items() if v}
     config_file = given.get("TEMPORAL_CONFIG_FILE")

@@ -1,0 +1,67 @@
+"""A plan checked for one deployment: what ``plangate check`` and ``Plangate.check`` return and
+``Plangate.start`` takes as it is. Loads no Temporal client: a check needs no server."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plangate.plans.checking import lint
+from plangate.plans.load import PlanError, load_file, load_text, parse_plan
+from plangate.plans.model import Plan
+from plangate.world.settings import Settings
+
+PlanSource = Plan | Mapping[str, Any] | str | Path
+"""What ``check`` reads: a plan model, a dict, a file path (JSON or YAML) or JSON text."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A plan checked for one deployment (``check``): ``start`` takes it as it is, not checking
+    it again when its client has the same settings. The worker checks it whatever the client did."""
+
+    plan: Plan
+    warnings: list[str]
+    settings: Settings = field(repr=False, compare=False)
+
+
+_KINDS = {"NoneType": "null", "bool": "true or false", "int": "a number", "float": "a number",
+          "list": "a list", "tuple": "a list", "bytes": "bytes"}
+
+
+def load(source: PlanSource) -> Plan:
+    """A plan from a model, a dict, a file path (JSON or YAML), or JSON text (a string that
+    starts with ``{``)."""
+    if isinstance(source, Plan):
+        return source
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return load_text(source)
+    if isinstance(source, str | Path):
+        return load_file(source)
+    if not isinstance(source, Mapping):
+        name = type(source).__name__
+        kind = _KINDS.get(name, f"a {name}")
+        raise PlanError([f"plan: a plan is an object with goal and steps, not {kind}"])
+    return parse_plan(dict(source))
+
+
+def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Checked:
+    """Validate and lint; ``PlanError`` names every problem (with ``strict``, every lint
+    warning too). Needs no server; starts nothing."""
+    from plangate.activities.catalogue import catalogue, check_plan
+
+    plan = check_plan(load(source), settings)
+    warnings = lint(plan, catalogue(settings))
+    if strict and warnings:
+        raise PlanError([f"(strict) {w}" for w in warnings])
+    return Checked(plan, warnings, settings)
+
+
+def checked(source: Checked | PlanSource, settings: Settings) -> Checked:
+    """``source`` as checked for ``settings``: a ``Checked`` of the same settings as it is,
+    anything else through ``check``."""
+    if isinstance(source, Checked) and source.settings == settings:
+        return source
+    return check(source.plan if isinstance(source, Checked) else source, settings)
