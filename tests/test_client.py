@@ -105,7 +105,7 @@ async def test_a_checked_plan_starts_as_it_is_and_the_worker_checks_it_again(cli
     from plangate.api import Plangate
     from plangate.checked import Checked
     from plangate.plans.load import PlanError, parse_plan
-    from tests.harness import running_worker, scheduled
+    from plangate.testing import running_worker, scheduled
 
     bad = {"goal": "read a file no deployment has", "steps": [
         {"n": 1, "tool": "files.nowhere", "effect": "read", "args": {"path": "a.txt"}}]}
