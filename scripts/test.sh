@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: sets up .venv, then ruff, mypy --strict, lint-imports (the layers) and pytest.
-# Extra arguments go to pytest.
+# The test command: sets up .venv, then ruff, mypy --strict, lint-imports (the layers), the docs
+# site (mkdocs build --strict) and pytest. Extra arguments go to pytest.
 # The services the tests need (Temporal dev server, Postgres, S3) are started by tests/conftest.py.
 # The approval page's browser test needs Debian's chromium and chromium-driver: installed here
 # (apt-get, as root or through sudo) where they are missing.
@@ -26,6 +26,13 @@ done
 
 echo "# lint-imports (the layers)" >&2
 "$VENV/bin/lint-imports" --no-cache || failed+=(lint-imports)
+
+# into site/ (git ignores it): a broken link, a missing anchor or a page left out of the nav
+# fails the build. Never --quiet: it drops the warnings before --strict counts them. The
+# variable silences mkdocs-material's banner about its successor.
+echo "# mkdocs build --strict (the docs site)" >&2
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --site-dir "$ROOT/site" \
+    || failed+=(mkdocs)
 
 echo "# pytest" >&2
 rc=0

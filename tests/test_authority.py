@@ -296,7 +296,7 @@ async def test_a_role_named_with_dots_at_signs_dashes_and_capitals_acts(
 async def test_a_worker_of_its_own_role_acts_only_for_the_principals_it_was_granted(
     settings, pg, make_role, stack
 ):
-    """The deployment the README describes: the worker logs in as an ordinary role, granted the
+    """The deployment of docs/authority.md: the worker logs in as an ordinary role, granted the
     principals' roles without inheriting them. It becomes a principal it was granted; a plan
     naming any other role is authority it does not have, and a superuser is never one: 403."""
     worker, dana = await make_role(), await make_role(f"Dana.{uuid.uuid4().hex[:6]}")

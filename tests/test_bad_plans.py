@@ -29,7 +29,7 @@ def problems(plan: Plan) -> list[str]:
     return checking.problems(plan, catalogue())
 
 
-# The README's limit, written here rather than imported from plans.limits.
+# The documented limit (docs/plans.md), written here rather than imported from plans.limits.
 MAX_STEPS = 1000
 
 CORPUS = Path(__file__).parent / "bad_plans"

@@ -9,7 +9,7 @@ as the postgres image runs it, then plangate on the roles it makes.
 - ``plangate worker --no-setup --check`` (the workers' health check) passes on that role, and a
   worker started with ``--no-setup`` runs a plan (s3.get, warehouse.load into staging and its
   post probes) on the stack's Temporal and S3, for itself and for a principal set up as the
-  README says.
+  docs say (docs/authority.md).
 
 The embedded Postgres trusts local connections: the roles and their grants are checked here,
 not the passwords.
@@ -192,7 +192,7 @@ async def test_a_worker_on_the_least_privilege_role_runs_a_plan(
     bucket, tag = f"deploy-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:8]
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="march.csv", Body=b"id,amount\n1,10\n2,20\n3,30\n")
-    # a principal, as README's "Authority and policy" sets one up for this deployment
+    # a principal, as docs/authority.md sets one up for this deployment
     dana = f"dana_{tag}"
     async with await psycopg.AsyncConnection.connect(url(port, SUPERUSER), autocommit=True) as su:
         role = sql.Identifier(dana)

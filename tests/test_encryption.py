@@ -130,8 +130,8 @@ def run_payloads(e: HistoryEvent) -> Iterator[Payload]:
     if e.HasField("upsert_workflow_search_attributes_event_attributes"):
         return
     if e.HasField("workflow_execution_started_event_attributes"):
-        # search attributes are indexed by Temporal, so never encoded (README): only plangate's
-        # status, goal and awaiting flag, which this plan's goal keeps free of the address
+        # search attributes are indexed by Temporal, so never encoded (docs/encryption.md): only
+        # plangate's status, goal and awaiting flag (this plan's goal holds no address)
         started = e.workflow_execution_started_event_attributes
         indexed = set(started.search_attributes.indexed_fields)
         assert indexed <= {"PlangateStatus", "PlangateGoal", "PlangateAwaitingApproval"}, indexed

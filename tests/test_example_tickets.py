@@ -289,7 +289,7 @@ async def worker_process(env: Mapping[str, str], log: Path) -> AsyncIterator[Non
 
 
 async def test_check_knows_the_extension_where_its_entry_point_is_installed(site):
-    plan = TICKETS / "triage.json"  # the README's plan
+    plan = TICKETS / "triage.json"  # the plan of docs/extensions.md
     code, _, err = await plangate("check", str(plan), env=deployment_env(site, TICKETS))
     assert code == 0, err
     code, _, err = await plangate("check", str(plan), env=deployment_env(TICKETS))

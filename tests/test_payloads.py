@@ -15,7 +15,7 @@ from plangate.activities.tool_activity import bounded
 from plangate.compression import CompressionCodec
 from plangate.testing import running_worker
 
-# The README's numbers, written here rather than imported: a wrong constant fails the test.
+# The numbers of docs/tools.md, written here rather than imported: a wrong constant fails.
 WARN = 512 * 1024  # Temporal's payload warning
 ROWS_MAX, ROWS_BYTES_MAX = 1000, 128 * 1024  # run_sql: "at most 1,000 rows and 128 KiB of them"
 RESULT_MAX = 256 * 1024  # "a result over 256 KiB is replaced there by its size, SHA-256 and ..."

@@ -160,7 +160,7 @@ async def test_request_carries_completed_work_failure_remainder_and_budget(fake,
     assert {"field_equals", "field_not_equals", "field_present"} <= {
         p["name"] for p in catalogue["probes"]
     }
-    # every tool of the README's table is offered to the model
+    # every tool of the table in docs/tools.md is offered to the model
     assert {
         "s3.get", "s3.put", "warehouse.load", "warehouse.run_sql", "billing.list_invoices",
         "billing.void_invoice", "customer.update", "customer.restore",

@@ -14,7 +14,7 @@
 # read, insert and update (never delete, alter or drop) the tables in them (plangate.jobs and
 # plangate.loads: its bookkeeping; a deployment's extension tables); create tables in `staging`
 # and load them (the tables it creates are its own). Principals a run acts for (on_behalf_of)
-# are roles the operator adds and grants to plangate_worker (README: "Authority and policy").
+# are roles the operator adds and grants to plangate_worker (docs/authority.md).
 #
 # Passwords come from the environment (the .env file, through docker-compose.yml) as psql
 # variables, quoted by psql: never part of the SQL text.

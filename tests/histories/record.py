@@ -1,6 +1,6 @@
 """Records workflow histories for the replay test: one per path a plan run can take. Run by hand
 to add a path, or after a deliberate, released change of workflow code; never to make a
-failing replay pass (README, "Changing workflow code"):
+failing replay pass (docs/workflow-changes.md):
 
     .venv/bin/python -m tests.histories.record            # the paths not recorded yet
     .venv/bin/python -m tests.histories.record NAME ...   # these, again

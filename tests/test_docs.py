@@ -1,0 +1,175 @@
+"""The README keeps its promises, and the pages it and the code cite exist.
+
+- README.md is at most 300 lines; every relative link in it resolves to a file, and every anchor
+  to a heading, as GitHub and MkDocs both name it.
+- Every ``docs/<page>.md`` (and ``#anchor``) cited anywhere in the repository exists.
+- Its first plan is ``examples/saturday.json`` (so is the one of docs/getting-started.md), and
+  ``plangate check`` accepts it, printing what the README says it prints.
+- Its first command, the demo, runs as written (``bash -c`` in the repository's root, with none of
+  this session's variables) and ends as the demo ends; its second, the tests, is exactly what
+  ``.ci/run`` runs.
+- The numbers tests hold as documented are on the page they cite.
+
+The pages themselves are built by ``scripts/test.sh`` with ``mkdocs build --strict``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from tests import test_bad_plans, test_payloads
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+BIN = Path(sys.executable).parent
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.M)
+# where the repository cites a page of the reference
+CITED = re.compile(r"\bdocs/([\w-]+\.md)(#[\w-]+)?")
+
+
+def prose(text: str) -> str:
+    """The text outside fenced code blocks."""
+    return FENCE.sub("", text)
+
+
+def blocks(text: str, lang: str) -> list[str]:
+    return [body for kind, body in FENCE.findall(text) if kind == lang]
+
+
+def section(text: str, heading: str) -> str:
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def anchors(page: Path) -> set[str]:
+    """A page's heading anchors as MkDocs (Python-Markdown's toc) names them, kept only where
+    GitHub names them the same: a link to either must work on both."""
+    out = set()
+    for title in HEADING.findall(prose(page.read_text())):
+        plain = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", title)
+        ascii_ = unicodedata.normalize("NFKD", plain).encode("ascii", "ignore").decode()
+        mkdocs = re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", ascii_).strip().lower())
+        github = re.sub(r" ", "-", re.sub(r"[^\w\- ]", "", plain.strip().lower()))
+        if mkdocs == github:
+            out.add(mkdocs)
+    return out
+
+
+def session_free_env() -> dict[str, str]:
+    """This environment without the variables the session set (its stack, its approvers, the
+    demo systems): what a fresh shell has."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PLANGATE_", "TEMPORAL_", "AWS_"))}
+    env["TEMPORAL_CONFIG_FILE"] = os.devnull  # no profile of the developer's own
+    return env
+
+
+def quick_start_commands() -> list[str]:
+    commands = blocks(section(README.read_text(), "Quick start (a fresh machine with Python "
+                                                   "3.11+, no Docker)"), "bash")
+    assert len(commands) == 2, commands
+    return [c.strip() for c in commands]
+
+
+def test_the_readme_is_at_most_300_lines():
+    assert len(README.read_text().splitlines()) <= 300
+
+
+def test_every_relative_link_in_the_readme_resolves():
+    links = LINK.findall(prose(README.read_text()))
+    local = [t for t in links if not re.match(r"[a-z]+:", t)]
+    assert any(t.startswith("docs/") for t in local)  # the README links into the reference
+    for target in local:
+        path, _, anchor = target.partition("#")
+        page = (ROOT / path) if path else README
+        assert page.exists(), f"README links to {target}: no such file"
+        if anchor:
+            assert anchor in anchors(page), f"README links to {target}: no such heading"
+
+
+def test_every_docs_page_the_repository_cites_exists():
+    cited = []
+    for top in ("plangate", "tests", "bench", "deploy", "scripts", "examples", "docs"):
+        for f in (ROOT / top).rglob("*"):
+            if f.is_file() and f.suffix in {".py", ".md", ".sh", ".example", ".yml", ".toml"}:
+                cited += [(f, page, anchor) for page, anchor in CITED.findall(f.read_text())]
+    for name in ("README.md", "SECURITY.md", "docker-compose.yml", "Dockerfile", "pyproject.toml"):
+        cited += [(ROOT / name, p, a) for p, a in CITED.findall((ROOT / name).read_text())]
+    assert len({page for _, page, _ in cited}) >= 5  # tests, deploy files and the README do
+    for where, page, anchor in cited:
+        assert (DOCS / page).exists(), f"{where.relative_to(ROOT)} cites docs/{page}"
+        if anchor:
+            assert anchor[1:] in anchors(DOCS / page), f"{where.relative_to(ROOT)}: {anchor}"
+
+
+def test_the_first_plan_is_the_example_and_check_accepts_it(tmp_path):
+    example = json.loads((ROOT / "examples" / "saturday.json").read_text())
+    readme = section(README.read_text(), "A first plan")
+    started = section((DOCS / "getting-started.md").read_text(), "A first plan")
+    for text in (readme, started):
+        assert json.loads(blocks(text, "json")[0]) == example
+    # the plan as the README shows it, checked by the command line
+    shown = tmp_path / "plan.json"
+    shown.write_text(blocks(readme, "json")[0])
+    env = session_free_env() | {"PLANGATE_WORKDIR": str(tmp_path / "work")}
+    proc = subprocess.run([str(BIN / "plangate"), "check", "--strict", str(shown)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # the README's check line, as written (with this venv's bin), prints what its comment says
+    (line,) = [c for c in blocks(readme, "bash") if " check " in c]
+    command, _, says = line.strip().partition("#")
+    proc = subprocess.run(["bash", "-c", command.replace(".venv/bin/", f"{BIN}/")], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == says.strip()
+
+
+def test_the_readme_runs_the_demo_as_written():
+    """The README's first command, run as a reader runs it: the repository's own .venv (which
+    scripts/_venv.sh keeps current), its own embedded stack, every outcome as expected."""
+    demo, _ = quick_start_commands()
+    assert demo == "bash scripts/demo.sh"  # one line, no options: what a reader pastes
+    if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+        why = "the README's commands set up and use the repository's .venv, not this venv"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    proc = subprocess.run(["bash", "-c", demo], cwd=ROOT, capture_output=True, text=True,
+                          env=session_free_env(), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert "run: SUCCESS (2 steps, 0 failed, 2 succeeded); world: 0 rows" in out  # naive
+    assert "credits [(612.4, 'suspense')]" in out  # what the naive executor did
+    assert "credits [(612.4, 'account')]" in out  # what plangate did
+    assert out.rstrip().endswith("every outcome as expected")
+
+
+def test_the_readme_test_command_is_what_ci_runs():
+    _, tests = quick_start_commands()
+    ci = (ROOT / ".ci" / "run").read_text()
+    (ran,) = re.findall(r"^exec (.+?) </dev/null$", ci, re.M)
+    assert ran == tests == "bash scripts/test.sh"
+
+
+def test_the_numbers_tests_hold_are_on_the_page_they_cite():
+    tools = " ".join((DOCS / "tools.md").read_text().split())
+    p = test_payloads
+    assert (f"at most {p.ROWS_MAX:,} rows and {p.ROWS_BYTES_MAX // 1024} KiB of them"
+            in tools)
+    assert (f"a result over {p.RESULT_MAX // 1024} KiB is replaced there by its size, SHA-256 "
+            f"and a {p.PREVIEW // 1024} KiB preview") in tools
+    plans = (DOCS / "plans.md").read_text()
+    assert f"| steps in a plan | at most {test_bad_plans.MAX_STEPS:,} |" in plans
