@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from plangate.connection import connect
+from plangate.client.connection import connect
 from plangate.records.signing import SigningKey
 from plangate.testing import Harness, embedded_stack, running_worker
 from plangate.world.clients import World

@@ -19,7 +19,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from plangate.connection import connect
+from plangate.client.connection import connect
 from plangate.testing import embedded_stack, s3_client
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.crash_harness import KINDS, CrashConfig, CrashHarness, CrashResult

@@ -1,12 +1,13 @@
 """Session fixtures: one embedded stack (real Temporal dev server, Postgres, S3) for all tests.
 
-- ``stack``: the started :class:`plangate.stack.EmbeddedStack` of
+- ``stack``: the started :class:`plangate.dev.stack.EmbeddedStack` of
   ``plangate.testing.embedded_stack`` (headless, free ports, its state in a ``stack_state``
   directory); while it runs, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_DEFAULT_REGION``
   in ``os.environ`` hold the fake credentials the S3 server takes.
 - ``settings``: ``Settings.from_env`` of the stack's environment plus ``TEST_ENV`` (workdir
   inside the stack's tmp dir, the demo systems on).
-- ``client``: a Temporal client on the stack's dev server, through ``plangate.assembly.connect``.
+- ``client``: a Temporal client on the stack's dev server, through
+  ``plangate.client.connection.connect``.
 - ``time_skipping_env``: the time-skipping test server (``plangate.testing.time_skipping``),
   started only if a test asks for it.
 - ``s3``: a boto3 S3 client on the stack's endpoint (session-wide).
@@ -35,9 +36,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.extensions import registry_for
-from plangate.connection import connect
+from plangate.client.connection import connect
+from plangate.dev.stack import EmbeddedStack
 from plangate.records.signing import SigningKey
-from plangate.stack import EmbeddedStack
 from plangate.testing import approver_env, embedded_stack, s3_client, stack_state, time_skipping
 from plangate.world.clients import World
 from plangate.world.settings import Settings

@@ -16,9 +16,9 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from plangate.activities.demo_schema import ACCT_3319F, Account, seed_account
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
 from plangate.activities.guarding import derive, resolve
+from plangate.demo.schema import ACCT_3319F, Account, seed_account
 from plangate.records.calls import ToolCall, ToolResult
 from plangate.records.run import GuardRequest, Resolved
 from plangate.records.signing import SigningKey

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from plangate.api import AnswerRefused, Plangate, RunEnded
+from plangate.client.api import AnswerRefused, Plangate, RunEnded
 from plangate.plans.model import Effect
 from plangate.records.approvals import Decision
 from plangate.records.report import RunReport

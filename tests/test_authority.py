@@ -24,7 +24,7 @@ import pytest
 import pytest_asyncio
 from psycopg import sql
 
-from plangate.activities.demo_schema import Account, seed_account
+from plangate.demo.schema import Account, seed_account
 from plangate.plans.load import PlanError, parse_plan
 from plangate.records.codes import CODES
 from plangate.testing import attempts, running_worker, scheduled, until_state

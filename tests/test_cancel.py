@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from temporalio import activity
 
-from plangate.api import Plangate, RunEnded
 from plangate.cli import main
+from plangate.client.api import Plangate, RunEnded
 from plangate.records.calls import ToolCall, ToolResult
 from plangate.testing import running_worker, scheduled, until_state
 from tests.harness import polling_plan

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from plangate.activities.demo_schema import Account
-from plangate.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
+from plangate.demo.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
+from plangate.demo.schema import Account
 from plangate.testing import FakeOpenAI, attempts, model_backed, running_worker, scheduled
 from tests.harness import incident_account
 

@@ -21,10 +21,10 @@ from psycopg import sql
 from temporalio.client import Client
 
 from plangate.activities.catalogue import catalogue
-from plangate.assembly import activities, build_worker
 from plangate.records.replan import ReplanRequest
 from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.testing import FakeOpenAI
+from plangate.worker.assembly import activities, build_worker
 from plangate.world.clients import World
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 

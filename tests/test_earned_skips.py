@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from plangate.demo import invoice_csv
+from plangate.demo.replay import invoice_csv
 from plangate.testing import running_worker, scheduled
 
 

@@ -20,8 +20,8 @@ import yaml
 from temporalio.api.enums.v1 import EventType
 from temporalio.service import RPCError, RPCStatusCode
 
-from plangate.checked import check
 from plangate.cli import main
+from plangate.client.checked import check
 from plangate.plans.load import PlanError
 from plangate.testing import running_worker
 from plangate.world.settings import Settings

@@ -71,8 +71,8 @@ TEAM = {
 
         import activities, records, worker, workflows
         from plangate import Plangate, Settings
-        from plangate.assembly import build_worker
-        from plangate.connection import connect
+        from plangate.worker.assembly import build_worker
+        from plangate.client.connection import connect
 
         async def main():
             assert {m.OWNER for m in (activities, records, worker, workflows)} == {"the team"}

@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
 
-from plangate.api import Plangate
+from plangate.client.api import Plangate
+from plangate.client.view import render
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.records.report import (
@@ -32,7 +33,6 @@ from plangate.records.report import (
     Transition,
 )
 from plangate.testing import console_script, running_worker, until_state
-from plangate.view import render
 from tests.harness import polling_plan
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>78]")

@@ -16,7 +16,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
-from plangate.api import Plangate
+from plangate.client.api import Plangate
 from plangate.testing import chain, local_activity, running_worker, scheduled
 from tests.harness import reads_in_call, reads_with_guards
 

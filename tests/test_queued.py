@@ -11,7 +11,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
-from plangate.api import Plangate
+from plangate.client.api import Plangate
 from plangate.testing import running_worker, scheduled
 
 

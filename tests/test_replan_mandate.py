@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from plangate.activities.demo_schema import Account, seed_account
-from plangate.scenarios import closeout_plan, seed_replanned_plan
+from plangate.demo.scenarios import closeout_plan, seed_replanned_plan
+from plangate.demo.schema import Account, seed_account
 from plangate.testing import FakeOpenAI, model_backed, running_worker, scheduled
 from tests.harness import incident_account
 

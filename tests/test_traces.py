@@ -1,4 +1,4 @@
-"""Traces (``plangate.tracing``): with an OTLP endpoint configured, a run's workflow, its
+"""Traces (``plangate.worker.tracing``): with an OTLP endpoint configured, a run's workflow, its
 activities, its steps and its probes are spans of one trace, received by a collector."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from plangate import tracing
-from plangate.connection import connect
+from plangate.client.connection import connect
 from plangate.testing import running_worker
+from plangate.worker import tracing
 from plangate.world.settings import Settings
 from tests.fake_otlp import FakeCollector, Span
 

@@ -31,9 +31,8 @@ from temporalio.common import RetryPolicy
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from plangate.activities.demo_schema import Account, seed_account
-from plangate.api import AnswerRefused, Plangate
-from plangate.assembly import activities
+from plangate.client.api import AnswerRefused, Plangate
+from plangate.demo.schema import Account, seed_account
 from plangate.plans.catalogue import Contract
 from plangate.plans.guards import GuardedPlan, StepGuard
 from plangate.plans.load import PlanError, parse_plan
@@ -45,6 +44,7 @@ from plangate.records.report import RunReport
 from plangate.records.run import Carried, RunInput
 from plangate.records.signing import SigningKey
 from plangate.testing import FakeOpenAI, model_backed, running_worker, scheduled
+from plangate.worker.assembly import activities
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 

@@ -19,7 +19,7 @@ runs this very project)::
 
     # tests/test_team_tools.py
     from plangate import Settings
-    from plangate.connection import connect
+    from plangate.client.connection import connect
     from plangate.testing import running_worker, s3_client, scheduled
 
     async def test_a_saved_note_is_an_object(stack):

@@ -20,9 +20,9 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
 from plangate.activities.bootstrap import ensure_schema
-from plangate.api import Plangate
-from plangate.assembly import build_worker
+from plangate.client.api import Plangate
 from plangate.records.report import RunReport
+from plangate.worker.assembly import build_worker
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import Settings
@@ -71,7 +71,7 @@ async def running_worker(
     doubles: Mapping[str, Callable[..., Any]] = {},
     world: World | None = None,
 ) -> AsyncIterator[Harness]:
-    """The real worker assembly (``plangate.assembly.build_worker``) on a fresh task queue.
+    """The real worker assembly (``plangate.worker.assembly.build_worker``) on a fresh task queue.
     ``doubles``, by activity name, stand in for the real activities (test doubles, injected
     rather than patched). A ``world`` given may be one whose services are down: the tables are
     created through the stack's own."""

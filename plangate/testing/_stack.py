@@ -1,5 +1,5 @@
 """The embedded stack for a test session: real Temporal, Postgres and S3 servers
-(``plangate.stack.EmbeddedStack``) started headless on free ports, the approvers' keys a test
+(``plangate.dev.stack.EmbeddedStack``) started headless on free ports, the approvers' keys a test
 deployment knows, a boto3 client on the stack's S3, and Temporal's time-skipping test server with
 plangate's data converter."""
 
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from temporalio.testing import WorkflowEnvironment
 
-from plangate._stack import FAKE_CREDENTIALS
-from plangate.compression import DATA_CONVERTER
+from plangate.dev._stack import FAKE_CREDENTIALS
+from plangate.dev.stack import EmbeddedStack, environment
 from plangate.records.signing import SigningKey
-from plangate.stack import EmbeddedStack, environment
+from plangate.worker.compression import DATA_CONVERTER
 from plangate.world.settings import APPROVER_KEY_VAR, APPROVERS_VAR
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def stack_state(name: str) -> Iterator[Path]:
 
 @contextlib.asynccontextmanager
 async def embedded_stack(name: str = "test", **options: Any) -> AsyncIterator[EmbeddedStack]:
-    """A started :class:`~plangate.stack.EmbeddedStack` (headless, free ports unless
+    """A started :class:`~plangate.dev.stack.EmbeddedStack` (headless, free ports unless
     ``options`` say otherwise), its state in a ``stack_state`` directory removed afterwards.
     While it runs, ``os.environ`` holds the fake credentials its S3 server takes
     (``AWS_ACCESS_KEY_ID``, ...): boto3 clients made in this process, a worker's among them,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from plangate.checked import Checked, PlanSource, check, checked
+from plangate.client.checked import Checked, PlanSource, check, checked
 from plangate.errors import PlangateError, RunError
 from plangate.plans.guards import GuardedPlan
 from plangate.plans.load import PlanError
@@ -244,7 +244,7 @@ class Plangate:
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> Plangate:
-        from plangate.connection import connect
+        from plangate.client.connection import connect
 
         settings = settings or Settings.from_env()
         return cls(await connect(settings), settings)
