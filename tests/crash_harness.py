@@ -40,8 +40,8 @@ from plangate.activities.tools import TOOLS, CallContext
 from plangate.client.api import Plangate
 from plangate.demo.schema import Account, seed_account
 from plangate.records.calls import Outcome, ToolCall, ToolResult
+from plangate.records.options import TOOL_ATTEMPTS
 from plangate.records.report import Phase, RunReport, RunStatus, StepState
-from plangate.workflows.options import TOOL_ATTEMPTS
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.settings import Settings

@@ -3,7 +3,7 @@ every credit, e-mail and S3 write is in the world exactly once, no step is lost,
 for a person where the world could say what happened (``tests/crash_harness.py``; the full run
 with at least 100 kills is ``python -m bench.crash``). One kill is aimed at a credit in flight.
 And what the full run found: a write whose every attempt was lost is tried again, reading the
-world first, instead of re-planned (``workflow.patched("lost-call-retried")``)."""
+world first, instead of re-planned (``workflows.dispatch``: a lost call)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from plangate.plans.guards import StepGuard, conditions_for, guard, skip_evidenc
 from plangate.plans.load import PlanError, load_text
 from plangate.plans.model import Condition, Effect, Plan
 from plangate.records.codes import PERMANENT_CODES
-from plangate.workflows.options import with_non_retryable_errors
+from plangate.records.options import with_non_retryable_errors
 from plangate.world.errors import ToolError
 
 

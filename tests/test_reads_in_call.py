@@ -1,4 +1,4 @@
-"""Reads in the tool's own activity (``workflow.patched("reads-in-call")``): the pre conditions
+"""Reads in the tool's own activity (``ToolCall.check`` and ``after``): the pre conditions
 are read again the instant before the tool acts, and the tool is not called unless they hold;
 the post check (with the next step's first read) is read the instant after it returns."""
 
@@ -28,7 +28,6 @@ from plangate.records.calls import (
 )
 from plangate.records.report import Phase, StepState
 from plangate.testing import running_worker
-from plangate.workflows.plan_run import DEPLOYMENT_GUARDS_PATCH
 from plangate.world.errors import ToolError
 from tests.harness import MovedBeforeCall
 
@@ -105,7 +104,7 @@ async def test_without_the_check_at_the_call_the_same_move_is_written_through(
     client, settings, world, pg
 ):
     """The control: the same move, the same real activity, but the call carries no check (as
-    in runs from before the patch): the write goes through the closed gate."""
+    as a call with no pre conditions would): the write goes through the closed gate."""
     tag = uuid.uuid4().hex[:8]
     gate, job = f"gate-{tag}", f"job-{tag}"
     await set_job(pg, gate, "open")
@@ -137,11 +136,9 @@ async def test_a_guarded_chain_reads_around_each_call_not_in_between(client, set
         assert await job_state(pg, f"job-{tag}-{n}") == "done"
     history = await events(client, rep.run_id)
     markers = [e for e in history if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
-    # the run took reads-in-call without asking (it began with the later deployment-guards)
-    patch = [m for m in markers if DEPLOYMENT_GUARDS_PATCH.encode() in
-             b"".join(p.data for d in m.marker_recorded_event_attributes.details.values()
-                      for p in d.payloads)]
-    assert len(patch) == 1
+    # reads in the call are the baseline: the run asks no patch
+    patch = [m for m in markers if m.marker_recorded_event_attributes.marker_name == "core_patch"]
+    assert patch == []
     local = [m for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_local_activity"]
     # the guards derived, with step 1's first read, in one local activity; every later read was

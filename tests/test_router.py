@@ -7,9 +7,10 @@ import itertools
 import pytest
 
 from plangate.plans.model import Effect, OnUnmet
-from plangate.workflows.router import Answer, Kind, Situation, route
+from plangate.workflows.router import Answer, Kind, Refused, Situation, route
 
 W, M, X, R = Effect.WRITE, Effect.MONEY, Effect.EXTERNAL, Effect.READ
+MOVED, STALE, REVOKED = Refused.CONFLICT, Refused.SUPERSEDED, Refused.REVOKED
 
 TABLE = [
     # kind, effect, on_unmet, extra, answer
@@ -27,20 +28,20 @@ TABLE = [
     (Kind.OUTCOME_UNKNOWN, M, OnUnmet.REPLAN, {"retries_left": True}, Answer.HALT),
     (Kind.OUTCOME_UNKNOWN, X, OnUnmet.RETRY, {"retries_left": True}, Answer.HALT),
     (Kind.OUTCOME_UNKNOWN, W, OnUnmet.REPLAN, {}, Answer.REPLAN),
-    (Kind.TOOL_ERROR, W, OnUnmet.REPLAN, {"status": 409}, Answer.REPLAN),
-    (Kind.TOOL_ERROR, W, OnUnmet.HALT, {"status": 409}, Answer.HALT),
+    (Kind.TOOL_ERROR, W, OnUnmet.REPLAN, {"refused": MOVED}, Answer.REPLAN),
+    (Kind.TOOL_ERROR, W, OnUnmet.HALT, {"refused": MOVED}, Answer.HALT),
     # 412: the step has read the world again already; then re-plan, never a blind retry
-    (Kind.TOOL_ERROR, W, OnUnmet.REPLAN, {"status": 412, "retries_left": True}, Answer.REPLAN),
-    (Kind.TOOL_ERROR, W, OnUnmet.RETRY, {"status": 412, "retries_left": True}, Answer.REPLAN),
-    (Kind.TOOL_ERROR, W, OnUnmet.HALT, {"status": 412}, Answer.HALT),
+    (Kind.TOOL_ERROR, W, OnUnmet.REPLAN, {"refused": STALE, "retries_left": True}, Answer.REPLAN),
+    (Kind.TOOL_ERROR, W, OnUnmet.RETRY, {"refused": STALE, "retries_left": True}, Answer.REPLAN),
+    (Kind.TOOL_ERROR, W, OnUnmet.HALT, {"refused": STALE}, Answer.HALT),
     (Kind.APPROVAL_REFUSED, M, OnUnmet.REPLAN, {"retries_left": True}, Answer.REPLAN),
     (Kind.APPROVAL_REFUSED, M, OnUnmet.HALT, {}, Answer.HALT),
     (Kind.APPROVAL_REFUSED, M, OnUnmet.RETRY, {"retries_left": True}, Answer.RETRY),
-    (Kind.TOOL_ERROR, W, OnUnmet.REPLAN, {"status": 403, "retries_left": True}, Answer.HALT),
+    (Kind.TOOL_ERROR, W, OnUnmet.REPLAN, {"refused": REVOKED, "retries_left": True}, Answer.HALT),
     (Kind.TOOL_ERROR, R, OnUnmet.REPLAN,
-     {"status": 503, "retryable": True, "retries_left": True}, Answer.RETRY),
-    (Kind.TOOL_ERROR, R, OnUnmet.REPLAN, {"status": 503, "retryable": True}, Answer.REPLAN),
-    (Kind.TOOL_ERROR, W, OnUnmet.REPLAN, {"status": 422, "retries_left": True}, Answer.REPLAN),
+     {"retryable": True, "retries_left": True}, Answer.RETRY),
+    (Kind.TOOL_ERROR, R, OnUnmet.REPLAN, {"retryable": True}, Answer.REPLAN),
+    (Kind.TOOL_ERROR, W, OnUnmet.REPLAN, {"retries_left": True}, Answer.REPLAN),
 ]
 
 

@@ -18,7 +18,6 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from plangate.activities.bootstrap import SchemaNotReady, ensure_schema, require_schema
-from plangate.activities.catalogue import catalogue
 from plangate.activities.extensions import registry_for
 from plangate.activities.tools._statements import BUILDS
 from plangate.activities.tools.statements import (
@@ -30,7 +29,6 @@ from plangate.activities.tools.statements import (
     SampleParams,
     TableParams,
 )
-from plangate.plans.guards import guard
 from plangate.plans.load import parse_plan
 from plangate.plans.model import Effect
 from plangate.plans.scope import Scope
@@ -109,7 +107,7 @@ async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
     # worker whose own check misses it (``unchecked_worker``).
     handle = await h.client.start_workflow(
         PlanRunWorkflow.run,
-        RunInput(plan=guard(parse_plan(plan), catalogue())),
+        RunInput(plan=parse_plan(plan)),
         id=f"unchecked-{uuid.uuid4().hex[:8]}",
         task_queue=h.settings.task_queue,
     )

@@ -33,8 +33,6 @@ from temporalio.worker import Worker
 
 from plangate.client.api import AnswerRefused, Plangate
 from plangate.demo.schema import Account, seed_account
-from plangate.plans.catalogue import Contract
-from plangate.plans.guards import GuardedPlan, StepGuard
 from plangate.plans.load import PlanError, parse_plan
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalAnswer, Decision
@@ -105,12 +103,9 @@ async def test_a_raw_start_that_weakens_every_guard_still_meets_the_card(
 ):
     aid = await account(world)
     worker = replace(settings, approve_effects=MONEY)
-    # a legitimate input, every guard weakened: the step says read, no approval, and the
-    # resolved guards it carries say read, no contract, no card
-    plan = parse_plan(credit(aid, 1000.0, effect="read"))
-    weak = GuardedPlan(plan=plan, guards={1: StepGuard(
-        effect=Effect.READ, contract=Contract(), approval=False, version=None,
-    )})
+    # a legitimate input, every guard it can name weakened: the step says read, no approval
+    # (resolved guards it cannot carry at all: ``RunInput.plan`` is the plan alone)
+    weak = parse_plan(credit(aid, 1000.0, effect="read"))
     async with running_worker(client, worker) as h:
         run_id = f"raw-{uuid.uuid4().hex[:8]}"
         await client.start_workflow(
@@ -297,7 +292,7 @@ async def test_principals_are_bound_to_submitters(client, settings, pg, world):
         for rid, (submission, why) in cases.items():
             run_id = f"raw-{tag}-{rid}"
             rep: RunReport = await client.execute_workflow(
-                PlanRunWorkflow.run, RunInput(plan=GuardedPlan(plan=plan), submission=submission),
+                PlanRunWorkflow.run, RunInput(plan=plan, submission=submission),
                 id=run_id, task_queue=h.settings.task_queue,
             )
             assert rep.status == "halted", why
@@ -387,8 +382,8 @@ async def test_a_raw_start_cannot_carry_state_or_ask_temporal_to_run_it_again(
     async with running_worker(client, replace(settings, approve_effects=MONEY)) as h:
         runs: dict[str, RunReport] = {}
         for what, inp, extra in (
-            ("carried", RunInput(plan=GuardedPlan(plan=plan), carried=carried), {}),
-            ("retried", RunInput(plan=GuardedPlan(plan=plan)),
+            ("carried", RunInput(plan=plan, carried=carried), {}),
+            ("retried", RunInput(plan=plan),
              {"retry_policy": RetryPolicy(maximum_attempts=3)}),
         ):
             run_id = f"forged-{what}-{uuid.uuid4().hex[:8]}"

@@ -1,6 +1,6 @@
 """The ``plangate`` command line (DESIGN.md section 7).
 
-Exit codes (also in ``--help`` and the README): 0 only for a succeeded run (or a valid plan); 1
+Exit codes (also in ``--help`` and docs/cli.md): 0 only for a succeeded run (or a valid plan); 1
 for a run that did not succeed, a service that could not be reached, or ``dev``/``demo`` without
 the embedded servers installed; 2 for a rejected plan or
 bad usage (an unknown run id, a run id already in use). An error is one line on stderr; its

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from plangate.client.checked import Checked, PlanSource, check, checked
 from plangate.errors import PlangateError, RunError
-from plangate.plans.guards import GuardedPlan
 from plangate.plans.load import PlanError
 from plangate.plans.model import Plan
 from plangate.records.approvals import (
@@ -303,7 +302,7 @@ class Plangate:
                 PLAN_RUN,
                 RunInput(
                     # the plan alone: its guards are the worker's to derive
-                    plan=GuardedPlan(plan=plan), plan_made_at=plan.made_at or now,
+                    plan=plan, plan_made_at=plan.made_at or now,
                     submission=sign_submission(key, run_id, plan, now) if key else None,
                     history=HistoryBound(
                         events=self.settings.history_events, bytes=self.settings.history_bytes
@@ -399,7 +398,7 @@ class Plangate:
             names = ", ".join(f"{n} ({t})" for n, t in visibility.registration())
             raise SearchAttributesMissing(
                 f"namespace {self.settings.temporal_namespace} has no search attributes "
-                f"{names}: register them to list runs by status (README: Finding runs)"
+                f"{names}: register them to list runs by status (docs/watching.md)"
             )
         out: list[Listed] = []
         query = runs_query(self.settings.task_queue, status)
@@ -637,7 +636,7 @@ class Plangate:
                     )
         if inp is None:
             raise UnknownRun(f"run {run_id!r} has no history")
-        plan = inp.plan.plan
+        plan = inp.plan
         from plangate.activities.catalogue import catalogue
 
         cat = catalogue(self.settings)

@@ -19,7 +19,7 @@ MIB = 1024 * 1024
 
 class HistoryBound(Model):
     """The most a run's history may hold, in events and bytes, before the run continues as new
-    (README, "Long runs"). A run begins to continue as new at half the bound (or when the server
+    (docs/long-runs.md). A run begins to continue as new at half the bound (or when the server
     suggests it); the other half is room for the steps in flight to reach a point where they can
     stop. Temporal warns at 10,240 events or 10 MiB and ends a run at 51,200 or 50 MiB."""
 
@@ -47,7 +47,6 @@ class Parked(Model):
     refs: dict[str, JsonValue] | None = None
     output: dict[str, JsonValue] | None = None
     reads: int = 0
-    deadline: datetime | None = None
     read_back: bool = False  # the wait follows a read-back by idempotency key
     cards: int = 0  # APPROVAL: cards issued in this attempt before the pending one
 
@@ -72,15 +71,15 @@ class Carried(Model):
 
 
 class RunInput(Model):
-    # the plan; its guards are the worker's own (``GuardRequest``): what an input says they are
-    # is read only by runs that began before the worker derived them
-    plan: GuardedPlan
+    # the plan alone: its guards are the worker's own (``GuardRequest``), so an input has no
+    # room for them
+    plan: Plan
     # who submitted the run, signed (``records.proofs``): a deployment that lists submitters
     # takes a run only with it. Carried across continue-as-new.
     submission: Submission | None = None
     plan_made_at: datetime | None = None  # when the plan was written, if the caller knows
     history: HistoryBound = Field(default_factory=HistoryBound)
-    # how long a step waits for a system that does not answer, then halts (README, "Outages")
+    # how long a step waits for a system that does not answer, then halts (docs/faults.md)
     outage_patience_s: float = Field(default=900.0, ge=0)
     carried: Carried | None = None  # set when an earlier run of the chain continued as new
     # the namespace has plangate's search attributes registered (``records.visibility``), as

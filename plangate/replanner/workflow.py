@@ -10,6 +10,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Plan, Step
+    from plangate.records import options
     from plangate.records.replan import (
         ReplanOutcome,
         ReplanProposal,
@@ -17,7 +18,6 @@ with workflow.unsafe.imports_passed_through():
         Review,
         ReviewRequest,
     )
-    from plangate.workflows import options
 
 PROPOSE_ACTIVITY = "replanner.propose"
 REVIEW_ACTIVITY = "replanner.review"
@@ -40,25 +40,15 @@ class ReplanWorkflow:
     @workflow.run
     async def run(self, req: ReplanRequest) -> ReplanOutcome:
         try:
-            proposal: ReplanProposal
-            if workflow.patched("local-propose"):
-                # Local: no server round trip to schedule it or to wake the workflow after it
-                # (a model's answer can take minutes; the worker keeps the task alive).
-                proposal = await workflow.execute_local_activity(
-                    PROPOSE_ACTIVITY,
-                    req,
-                    result_type=ReplanProposal,
-                    start_to_close_timeout=options.PROPOSE_TIMEOUT,
-                    retry_policy=options.PROPOSE_RETRY,
-                )
-            else:  # runs started before the re-planner was asked locally
-                proposal = await workflow.execute_activity(
-                    PROPOSE_ACTIVITY,
-                    req,
-                    result_type=ReplanProposal,
-                    start_to_close_timeout=options.PROPOSE_TIMEOUT,
-                    retry_policy=options.PROPOSE_RETRY,
-                )
+            # Local: no server round trip to schedule it or to wake the workflow after it (a
+            # model's answer can take minutes; the worker keeps the task alive).
+            proposal: ReplanProposal = await workflow.execute_local_activity(
+                PROPOSE_ACTIVITY,
+                req,
+                result_type=ReplanProposal,
+                start_to_close_timeout=options.PROPOSE_TIMEOUT,
+                retry_policy=options.PROPOSE_RETRY,
+            )
         except (ActivityError, ApplicationError) as e:
             # The endpoint did not answer, after the activity's own retries: asking again at
             # once, for the rest of the budget, would only loop. The run halts and says why.

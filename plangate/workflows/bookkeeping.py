@@ -3,10 +3,13 @@ metrics. Deterministic (``workflow.now()``); no decisions are taken here."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import JsonValue
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from plangate.plans.model import Step
     from plangate.records.approvals import CardStatus
     from plangate.records.calls import ProbeReport, ToolResult
     from plangate.records.report import (
@@ -18,10 +21,26 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         StepReport,
         StepState,
+        StepTimings,
         Transition,
         summarize,
     )
     from plangate.workflows import metrics
+    from plangate.workflows.router import Refused
+
+
+def step_shown(report: RunReport, s: Step, version: int, made_at: datetime) -> StepReport:
+    """The report's entry of a step of ``version``: added (pending, with the effect its plan
+    declares) unless it is there already."""
+    try:
+        return report.step(s.n, version)
+    except KeyError:
+        rep = StepReport(
+            n=s.n, tool=s.tool, plan_version=version, effect=s.effect,
+            timings=StepTimings(plan_made_at=made_at),
+        )
+        report.steps.append(rep)
+        return rep
 
 
 def set_state(rep: StepReport, state: StepState, fold: bool = False) -> None:
@@ -84,19 +103,24 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult, attempt:
     metrics.windows(rep.tool, t.check_to_use_ms, t.staleness_ms)
 
 
-def count_answer(report: RunReport, rep: StepReport, status: int | None, code: str) -> None:
-    """409, 412 and 403 answers are the staleness rate made countable (seed 002): per run,
-    and per step for the staleness report."""
-    if status in (409, 412, 403):
-        rep.refusals.append(Refusal(status=status, code=code))
+def count_answer(
+    report: RunReport, rep: StepReport, refused: Refused | None, status: int, code: str
+) -> None:
+    """Refusals (the resource moved, a version superseded, the authority revoked) are the
+    staleness rate made countable (seed 002): per run, and per step for the staleness report,
+    under the status the tool sent."""
+    if refused is None:
+        return
+    rep.refusals.append(Refusal(status=status, code=code))
     metrics.refusal(rep.tool, status)
     m = report.metrics
-    if status == 409:
-        m.answers_409 += 1
-    elif status == 412:
-        m.answers_412 += 1
-    elif status == 403:
-        m.answers_403 += 1
+    match refused:
+        case Refused.CONFLICT:
+            m.answers_409 += 1
+        case Refused.SUPERSEDED:
+            m.answers_412 += 1
+        case Refused.REVOKED:
+            m.answers_403 += 1
 
 
 def record_result(report: RunReport, rep: StepReport, output: dict[str, JsonValue]) -> None:

@@ -12,11 +12,11 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Effect
+    from plangate.records import options
     from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
-    from plangate.workflows import options
+    from plangate.workflows.router import Refused
 
 PROBE_ACTIVITY = "probe.evaluate"
-LOCAL_PROBES_PATCH = "local-probes"  # runs started before probes ran locally call an activity
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,11 @@ class Called:
 
 @dataclass(frozen=True)
 class CallFailed:
-    """The tool answered with a failure (``may_have_acted`` says whether its outcome is known)."""
+    """The tool answered with a failure (``may_have_acted`` says whether its outcome is known);
+    ``refused``: what its wire status says of the world, if it refused the call."""
 
     failure: ToolFailure
+    refused: Refused | None = None
 
 
 @dataclass(frozen=True)
@@ -59,32 +61,19 @@ class CallLost:
 CallAnswer = Called | CallFailed | CallLost
 
 
-async def probe(
-    req: ProbeRequest, summary: str | None = None, *, local: bool = False
-) -> ProbeAnswer:
+async def probe(req: ProbeRequest, summary: str) -> ProbeAnswer:
     """Read the world: a local activity (a probe is short, read-only and safe to repeat; no
     server round trip to schedule it, and a worker that dies mid-read reads again on replay,
-    since only a finished read is recorded). ``summary``: its one line in the Temporal UI;
-    ``local``: the run is recent enough not to ask the "local-probes" patch."""
+    since only a finished read is recorded). ``summary``: its one line in the Temporal UI."""
     try:
-        report: ProbeReport
-        if local or workflow.patched(LOCAL_PROBES_PATCH):
-            report = await workflow.execute_local_activity(
-                PROBE_ACTIVITY,
-                req,
-                result_type=ProbeReport,
-                start_to_close_timeout=options.PROBE.start_to_close_timeout,
-                retry_policy=options.PROBE.retry_policy,
-                summary=summary,
-            )
-        else:  # runs started before probes ran locally
-            report = await workflow.execute_activity(
-                PROBE_ACTIVITY,
-                req,
-                result_type=ProbeReport,
-                start_to_close_timeout=options.PROBE.start_to_close_timeout,
-                retry_policy=options.PROBE.retry_policy,
-            )
+        report: ProbeReport = await workflow.execute_local_activity(
+            PROBE_ACTIVITY,
+            req,
+            result_type=ProbeReport,
+            start_to_close_timeout=options.PROBE.start_to_close_timeout,
+            retry_policy=options.PROBE.retry_policy,
+            summary=summary,
+        )
     except (ActivityError, ApplicationError) as e:
         # a local activity's failure can arrive as its own error, not wrapped
         cause = e.cause if isinstance(e, ActivityError) else e
@@ -101,9 +90,7 @@ async def probe(
     return Probed(report)
 
 
-async def call_tool(
-    tool: str, call: ToolCall, effect: Effect, summary: str | None = None
-) -> CallAnswer:
+async def call_tool(tool: str, call: ToolCall, effect: Effect, summary: str) -> CallAnswer:
     opts = options.tool_options(effect)
     try:
         result: ToolResult = await workflow.execute_activity(
@@ -121,7 +108,8 @@ async def call_tool(
         if isinstance(cause, CancelledError):  # the run's cancel reached the call
             raise asyncio.CancelledError(str(cause)) from e
         if isinstance(cause, ApplicationError) and cause.details:
-            return CallFailed(ToolFailure.model_validate(cause.details[0]))
+            failure = ToolFailure.model_validate(cause.details[0])
+            return CallFailed(failure, Refused.of(failure.status))
         kind = "timed out" if isinstance(cause, ActivityTimeout) else "failed without an answer"
         return CallLost(f"the call {kind}")
     return Called(result)

@@ -19,8 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.run import HistoryBound
     from plangate.workflows import bookkeeping
 
-# Runs that began before continue-as-new never park: their histories must replay as they ran.
-CONTINUE_AS_NEW_PATCH = "continue-as-new"
 MIN_SEGMENT_EVENTS = 100
 
 
@@ -44,7 +42,7 @@ class VersionContext:
     # condition key -> the step (n) whose verified post condition established it.
     verified: dict[str, int] = field(default_factory=dict)
     # a step's first read made together with the post check of the step before it
-    # (lifecycle: fused reads): step n -> (the condition keys read, what they read)
+    # (``reads``: fused reads): step n -> (the condition keys read, what they read)
     prefetched: dict[int, tuple[list[str], ProbeReport]] = field(default_factory=dict)
     # the run's authority and policy, from its first plan: every version acts under them
     on_behalf_of: str | None = None
@@ -53,21 +51,6 @@ class VersionContext:
     history: HistoryBound = field(default_factory=HistoryBound)
     # how long a step waits for a system that does not answer before it halts
     outage_patience: timedelta = timedelta(minutes=15)
-    # the run began with the "search-attributes" patch (``plan_run.SEARCH_ATTRIBUTES_PATCH``),
-    # so on code that has every patch before it: those are taken without asking (their markers
-    # are never written), and what it schedules carries a one-line summary
-    recent: bool = False
-    # the run began with the "void-at-failure" patch (``plan_run.VOID_AT_FAILURE_PATCH``): a
-    # final failure voids the steps it leaves undispatched at once (``execution``)
-    void_at_failure: bool = False
-    # the run began with the "reads-in-call" patch (``plan_run.READS_IN_CALL_PATCH``): a tool's
-    # activity reads the step's pre conditions the instant before it acts, and its post check
-    # (with the next step's first read) the instant after (``lifecycle``)
-    reads_in_call: bool = False
-    # the run began with the "deployment-guards" patch (``plan_run.DEPLOYMENT_GUARDS_PATCH``):
-    # its guards are the worker's, its cards bind the call's idempotency key, and an approved
-    # call carries the proof of its approval to the tool, which verifies it again
-    own_guards: bool = False
     # who submitted the run, signed (handed to every tool call: the principal is re-checked)
     submission: Submission | None = None
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
@@ -88,7 +71,7 @@ class VersionContext:
             or info.get_current_history_size() >= self.history.bytes // 2
             or info.is_continue_as_new_suggested()
         )
-        if over and (self.recent or workflow.patched(CONTINUE_AS_NEW_PATCH)):
+        if over:
             self.parking = True
         return self.parking
 

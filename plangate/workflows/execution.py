@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.report import FailureRecord, StepState
     from plangate.records.run import Parked
     from plangate.workflows.context import VersionContext
-    from plangate.workflows.lifecycle import StepOutcome, StepRunner
+    from plangate.workflows.machine import StepOutcome, StepRunner
 
 _SUCCEEDED = (StepState.DONE, StepState.SKIPPED)
 
@@ -100,11 +100,9 @@ def _void_the_rest(
 ) -> None:
     """At a final failure: what will never be dispatched is VOID now, not when the steps still
     in flight have ended, so a step in flight waiting for one of them (a pre condition that
-    step owes, ``StepRunner._wait_for``) stops waiting instead of waiting out its hour. Runs
-    that began before ``plan_run.VOID_AT_FAILURE_PATCH`` void them at the end."""
-    if ctx.void_at_failure:
-        for n in _unstarted(ctx, tasks, settled):
-            ctx.set_state(n, StepState.VOID)
+    step owes, ``probing.wait_for_owner``) stops waiting instead of waiting out its hour."""
+    for n in _unstarted(ctx, tasks, settled):
+        ctx.set_state(n, StepState.VOID)
 
 
 def _unstarted(

@@ -27,9 +27,6 @@ APPROVALS_REQUESTED = "plangate_approvals_requested"
 APPROVALS_ANSWERED = "plangate_approvals_answered"
 APPROVAL_WAIT = "plangate_approval_wait"
 
-#: the statuses counted as refusals: the world moved (409, 412) or the authority is gone (403)
-REFUSALS = (409, 412, 403)
-
 
 def answer(kind: str, tool: str) -> None:
     """The router's answer to a step (``workflows.router``): skip, wait, retry, replan, halt. A
@@ -46,10 +43,10 @@ def windows(tool: str, check_to_use_ms: float | None, plan_to_use_ms: float | No
         _observe(PLAN_TO_USE, "plan written to call dispatched", plan_to_use_ms, tool=tool)
 
 
-def refusal(tool: str, status: int | None) -> None:
-    """A tool's 409 (conflict), 412 (superseded) or 403 (authority revoked, out of scope)."""
-    if status in REFUSALS:
-        _count(TOOL_REFUSALS, "tool calls refused: 409, 412, 403", tool=tool, status=str(status))
+def refusal(tool: str, status: int) -> None:
+    """A call the tool refused (``router.Refused``), labelled with the status it sent: 409
+    (conflict), 412 (superseded) or 403 (authority revoked, out of scope)."""
+    _count(TOOL_REFUSALS, "tool calls refused: 409, 412, 403", tool=tool, status=str(status))
 
 
 def approval_requested(tool: str) -> None:

@@ -4,79 +4,24 @@ re-planning budget is spent. The run report is always available by query."""
 from __future__ import annotations
 
 import asyncio
-import base64
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Literal
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.guards import GuardedPlan
-    from plangate.plans.model import Plan, Step
-    from plangate.records import visibility
-    from plangate.records.approvals import (
-        Answered,
-        ApprovalAnswer,
-        ApprovalReceipt,
-        ApprovalRecord,
-        CardStatus,
-        Decision,
-        RefusedAnswer,
-    )
-    from plangate.records.calls import ProbeReport
-    from plangate.records.codes import CODES
-    from plangate.records.proofs import AnswerContext, answer_refusal
-    from plangate.records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
-    from plangate.records.report import (
-        Cancellation,
-        CompletedStep,
-        FailureRecord,
-        ReplanRecord,
-        RunReport,
-        RunStatus,
-        StepReport,
-        StepState,
-        StepTimings,
-    )
-    from plangate.records.run import CancelRequest, Carried, GuardRequest, Resolved, RunInput
-    from plangate.workflows import options, summaries
+    from plangate.plans.model import Plan
+    from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
+    from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
+    from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
+    from plangate.workflows import bookkeeping, guarding, replanning
+    from plangate.workflows.answers import Answers
     from plangate.workflows.context import VersionContext, key_tag
     from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
+    from plangate.workflows.showing import Shown
 
-REPLAN_WORKFLOW = "Replan"
 PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists it
-
-# Runs that began before it neither upsert search attributes nor put summaries on what they
-# schedule: their histories must replay as they ran (an upsert is a command of its own).
-# A run that has it began on code with every earlier patch, and takes them without asking
-# (``VersionContext.recent``). Asked lazily, a patch first asked right after a local activity's
-# result could fail to replay: when a query reaches the worker while a local activity runs, the
-# workflow task may be completed with the activity's marker but before the code that follows
-# its result; replaying, that code runs one workflow task early, before the patch's marker is
-# announced ("Non-deprecated patch marker encountered for change
-# post-wait-reads-on-schedule"). And every patch marker costs two events (the marker and
-# TemporalChangeVersion): past ten in the workflow task before an Update, a refused Update is
-# no longer discarded but leaves a workflow task in the history.
-SEARCH_ATTRIBUTES_PATCH = "search-attributes"
-# After a final failure, the steps it leaves undispatched are VOID at once, not when the steps
-# in flight have ended (``execution._void_the_rest``): a step waiting for one of them stops
-# waiting. Asked once, when the run begins (``VersionContext.void_at_failure``), for the reason
-# above: a failure is decided right after an activity's result.
-VOID_AT_FAILURE_PATCH = "void-at-failure"
-# A tool's activity reads the step's pre conditions the instant before the tool acts and is
-# refused unless they hold, and reads its post conditions (with the next step's first read)
-# the instant after: the check-to-use window is no longer the call's dispatch, and a chain of
-# guarded steps needs no local activity between its calls. Asked once, when the run begins.
-READS_IN_CALL_PATCH = "reads-in-call"
-# Every plan version's guards are this worker's own (``guard.resolve``, a local activity that
-# also makes the first steps' first reads; a re-planned version's, the review's), never the
-# input's; an answer to a card counts only with an approver's proof; a run's carried
-# state comes only from the run before it. Asked once, first, when the run begins: a run that
-# has it takes every patch before it without asking.
-DEPLOYMENT_GUARDS_PATCH = "deployment-guards"
-GUARD_ACTIVITY = "guard.resolve"
 
 
 @workflow.defn(name=PLAN_RUN_WORKFLOW)
@@ -90,27 +35,17 @@ class PlanRunWorkflow:
         else:
             self._report = RunReport(
                 run_id=workflow.info().workflow_id,
-                goal=inp.plan.plan.goal,
-                replans_max=inp.plan.plan.budget.replans_max,
+                goal=inp.plan.goal,
+                replans_max=inp.plan.budget.replans_max,
                 status=RunStatus.QUEUED,  # until the run begins (a queued run waits its delay)
                 submitted_at=workflow.info().workflow_start_time,
                 begun_at=workflow.info().start_time,
             )
         self._versions: asyncio.Task[RunInput | None] | None = None
         self._stopped_by_signal = False
-        # what the Temporal UI and visibility show of the run (``_show``)
-        self._metadata = False  # summaries and search attributes: not in runs from before
         self._registered = False  # the namespace has the search attributes (the input says)
-        self._void_at_failure = False  # VOID_AT_FAILURE_PATCH: not in runs from before
-        self._reads_in_call = False  # READS_IN_CALL_PATCH: not in runs from before
-        self._own_guards = False  # DEPLOYMENT_GUARDS_PATCH: not in runs from before
-        # who may answer this run's cards, and who submitted it (``guard.resolve``)
-        self._approvers: dict[str, bytes] = {}
-        self._submitter: str | None = None
-        self._submitter_key: bytes | None = None
-        self._goal = visibility.short_goal(self._report.goal)
-        self._shown: tuple[RunStatus, int, int] | None = None
-        self._upserted: visibility.Values | None = None
+        self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
+        self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
 
     @workflow.query(name="report")
     def report(self) -> RunReport:
@@ -131,21 +66,21 @@ class PlanRunWorkflow:
     # -- answering a card: Updates (refused by their validator: no event in the history) --------
     @workflow.update(name="approve")
     def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return self._apply(answer, Decision.APPROVE, "update")
+        return self._answers.apply(self._report, answer, Decision.APPROVE, "update")
 
     @approve.validator
     def _validate_approve(self, answer: ApprovalAnswer) -> None:
-        why = self._refusal(answer, Decision.APPROVE)
+        why = self._answers.refusal(self._report, answer, Decision.APPROVE)
         if why is not None:
             raise ValueError(why)
 
     @workflow.update(name="reject")
     def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return self._apply(answer, Decision.REJECT, "update")
+        return self._answers.apply(self._report, answer, Decision.REJECT, "update")
 
     @reject.validator
     def _validate_reject(self, answer: ApprovalAnswer) -> None:
-        why = self._refusal(answer, Decision.REJECT)
+        why = self._answers.refusal(self._report, answer, Decision.REJECT)
         if why is not None:
             raise ValueError(why)
 
@@ -153,77 +88,21 @@ class PlanRunWorkflow:
     def answer(self, answer: ApprovalAnswer) -> None:
         """The same answer from a client that can only signal: the same checks, and a refused
         answer is recorded and ignored."""
-        why = self._refusal(answer, answer.decision)
+        why = self._answers.refusal(self._report, answer, answer.decision)
         if why is not None:
             self._report.refused_answers.append(
                 RefusedAnswer(answer=answer, why=why, at=workflow.now())
             )
             return
-        self._apply(answer, answer.decision, "signal")
-
-    def _pending(self, step: int) -> ApprovalRecord | None:
-        for record in reversed(self._report.approvals):
-            if record.step == step and record.plan_version == self._report.plan_version:
-                return record
-        return None
-
-    def _refusal(self, answer: ApprovalAnswer, decision: Decision) -> str | None:
-        record = self._pending(answer.step)
-        if record is None:
-            return f"no card for step {answer.step} in plan version {self._report.plan_version}"
-        if record.status is not CardStatus.PENDING:
-            done = record.answer.decision if record.answer else record.status
-            return f"the card of step {answer.step} is no longer waiting: {done}"
-        if answer.digest != record.digest:
-            # never the card's own digest: whoever guesses learns nothing
-            return f"wrong digest for step {answer.step}: it is not the card that waits"
-        if workflow.now() >= record.expires_at:
-            return f"the card of step {answer.step} expired at {record.expires_at.isoformat()}"
-        if decision is Decision.REJECT and not answer.reason.strip():
-            return "a rejection needs a reason"
-        if self._own_guards:
-            ctx = AnswerContext(
-                record.card, record.digest, self._approvers, self._submitter, self._submitter_key
-            )
-            return answer_refusal(answer.proof, decision, answer.reason, ctx, workflow.now())
-        return None
-
-    def _apply(
-        self, answer: ApprovalAnswer, decision: Decision, via: Literal["update", "signal"]
-    ) -> ApprovalReceipt:
-        record = self._pending(answer.step)
-        if record is None or record.status is not CardStatus.PENDING:
-            raise ApplicationError("the card is no longer waiting", non_retryable=True)
-        now = workflow.now()
-        proof = answer.proof if self._own_guards else None
-        by = proof.approver if proof is not None else answer.by  # the proven name, not a claim
-        record.answer = Answered(
-            decision=decision, by=by, reason=answer.reason, at=now, proof=proof
-        )
-        record.status = (
-            CardStatus.APPROVED if decision is Decision.APPROVE else CardStatus.REJECTED
-        )
-        return ApprovalReceipt(
-            step=answer.step, digest=record.digest, decision=decision, at=now, via=via
-        )
+        self._answers.apply(self._report, answer, answer.decision, "signal")
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
-        # Asked first: a run that has it began on code with every patch before it, and takes
-        # them without asking (no markers: each costs two events, see SEARCH_ATTRIBUTES_PATCH)
-        self._own_guards = workflow.patched(DEPLOYMENT_GUARDS_PATCH)
-        if self._own_guards:
-            self._metadata = self._void_at_failure = self._reads_in_call = True
-        else:
-            self._metadata = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
-            self._void_at_failure = workflow.patched(VOID_AT_FAILURE_PATCH)
-            self._reads_in_call = workflow.patched(READS_IN_CALL_PATCH)
         self._registered = inp.search_attributes
-        # what the client (or the run before, for a run that continued as new) set already
-        self._upserted = visibility.current(workflow.info().typed_search_attributes)
+        self._shown.begin(upserts=self._registered)
         if self._report.status is RunStatus.QUEUED:
             self._report.status = RunStatus.RUNNING
-        self._show()
+        self._shown.show(self._report)
         shown = asyncio.create_task(self._keep_shown())
         self._versions = asyncio.create_task(self._run_versions(inp))
         if self._stopped_by_signal:  # signalled before the run began
@@ -233,120 +112,80 @@ class PlanRunWorkflow:
             if following is not None:  # the history is long: the run goes on in a new one
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 shown.cancel()
-                self._hand_over()
+                self._shown.hand_over()
                 workflow.continue_as_new(following)
         except asyncio.CancelledError:
             self._cancelled()
-            self._show()
+            self._shown.show(self._report)
             if not self._stopped_by_signal:
                 raise  # Temporal asked (UI, CLI, API): the execution ends canceled
         except Exception as e:
             # A bug, or input no check caught: retrying the workflow task could never change
             # it. The run fails, with its report, instead of hanging as "running".
             self._crashed(e)
-        self._show()  # the final status, in the same workflow task as the run's end
+        self._shown.show(self._report)  # the final status, in the workflow task of the end
         shown.cancel()
         return self._report
 
-    # -- what the Temporal UI and visibility show -----------------------------------------------
-    def _show(self) -> None:
-        """The run's status as its current details (no command) and, where the namespace has
-        them registered, as search attributes: upserted when they change (one command)."""
-        r = self._report
-        now = (r.status, r.plan_version, r.replans_used)
-        if now == self._shown:
-            return
-        self._shown = now
-        workflow.set_current_details(
-            f"**{r.status.value}** · plan version {r.plan_version} · re-plans "
-            f"{r.replans_used} of {r.replans_max}"
-        )
-        if not (self._metadata and self._registered):
-            return
-        values = visibility.values(r.status, self._goal)
-        changes = visibility.updates(values, self._upserted)
-        if changes:
-            workflow.upsert_search_attributes(changes)
-            self._upserted = values
-
-    def _hand_over(self) -> None:
-        """This execution continues as new: its attributes say so (``continued``, waiting for
-        no one), so that a query for the runs awaiting approval finds the execution that holds
-        the card, not every one the run went through."""
-        if self._metadata and self._registered:
-            values = (visibility.CONTINUED, self._goal, False)
-            changes = visibility.updates(values, self._upserted)
-            if changes:
-                workflow.upsert_search_attributes(changes)
-
     async def _keep_shown(self) -> None:
-        """``_show`` whenever the status changes (a card published or answered, a re-plan):
-        the steps change it deep in their own code; this is the one place that publishes."""
+        """Show the status whenever it changes (a card published or answered, a re-plan): the
+        steps change it deep in their own code; this is the one place that publishes."""
         r = self._report
         while True:
-            await workflow.wait_condition(
-                lambda: (r.status, r.plan_version, r.replans_used) != self._shown
-            )
-            self._show()
+            await workflow.wait_condition(lambda: self._shown.changed(r))
+            self._shown.show(self._report)
 
     async def _run_versions(self, inp: RunInput) -> RunInput | None:
         """Plan versions until the run ends (None), or until its history is long enough that
         it continues as new: then what the next run of the chain needs to go on."""
-        plan: GuardedPlan | None = inp.plan
         c = inp.carried
         patience = timedelta(seconds=inp.outage_patience_s)
-        ctx: VersionContext | None = None
         resumed: Resumed | None = None
-        first_reads: dict[int, ProbeReport] = {}
+        unguarded = GuardedPlan(plan=inp.plan)  # until the worker derives its guards
         if c is None:
             made_at = inp.plan_made_at or workflow.info().start_time
             version, begun = 1, False
             base = VersionContext(
-                run_id=self._report.run_id, guarded=inp.plan, version=0, plan_made_at=made_at,
+                run_id=self._report.run_id, guarded=unguarded, version=0, plan_made_at=made_at,
                 report=self._report, key_tag=key_tag(), history=inp.history,
-                outage_patience=patience, recent=self._metadata,
-                void_at_failure=self._void_at_failure, reads_in_call=self._reads_in_call,
+                outage_patience=patience, submission=inp.submission,
                 # the run's authority and policy are the first plan's, whatever a re-plan says
-                on_behalf_of=inp.plan.plan.on_behalf_of,
-                policy_bundle=inp.plan.plan.policy_bundle,
+                on_behalf_of=inp.plan.on_behalf_of, policy_bundle=inp.plan.policy_bundle,
             )
         else:
             made_at, version, begun = c.plan_made_at, c.version, c.begun
             base = VersionContext(
-                run_id=self._report.run_id, guarded=inp.plan, version=c.version,
+                run_id=self._report.run_id, guarded=unguarded, version=c.version,
                 plan_made_at=made_at, report=self._report, key_tag=c.key_tag,
-                history=inp.history, outage_patience=patience, on_behalf_of=c.on_behalf_of,
-                policy_bundle=c.policy_bundle, bound=dict(c.bound), verified=dict(c.verified),
-                recent=self._metadata, void_at_failure=self._void_at_failure,
-                reads_in_call=self._reads_in_call,
+                history=inp.history, outage_patience=patience, submission=inp.submission,
+                on_behalf_of=c.on_behalf_of, policy_bundle=c.policy_bundle,
+                bound=dict(c.bound), verified=dict(c.verified),
             )
             resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
-        if self._own_guards:
-            base = replace(base, own_guards=True, submission=inp.submission)
-            forged = self._forged(inp)
-            if forged is not None:  # nothing of what it carries is shown as this run's
-                self._report = RunReport(
-                    run_id=workflow.info().workflow_id, goal=inp.plan.plan.goal,
-                    replans_max=inp.plan.plan.budget.replans_max,
-                    submitted_at=workflow.info().workflow_start_time,
-                    begun_at=workflow.info().start_time,
-                )
-                self._refuse(forged, "not_permitted", None, version, made_at)
-                return None
-            if not begun:  # what the run will do, shown while its guards are derived
-                self._report.plan_version = version
-                for step in inp.plan.plan.steps:
-                    self._step_shown(step, version, made_at)
-            found = await self._guards(inp.plan.plan, version, base, first_run=c is None)
-            if found is None:
-                return None
-            plan, resolved = found
-            first_reads = resolved.reads
-            base = replace(
-                base, guarded=plan, on_behalf_of=resolved.on_behalf_of,
-                policy_bundle=resolved.policy_bundle,
+        forged = guarding.forged(inp)
+        if forged is not None:  # nothing of what it carries is shown as this run's
+            self._report = RunReport(
+                run_id=workflow.info().workflow_id, goal=inp.plan.goal,
+                replans_max=inp.plan.budget.replans_max,
+                submitted_at=workflow.info().workflow_start_time,
+                begun_at=workflow.info().start_time,
             )
-        ctx = base
+            guarding.refuse(self._report, forged, "not_permitted", None, version, made_at)
+            return None
+        if not begun:  # what the run will do, shown while its guards are derived
+            self._report.plan_version = version
+            for step in inp.plan.steps:
+                bookkeeping.step_shown(self._report, step, version, made_at)
+        found = await self._guards(inp.plan, version, base, first_run=c is None)
+        if found is None:
+            return None
+        guarded, resolved = found
+        first_reads = resolved.reads
+        ctx = replace(
+            base, guarded=guarded, on_behalf_of=resolved.on_behalf_of,
+            policy_bundle=resolved.policy_bundle,
+        )
+        plan: GuardedPlan | None = guarded
         while plan is not None:
             if not begun and ctx.over_bound():  # the next version begins in the next run
                 return self._carry(ctx, plan, version, made_at, begun=False)
@@ -358,89 +197,27 @@ class PlanRunWorkflow:
             if outcome.suspended:
                 return self._carry(ctx, plan, version, made_at, begun=True, outcome=outcome)
             resumed, begun = None, False
-            plan = await self._next_plan(ctx, outcome)
+            plan = await replanning.next_plan(self._report, ctx, outcome)
             made_at = workflow.now()
             version += 1
-        return None
-
-    # -- the worker's own guards (DEPLOYMENT_GUARDS_PATCH) --------------------------------------
-    def _forged(self, inp: RunInput) -> str | None:
-        """Why this run's input cannot be what plangate itself made: carried state comes only
-        from continue-as-new (a client cannot set the run it continues), and plangate never
-        lets Temporal re-run a plan (a cron schedule or a retry policy would start it again
-        with the same input)."""
-        info = workflow.info()
-        if info.cron_schedule or info.retry_policy is not None:
-            return (
-                "a plan run is never scheduled or retried by Temporal (it was started with a "
-                "cron schedule or a retry policy)"
-            )
-        if inp.carried is not None and info.continued_run_id is None:
-            return (
-                "the run was started with the state of a run before it, which only the run "
-                "before it can hand on (continue-as-new)"
-            )
         return None
 
     async def _guards(
         self, plan: Plan, version: int, ctx: VersionContext, *, first_run: bool
     ) -> tuple[GuardedPlan, Resolved] | None:
-        """The plan version with this worker's guards (``guard.resolve``), and what else the
-        worker said; the approvers and submitter its cards are judged by are kept. None when
-        the run may not act (refused)."""
-        info = workflow.info()
-        # a new run's first steps are read in the same activity (nothing is bound yet)
-        keyed = replace(ctx, version=version)
-        reads = {
-            s.n: keyed.idempotency_key(s.n) for s in plan.steps if not s.depends_on
-        } if first_run else {}
-        req = GuardRequest(
-            plan=plan, version=version, workflow_id=info.workflow_id,
-            submission=ctx.submission,
-            started_at=info.workflow_start_time if first_run else None,
-            on_behalf_of=None if version == 1 else ctx.on_behalf_of,
-            policy_bundle=None if version == 1 else ctx.policy_bundle,
-            reads=reads,
-        )
-        resolved: Resolved = await workflow.execute_local_activity(
-            GUARD_ACTIVITY, req, result_type=Resolved,
-            start_to_close_timeout=options.GUARD_TIMEOUT, retry_policy=options.GUARD_RETRY,
-            summary=summaries.guards(version, len(plan.steps), sorted(reads)),
-        )
-        self._approvers = {n: base64.b64decode(k) for n, k in resolved.approvers.items()}
-        self._submitter = resolved.submitter
-        self._submitter_key = (
-            base64.b64decode(resolved.submitter_key) if resolved.submitter_key else None
-        )
+        """The plan version with this worker's guards, and what else the worker said; the
+        approvers and submitter its cards are judged by are kept. None when the run may not
+        act (refused)."""
+        resolved = await guarding.resolve(plan, version, ctx, first_run=first_run)
+        self._answers.judged_by(resolved)
         guarded = resolved.guarded(plan)
         if resolved.refusal is not None:
             made_at = workflow.now() if version > 1 else ctx.plan_made_at
-            self._refuse(resolved.refusal, resolved.refusal_code, guarded, version, made_at)
+            guarding.refuse(
+                self._report, resolved.refusal, resolved.refusal_code, guarded, version, made_at
+            )
             return None
         return guarded, resolved
-
-    def _refuse(
-        self, why: str, code: str, plan: GuardedPlan | None, version: int, made_at: datetime
-    ) -> None:
-        """The run acts on nothing: its version's steps VOID, its status halted (403: a person
-        must look) or failed (a plan no check would pass)."""
-        r = self._report
-        if plan is not None:
-            r.plan_version = version
-            for s in plan.plan.steps:
-                shown = self._step_shown(s, version, made_at)
-                shown.effect, shown.state = plan.guard(s.n).effect, StepState.VOID
-        status = CODES[code].status
-        r.failure = FailureRecord(
-            step=0, tool="", plan_version=version, code=code, status=status, retryable=False,
-            detail=why,
-        )
-        if status == 403:
-            r.metrics.answers_403 += 1
-            r.status = RunStatus.HALTED
-        else:
-            r.status = RunStatus.FAILED
-        r.escalation = f"refused before any step acted: {why}"
 
     def _carry(
         self,
@@ -461,26 +238,11 @@ class PlanRunWorkflow:
             failed_state=outcome.failed_state if outcome else None,
             on_behalf_of=ctx.on_behalf_of, policy_bundle=ctx.policy_bundle,
         )
-        if ctx.own_guards:  # the next run derives them again: not twice in its history
-            plan = GuardedPlan(plan=plan.plan)
-        return RunInput(
-            plan=plan, history=ctx.history,
+        return RunInput(  # the plan alone: the next run derives its guards again
+            plan=plan.plan, history=ctx.history,
             outage_patience_s=ctx.outage_patience.total_seconds(), carried=carried,
             search_attributes=self._registered, submission=ctx.submission,
         )
-
-    def _step_shown(self, s: Step, version: int, made_at: datetime) -> StepReport:
-        """The report's entry of a step of ``version``: added (pending, with the effect its
-        plan declares) unless it is there already."""
-        try:
-            return self._report.step(s.n, version)
-        except KeyError:
-            rep = StepReport(
-                n=s.n, tool=s.tool, plan_version=version, effect=s.effect,
-                timings=StepTimings(plan_made_at=made_at),
-            )
-            self._report.steps.append(rep)
-            return rep
 
     def _begin(
         self,
@@ -495,103 +257,15 @@ class PlanRunWorkflow:
         if not begun:
             self._report.plan_version = version
             for s in plan.plan.steps:
-                self._step_shown(s, version, made_at).effect = plan.guard(s.n).effect
+                shown = bookkeeping.step_shown(self._report, s, version, made_at)
+                shown.effect = plan.guard(s.n).effect
         return VersionContext(
             run_id=self._report.run_id, guarded=plan, version=version,
             plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
             history=prev.history, outage_patience=prev.outage_patience,
             on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
-            bound=dict(prev.bound), verified=dict(prev.verified), recent=prev.recent,
-            void_at_failure=prev.void_at_failure, reads_in_call=prev.reads_in_call,
-            own_guards=prev.own_guards, submission=prev.submission,
+            bound=dict(prev.bound), verified=dict(prev.verified), submission=prev.submission,
         )
-
-    async def _next_plan(
-        self, ctx: VersionContext, outcome: VersionOutcome
-    ) -> GuardedPlan | None:
-        r = self._report
-        if outcome.failure is None:
-            r.status = RunStatus.SUCCEEDED
-            return None
-        r.failure = outcome.failure
-        if outcome.failed_state is StepState.HALTED:
-            r.status = RunStatus.HALTED
-            r.escalation = f"step {outcome.failure.step} halted: a person must look"
-            return None
-        return await self._replan(ctx, outcome.failure)
-
-    async def _replan(self, ctx: VersionContext, failure: FailureRecord) -> GuardedPlan | None:
-        """Ask the replan child for the next plan version, within the run's budget."""
-        r = self._report
-        failed = ctx.step_report(failure.step)
-        if r.replans_max == 0:  # the plan allows no recovery: the run has failed
-            r.status = RunStatus.FAILED
-            failed.state = StepState.FAILED
-            return None
-        remaining = [
-            s for s in ctx.plan.steps if s.n == failure.step or ctx.state(s.n) is StepState.VOID
-        ]
-        last = ""
-        while r.replans_used < r.replans_max:
-            r.replans_used += 1
-            req = ReplanRequest(
-                goal=r.goal,
-                completed=self._completed_with_results(),
-                failure=failure,
-                remaining=remaining,
-                budget=ReplanBudget(replans_used=r.replans_used - 1, replans_max=r.replans_max),
-                bound=ctx.bound,
-                on_behalf_of=ctx.on_behalf_of,
-                policy_bundle=ctx.policy_bundle,
-            )
-            out = await self._ask(req, r.replans_used)
-            r.replans.append(
-                ReplanRecord(
-                    attempt=r.replans_used, after_step=failure.step, after_version=ctx.version,
-                    backend=out.backend, accepted=out.plan is not None, reason=out.reason,
-                    problems=out.problems,
-                )
-            )
-            if out.plan is not None:
-                return out.plan
-            last = out.reason
-            if out.final:
-                break
-        r.status = RunStatus.HALTED
-        failed.state = StepState.HALTED
-        r.escalation = (
-            f"no route around step {failure.step} ({failure.code}) after "
-            f"{r.replans_used} of {r.replans_max} replans: {last}"
-        )
-        return None
-
-    def _completed_with_results(self) -> list[CompletedStep]:
-        """The completed steps with their bounded results, which the report keeps per step."""
-        out = []
-        for c in self._report.completed:
-            rep = self._report.step(c.n, c.plan_version)
-            kept = {"result": rep.result, "result_digest": rep.result_digest}
-            out.append(c.model_copy(update=kept))
-        return out
-
-    async def _ask(self, req: ReplanRequest, attempt: int) -> ReplanOutcome:
-        f = req.failure
-        summary = (
-            summaries.replan(attempt, self._report.run_id, f.step, f.plan_version, f.code)
-            if self._metadata else None
-        )
-        try:
-            out: ReplanOutcome = await workflow.execute_child_workflow(
-                REPLAN_WORKFLOW,
-                req,
-                id=f"{self._report.run_id}/replan-{attempt}",
-                result_type=ReplanOutcome,
-                execution_timeout=options.REPLAN_EXECUTION_TIMEOUT,
-                static_summary=summary,
-            )
-        except ChildWorkflowError as e:
-            return ReplanOutcome(reason=f"the replan workflow failed: {e.cause or e}")
-        return out
 
     def _crashed(self, e: Exception) -> None:
         r = self._report

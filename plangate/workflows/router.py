@@ -11,7 +11,7 @@ from enum import StrEnum
 from plangate.plans.model import Effect, OnUnmet
 from plangate.records.report import Answer
 
-__all__ = ["Answer", "Decision", "Kind", "Situation", "route"]
+__all__ = ["Answer", "Decision", "Kind", "Refused", "Situation", "route"]
 
 
 class Kind(StrEnum):
@@ -27,6 +27,23 @@ class Kind(StrEnum):
     SYSTEM_DOWN = "system_down"  # a system a probe reads did not answer at all
 
 
+class Refused(StrEnum):
+    """What a tool's refusal says of the world. A tool sends it as an HTTP-like status (its
+    wire value, ``records.codes``); ``of`` converts it once, where the answer arrives."""
+
+    CONFLICT = "conflict"  # 409: the resource moved since the read
+    SUPERSEDED = "superseded"  # 412: a version or the policy the call assumed is superseded
+    REVOKED = "revoked"  # 403: the authority the step acts under is gone
+
+    @classmethod
+    def of(cls, status: int | None) -> Refused | None:
+        """The refusal a wire status stands for; None for any other failure."""
+        return _BY_STATUS.get(status) if status is not None else None
+
+
+_BY_STATUS = {409: Refused.CONFLICT, 412: Refused.SUPERSEDED, 403: Refused.REVOKED}
+
+
 @dataclass(frozen=True)
 class Situation:
     kind: Kind
@@ -34,7 +51,7 @@ class Situation:
     on_unmet: OnUnmet = OnUnmet.REPLAN
     owed_by_unfinished_step: bool = False  # a concurrent step of this plan will establish it
     waits: bool = False  # the failed post condition declares `wait` and its deadline is ahead
-    status: int | None = None  # the tool error's HTTP-like status
+    refused: Refused | None = None  # the tool error refused the call (conflict, ...)
     retryable: bool = False
     retries_left: bool = False  # workflow-level retries of the whole step remain
 
@@ -90,9 +107,9 @@ def route(s: Situation) -> Decision:
             )
         case Kind.OUTCOME_UNKNOWN:
             return _unmet(s, "the tool's outcome is unknown")
-        case Kind.TOOL_ERROR if s.status == 403:
+        case Kind.TOOL_ERROR if s.refused is Refused.REVOKED:
             return Decision(Answer.HALT, "authority revoked (403)")
-        case Kind.TOOL_ERROR if s.status == 412:
+        case Kind.TOOL_ERROR if s.refused is Refused.SUPERSEDED:
             # Re-evaluated already (the step read the world again after the 412): what moved
             # under the plan is not retried blindly.
             if s.on_unmet is OnUnmet.HALT:
@@ -100,7 +117,7 @@ def route(s: Situation) -> Decision:
             return Decision(Answer.REPLAN, "superseded (412), re-evaluated: re-plan")
         case Kind.APPROVAL_REFUSED:
             return _unmet(s, "the approval was refused or expired")
-        case Kind.TOOL_ERROR if s.status == 409:
+        case Kind.TOOL_ERROR if s.refused is Refused.CONFLICT:
             if s.on_unmet is OnUnmet.HALT:
                 return Decision(Answer.HALT, "conflict (409); on_unmet: halt")
             return Decision(Answer.REPLAN, "conflict (409): re-plan, do not retry blindly")

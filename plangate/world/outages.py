@@ -1,6 +1,6 @@
 """Whether an error means the system did not answer at all: down, unreachable, not accepting
 connections, or silent past its timeout. "No" from a system is an answer; no system is not,
-and a step waits for it (``workflows.lifecycle``: the outage patience) instead of re-planning
+and a step waits for it (``workflows.probing``: the outage patience) instead of re-planning
 around it: a new plan would meet the same outage."""
 
 from __future__ import annotations

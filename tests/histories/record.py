@@ -1,6 +1,7 @@
 """Records workflow histories for the replay test: one per path a plan run can take. Run by hand
-to add a path, or after a deliberate, released change of workflow code; never to make a
-failing replay pass (docs/workflow-changes.md):
+to add a path (a new one, or a patch's new branch); never to make a failing replay pass
+(docs/versioning.md). Every history was recorded again once, on the baseline, before the
+first release:
 
     .venv/bin/python -m tests.histories.record            # the paths not recorded yet
     .venv/bin/python -m tests.histories.record NAME ...   # these, again
@@ -30,7 +31,6 @@ from plangate.client.api import Plangate
 from plangate.demo.replay import BUCKET, KEY, invoice_csv, saturday_plan
 from plangate.demo.scenarios import closeout_plan
 from plangate.demo.schema import seed_acct_3319f
-from plangate.plans.guards import GuardedPlan
 from plangate.plans.load import parse_plan
 from plangate.records.proofs import Submitter
 from plangate.records.report import RunReport
@@ -86,21 +86,21 @@ async def saturday_export_deleted(b: Bench) -> RunReport:  # failed: the rest of
 
 
 async def closeout_replanned(b: Bench) -> RunReport:
-    """The close-out re-planned; its re-planned money and external steps wait for cards, each
-    approved (with the "deployment-guards" patch)."""
+    """The close-out re-planned; its re-planned money and external steps wait for fresh cards,
+    each approved."""
     await seed_acct_3319f(b.world)
     return await b.run_approving(closeout_plan(), by="bench")
 
 
 async def refused_unsigned(b: Bench) -> RunReport:
     """A deployment that lists its submitters, given a raw start with no submission: the run
-    halts before any step ("deployment-guards")."""
+    halts before any step."""
     agent = SigningKey.generate("agent")
     listed = replace(b.settings, submitters=(Submitter(agent.name, agent.public, ("dana",)),))
     async with running_worker(b.client, listed) as h:
         plan = parse_plan(publish(bucket(b)))
         rep: RunReport = await h.client.execute_workflow(
-            PlanRunWorkflow.run, RunInput(plan=GuardedPlan(plan=plan)),
+            PlanRunWorkflow.run, RunInput(plan=plan),
             id=f"unsigned-{uuid.uuid4().hex[:8]}", task_queue=h.settings.task_queue,
         )
         return rep
@@ -191,16 +191,16 @@ async def continued_as_new(b: Bench) -> RunReport:
 
 
 async def lost_write_retried(b: Bench) -> RunReport:
-    """An ``s3.put`` whose every attempt lost its answer after the write landed: tried again
-    (``workflow.patched("lost-call-retried")``), the world read first, skipped as done."""
+    """An ``s3.put`` whose every attempt lost its answer after the write landed: tried again,
+    the world read first, skipped as done."""
     tool = LostPut(b.world, lands=True)
     async with running_worker(b.client, b.settings, {"s3.put": tool.run}) as h:
         return await h.run(put_plan(bucket(b), "out/report.txt"))
 
 
 async def voided_at_failure(b: Bench) -> RunReport:
-    """Step 1 fails; step 2, after it, is VOID at once (``workflow.patched("void-at-failure")``),
-    so step 3, which waits for step 2 to establish its pre condition, stops waiting."""
+    """Step 1 fails; step 2, after it, is VOID at once, so step 3, which waits for step 2 to
+    establish its pre condition, stops waiting."""
     owed = f"owed-{uuid.uuid4().hex[:6]}"
     return await b.run({"goal": "void at failure", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
@@ -224,8 +224,8 @@ async def open_gate(b: Bench) -> str:
 
 
 async def reads_in_call(b: Bench) -> RunReport:
-    """A chain of three guarded steps (``workflow.patched("reads-in-call")``): one local read,
-    then every read made in the tools' activities, at and after each call."""
+    """A chain of three guarded steps: one local read (with the guards), then every read made
+    in the tools' activities, at and after each call."""
     gate, tag = await open_gate(b), uuid.uuid4().hex[:6]
     return await b.run({"goal": "reads in call", "budget": {"replans_max": 0}, "steps": [
         gated_step(n, f"chain-{tag}-{n}", gate, depends_on=[n - 1] if n > 1 else [])
@@ -269,16 +269,6 @@ SCENARIOS: dict[str, Scenario] = {
     "reads_in_call": reads_in_call,
     "refused_at_call": refused_at_call,
     "pre_failed_at_call": pre_failed_at_call,
-    # the same paths recorded with the "search-attributes" patch (upserts of plangate's search
-    # attributes, summaries on what the run schedules): the new branch replays too
-    "approved_findable": approved,
-    "cancelled_findable": cancelled,
-    "continued_as_new_findable": continued_as_new,
-    # recorded with the "deployment-guards" patch: the worker's own guards (a local activity
-    # first), signed answers, fresh cards for re-planned money and external steps
-    "approved_signed": approved,
-    "closeout_fresh_cards": closeout_replanned,
-    "continued_as_new_signed": continued_as_new,
     "refused_unsigned": refused_unsigned,
 }
 

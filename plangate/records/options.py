@@ -1,4 +1,7 @@
-"""Activity options: timeouts and retry policies, decided here and nowhere else."""
+"""Activity and child options: timeouts and retry policies, decided here and nowhere else.
+
+Below both workflow packages (``plangate.workflows`` and ``plangate.replanner``), so neither
+imports the other for them (the contract in pyproject.toml says so)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,93 @@
+"""Answers to a run's approval cards, by Update or signal: who may answer (the approvers and
+the submitter the worker's guards name), the checks every answer meets, and the answer
+recorded on its card. The step waiting for the card reads it there (``approval``)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Literal
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from plangate.records.approvals import (
+        Answered,
+        ApprovalAnswer,
+        ApprovalReceipt,
+        ApprovalRecord,
+        CardStatus,
+        Decision,
+    )
+    from plangate.records.proofs import AnswerContext, answer_refusal
+    from plangate.records.report import RunReport
+    from plangate.records.run import Resolved
+
+
+class Answers:
+    def __init__(self) -> None:
+        self.approvers: dict[str, bytes] = {}
+        self.submitter: str | None = None
+        self.submitter_key: bytes | None = None
+
+    def judged_by(self, resolved: Resolved) -> None:
+        """Who may answer this run's cards, and who submitted it (``guard.resolve``)."""
+        self.approvers = {n: base64.b64decode(k) for n, k in resolved.approvers.items()}
+        self.submitter = resolved.submitter
+        self.submitter_key = (
+            base64.b64decode(resolved.submitter_key) if resolved.submitter_key else None
+        )
+
+    def refusal(
+        self, report: RunReport, answer: ApprovalAnswer, decision: Decision
+    ) -> str | None:
+        """Why ``answer`` is not taken; None when it is."""
+        record = pending(report, answer.step)
+        if record is None:
+            return f"no card for step {answer.step} in plan version {report.plan_version}"
+        if record.status is not CardStatus.PENDING:
+            done = record.answer.decision if record.answer else record.status
+            return f"the card of step {answer.step} is no longer waiting: {done}"
+        if answer.digest != record.digest:
+            # never the card's own digest: whoever guesses learns nothing
+            return f"wrong digest for step {answer.step}: it is not the card that waits"
+        if workflow.now() >= record.expires_at:
+            return f"the card of step {answer.step} expired at {record.expires_at.isoformat()}"
+        if decision is Decision.REJECT and not answer.reason.strip():
+            return "a rejection needs a reason"
+        # an answer counts only with an approver's proof
+        ctx = AnswerContext(
+            record.card, record.digest, self.approvers, self.submitter, self.submitter_key
+        )
+        return answer_refusal(answer.proof, decision, answer.reason, ctx, workflow.now())
+
+    def apply(
+        self,
+        report: RunReport,
+        answer: ApprovalAnswer,
+        decision: Decision,
+        via: Literal["update", "signal"],
+    ) -> ApprovalReceipt:
+        record = pending(report, answer.step)
+        if record is None or record.status is not CardStatus.PENDING:
+            raise ApplicationError("the card is no longer waiting", non_retryable=True)
+        now = workflow.now()
+        proof = answer.proof
+        by = proof.approver if proof is not None else answer.by  # the proven name, not a claim
+        record.answer = Answered(
+            decision=decision, by=by, reason=answer.reason, at=now, proof=proof
+        )
+        record.status = (
+            CardStatus.APPROVED if decision is Decision.APPROVE else CardStatus.REJECTED
+        )
+        return ApprovalReceipt(
+            step=answer.step, digest=record.digest, decision=decision, at=now, via=via
+        )
+
+
+def pending(report: RunReport, step: int) -> ApprovalRecord | None:
+    """The card of ``step`` in the current plan version, if it has one."""
+    for record in reversed(report.approvals):
+        if record.step == step and record.plan_version == report.plan_version:
+            return record
+    return None

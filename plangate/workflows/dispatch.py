@@ -1,0 +1,125 @@
+"""EXECUTING: the tool call, and what its answer means for the step. A refusal (the world moved
+under the step, a policy superseded) is read again before it is answered; a lost call may be
+tried again; a call that acted goes on to VERIFYING."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from plangate.plans.model import Condition
+    from plangate.records.calls import Outcome, ToolCall
+    from plangate.records.report import CancelOutcome, Phase, StepState
+    from plangate.workflows import bookkeeping, calls, reads, summaries
+    from plangate.workflows.probing import check_before, probe
+    from plangate.workflows.router import Kind, Refused, route
+    from plangate.workflows.step import (
+        Checked,
+        Failed,
+        Finished,
+        Owed,
+        Park,
+        Prepared,
+        StepScope,
+        Unknown,
+    )
+    from plangate.workflows.verification import verify
+
+
+async def execute(
+    s: StepScope, base: Prepared, p: Prepared
+) -> Finished | Failed | Unknown | Owed | Park:
+    ctx = s.ctx
+    s.set_state(StepState.EXECUTING)
+    s.rep.timings.dispatched_at = workflow.now()
+    check, after, lenient, successor = reads.at_call(s, p)
+    call = ToolCall(
+        step=p.ref, idempotency_key=p.key, on_behalf_of=ctx.on_behalf_of,
+        policy_bundle=ctx.policy_bundle, check=check, after=after, after_lenient=lenient,
+        approval_required=s.guard.approval, approval=p.grant,
+        submission=ctx.submission,
+    )
+    try:
+        summary = summaries.tool(s.n, ctx.version, s.step.tool, p.args)
+        answer = await calls.call_tool(s.step.tool, call, s.effect, summary)
+    except asyncio.CancelledError:
+        # the run was cancelled while the call was in flight (and has ended: the activity waits
+        # for its cancellation to complete): what really happened, read by probes
+        await _read_after_cancel(s, p)
+        raise
+    match answer:
+        case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED):
+            # a moved version, a changed policy: read the world again, then re-plan; never a
+            # blind retry. A refusal at the call carries what it read: when what failed there
+            # had not been read before, it is the step's pre check failing (answered as such),
+            # not the world moving between check and use.
+            s.rep.attempts += tf.attempt
+            refused = None
+            if check and tf.code in reads.AT_CALL_REFUSALS:
+                refused = reads.record_at_call(s, tf.data)
+            unread = refused is not None and reads.first_read_at_call(s, refused)
+            if not unread:
+                bookkeeping.count_answer(ctx.report, s.rep, answer.refused, tf.status, tf.code)
+            again = await check_before(s, base, Phase.PRE if unread else Phase.RE_EVALUATE)
+            if not isinstance(again, Checked):
+                return again
+            if unread:  # it held again a moment later: the world moves under the step
+                bookkeeping.count_answer(ctx.report, s.rep, answer.refused, tf.status, tf.code)
+            d = route(s.situation(Kind.TOOL_ERROR, refused=Refused.SUPERSEDED))
+            return Failed(d, s.failure(tf.code, False, tf.detail, status=tf.status))
+        case calls.CallFailed(failure=tf, refused=refused):
+            s.rep.attempts += tf.attempt
+            if check and tf.code in reads.AT_CALL_REFUSALS:
+                reads.record_at_call(s, tf.data)
+            bookkeeping.count_answer(ctx.report, s.rep, refused, tf.status, tf.code)
+            d = route(s.situation(Kind.TOOL_ERROR, refused=refused, retryable=tf.retryable))
+            failure = s.failure(tf.code, tf.retryable, tf.detail, status=tf.status)
+            return Unknown(d, failure, d) if tf.may_have_acted else Failed(d, failure)
+        case calls.CallLost(detail=detail):
+            # certainly not done: a transient failure, tried again with the same key
+            absent = route(s.situation(Kind.TOOL_ERROR, retryable=True))
+            failure = s.failure("outcome_unknown", False, detail)
+            if not s.effect.outcome_must_be_known:
+                # A read or write whose call was lost (its worker died, or it timed out after
+                # its attempts) is tried again like a transient fault, while the step has
+                # attempts left: every attempt reads the world first, so a write that landed
+                # is found done (skipped on its evidence, or its version-bound retry refused as
+                # superseded and re-evaluated), and one that did not goes again with the
+                # version its new pre probe observed.
+                return Unknown(absent, failure, absent)
+            # money and external: read back by idempotency key (``verification.read_back``)
+            return Unknown(route(s.situation(Kind.OUTCOME_UNKNOWN)), failure, absent)
+        case calls.Called(result=result):
+            bookkeeping.record_call(ctx.report, s.rep, result, s.attempt)
+            bookkeeping.record_result(ctx.report, s.rep, result.output)
+            s.set_state(StepState.VERIFYING)
+            first = None
+            if after:
+                first = reads.after_call(s, p, after, result.after, successor)
+                if first is not None and first.all_hold:
+                    return Finished(StepState.DONE, p.args, result.output)
+                successor = None
+            else:
+                successor = reads.successor_read(s, result.output)
+            verified = await verify(s, p, result.refs, successor, output=result.output, first=first)
+            return verified or Finished(StepState.DONE, p.args, result.output)
+
+
+async def _read_after_cancel(s: StepScope, p: Prepared) -> None:
+    """After a cancel reached a call in flight: did it act? Its post conditions (or, for money
+    and external, its record by idempotency key) say done, not done, or unknown."""
+    outcome, why = CancelOutcome.UNKNOWN, "no post condition to read"
+    conds = p.post or ([Condition(probe="effect_recorded")] if s.guard.reads_by_key else [])
+    if conds:
+        answer = await probe(s, Phase.AFTER_CANCEL, p, conds, None)
+        if isinstance(answer, Failed | Unknown):
+            why = answer.failure.detail
+        elif all(r.outcome is Outcome.HOLDS for r in answer.results):
+            outcome, why = CancelOutcome.DONE, "its post conditions hold"
+        else:
+            first = next(r for r in answer.results if r.outcome is not Outcome.HOLDS)
+            outcome, why = CancelOutcome.NOT_DONE, f"{first.condition.key()}: {first.detail}"
+    s.rep.cancel_outcome = outcome
+    s.rep.reason = f"cancelled while the call was in flight: {outcome} ({why})"

@@ -1,0 +1,89 @@
+"""A plan version's guards are the worker's own (``guard.resolve``, a local activity that also
+makes the first steps' first reads), never the input's; and a run whose input plangate cannot
+have made, or whose guards refuse it, acts on nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from plangate.plans.guards import GuardedPlan
+    from plangate.plans.model import Plan
+    from plangate.records import options
+    from plangate.records.codes import CODES
+    from plangate.records.report import FailureRecord, RunReport, RunStatus, StepState
+    from plangate.records.run import GuardRequest, Resolved, RunInput
+    from plangate.workflows import bookkeeping, summaries
+    from plangate.workflows.context import VersionContext
+    from plangate.workflows.router import Refused
+
+GUARD_ACTIVITY = "guard.resolve"
+
+
+def forged(inp: RunInput) -> str | None:
+    """Why this run's input cannot be what plangate itself made: carried state comes only from
+    continue-as-new (a client cannot set the run it continues), and plangate never lets
+    Temporal re-run a plan (a cron schedule or a retry policy would start it again with the
+    same input)."""
+    info = workflow.info()
+    if info.cron_schedule or info.retry_policy is not None:
+        return (
+            "a plan run is never scheduled or retried by Temporal (it was started with a "
+            "cron schedule or a retry policy)"
+        )
+    if inp.carried is not None and info.continued_run_id is None:
+        return (
+            "the run was started with the state of a run before it, which only the run "
+            "before it can hand on (continue-as-new)"
+        )
+    return None
+
+
+async def resolve(plan: Plan, version: int, ctx: VersionContext, *, first_run: bool) -> Resolved:
+    """The plan version's guards as this worker derives them, and what else the worker says
+    (who may answer its cards, the run's principal and policy, or why it may not act)."""
+    info = workflow.info()
+    # a new run's first steps are read in the same activity (nothing is bound yet)
+    keyed = replace(ctx, version=version)
+    reads = {
+        s.n: keyed.idempotency_key(s.n) for s in plan.steps if not s.depends_on
+    } if first_run else {}
+    req = GuardRequest(
+        plan=plan, version=version, workflow_id=info.workflow_id, submission=ctx.submission,
+        started_at=info.workflow_start_time if first_run else None,
+        on_behalf_of=None if version == 1 else ctx.on_behalf_of,
+        policy_bundle=None if version == 1 else ctx.policy_bundle,
+        reads=reads,
+    )
+    resolved: Resolved = await workflow.execute_local_activity(
+        GUARD_ACTIVITY, req, result_type=Resolved,
+        start_to_close_timeout=options.GUARD_TIMEOUT, retry_policy=options.GUARD_RETRY,
+        summary=summaries.guards(version, len(plan.steps), sorted(reads)),
+    )
+    return resolved
+
+
+def refuse(
+    r: RunReport, why: str, code: str, plan: GuardedPlan | None, version: int, made_at: datetime
+) -> None:
+    """The run acts on nothing: its version's steps VOID, its status halted (authority: a
+    person must look) or failed (a plan no check would pass)."""
+    if plan is not None:
+        r.plan_version = version
+        for s in plan.plan.steps:
+            shown = bookkeeping.step_shown(r, s, version, made_at)
+            shown.effect, shown.state = plan.guard(s.n).effect, StepState.VOID
+    status = CODES[code].status
+    r.failure = FailureRecord(
+        step=0, tool="", plan_version=version, code=code, status=status, retryable=False,
+        detail=why,
+    )
+    if Refused.of(status) is Refused.REVOKED:
+        r.metrics.answers_403 += 1
+        r.status = RunStatus.HALTED
+    else:
+        r.status = RunStatus.FAILED
+    r.escalation = f"refused before any step acted: {why}"
