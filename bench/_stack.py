@@ -1,11 +1,10 @@
-"""One embedded stack and worker for a benchmark run, through the tests' harness (the same
-worker assembly, the same way of running a plan)."""
+"""One embedded stack and worker for a benchmark run, through ``plangate.testing`` (the same
+worker assembly, the same way of running a plan as the tests)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -13,12 +12,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from plangate.connection import connect
+from plangate.client.connection import connect
 from plangate.records.signing import SigningKey
-from plangate.stack import EmbeddedStack, environment
+from plangate.testing import Harness, embedded_stack, running_worker
 from plangate.world.clients import World
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Replanner, Settings
-from tests.harness import APPROVER_NAMES, Harness, running_worker
+
+# the approvers a bench answers cards as (bench.approval, bench.replan; bench.fuzz as "fuzz")
+APPROVER_NAMES = ("bench", "fuzz")
 
 
 @dataclass
@@ -34,28 +35,24 @@ async def bench_stack(
 ) -> AsyncIterator[Bench]:
     # Scripted failures are the point of some benchmarks; their tracebacks are noise here.
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedStack(tmp, ui=False) as stack:
-            env = stack.env()
-            aws = {k: v for k, v in env.items() if k.startswith("AWS_")}
-            # the benchmarks replay the seeds' incidents: the demo systems on, as a user would
-            # the approvers a bench answers cards as: the worker knows them, the client signs
-            keys = tuple(SigningKey.generate(name) for name in APPROVER_NAMES)
-            s = Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"})
-            settings = replace(
-                s,
-                temporal=replace(s.temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"),
-                policy=replace(s.policy, approvers=tuple((k.name, k.public) for k in keys)),
-                identity=replace(s.identity, approver_keys=keys),
-                model=replace(s.model, replanner=replanner or s.model.replanner),
-            )
-            world = World(settings.world)
-            client = await connect(settings)
-            with environment(aws):
-                async with running_worker(client, settings, doubles, world) as h:
-                    yield Bench(h.client, h.settings, world, stack.database_url)
-            await world.close()
-
+    async with embedded_stack("bench") as stack:
+        env = stack.env()
+        # the benchmarks replay the seeds' incidents: the demo systems on, as a user would
+        # the approvers a bench answers cards as: the worker knows them, the client signs
+        keys = tuple(SigningKey.generate(name) for name in APPROVER_NAMES)
+        s = Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"})
+        settings = replace(
+            s,
+            temporal=replace(s.temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"),
+            policy=replace(s.policy, approvers=tuple((k.name, k.public) for k in keys)),
+            identity=replace(s.identity, approver_keys=keys),
+            model=replace(s.model, replanner=replanner or s.model.replanner),
+        )
+        world = World(settings.world)
+        client = await connect(settings)
+        async with running_worker(client, settings, doubles, world) as h:
+            yield Bench(h.client, h.settings, world, stack.database_url)
+        await world.close()
 
 async def concurrent_steps_per_s(
     h: Harness, plans: int, make: Callable[[], dict[str, Any]]

@@ -19,7 +19,7 @@ import boto3
 
 from bench._stack import bench_stack
 from bench.guard_cost import workflow_read_ms
-from plangate.api import Plangate
+from plangate.client.api import Plangate
 from plangate.records.report import RunReport
 
 

@@ -16,34 +16,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from plangate.connection import connect
-from plangate.stack import EmbeddedStack, environment
+from plangate.client.connection import connect
+from plangate.testing import embedded_stack, s3_client
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.crash_harness import KINDS, CrashConfig, CrashHarness, CrashResult
-from tests.harness import s3_client
 
 HALTS_ALLOWED = 0.05
 
 
 async def main(cfg: CrashConfig, log_dir: Path | None) -> CrashResult:
     logging.getLogger("temporalio").setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedStack(tmp, ui=False) as stack:
-            env = stack.env()
-            settings = Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"})
-            client = await connect(settings)
-            s3 = s3_client(env)
-            aws = {k: v for k, v in env.items() if k.startswith("AWS_")}
-            with environment(aws):
-                harness = CrashHarness(client, settings, env, log_dir or Path(tmp))
-                print(f"crash harness: seed {cfg.seed}, {cfg.kills} kills, "
-                      f"{cfg.concurrency} plans at once of {cfg.steps} steps", flush=True)
-                result = await harness.run(cfg, s3)
-            s3.close()
+    async with embedded_stack("crash") as stack:
+        env = stack.env()
+        settings = Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"})
+        client = await connect(settings)
+        s3 = s3_client(env)
+        harness = CrashHarness(client, settings, env, log_dir or stack.state_dir)
+        print(f"crash harness: seed {cfg.seed}, {cfg.kills} kills, "
+              f"{cfg.concurrency} plans at once of {cfg.steps} steps", flush=True)
+        result = await harness.run(cfg, s3)
+        s3.close()
     return result
 
 

@@ -31,8 +31,8 @@ from typing import TypeVar
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from bench._stack import Bench, bench_stack
+from plangate.dev.stack import environment
 from plangate.records.options import PROBE
-from plangate.stack import environment
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.plan_fuzz import (
     CRASH,

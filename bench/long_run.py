@@ -29,10 +29,10 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from bench._stack import bench_stack
-from plangate.encryption import data_converter
 from plangate.records.report import RunReport
+from plangate.testing import chain, running_worker
+from plangate.worker.encryption import data_converter
 from plangate.world.settings import Settings
-from tests.harness import chain, running_worker
 
 MIB = 1024 * 1024
 

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from plangate.replanner.planner import draft_plan
+from plangate.testing import FakeOpenAI
 from plangate.world.settings import Settings
-from tests.fake_openai import FakeOpenAI
 
 ANSWER = {"steps": [
     {"n": 1, "tool": "s3.get", "effect": "read",

@@ -13,13 +13,13 @@ import json
 import statistics
 
 from bench._stack import Bench, bench_stack
-from plangate.activities.demo_schema import seed_acct_3319f
+from plangate.demo.scenarios import closeout_plan, seed_replanned_plan
+from plangate.demo.schema import seed_acct_3319f
 from plangate.records.report import RunReport, StepState
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
-from plangate.scenarios import closeout_plan, seed_replanned_plan
+from plangate.testing import FakeOpenAI
 from plangate.world.settings import CatalogueSettings, ModelSettings
-from tests.fake_openai import FakeOpenAI
 
 
 def turnaround_ms(rep: RunReport) -> float:

@@ -20,9 +20,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench._stack import Bench, bench_stack
-from plangate import reporting
-from plangate.staleness import per_tool
-from plangate.staleness_html import page
+from plangate.client import reporting
+from plangate.client.staleness import per_tool
+from plangate.client.staleness_html import page
 
 
 def plan(made_at: datetime) -> dict[str, Any]:

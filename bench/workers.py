@@ -31,10 +31,10 @@ import psycopg
 from bench._stack import concurrent_steps_per_s
 from bench.guard_cost import TABLE
 from bench.guard_cost import plan as jobs_plan
-from plangate.connection import connect
-from plangate.stack import EmbeddedStack
+from plangate.client.connection import connect
+from plangate.dev.stack import EmbeddedStack
+from plangate.testing import Harness, s3_client
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
-from tests.harness import Harness, s3_client
 
 READY = "plangate: worker polling"
 ARTIFACTS = "bench-artifacts"

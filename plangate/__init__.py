@@ -48,7 +48,7 @@ _EXPORTS = {
     "Settings": "plangate.world.settings",
     "Registry": "plangate.activities.extensions",
     # running plans
-    "Plangate": "plangate.api",
+    "Plangate": "plangate.client.api",
     "PlanError": "plangate.plans.load",
 }
 
@@ -61,7 +61,7 @@ __all__ = [
 if TYPE_CHECKING:
     from plangate.activities.extensions import Registry
     from plangate.activities.tools.registry import CallContext, ToolArgs, tool
-    from plangate.api import Plangate
+    from plangate.client.api import Plangate
     from plangate.plans.catalogue import Contract, Reader, Term
     from plangate.plans.load import PlanError
     from plangate.plans.model import Effect

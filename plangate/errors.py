@@ -7,23 +7,23 @@ built-in base it had, so ``except ValueError`` still catches what it caught.
     ├── ConfigurationError         settings that cannot be used: the variable named
     │   ├── KeyProblem             a signing key or key list that cannot be used
     │   │                                                                  records.signing
-    │   ├── MetricsError           no Prometheus endpoint at that address  plangate.metrics
-    │   ├── TracingUnavailable     traces asked for, the exporter missing  plangate.tracing
+    │   ├── MetricsError           no Prometheus endpoint at that address  worker.metrics
+    │   ├── TracingUnavailable     traces asked for, the exporter missing  worker.tracing
     │   └── CodecServerRefused     a codec server that would hold keys open
-    │                                                                      plangate.codec_server
+    │                                                                      servers.codec
     ├── ServiceUnreachable         Temporal, Postgres or S3 did not answer (or let us in)
     ├── SchemaNotReady             plangate's tables are not there for this role
     │                                                                      activities.bootstrap
     ├── ExtensionError             an extension that cannot load, or clashes
     │                                                                      activities.extensions
     ├── StackError                 an embedded service would not start or stop
-    │                                                                      plangate._stack
+    │                                                                      dev._stack
     ├── PlanningUnavailable        the model for a first plan gave no answer
     │   └── NoModel                ... or none is configured (a ConfigurationError too)
     │                                                                      replanner.planner
     ├── DecryptionError            a payload that does not decrypt with these keys
-    │                                                                      plangate.encryption
-    ├── RunError                   about one run, by its id                plangate.api
+    │                                                                      worker.encryption
+    ├── RunError                   about one run, by its id                client.api
     │   ├── UnknownRun             no such run in the namespace
     │   ├── RunIdInUse             a run with that id is running
     │   ├── RunEnded               it has ended: nothing to cancel or answer

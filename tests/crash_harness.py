@@ -36,9 +36,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from plangate.activities.bootstrap import ensure_schema
-from plangate.activities.demo_schema import Account, seed_account
 from plangate.activities.tools import TOOLS, CallContext
-from plangate.api import Plangate
+from plangate.client.api import Plangate
+from plangate.demo.schema import Account, seed_account
 from plangate.records.calls import Outcome, ToolCall, ToolResult
 from plangate.records.options import TOOL_ATTEMPTS
 from plangate.records.report import Phase, RunReport, RunStatus, StepState

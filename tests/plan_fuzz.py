@@ -12,7 +12,7 @@ JSON paths broken, waits and approvals and run-level fields at and past their li
 and past the limits of ``plans.limits``. Or the plan is arbitrary JSON. It reaches plangate as a
 file (JSON, YAML, or bytes corrupted on the way: NUL bytes, Latin-1, a BOM, truncation, NaN and
 5,000-digit literals, duplicate keys, YAML tags and anchors) through ``plangate check`` and
-``plangate run`` in-process, or as a Python mapping through the API (``plangate.api.check``).
+``plangate run`` in-process, or as a Python mapping through the API (``plangate.client.api.check``).
 
 **The oracles.** :func:`judge_check`: ``check`` exits 0 (valid) or 2 (rejected, one line per
 problem, each naming the step and the field, the plan, or the file; no traceback) and the API
@@ -46,10 +46,10 @@ from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from plangate.activities.demo_schema import Account, ensure_demo_schema, seed_account
-from plangate.api import Plangate, UnknownRun
-from plangate.checked import check as api_check
 from plangate.cli import main
+from plangate.client.api import Plangate, UnknownRun
+from plangate.client.checked import check as api_check
+from plangate.demo.schema import Account, ensure_demo_schema, seed_account
 from plangate.plans.load import PlanError, shown
 from plangate.plans.model import Plan
 from plangate.records.approvals import CardStatus

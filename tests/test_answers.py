@@ -10,7 +10,7 @@ from typing import Any
 from temporalio import activity
 
 from plangate.records.calls import ToolCall, ToolResult
-from tests.harness import attempts, running_worker, scheduled
+from plangate.testing import attempts, running_worker, scheduled
 
 
 def job_step(n: int, job: str, state: str = "done", **extra: Any) -> dict[str, Any]:

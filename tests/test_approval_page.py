@@ -38,14 +38,15 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from plangate.api import PendingCard, Plangate
 from plangate.cli import main
-from plangate.connection import connect
+from plangate.client.api import PendingCard, Plangate
+from plangate.client.connection import connect
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
-from plangate.ui import card_html, span
+from plangate.servers.approval_page import card_html, span
+from plangate.testing import running_worker, scheduled
 from plangate.world.settings import parse_encryption_keys
-from tests.harness import approver_key, running_worker, scheduled
+from tests.harness import approver_key
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -173,7 +174,7 @@ def test_the_page_refuses_to_start_without_approver_keys(monkeypatch, capsys):
 
 
 def test_a_login_token_names_one_person_and_a_session_cannot_be_forged():
-    from plangate.ui import Gate
+    from plangate.servers.approval_page import Gate
 
     erin, frank = approver_key("erin"), approver_key("frank")
     gate = Gate([erin, frank])

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from plangate.api import AnswerRefused, Plangate, RunEnded
+from plangate.client.api import AnswerRefused, Plangate, RunEnded
 from plangate.plans.model import Effect
 from plangate.records.approvals import Decision
 from plangate.records.report import RunReport
-from tests.harness import running_worker, scheduled
+from plangate.testing import running_worker, scheduled
 
 
 def unique(prefix: str) -> str:

@@ -24,14 +24,14 @@ import pytest
 import pytest_asyncio
 from psycopg import sql
 
-from plangate.activities.demo_schema import Account, seed_account
+from plangate.demo.schema import Account, seed_account
 from plangate.plans.load import PlanError, parse_plan
 from plangate.records.codes import CODES
+from plangate.testing import attempts, running_worker, scheduled, until_state
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.pg import tool_transaction
 from plangate.world.settings import Settings
-from tests.harness import attempts, running_worker, scheduled, until_state
 
 MakeRole = Callable[..., Awaitable[str]]
 

@@ -10,8 +10,8 @@ from temporalio import activity
 
 from plangate.activities.tool_activity import as_application_error
 from plangate.records.calls import ToolCall, ToolResult
+from plangate.testing import attempts, running_worker, scheduled
 from plangate.world.errors import ToolError
-from tests.harness import attempts, running_worker, scheduled
 
 
 class ScriptedSql:

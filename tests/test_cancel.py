@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from temporalio import activity
 
-from plangate.api import Plangate, RunEnded
 from plangate.cli import main
+from plangate.client.api import Plangate, RunEnded
 from plangate.records.calls import ToolCall, ToolResult
-from tests.harness import polling_plan, running_worker, scheduled, until_state
+from plangate.testing import running_worker, scheduled, until_state
+from tests.harness import polling_plan
 
 
 async def test_cancel_by_the_api_records_the_reason(client, settings):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from plangate.cli import main
-from tests.harness import console_script
+from plangate.testing import console_script
 from tests.test_unreachable import closed_port
 
 PLAN = {"goal": "g", "steps": [

@@ -16,14 +16,14 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from plangate.api import Plangate
+from plangate.client.api import Plangate
+from plangate.client.view import render
 from plangate.plans.load import parse_plan
 from plangate.plans.model import Effect
 from plangate.plans.visible import visible, visible_json
 from plangate.records.report import RunReport, RunStatus, StepReport, StepState, StepTimings
 from plangate.replanner.planner import Draft
-from plangate.view import render
-from tests.harness import console_script, running_worker
+from plangate.testing import console_script, running_worker
 
 # what must never reach a terminal raw: ESC, BEL, CR, C1 CSI (UTF-8), RLO (UTF-8)
 RAW = (b"\x1b", b"\x07", b"\r", b"\xc2\x9b", b"\xe2\x80\xae")

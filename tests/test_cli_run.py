@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from plangate.cli import main
-from tests.harness import running_worker, scheduled
+from plangate.testing import running_worker, scheduled
 
 
 def unique(prefix: str) -> str:

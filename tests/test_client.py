@@ -62,10 +62,9 @@ def test_the_client_names_what_the_workflow_defines():
 
 def test_every_error_a_caller_sees_is_a_plangate_error_and_in_the_tree():
     from plangate import errors
-    from plangate._stack import StackError
     from plangate.activities.bootstrap import SchemaNotReady
     from plangate.activities.extensions import ExtensionError
-    from plangate.api import (
+    from plangate.client.api import (
         AnswerRefused,
         NoApproverKey,
         RunEnded,
@@ -73,13 +72,14 @@ def test_every_error_a_caller_sees_is_a_plangate_error_and_in_the_tree():
         SearchAttributesMissing,
         UnknownRun,
     )
-    from plangate.codec_server import CodecServerRefused
-    from plangate.encryption import DecryptionError
-    from plangate.metrics import MetricsError
+    from plangate.dev._stack import StackError
     from plangate.plans.load import PlanError
     from plangate.records.signing import KeyProblem
     from plangate.replanner.planner import NoModel, PlanningUnavailable
-    from plangate.tracing import TracingUnavailable
+    from plangate.servers.codec import CodecServerRefused
+    from plangate.worker.encryption import DecryptionError
+    from plangate.worker.metrics import MetricsError
+    from plangate.worker.tracing import TracingUnavailable
     from plangate.world.errors import ToolError
 
     classes = [
@@ -102,10 +102,10 @@ async def test_a_checked_plan_starts_as_it_is_and_the_worker_checks_it_again(cli
     import pytest
     from temporalio.service import RPCError
 
-    from plangate.api import Plangate
-    from plangate.checked import Checked
+    from plangate.client.api import Plangate
+    from plangate.client.checked import Checked
     from plangate.plans.load import PlanError, parse_plan
-    from tests.harness import running_worker, scheduled
+    from plangate.testing import running_worker, scheduled
 
     bad = {"goal": "read a file no deployment has", "steps": [
         {"n": 1, "tool": "files.nowhere", "effect": "read", "args": {"path": "a.txt"}}]}

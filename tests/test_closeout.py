@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from plangate.activities.demo_schema import Account
-from plangate.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
-from tests.fake_openai import FakeOpenAI
-from tests.harness import attempts, incident_account, model_backed, running_worker, scheduled
+from plangate.demo.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
+from plangate.demo.schema import Account
+from plangate.testing import FakeOpenAI, attempts, model_backed, running_worker, scheduled
+from tests.harness import incident_account
 
 
 def closed(acct: Account) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import pytest
 
 from plangate.probes.files import FileArgs, local_file_nonempty
 from plangate.probes.registry import ProbeContext
+from plangate.testing import attempts, running_worker, scheduled
 from plangate.world.clients import World
-from tests.harness import attempts, running_worker, scheduled
 
 
 def unique(prefix: str) -> str:

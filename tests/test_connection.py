@@ -1,6 +1,6 @@
 """The Temporal connection through ``temporalio.envconfig``: a profile file and the ``TEMPORAL_*``
 variables give the address, namespace, TLS, API key and gRPC metadata every plangate client
-connects with (``plangate.assembly.connect``); the API key never shows.
+connects with (``plangate.client.connection.connect``); the API key never shows.
 
 The unit tests build the connection from a given environment and connect nowhere; the last ones
 connect to the session's real Temporal server (a profile file that names it, and TLS against a
@@ -17,9 +17,9 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.service import TLSConfig
 
 from plangate.cli import main
-from plangate.connection import connect
+from plangate.cli.services import connect as connect_or_one_line
+from plangate.client.connection import connect
 from plangate.errors import ServiceUnreachable
-from plangate.services import connect as connect_or_one_line
 from plangate.world.settings import Settings
 
 SECRET = "sk-live-0123456789abcdef"

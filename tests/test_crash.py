@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from plangate.testing import attempts, running_worker, scheduled
 from tests.crash_harness import (
     CrashConfig,
     CrashHarness,
@@ -17,7 +18,6 @@ from tests.crash_harness import (
     object_versions,
     put_plan,
 )
-from tests.harness import attempts, running_worker, scheduled
 
 # the first kill waits for a credit in flight (its account's row held by the harness): that
 # one's outcome is read back by idempotency key (absent: its transaction died with the worker)

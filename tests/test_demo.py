@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from plangate.demo import run_demo
+from plangate.demo.replay import run_demo
 
 
 async def test_demo_replays_both_incidents(state_dir, capsys):

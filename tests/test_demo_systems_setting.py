@@ -21,12 +21,12 @@ from psycopg import sql
 from temporalio.client import Client
 
 from plangate.activities.catalogue import catalogue
-from plangate.assembly import activities, build_worker
 from plangate.records.replan import ReplanRequest
 from plangate.replanner.backends.openai import OpenAIBackend
+from plangate.testing import FakeOpenAI
+from plangate.worker.assembly import activities, build_worker
 from plangate.world.clients import World
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
-from tests.fake_openai import FakeOpenAI
 
 DEMO_PREFIXES = ("billing.", "customer.", "email.")
 CREDIT_PLAN = {

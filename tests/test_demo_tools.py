@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from pydantic import JsonValue, ValidationError
 
-from plangate.activities.demo_schema import Account, seed_account, seed_acct_3319f
 from plangate.activities.probe_activity import probe_context
 from plangate.activities.tools import TOOLS, CallContext
+from plangate.demo.schema import Account, seed_account, seed_acct_3319f
 from plangate.probes import PROBES, Verdict
 from plangate.records.calls import ProbeRequest, StepRef
+from plangate.testing import running_worker, scheduled
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
-from tests.harness import running_worker, scheduled
 
 ARCHIVED_AT = datetime(2026, 3, 12, 2, 14, 7, tzinfo=UTC)
 

@@ -30,15 +30,15 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from plangate._stack import HOST, free_port
-from plangate._stack._postgres import SUPERUSER, PostgresServer
 from plangate.activities.bootstrap import SchemaNotReady, ensure_schema, require_schema
-from plangate.api import Plangate
-from plangate.assembly import build_worker
 from plangate.cli import main
+from plangate.client.api import Plangate
+from plangate.dev._stack import HOST, free_port
+from plangate.dev._stack._postgres import SUPERUSER, PostgresServer
+from plangate.testing import stack_state
+from plangate.worker.assembly import build_worker
 from plangate.world.clients import World
 from plangate.world.settings import Settings
-from tests.harness import stack_state
 
 INIT_ROLES = Path(__file__).resolve().parents[1] / "deploy" / "postgres" / "init-roles.sh"
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from plangate.api import Plangate
-from plangate.connection import connect
-from plangate.dev import run_dev
+from plangate.client.api import Plangate
+from plangate.client.connection import connect
+from plangate.dev.run import run_dev
+from plangate.testing import s3_client, scheduled, scrape
 from plangate.world.settings import Settings
-from tests.harness import s3_client, scheduled, scrape
 
 EXPORTED = (
     "TEMPORAL_ADDRESS",

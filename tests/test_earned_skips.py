@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from plangate.demo import invoice_csv
-from tests.harness import running_worker, scheduled
+from plangate.demo.replay import invoice_csv
+from plangate.testing import running_worker, scheduled
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Encrypted payloads (``plangate.encryption``, ``plangate codec-server``).
+"""Encrypted payloads (``plangate.worker.encryption``, ``plangate codec-server``).
 
 With ``PLANGATE_ENCRYPTION_KEYS`` set, the worker and every client encrypt each payload: a run
 that reads a customer's e-mail address and sends it mail leaves nothing of that address in the
@@ -46,14 +46,17 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from plangate.activities.demo_schema import Account, seed_account
-from plangate.api import Plangate
-from plangate.assembly import PlangatePlugin, build_worker
 from plangate.cli import main
-from plangate.codec_server import CodecServer, CodecServerRefused, codec_server
-from plangate.compression import DATA_CONVERTER
-from plangate.connection import connect
-from plangate.encryption import (
+from plangate.client.api import Plangate
+from plangate.client.connection import connect
+from plangate.demo.schema import Account, seed_account
+from plangate.records.approvals import ApprovalAnswer, Decision
+from plangate.records.run import CancelRequest
+from plangate.servers.codec import CodecServer, CodecServerRefused, codec_server
+from plangate.testing import console_script, history_events, running_worker, scheduled
+from plangate.worker.assembly import PlangatePlugin, build_worker
+from plangate.worker.compression import DATA_CONVERTER
+from plangate.worker.encryption import (
     ENCODING,
     KEY_ID,
     REFUSED_TYPE,
@@ -61,8 +64,6 @@ from plangate.encryption import (
     EncryptionCodec,
     payload_codec,
 )
-from plangate.records.approvals import ApprovalAnswer, Decision
-from plangate.records.run import CancelRequest
 from plangate.world.clients import World
 from plangate.world.settings import (
     ENCRYPTION_KEYS_VAR,
@@ -70,7 +71,6 @@ from plangate.world.settings import (
     Settings,
     parse_encryption_keys,
 )
-from tests.harness import console_script, history_events, running_worker, scheduled
 from tests.test_unreachable import closed_port
 
 K1, K2 = os.urandom(32), os.urandom(32)

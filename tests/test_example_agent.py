@@ -13,8 +13,7 @@ from agent_handover import hand_over
 from openai import AsyncOpenAI
 
 from plangate import Plangate
-from tests.fake_openai import FakeOpenAI, Reply, Script
-from tests.harness import running_worker, scheduled
+from plangate.testing import FakeOpenAI, Reply, Script, running_worker, scheduled
 
 
 def publish_plan(bucket: str, key: str) -> dict[str, Any]:

@@ -28,9 +28,8 @@ from tickets_service import OTHER_WRITER, Logged, TicketsService
 
 from plangate import CallContext, ToolError, World
 from plangate.records.report import RunReport
+from plangate.testing import FakeOpenAI, attempts, running_worker, scheduled
 from plangate.world.settings import Settings
-from tests.fake_openai import FakeOpenAI
-from tests.harness import attempts, running_worker, scheduled
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TICKETS = EXAMPLES / "tickets"

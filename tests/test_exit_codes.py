@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from tests.harness import console_script, running_worker
+from plangate.testing import console_script, running_worker
 
 PROCESSES = 32  # half succeed (exit 0), half fail (exit 1)
 AT_ONCE = 4

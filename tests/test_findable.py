@@ -21,12 +21,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
-from plangate._stack import _temporal as dev
-from plangate._stack import choose_port
-from plangate.api import Plangate, SearchAttributesMissing
 from plangate.cli import main
-from plangate.view import render
-from tests.harness import console_script, polling_plan, running_worker, until_state
+from plangate.client.api import Plangate, SearchAttributesMissing
+from plangate.client.view import render
+from plangate.dev._stack import _temporal as dev
+from plangate.dev._stack import choose_port
+from plangate.testing import console_script, running_worker, until_state
+from tests.harness import polling_plan
 
 E = EventType
 GIVE_UP_S = 15  # visibility is eventually consistent: a change shows within a second or so

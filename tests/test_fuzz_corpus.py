@@ -21,11 +21,11 @@ import yaml
 from temporalio.api.enums.v1 import EventType
 from temporalio.service import RPCError, RPCStatusCode
 
-from plangate.checked import check
 from plangate.cli import main
+from plangate.client.checked import check
 from plangate.plans.load import PlanError
+from plangate.testing import running_worker
 from plangate.world.settings import Settings
-from tests.harness import running_worker
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((CORPUS / "expected.json").read_text())

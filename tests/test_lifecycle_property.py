@@ -26,8 +26,8 @@ from plangate.records.calls import (
     ToolCall,
     ToolResult,
 )
+from plangate.testing import running_worker
 from plangate.world.errors import ToolError
-from tests.harness import running_worker
 
 
 @dataclass

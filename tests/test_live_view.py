@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
 
-from plangate.api import Plangate
+from plangate.client.api import Plangate
+from plangate.client.view import render
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.records.report import (
@@ -31,8 +32,8 @@ from plangate.records.report import (
     StepTimings,
     Transition,
 )
-from plangate.view import render
-from tests.harness import console_script, polling_plan, running_worker, until_state
+from plangate.testing import console_script, running_worker, until_state
+from tests.harness import polling_plan
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
 ELAPSED = r"(\d+\.\ds|\d+:\d\d)"  # 4.2s, 1:05

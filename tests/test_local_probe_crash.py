@@ -12,10 +12,11 @@ from typing import Any
 
 from temporalio import activity
 
-from plangate.api import Plangate
-from plangate.assembly import build_worker
+from plangate.client.api import Plangate
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
-from tests.harness import guards_alone, scheduled
+from plangate.testing import scheduled
+from plangate.worker.assembly import build_worker
+from tests.harness import guards_alone
 
 
 class FirstReadHangs:

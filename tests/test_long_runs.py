@@ -16,15 +16,9 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
-from plangate.api import Plangate
-from tests.harness import (
-    chain,
-    local_activity,
-    reads_in_call,
-    reads_with_guards,
-    running_worker,
-    scheduled,
-)
+from plangate.client.api import Plangate
+from plangate.testing import chain, local_activity, running_worker, scheduled
+from tests.harness import reads_in_call, reads_with_guards
 
 EVENTS = 300  # the history bound of these tests (PLANGATE_HISTORY_EVENTS)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from plangate.activities.demo_schema import Account, seed_account
-from plangate.api import Plangate
-from tests.harness import running_worker
+from plangate.client.api import Plangate
+from plangate.demo.schema import Account, seed_account
+from plangate.testing import running_worker
 
 RUNS = 100
 

@@ -15,11 +15,11 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from plangate.activities.bootstrap import ensure_schema
-from plangate.assembly import build_worker
-from plangate.connection import connect
+from plangate.client.connection import connect
+from plangate.testing import Harness, history_events
+from plangate.worker.assembly import build_worker
 from plangate.world.clients import World
 from plangate.world.settings import Settings
-from tests.harness import Harness, history_events
 
 PAIRS = 10
 

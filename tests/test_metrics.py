@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from temporalio.worker import Replayer
 
-from plangate import metrics
-from plangate._stack import free_port
-from plangate.api import Plangate
-from plangate.assembly import PlangatePlugin
 from plangate.cli import main
-from plangate.connection import connect
+from plangate.client.api import Plangate
+from plangate.client.connection import connect
+from plangate.dev._stack import free_port
 from plangate.records.report import RunReport
+from plangate.testing import Scrape, running_worker, scrape
+from plangate.worker import metrics
+from plangate.worker.assembly import PlangatePlugin
 from plangate.world.settings import Settings
-from tests.harness import Scrape, running_worker, scrape
 from tests.test_approvals import card_of
 
 STALE = '"0123456789abcdef0123456789abcdef"'

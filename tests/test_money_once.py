@@ -9,13 +9,13 @@ from typing import Any
 
 from temporalio import activity
 
-from plangate.activities.demo_schema import Account, seed_account
 from plangate.activities.tool_activity import as_application_error
 from plangate.activities.tools import TOOLS, CallContext
+from plangate.demo.schema import Account, seed_account
 from plangate.records.calls import ToolCall, ToolResult
+from plangate.testing import attempts, running_worker, scheduled
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
-from tests.harness import attempts, running_worker, scheduled
 
 
 async def closed_account(world: World) -> str:

@@ -16,7 +16,8 @@ from plangate.plans.guards import guard
 from plangate.plans.model import Plan
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
 from plangate.records.replan import ReplanProposal, ReplanRequest, Review, ReviewRequest
-from tests.harness import DEMO_CATALOGUE, guards_alone, running_worker, scheduled
+from plangate.testing import running_worker, scheduled
+from tests.harness import DEMO_CATALOGUE, guards_alone
 
 
 def failing_index(tag: str) -> dict[str, Any]:

@@ -22,14 +22,14 @@ import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowHandle
 
+from plangate.dev.stack import EmbeddedStack
 from plangate.records.report import RunReport
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
-from plangate.stack import EmbeddedStack
+from plangate.testing import attempts, running_worker, scheduled, stack_state
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import ModelSettings, Settings
-from tests.harness import attempts, running_worker, scheduled, stack_state
 
 
 @pytest_asyncio.fixture(loop_scope="session")

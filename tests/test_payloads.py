@@ -12,8 +12,8 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 
 from plangate.activities.tool_activity import bounded
-from plangate.compression import CompressionCodec
-from tests.harness import running_worker
+from plangate.testing import running_worker
+from plangate.worker.compression import CompressionCodec
 
 # The numbers of docs/tools.md, written here rather than imported: a wrong constant fails.
 WARN = 512 * 1024  # Temporal's payload warning

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from plangate.cli import main
-from tests.fake_openai import FakeOpenAI
-from tests.harness import running_worker, scheduled
+from plangate.testing import FakeOpenAI, running_worker, scheduled
 
 
 def load_plan(bucket: str, key: str, target: str) -> dict[str, Any]:

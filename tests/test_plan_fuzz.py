@@ -21,10 +21,10 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 
-from plangate.stack import environment
+from plangate.dev.stack import environment
+from plangate.testing import Harness, running_worker
 from plangate.world.clients import World
 from plangate.world.settings import Settings
-from tests.harness import Harness, running_worker
 from tests.plan_fuzz import (
     LEFT_OUT,
     REFUSED,

@@ -11,8 +11,8 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
-from plangate.api import Plangate
-from tests.harness import running_worker, scheduled
+from plangate.client.api import Plangate
+from plangate.testing import running_worker, scheduled
 
 
 def marked(job: str, made_at: str | None = None) -> dict[str, Any]:

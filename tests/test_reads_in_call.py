@@ -27,8 +27,9 @@ from plangate.records.calls import (
     ToolResult,
 )
 from plangate.records.report import Phase, StepState
+from plangate.testing import running_worker
 from plangate.world.errors import ToolError
-from tests.harness import MovedBeforeCall, running_worker
+from tests.harness import MovedBeforeCall
 
 E = EventType
 

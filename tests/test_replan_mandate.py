@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from plangate.activities.demo_schema import Account, seed_account
-from plangate.scenarios import closeout_plan, seed_replanned_plan
-from tests.fake_openai import FakeOpenAI
-from tests.harness import incident_account, model_backed, running_worker, scheduled
+from plangate.demo.scenarios import closeout_plan, seed_replanned_plan
+from plangate.demo.schema import Account, seed_account
+from plangate.testing import FakeOpenAI, model_backed, running_worker, scheduled
+from tests.harness import incident_account
 
 OUTSIDE = "finance-team@attacker.example"
 

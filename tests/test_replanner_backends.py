@@ -22,8 +22,8 @@ from plangate.replanner.backends import FirstLine, PlaybookBackend, backend_for
 from plangate.replanner.backends.openai import ModelUnavailable, OpenAIBackend, plan_schema
 from plangate.replanner.backends.playbook import splice
 from plangate.replanner.prompt import build_messages
+from plangate.testing import FakeOpenAI, Reply
 from plangate.world.settings import CatalogueSettings, ModelSettings
-from tests.fake_openai import FakeOpenAI, Reply
 from tests.harness import DEMO_CATALOGUE
 
 KEY = "sk-test-4f1c9e2b7a0d-SECRET"

@@ -15,9 +15,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from plangate.assembly import PlangatePlugin
-from plangate.compression import DATA_CONVERTER
 from plangate.records.report import Phase, RunReport, StepState
+from plangate.worker.assembly import PlangatePlugin
+from plangate.worker.compression import DATA_CONVERTER
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import running_worker, scheduled
+from plangate.testing import running_worker, scheduled
 
 
 def unique(prefix: str) -> str:

@@ -33,16 +33,10 @@ from plangate.plans.load import parse_plan
 from plangate.plans.model import Effect
 from plangate.plans.scope import Scope
 from plangate.records.run import RunInput
+from plangate.testing import history_events, running_worker, scheduled, until_state
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
-from tests.harness import (
-    history_events,
-    polling_plan,
-    running_worker,
-    scheduled,
-    unchecked_worker,
-    until_state,
-)
+from tests.harness import polling_plan, unchecked_worker
 
 
 def test_scope_refusals():

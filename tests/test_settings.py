@@ -2,13 +2,14 @@
 each part is handed only where it is needed, a variable that cannot be used is a
 ``ConfigurationError`` naming it, and nothing below the top of the house (the CLI, the Python
 API's ``Plangate.connect``, the worker's assembly, the dev stack) reads the process's
-environment: every layer under the top one in the import-linter contract is scanned for it."""
+environment: every layer under the worker's in the import-linter contract is scanned for it."""
 
 from __future__ import annotations
 
 import ast
 import base64
 import os
+import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import fields
@@ -153,22 +154,25 @@ def environment_reads(source: str) -> list[int]:
 
 
 def below_the_top() -> list[str]:
-    """Every layer of the import-linter contract under its top one (the client, the CLI, the
-    servers, the assembly, the dev stack)."""
+    """Every package of the import-linter layers under the worker's assembly: the top of the
+    house (the CLI, plangate.testing, the demo, the dev stack, the servers, the client and the
+    worker assembly) may read the environment, and hands everything below it what it read."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     (layers,) = [c["layers"] for c in config["tool"]["importlinter"]["contracts"]
                  if c["type"] == "layers"]
-    return [name for layer in layers[1:] for name in layer.split(":")]
+    names = [[n.strip() for n in re.split(r"[:|]", layer)] for layer in layers]
+    (worker,) = [i for i, layer in enumerate(names) if "worker" in layer]
+    return [name for layer in names[worker + 1:] for name in layer]
 
 
 def modules(package: str) -> Iterator[Path]:
-    where = ROOT / "plangate" / package.strip()
+    where = ROOT / "plangate" / package
     yield from sorted(where.rglob("*.py")) if where.is_dir() else [where.with_suffix(".py")]
 
 
 def test_the_scan_finds_what_it_looks_for():
     # the CLI (the top) reads the environment once: the scan must see that
-    assert environment_reads((ROOT / "plangate" / "cli.py").read_text())
+    assert environment_reads((ROOT / "plangate" / "cli" / "commands.py").read_text())
     for text in ("import os\nos.environ.get('X')", "import os as o\no.getenv('X')",
                  "from os import environ", "import os\nos.environ['X'] = '1'"):
         assert environment_reads(text), text

@@ -17,10 +17,10 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-import plangate._stack
-from plangate._stack import HOST
-from plangate.stack import EmbeddedStack, StackError
-from tests.harness import s3_client, stack_state
+import plangate.dev._stack
+from plangate.dev._stack import HOST
+from plangate.dev.stack import EmbeddedStack, StackError
+from plangate.testing import s3_client, stack_state
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -145,15 +145,15 @@ async def test_a_port_taken_between_check_and_bind_is_replaced(
     """The race of check-then-bind, made certain: the port chosen for Postgres is one another
     program already listens on, and the fixed S3 port passes its check but is taken when the
     server binds it. Both servers start on other ports and answer there."""
-    real_free_port = plangate._stack.free_port
+    real_free_port = plangate.dev._stack.free_port
     picks: list[int] = []
 
     def first_pick_is_taken(host: str = HOST) -> int:
         picks.append(held_port if not picks else real_free_port(host))
         return picks[-1]
 
-    monkeypatch.setattr(plangate._stack, "free_port", first_pick_is_taken)
-    monkeypatch.setattr(plangate._stack, "port_is_free", lambda port, host=HOST: True)
+    monkeypatch.setattr(plangate.dev._stack, "free_port", first_pick_is_taken)
+    monkeypatch.setattr(plangate.dev._stack, "port_is_free", lambda port, host=HOST: True)
     async with EmbeddedStack(
         pg_state, temporal=False, s3_port=held_port, port_fallback=True
     ) as moved:
@@ -179,13 +179,13 @@ async def test_a_port_that_stays_taken_fails_after_bounded_attempts(
         picks.append(held_port)
         return held_port
 
-    monkeypatch.setattr(plangate._stack, "free_port", always_taken)
+    monkeypatch.setattr(plangate.dev._stack, "free_port", always_taken)
     with pytest.raises(StackError, match=rf"Postgres failed to start: .*port {held_port}.*in use"):
         await EmbeddedStack(pg_state, temporal=False).start()
     assert len(picks) == 3  # bounded: three ports tried, then the error
     # a fixed port without fallback is never silently moved, even when its check passed
     picks.clear()
-    monkeypatch.setattr(plangate._stack, "port_is_free", lambda port, host=HOST: True)
+    monkeypatch.setattr(plangate.dev._stack, "port_is_free", lambda port, host=HOST: True)
     with pytest.raises(StackError, match=rf"Postgres: port {held_port} .* in use"):
         await EmbeddedStack(pg_state, temporal=False, postgres_port=held_port).start()
     assert picks == []

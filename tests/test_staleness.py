@@ -1,4 +1,4 @@
-"""The staleness report (``plangate.staleness``): E = W x R x V per tool, by numbers a person
+"""The staleness report (``plangate.client.staleness``): E = W x R x V per tool, by numbers a person
 can check by hand, over reports built to order; then over real runs (a queued night run, an
 approval that waited while another writer moved the object) through ``plangate report``."""
 
@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from plangate.api import Plangate
 from plangate.cli import main
+from plangate.client.api import Plangate
+from plangate.client.staleness import Finished, per_tool
 from plangate.plans.model import Effect
 from plangate.records.approvals import Answered, ApprovalCard, ApprovalRecord, CardStatus, Decision
 from plangate.records.report import Refusal, RunReport, StepReport, StepTimings
-from plangate.staleness import Finished, per_tool
-from tests.harness import running_worker
+from plangate.testing import running_worker
 from tests.test_approvals import card_of
 
 T0 = datetime(2026, 11, 2, 18, 0, tzinfo=UTC)  # a Monday, 18:00: the plans are written

@@ -1,4 +1,4 @@
-"""Traces (``plangate.tracing``): with an OTLP endpoint configured, a run's workflow, its
+"""Traces (``plangate.worker.tracing``): with an OTLP endpoint configured, a run's workflow, its
 activities, its steps and its probes are spans of one trace, received by a collector."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from plangate import tracing
-from plangate.connection import connect
+from plangate.client.connection import connect
+from plangate.testing import running_worker
+from plangate.worker import tracing
 from plangate.world.settings import Settings
 from tests.fake_otlp import FakeCollector, Span
-from tests.harness import running_worker
 
 
 async def test_a_run_is_one_trace_of_steps_and_probes(settings, s3):

@@ -31,9 +31,8 @@ from temporalio.common import RetryPolicy
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from plangate.activities.demo_schema import Account, seed_account
-from plangate.api import AnswerRefused, Plangate
-from plangate.assembly import activities
+from plangate.client.api import AnswerRefused, Plangate
+from plangate.demo.schema import Account, seed_account
 from plangate.plans.load import PlanError, parse_plan
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalAnswer, Decision
@@ -42,11 +41,11 @@ from plangate.records.proofs import Submitter, sign_submission
 from plangate.records.report import RunReport
 from plangate.records.run import Carried, RunInput
 from plangate.records.signing import SigningKey
+from plangate.testing import FakeOpenAI, model_backed, running_worker, scheduled
+from plangate.worker.assembly import activities
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import Identity, Settings
-from tests.fake_openai import FakeOpenAI
-from tests.harness import model_backed, running_worker, scheduled
 
 MONEY = (Effect.MONEY, Effect.EXTERNAL)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import socket
 from dataclasses import replace
 
+from plangate.testing import attempts, running_worker, scheduled
 from plangate.world.clients import World
-from tests.harness import attempts, running_worker, scheduled
 
 
 def closed_port() -> int:

@@ -16,9 +16,10 @@ from temporalio.client import Client
 
 from plangate.activities.tool_activity import tool_activities
 from plangate.records.calls import ToolCall, ToolResult
+from plangate.testing import running_worker, scheduled, until_state
 from plangate.world.clients import World
 from plangate.world.settings import Settings
-from tests.harness import polling_plan, running_worker, scheduled, until_state
+from tests.harness import polling_plan
 
 
 async def timers(client: Client, run_id: str) -> list[timedelta]:

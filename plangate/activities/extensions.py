@@ -5,8 +5,9 @@ the re-planner's catalogue, since all of them ask :func:`registry_for` with the 
 
 The core tools (``s3.*``, ``warehouse.*``) and probes are always registered. Then, in order:
 
-- the demo systems (``activities.demo_systems``: billing, CRM and e-mail on schema ``demo``)
-  when ``PLANGATE_DEMO_SYSTEMS`` is on (``plangate dev`` and ``plangate demo`` turn it on);
+- the demo systems (the extension ``plangate.demo.systems``: billing, CRM and e-mail on schema
+  ``demo``) when ``PLANGATE_DEMO_SYSTEMS`` is on (``plangate dev`` and ``plangate demo`` turn it
+  on), loaded as any extension is: the core knows the module's name, nothing it holds;
 - the modules of the ``plangate.extensions`` entry-point group (installed packages);
 - the modules ``PLANGATE_EXTENSIONS`` names (comma separated).
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 EnsureSchema = Callable[["World"], Awaitable[None]]
 ENTRY_POINT_GROUP = "plangate.extensions"
+DEMO_SYSTEMS = "plangate.demo.systems"
 
 
 class ExtensionError(PlangateError):
@@ -137,12 +139,11 @@ def installed_extensions() -> list[tuple[str, str]]:
 def _registry(demo_systems: bool, modules: tuple[str, ...]) -> Registry:
     registry = Registry()
     register_core(registry)
-    if demo_systems:
-        from plangate.activities import demo_systems as demo
-
-        demo.register(registry)
-    loaded = [(f"entry point {name} ({value})", value) for name, value in installed_extensions()]
-    loaded += [(f"PLANGATE_EXTENSIONS module {m}", m) for m in modules]
+    loaded = [("the demo systems (PLANGATE_DEMO_SYSTEMS)", DEMO_SYSTEMS)] if demo_systems else []
+    loaded += [(f"entry point {name} ({value})", value) for name, value in installed_extensions()]
+    # the demo systems named again in PLANGATE_EXTENSIONS are the same extension, loaded once
+    loaded += [(f"PLANGATE_EXTENSIONS module {m}", m) for m in modules
+               if not (demo_systems and m == DEMO_SYSTEMS)]
     for where, target in loaded:
         _load(registry, where, target)
     return registry.seal()

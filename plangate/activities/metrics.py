@@ -4,8 +4,8 @@ and each tool call (tool, status).
 They go through the activity's metric meter (``activity.metric_meter()``: local activities, as
 probes are, included), which carries the labels ``namespace``, ``task_queue`` and
 ``activity_type``, to the worker's Temporal runtime: on its Prometheus endpoint when the worker
-serves one (``PLANGATE_METRICS_ADDRESS``, ``plangate.metrics``), else nowhere. Every label value
-is a registered name or a fixed word: never a run id, a key, a bucket or a path.
+serves one (``PLANGATE_METRICS_ADDRESS``, ``plangate.worker.metrics``), else nowhere. Every
+label value is a registered name or a fixed word: never a run id, a key, a bucket or a path.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ use, unassigned code points) and the line and paragraph separators; as ``\\n``, 
 ``\\t``, or ``\\x1b``, ``\\u202e``, ``\\U000e0001``. A backslash is left as it is: escaping what
 is already escaped changes nothing (``visible(visible(s)) == visible(s)``).
 
-The command line (``plangate.cli``, ``plangate.view``) prints every such text through these,
-the approval page (``plangate.ui``) before it HTML-escapes, and ``plangate plan`` writes such a
-plan's YAML in its escaped form."""
+The command line (``plangate.cli``, ``plangate.client.view``) prints every such text through
+these, the approval page (``plangate.servers.approval_page``) before it HTML-escapes, and
+``plangate plan`` writes such a plan's YAML in its escaped form."""
 
 from __future__ import annotations
 

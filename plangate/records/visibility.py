@@ -4,7 +4,7 @@ run report.
 
 A workflow that upserts an attribute the namespace has not registered fails its workflow task,
 again and again: so the client finds out at submission whether these three are registered
-(``plangate.api``), and the run upserts them only when its input says they are
+(``plangate.client.api``), and the run upserts them only when its input says they are
 (``RunInput.search_attributes``).
 """
 

@@ -10,7 +10,7 @@ metric that cannot be recorded is logged, never raised into the run. Every label
 registered tool's name or a fixed word: never a run id, a key or a path.
 
 On the worker's Prometheus endpoint when it serves one (``PLANGATE_METRICS_ADDRESS``,
-``plangate.metrics``); elsewhere nowhere.
+``plangate.worker.metrics``); elsewhere nowhere.
 """
 
 from __future__ import annotations

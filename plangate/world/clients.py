@@ -36,7 +36,7 @@ class World:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._pool_lock = asyncio.Lock()
         self._kept: dict[str, Any] = {}
-        self.tracer: Tracer | None = None  # plangate.tracing sets it when tracing is on
+        self.tracer: Tracer | None = None  # plangate.worker.tracing sets it when tracing is on
         self.files: Files = LocalFiles(self.workdir)
         if settings.artifacts_bucket is not None:
             self.files = SharedFiles(

@@ -1,5 +1,5 @@
 """Spans of plangate's own around a tool call or a probe, when tracing is on
-(``plangate.tracing`` hands the world a tracer); nothing at all when it is off."""
+(``plangate.worker.tracing`` hands the world a tracer); nothing at all when it is off."""
 
 from __future__ import annotations
 

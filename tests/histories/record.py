@@ -26,19 +26,20 @@ import boto3
 import psycopg
 
 from bench._stack import Bench, bench_stack
-from plangate.activities.demo_schema import seed_acct_3319f
 from plangate.activities.tool_activity import tool_activities
-from plangate.api import Plangate
-from plangate.demo import BUCKET, KEY, invoice_csv, saturday_plan
+from plangate.client.api import Plangate
+from plangate.demo.replay import BUCKET, KEY, invoice_csv, saturday_plan
+from plangate.demo.scenarios import closeout_plan
+from plangate.demo.schema import seed_acct_3319f
 from plangate.plans.load import parse_plan
 from plangate.records.proofs import Submitter
 from plangate.records.report import RunReport
 from plangate.records.run import RunInput
 from plangate.records.signing import SigningKey
-from plangate.scenarios import closeout_plan
+from plangate.testing import Harness, running_worker
 from plangate.workflows.plan_run import PlanRunWorkflow
 from tests.crash_harness import LostPut, put_plan
-from tests.harness import Harness, MovedBeforeCall, running_worker
+from tests.harness import MovedBeforeCall
 
 HERE = Path(__file__).parent
 Scenario = Callable[[Bench], Awaitable[RunReport]]

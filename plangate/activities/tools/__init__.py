@@ -1,7 +1,7 @@
 """Tools: named Temporal activities, each with the contract true of every use of it.
 
 Importing this package declares the core tools (``s3.*``, ``warehouse.*``). The demo systems'
-tools (``billing``, ``crm``, ``email``) are declared by ``activities.demo_systems``, which only a
+tools (``billing``, ``crm``, ``email``) are declared in ``plangate.demo``, which only a
 deployment that turns them on imports (``activities.extensions``).
 """
 

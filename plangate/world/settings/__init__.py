@@ -3,7 +3,7 @@ house (the CLI, the Python API's ``Plangate.connect``, the worker's assembly, th
 which hands each part only where it is needed:
 
     Settings.from_env(env)          the whole, every part parsed once from ``env``
-    ├── temporal       TemporalSettings       connection, task queue   plangate.connection
+    ├── temporal       TemporalSettings       connection, task queue   client.connection
     ├── world          WorldSettings          Postgres, S3, work dir,  World, tools, probes,
     │                                         scope, artifacts         the plan check
     ├── catalogue      CatalogueSettings      demo systems, extensions the registry, check,
@@ -15,8 +15,8 @@ which hands each part only where it is needed:
     ├── runs           RunSettings            history bound, outage    each run's input (API)
     │                                         patience
     ├── observability  ObservabilitySettings  traces, metrics          tracing, metrics
-    ├── encryption     EncryptionSettings     payload keys, codec      plangate.encryption,
-    │                                         token                    the codec server
+    ├── encryption     EncryptionSettings     payload keys, codec      worker.encryption,
+    │                                         token                    servers.codec
     └── identity       Identity               this process's approver  the API, the approval
                                               and submitter keys       page
 

@@ -1,5 +1,5 @@
 """Payload encryption (``EncryptionSettings``): the keys every plangate client and worker
-encrypts and decrypts with (``plangate.encryption``) and the bearer token of ``plangate
+encrypts and decrypts with (``plangate.worker.encryption``) and the bearer token of ``plangate
 codec-server``. Neither a key nor the token ever appears in a repr or an error: of a key, only
 its id is ever named."""
 
@@ -25,7 +25,7 @@ class EncryptionSettings:
     # (key id, 32-byte AES key): the first encrypts, all decrypt; (): payloads are not encrypted
     keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
     # the bearer token ``plangate codec-server`` asks for; None: it starts only on loopback
-    # with --insecure-local (plangate.codec_server)
+    # with --insecure-local (plangate.servers.codec)
     codec_token: str | None = field(default=None, repr=False)
 
     @property

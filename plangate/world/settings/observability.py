@@ -1,5 +1,5 @@
-"""Where traces and metrics go (``ObservabilitySettings``): for ``plangate.tracing`` and a
-worker's Prometheus endpoint (``plangate.metrics``)."""
+"""Where traces and metrics go (``ObservabilitySettings``): for ``plangate.worker.tracing``
+and a worker's Prometheus endpoint (``plangate.worker.metrics``)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ METRICS_ADDRESS_VAR = "PLANGATE_METRICS_ADDRESS"
 
 @dataclass(frozen=True)
 class ObservabilitySettings:
-    # where traces go over OTLP/HTTP (plangate.tracing); None: no traces
+    # where traces go over OTLP/HTTP (plangate.worker.tracing); None: no traces
     otlp_traces_endpoint: str | None = None
-    # where a worker serves its Prometheus endpoint (plangate.metrics); None: nowhere
+    # where a worker serves its Prometheus endpoint (plangate.worker.metrics); None: nowhere
     metrics_address: str | None = None
 
     @classmethod

@@ -1,5 +1,5 @@
 """The Temporal connection and the task queue (``TemporalSettings``), for the connection
-(``plangate.connection``), the Python API and the worker's queue.
+(``plangate.client.connection``), the Python API and the worker's queue.
 
 The connection comes from ``temporalio.envconfig``, as every Temporal SDK and the Temporal CLI
 read it: a profile from a TOML file (``TEMPORAL_CONFIG_FILE``, else the default
@@ -50,7 +50,7 @@ class TemporalSettings:
 
     def connect_config(self) -> ClientConnectConfig:
         """The keyword arguments of ``temporalio.client.Client.connect`` for this deployment
-        (``plangate.connection.connect`` is the one place that connects with them). TLS
+        (``plangate.client.connection.connect`` is the one place that connects with them). TLS
         certificates and keys given as paths are read here."""
         from temporalio.envconfig import ClientConfigProfile
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from psycopg import sql
 from pydantic import JsonValue, model_validator
 
-from plangate.activities.tools._records import (
+from plangate.activities.tools.registry import CallContext, ToolArgs, tool
+from plangate.demo._records import (
     EmailAddress,
     IdempotencyKey,
     RecordId,
@@ -22,7 +23,6 @@ from plangate.activities.tools._records import (
     read_by_key_or_id,
     transaction,
 )
-from plangate.activities.tools.registry import CallContext, ToolArgs, tool
 from plangate.plans.catalogue import Contract, Reader, Term
 from plangate.plans.model import Effect
 from plangate.plans.names import Identifier

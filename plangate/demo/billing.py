@@ -15,7 +15,8 @@ from typing import Literal
 from psycopg import AsyncCursor, sql
 from pydantic import Field, JsonValue, model_validator
 
-from plangate.activities.tools._records import (
+from plangate.activities.tools.registry import CallContext, ToolArgs, tool
+from plangate.demo._records import (
     IdempotencyKey,
     RecordId,
     Row,
@@ -28,8 +29,7 @@ from plangate.activities.tools._records import (
     read_by_key_or_id,
     transaction,
 )
-from plangate.activities.tools.crm import CUSTOMER_READER
-from plangate.activities.tools.registry import CallContext, ToolArgs, tool
+from plangate.demo.crm import CUSTOMER_READER
 from plangate.plans.catalogue import Contract, Reader, Term, VersionBinding
 from plangate.plans.model import Effect
 from plangate.plans.scope import Writes

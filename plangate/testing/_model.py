@@ -1,4 +1,5 @@
-"""A local OpenAI-compatible HTTP server for tests: scripted answers, every request recorded.
+"""The OpenAI-compatible test model: a local HTTP server with scripted answers, every request
+recorded; ``model_backed``, the real re-planner activity on the real OpenAI client against it.
 
     with FakeOpenAI(responses=[plan_json, 500, "not json"]) as fake:
         client = AsyncOpenAI(base_url=fake.base_url, api_key="sk-test", max_retries=0)
@@ -14,8 +15,8 @@
   ``Reply.calling(name, arguments)`` asks the client to call one of its tools.
 
 With the script used up it answers 500 (``no scripted response left``). ``GET /v1/models`` lists
-the one model. Anything else is 404. Stdlib only: a ``ThreadingHTTPServer`` on 127.0.0.1 with a
-free port, served from a daemon thread.
+the one model. Anything else is 404. The server is stdlib only: a ``ThreadingHTTPServer`` on
+127.0.0.1 with a free port, served from a daemon thread.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from plangate.replanner.activity import ReplanActivities
+from plangate.replanner.backends.openai import OpenAIBackend
+from plangate.world.settings import ModelSettings, Settings
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -256,3 +261,12 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(reply.status, _error(reply.status, f"scripted status {reply.status}"))
 
     return Handler
+
+
+def model_backed(settings: Settings, fake: FakeOpenAI) -> ReplanActivities:
+    """The real re-planner activity, on the real OpenAI client, against the local fake."""
+    model = ModelSettings(
+        replanner="openai", name="fake-model", base_url=fake.base_url, api_key="sk-test"
+    )
+    backend = OpenAIBackend.from_settings(model, settings.catalogue)
+    return ReplanActivities(model, settings.catalogue, backend=backend)

@@ -1,6 +1,6 @@
 """The demo systems, as an extension (``activities.extensions``): the billing, CRM and e-mail
 tools of the churn close-out (seed 001) and their tables in schema ``demo``
-(``activities.demo_schema``).
+(``plangate.demo.schema``).
 
 Registered only where they are turned on (``PLANGATE_DEMO_SYSTEMS``; ``plangate dev`` and
 ``plangate demo`` turn it on): elsewhere a worker has none of these tools, ``plangate check``
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plangate.activities.demo_schema import ensure_demo_schema
-from plangate.activities.tools import billing, crm, email
+from plangate.demo import billing, crm, email
+from plangate.demo.schema import ensure_demo_schema
 
 if TYPE_CHECKING:
     from plangate.activities.extensions import Registry

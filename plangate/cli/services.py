@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from plangate.connection import connect as _connect
+from plangate.client.connection import connect as _connect
 from plangate.errors import ServiceUnreachable
 from plangate.world.settings import Settings, TemporalSettings, WorldSettings
 
@@ -49,8 +49,8 @@ def temporal_address(temporal: TemporalSettings) -> str:
 
 
 async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
-    """``plangate.assembly.connect``, with a service that cannot be reached (or that refuses
-    the credentials) as one line naming it. The API key never appears in it."""
+    """``plangate.client.connection.connect``, with a service that cannot be reached (or that
+    refuses the credentials) as one line naming it. The API key never appears in it."""
     try:
         return await _connect(settings, serve_metrics=serve_metrics)
     except (RuntimeError, RPCError) as e:

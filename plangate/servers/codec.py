@@ -1,5 +1,5 @@
 """``plangate codec-server``: Temporal's remote codec protocol over the deployment's codec
-(``plangate.encryption.payload_codec``), so the Temporal Web UI (and ``temporal workflow show
+(``plangate.worker.encryption.payload_codec``), so the Temporal Web UI (and ``temporal workflow show
 --codec-endpoint``) of an operator who holds the keys shows a run's payloads decrypted, while
 Temporal's database keeps them encrypted.
 
@@ -19,7 +19,7 @@ The protocol (Temporal's "Codec Server Protocol"):
   <token>`` (401 otherwise); a preflight never carries it and is not asked for it.
 
 It fails closed: whoever can reach it decrypts (and encrypts) with the deployment's keys, so it
-starts only with a token of real entropy (``plangate.tokens``), or, without one, only on a
+starts only with a token of real entropy (``plangate.servers.tokens``), or, without one, only on a
 loopback address and when told so (``insecure_local``, ``--insecure-local``); anything else is
 refused before a socket is bound (``CodecServerRefused``).
 
@@ -43,10 +43,10 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
-from plangate.encryption import DecryptionError, payload_codec
 from plangate.errors import ConfigurationError
 from plangate.plans.visible import visible
-from plangate.tokens import MAKE_ONE, weakness
+from plangate.servers.tokens import MAKE_ONE, weakness
+from plangate.worker.encryption import DecryptionError, payload_codec
 from plangate.world.settings import CODEC_TOKEN_VAR, EncryptionSettings
 
 DEFAULT_PORT = 8081

@@ -62,7 +62,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from temporalio.service import RPCError
 
-from plangate.api import (
+from plangate.client.api import (
     AnswerRefused,
     PendingApprovals,
     PendingCard,

@@ -27,12 +27,12 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from plangate._stack import HOST, choose_port
-from plangate.assembly import build_worker
-from plangate.connection import connect
-from plangate.metrics import url
+from plangate.client.connection import connect
+from plangate.dev._stack import HOST, choose_port
+from plangate.dev.stack import EmbeddedStack, StackError, environment
 from plangate.records.signing import NAME, SigningKey
-from plangate.stack import EmbeddedStack, StackError, environment
+from plangate.worker.assembly import build_worker
+from plangate.worker.metrics import url
 from plangate.world.clients import World
 from plangate.world.settings import (
     APPROVER_KEY_VAR,

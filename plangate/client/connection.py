@@ -7,13 +7,13 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 
-from plangate import metrics, tracing
-from plangate.encryption import data_converter
+from plangate.worker import metrics, tracing
+from plangate.worker.encryption import data_converter
 from plangate.world.settings import EncryptionSettings, Settings
 
 
 class PlangateClientPlugin(SimplePlugin):
-    """What a client needs: the deployment's data converter (``plangate.encryption``: the
+    """What a client needs: the deployment's data converter (``plangate.worker.encryption``: the
     pydantic converter, large payloads compressed, payloads encrypted when keys are set). A
     worker built on the client takes its workflows and activities from ``PlangatePlugin``."""
 
@@ -25,11 +25,12 @@ async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     """The one way plangate makes a Temporal client: the deployment's connection
     (``settings.temporal``: address, namespace, TLS, API key, gRPC metadata from
     ``temporalio.envconfig``) with the deployment's data converter (``settings.encryption``,
-    ``plangate.encryption``) and tracing (``settings.observability``).
+    ``plangate.worker.encryption``) and tracing (``settings.observability``).
 
     ``serve_metrics`` (a worker's client): on the runtime that serves Prometheus on
-    ``settings.observability.metrics_address`` when it names one (``plangate.metrics``); a
-    worker built on the client records its metrics there. Otherwise the SDK's default runtime."""
+    ``settings.observability.metrics_address`` when it names one (``plangate.worker.metrics``);
+    a worker built on the client records its metrics there. Otherwise the SDK's default
+    runtime."""
     obs = settings.observability
     rt = None
     if serve_metrics and obs.metrics_address:

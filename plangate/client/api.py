@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from plangate.checked import Checked, PlanSource, check, checked
+from plangate.client.checked import Checked, PlanSource, check, checked
 from plangate.errors import PlangateError, RunError
 from plangate.plans.load import PlanError
 from plangate.plans.model import Plan
@@ -246,7 +246,7 @@ class Plangate:
     async def connect(cls, settings: Settings | None = None) -> Plangate:
         """A client of the deployment ``settings`` describe; None: this process's environment's
         (as the CLI reads it)."""
-        from plangate.connection import connect
+        from plangate.client.connection import connect
 
         settings = settings or Settings.from_env(os.environ)
         return cls(await connect(settings), settings)

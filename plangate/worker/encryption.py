@@ -3,7 +3,7 @@ tool's result, the report, an answer's text) in its database and shows it in the
 billing contact or an e-mail address would sit there in clear. With keys configured
 (``PLANGATE_ENCRYPTION_KEYS``, ``world.settings.encryption``), every plangate client
 and worker encrypts each payload before it leaves the process; ``plangate codec-server``
-(``plangate.codec_server``) decrypts them again for an operator's Web UI.
+(``plangate.servers.codec``) decrypts them again for an operator's Web UI.
 
 The format of an encrypted payload:
 
@@ -18,8 +18,8 @@ what it wrote. For a client and a replayer, a payload that is not encrypted pass
 decoding unchanged: histories recorded before encryption was turned on still read and replay.
 
 A worker with keys fails closed (``data_converter(encryption, refuse_plain=True)``, which
-``plangate.assembly.build_worker`` gives it): anyone who reaches Temporal could otherwise start
-a plain run, or signal or update one, on an encrypting deployment, and AES-GCM's tag is what
+``plangate.worker.assembly.build_worker`` gives it): anyone who reaches Temporal could otherwise
+start a plain run, or signal or update one, on an encrypting deployment, and AES-GCM's tag is what
 proves a payload came from a holder of the key. Its codec turns a payload without plangate's
 encryption into a marker holding nothing of it (``UNENCRYPTED``), and its payload converter
 refuses the marker with a non-retryable ``ApplicationError`` (type ``REFUSED_TYPE``) where the
@@ -37,7 +37,7 @@ headers (the tracing context) never pass through the codec (Temporal's defaults)
 which does, is never read by plangate. The codec server is not strict: it decodes what an
 operator's UI shows, old plain payloads included.
 
-The codecs run in order: compression (``plangate.compression``, large payloads only), then
+The codecs run in order: compression (``plangate.worker.compression``, large payloads only), then
 encryption; decoding undoes them in reverse. With keys, failure messages and stack traces are
 moved into an encoded payload too (Temporal's ``DefaultFailureConverterWithEncodedAttributes``):
 a tool's error names what it was doing ("send account_closed to ar@...").
@@ -66,8 +66,8 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from plangate.compression import CompressionCodec
 from plangate.errors import PlangateError
+from plangate.worker.compression import CompressionCodec
 from plangate.world.settings import ENCRYPTION_KEYS_VAR, EncryptionSettings
 
 ENCODING = b"binary/encrypted"
@@ -241,8 +241,9 @@ def data_converter(
 ) -> DataConverter:
     """The pydantic data converter with the deployment's codec (``payload_codec``); with keys,
     failure messages and stack traces encoded (so encrypted) too. Every plangate client and
-    worker is built with it (``plangate.connection.connect``). ``refuse_plain``, a worker's:
-    with keys, every payload that is not encrypted is refused (the module's docstring)."""
+    worker is built with it (``plangate.client.connection.connect``). ``refuse_plain``, a
+    worker's: with keys, every payload that is not encrypted is refused (the module's
+    docstring)."""
     if not encryption.keys:
         return dataclasses.replace(pydantic_data_converter, payload_codec=payload_codec(encryption))
     failures: type[FailureConverter] = _FailureConverter

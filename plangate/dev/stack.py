@@ -13,7 +13,7 @@ Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, hea
 - S3: moto's server in a thread of this process; its buckets live in memory until ``stop``.
 
 The servers come from the extra ``plangate[embedded]``; without it, :meth:`EmbeddedStack.start`
-raises :class:`plangate._stack.EmbeddedNotInstalled` (a :class:`StackError`) saying so, and moto
+raises :class:`plangate.dev._stack.EmbeddedNotInstalled` (a :class:`StackError`) saying so, and moto
 is never imported. Nothing here downloads anything.
 
 A port given as ``None`` is picked free at start; a fixed port that is taken raises
@@ -35,18 +35,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
 
-from plangate._stack import (
+from plangate.dev._stack import (
     FAKE_CREDENTIALS,
     PortTaken,
     StackError,
     choose_port,
     require_embedded,
 )
-from plangate._stack._postgres import PostgresServer
-from plangate._stack._temporal import TemporalDevServer
+from plangate.dev._stack._postgres import PostgresServer
+from plangate.dev._stack._temporal import TemporalDevServer
 
 if TYPE_CHECKING:
-    from plangate._stack._s3 import S3Server  # imports moto: only when a stack starts
+    from plangate.dev._stack._s3 import S3Server  # imports moto: only when a stack starts
 
 __all__ = ["EmbeddedStack", "StackError", "environment"]
 
@@ -202,7 +202,7 @@ class EmbeddedStack:
         )
 
     async def _start_s3(self) -> None:
-        from plangate._stack._s3 import S3Server
+        from plangate.dev._stack._s3 import S3Server
 
         async def start(port: int) -> None:
             server = S3Server(port=port)

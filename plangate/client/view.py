@@ -31,7 +31,7 @@ from plangate.records.calls import Outcome
 from plangate.records.report import RunReport, RunStatus, StepReport, StepState
 
 if TYPE_CHECKING:
-    from plangate.api import Plangate
+    from plangate.client.api import Plangate
 
 POLL_S = 0.5  # how often the report is read
 _EPOCH = datetime.min.replace(tzinfo=UTC)

@@ -1,11 +1,11 @@
 """The one worker assembly: every plangate workflow and activity and the pydantic data
 converter, as a Temporal plugin (``PlangatePlugin``). ``plangate worker``, ``plangate dev``,
 ``plangate demo``, the tests and the benchmarks all build their workers with ``build_worker``;
-a client connects with ``plangate.connection.connect``; a replayer takes the plugin with no
-activities. The assembly is where the whole ``Settings`` is taken apart: each activity gets the
-parts it decides from, the world its ``WorldSettings``.
+a client connects with ``plangate.client.connection.connect``; a replayer takes the plugin with
+no activities. The assembly is where the whole ``Settings`` is taken apart: each activity gets
+the parts it decides from, the world its ``WorldSettings``.
 
-The data converter is the deployment's (``plangate.encryption.data_converter``): large
+The data converter is the deployment's (``plangate.worker.encryption.data_converter``): large
 payloads compressed, every payload encrypted when ``PLANGATE_ENCRYPTION_KEYS`` names keys. A
 worker uses its client's converter, so ``build_worker`` refuses a client that would not encrypt
 with the deployment's key, and with keys gives the worker that client's connection with the
@@ -23,20 +23,20 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
-from plangate import tracing
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.extensions import registry_for
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
 from plangate.activities.guarding import GuardActivities
 from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from plangate.activities.tool_activity import tool_activities
-from plangate.compression import DATA_CONVERTER
-from plangate.encryption import data_converter, encrypts_with
 from plangate.replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
 from plangate.replanner.review import ReviewActivities
 from plangate.replanner.workflow import ReplanWorkflow
+from plangate.worker import tracing
+from plangate.worker.compression import DATA_CONVERTER
+from plangate.worker.encryption import data_converter, encrypts_with
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import EncryptionSettings, Settings
@@ -66,8 +66,9 @@ class PlangatePlugin(SimplePlugin):
     ``activities`` (``activities(world, settings)``, with any test doubles in place of ours).
 
     The data converter (which a client and a replayer take; a worker uses its client's) is the
-    one of ``encryption``; with none, compression alone (``plangate.compression.DATA_CONVERTER``:
-    a replayer of histories recorded unencrypted)."""
+    one of ``encryption``; with none, compression alone
+    (``plangate.worker.compression.DATA_CONVERTER``: a replayer of histories recorded
+    unencrypted)."""
 
     def __init__(
         self,
@@ -120,7 +121,7 @@ async def build_worker(
         raise ValueError(
             f"the worker's Temporal client does not encrypt with key "
             f"{encryption.key_ids[0]!r} of PLANGATE_ENCRYPTION_KEYS: connect it with "
-            "plangate.connection.connect"
+            "plangate.client.connection.connect"
         )
     if encryption.keys:
         client = refusing_plain(client, encryption)

@@ -37,7 +37,7 @@ from plangate.records.report import RunReport, RunStatus
 from plangate.world.settings import Settings, parse_duration
 
 if TYPE_CHECKING:
-    from plangate.api import Plangate
+    from plangate.client.api import Plangate
     from plangate.records.signing import SigningKey
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -83,14 +83,14 @@ def _exit_for(rep: RunReport) -> int:
 
 
 async def _api(settings: Settings) -> Plangate:
-    from plangate.api import Plangate
-    from plangate.services import connect
+    from plangate.cli.services import connect
+    from plangate.client.api import Plangate
 
     return Plangate(await connect(settings), settings)
 
 
 async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.checked import check
+    from plangate.client.checked import check
 
     checked = check(Path(args.plan), settings, strict=args.strict)
     for w in checked.warnings:
@@ -101,8 +101,8 @@ async def _cmd_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import RunIdInUse
-    from plangate.checked import check
+    from plangate.client.api import RunIdInUse
+    from plangate.client.checked import check
 
     plan = check(Path(args.plan), settings)  # once, before connecting: needs no server
     start_at = _when(args.start_at) if args.start_at else None
@@ -124,8 +124,8 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _follow(api: Plangate, run_id: str, as_json: bool) -> int:
     """Follow a run to its end: with ``--json`` its final report alone; else a live table on
-    a terminal, plain lines and the summary elsewhere (``plangate.view``). The run's code."""
-    from plangate.view import follow
+    a terminal, plain lines and the summary elsewhere (``plangate.client.view``). The run's code."""
+    from plangate.client.view import follow
 
     if as_json:
         rep = await api.result(run_id)
@@ -136,7 +136,7 @@ async def _follow(api: Plangate, run_id: str, as_json: bool) -> int:
 
 
 async def _cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import UnknownRun
+    from plangate.client.api import UnknownRun
 
     api = await _api(settings)
     try:
@@ -148,7 +148,7 @@ async def _cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
 async def _cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
-    from plangate.api import SearchAttributesMissing
+    from plangate.client.api import SearchAttributesMissing
 
     status = RunStatus(args.status) if args.status else None
     api = await _api(settings)
@@ -187,7 +187,7 @@ def _when(text: str) -> datetime:
 
 
 async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import AnswerRefused, NoApproverKey, RunEnded, UnknownRun
+    from plangate.client.api import AnswerRefused, NoApproverKey, RunEnded, UnknownRun
 
     api = await _api(settings)
     try:
@@ -211,8 +211,8 @@ async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import UnknownRun
-    from plangate.view import summary
+    from plangate.client.api import UnknownRun
+    from plangate.client.view import summary
 
     api = await _api(settings)
     try:
@@ -224,7 +224,7 @@ async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.api import RunEnded, UnknownRun
+    from plangate.client.api import RunEnded, UnknownRun
 
     api = await _api(settings)
     try:
@@ -283,9 +283,9 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     import json
     from datetime import UTC
 
-    from plangate import reporting, staleness
-    from plangate.services import connect
-    from plangate.staleness_html import page
+    from plangate.cli.services import connect
+    from plangate.client import reporting, staleness
+    from plangate.client.staleness_html import page
 
     queue = None if args.all_queues else settings.temporal.task_queue
     try:
@@ -312,7 +312,7 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.ui import run_ui, ui_keys
+    from plangate.servers.approval_page import run_ui, ui_keys
 
     try:
         keys = ui_keys(settings.identity)  # before connecting: nobody to let in, no page
@@ -328,8 +328,8 @@ async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.activities.bootstrap import SchemaNotReady, require_schema
-    from plangate.assembly import build_worker
-    from plangate.services import check_worker_services
+    from plangate.cli.services import check_worker_services
+    from plangate.worker.assembly import build_worker
     from plangate.world.clients import World
 
     # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
@@ -346,7 +346,7 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
                   f"{settings.temporal.address}{encrypted}")
             metrics_address = settings.observability.metrics_address
             if metrics_address:
-                from plangate.metrics import url
+                from plangate.worker.metrics import url
 
                 print(f"plangate: metrics: {url(metrics_address)}", flush=True)
             await worker.run()
@@ -368,7 +368,7 @@ async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
 
     from plangate.activities.bootstrap import OWN_SCHEMA, ensure_schema
     from plangate.activities.extensions import registry_for
-    from plangate.services import check_postgres, postgres_address
+    from plangate.cli.services import check_postgres, postgres_address
     from plangate.world.clients import World
 
     schemas = [OWN_SCHEMA, *registry_for(settings.catalogue).schemas]  # cannot load: exit 2
@@ -389,7 +389,7 @@ async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.codec_server import (
+    from plangate.servers.codec import (
         DEFAULT_ORIGINS,
         CodecServerRefused,
         codec_server,
@@ -417,13 +417,13 @@ async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int
 
 
 async def _cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.dev import run_dev
+    from plangate.dev.run import run_dev
 
     return await run_dev(Path(args.state_dir))
 
 
 async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.demo import run_demo
+    from plangate.demo.replay import run_demo
 
     return await run_demo(Path(args.state_dir))
 
@@ -656,11 +656,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _failed(e: Exception, args: argparse.Namespace, debug: bool) -> int:
     """The line and exit code of an error a command ended with. Its classes load here, when
     one is raised: a command that succeeds loads no metrics, tracing or stack module."""
-    from plangate._stack import StackError
     from plangate.activities.extensions import ExtensionError
+    from plangate.dev._stack import StackError
     from plangate.errors import ServiceUnreachable
-    from plangate.metrics import MetricsError
-    from plangate.tracing import TracingUnavailable
+    from plangate.worker.metrics import MetricsError
+    from plangate.worker.tracing import TracingUnavailable
 
     if isinstance(e, PlanError):
         _print_problems(getattr(args, "plan", "?"), e.problems)
@@ -683,8 +683,8 @@ def _failed(e: Exception, args: argparse.Namespace, debug: bool) -> int:
 def leave(code: int) -> NoReturn:
     """Flush stdout and stderr, then end the process with ``code`` at once: no interpreter
     teardown, so no native thread of the Temporal client can crash it on the way out. Spans
-    still pending are exported first (``plangate.tracing``)."""
-    from plangate import tracing
+    still pending are exported first (``plangate.worker.tracing``)."""
+    from plangate.worker import tracing
 
     with contextlib.suppress(Exception):
         tracing.flush()

@@ -21,18 +21,18 @@ from temporalio.client import Client
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import check_plan
-from plangate.activities.demo_schema import seed_acct_3319f
 from plangate.activities.extensions import registry_for
-from plangate.api import Plangate
-from plangate.assembly import build_worker
-from plangate.connection import connect
-from plangate.naive import run_naive
+from plangate.client.api import Plangate
+from plangate.client.connection import connect
+from plangate.demo.naive import run_naive
+from plangate.demo.scenarios import closeout_facts, closeout_plan
+from plangate.demo.schema import seed_acct_3319f
 from plangate.plans.load import parse_plan
 from plangate.plans.visible import visible
 from plangate.records.approvals import CardStatus
 from plangate.records.report import RunReport
 from plangate.records.signing import SigningKey
-from plangate.scenarios import closeout_facts, closeout_plan
+from plangate.worker.assembly import build_worker
 from plangate.world.clients import World
 from plangate.world.pg import ident
 from plangate.world.settings import Settings
@@ -177,7 +177,7 @@ def show(title: str, rep: RunReport, world: str) -> None:
 
 
 async def run_demo(state_dir: Path) -> int:
-    from plangate.stack import EmbeddedStack, environment
+    from plangate.dev.stack import EmbeddedStack, environment
 
     await asyncio.to_thread(state_dir.mkdir, parents=True, exist_ok=True)
     # Failed activities are part of the story here; the report says what failed and why.

@@ -18,7 +18,7 @@ E = W x R x V of seed 002, from finished runs' reports.
 - **E** = W (h) x R (/h) x V, at p50 and p95, for both windows; ranked by E at p95 of
   plan-to-use, irreversible effects (money, external) flagged.
 
-Pure: no I/O here (``plangate.reporting`` fetches the runs).
+Pure: no I/O here (``plangate.client.reporting`` fetches the runs).
 """
 
 from __future__ import annotations

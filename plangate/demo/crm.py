@@ -13,7 +13,8 @@ from typing import Literal
 from psycopg import AsyncCursor, sql
 from pydantic import Field, JsonValue, model_validator
 
-from plangate.activities.tools._records import (
+from plangate.activities.tools.registry import CallContext, ToolArgs, tool
+from plangate.demo._records import (
     EmailAddress,
     RecordId,
     Row,
@@ -22,7 +23,6 @@ from plangate.activities.tools._records import (
     json_row,
     transaction,
 )
-from plangate.activities.tools.registry import CallContext, ToolArgs, tool
 from plangate.plans.catalogue import Contract, Reader, Term, VersionBinding
 from plangate.plans.model import Effect
 from plangate.plans.scope import Writes

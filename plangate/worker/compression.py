@@ -4,7 +4,7 @@ refuses 2 MiB. A payload of ``COMPRESS_FROM`` bytes or more is stored zlib-compr
 (encoding ``binary/zlib``); smaller ones stay plain JSON, readable in the Temporal UI as they
 are. 64 KiB: a plan of a few hundred steps is compressed in the run's input (its guards,
 derived by the worker, are in the history beside it). Every plangate client, worker and
-replayer decodes both (``plangate.assembly``)."""
+replayer decodes both (``plangate.worker.assembly``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from html import escape
 
-from plangate.staleness import SEGMENTS, ToolStaleness
+from plangate.client.staleness import SEGMENTS, ToolStaleness
 
 COLOURS = {"planning": "#8da0cb", "queue": "#66c2a5", "approval": "#fc8d62", "run": "#a6d854",
            "check_to_use": "#e78ac3"}

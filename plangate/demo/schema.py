@@ -1,7 +1,7 @@
 """The demo systems of the churn close-out (seed 001) on real Postgres, in schema ``demo``.
 
 Billing (invoices, subscriptions, credits), the CRM's customer records and an e-mail outbox.
-The tools in ``activities.tools.billing``, ``.crm`` and ``.email`` act on these tables;
+The tools in ``plangate.demo.billing``, ``.crm`` and ``.email`` act on these tables;
 ``seed_acct_3319f`` (re)creates the world the incident ran against.
 
 Columns beyond the obvious ones carry the idempotency of writes: ``customers.last_write_key``
