@@ -444,7 +444,7 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", parents=[common], help="validate and lint a plan; starts nothing")
     c.add_argument("plan")
     c.add_argument("--strict", action="store_true", help="treat lint warnings as errors")
-    c.set_defaults(fn=_cmd_check)
+    c.set_defaults(fn=_cmd_check, connects=False)  # a check needs no Temporal profile
     r = sub.add_parser("run", parents=[common], help="start a run of a plan")
     r.add_argument("plan")
     r.add_argument("--id", help="the run id (the workflow id); default: generated")
@@ -640,7 +640,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     debug: bool = args.debug
     try:
-        settings = Settings.from_env(os.environ)  # the one place the CLI reads it
+        # the one place the CLI reads it
+        settings = Settings.from_env(os.environ, connects=getattr(args, "connects", True))
     except ValueError as e:
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_USAGE

@@ -16,7 +16,6 @@ Python. The CLI is built on it.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -24,10 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from plangate.client.checked import Checked, PlanSource, check, checked
 from plangate.errors import PlangateError, RunError
-from plangate.plans.load import PlanError
-from plangate.plans.model import Plan
 from plangate.records.approvals import (
     ApprovalAnswer,
     ApprovalReceipt,
@@ -50,7 +46,6 @@ from plangate.records.report import (
     StepState,
     StepTimings,
 )
-from plangate.records.run import CancelRequest, HistoryBound, RunInput
 from plangate.workflows import summaries
 from plangate.world.settings import APPROVER_KEY_VAR, SUBMITTER_KEY_VAR, Settings
 
@@ -62,6 +57,8 @@ if TYPE_CHECKING:
         WorkflowHandle,
     )
 
+    from plangate.client.checked import Checked, PlanSource
+    from plangate.plans.model import Plan
     from plangate.records.signing import SigningKey
     from plangate.replanner.planner import Draft
 
@@ -254,6 +251,8 @@ class Plangate:
     # -- plans --------------------------------------------------------------------------------
     def check(self, source: PlanSource, *, strict: bool = False) -> Checked:
         """Validate and lint (see ``check``); starts nothing."""
+        from plangate.client.checked import check
+
         return check(source, self.settings, strict=strict)
 
     async def plan(self, goal: str, context: str | None = None) -> Draft:
@@ -291,8 +290,10 @@ class Plangate:
         window runs from the plan's ``made_at``, or from submission when it has none."""
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
+        from plangate.client.checked import checked
         from plangate.records import visibility
         from plangate.records.proofs import sign_submission
+        from plangate.records.run import HistoryBound, RunInput
 
         plan = checked(source, self.settings).plan
         self._refuse_principal(plan)
@@ -331,6 +332,8 @@ class Plangate:
         """Where this client knows the deployment's submitters, a plan its own key may not
         submit (or that names a principal it may not act as) is refused here, before any
         workflow starts; the worker refuses it again, whatever the client did."""
+        from plangate.plans.load import PlanError
+
         known = self.settings.policy.submitter_map
         if not known:
             return
@@ -515,6 +518,8 @@ class Plangate:
         (listed through Temporal visibility, each run's report queried), the soonest to expire
         first. A run whose report cannot be read in time (no worker polling) is named in
         ``unanswered``; a queued run has no card yet."""
+        import asyncio  # loaded by a call, not by the import: checking a plan needs none
+
         from temporalio.service import RPCError, RPCStatusCode
 
         queue = self.settings.temporal.task_queue
@@ -615,6 +620,8 @@ class Plangate:
         it failed with no report, such as a run whose input the worker refused)."""
         from temporalio.api.enums.v1 import EventType
 
+        from plangate.records.run import CancelRequest, RunInput
+
         handle = self.handle(run_id)
         desc = await handle.describe()
         inp: RunInput | None = None
@@ -676,6 +683,8 @@ class Plangate:
         """The run report every ``every_s`` seconds (from the run's ``report`` query) until the
         run ends; the last one is the final report. A run that has not begun yet is shown
         queued."""
+        import asyncio  # loaded by a call, not by the import: checking a plan needs none
+
         from temporalio.service import RPCError, RPCStatusCode
 
         await self._describe(run_id)  # an unknown run: UnknownRun, at once
@@ -716,6 +725,8 @@ class Plangate:
     async def cancel(self, run_id: str, reason: str = "", requester: str = "") -> None:
         """Stop a run: no step is dispatched after it, and the reason is in its report."""
         from temporalio.client import WorkflowExecutionStatus
+
+        from plangate.records.run import CancelRequest
 
         status = await self._describe(run_id)
         if status not in (None, WorkflowExecutionStatus.RUNNING):

@@ -81,12 +81,13 @@ class Settings:
     identity: Identity = field(default_factory=Identity)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Settings:
+    def from_env(cls, env: Mapping[str, str], *, connects: bool = True) -> Settings:
         """Every part of ``env``; the first variable that cannot be used is named in a
-        ``ConfigurationError``."""
+        ``ConfigurationError``. ``connects=False``: for what never connects to Temporal (a plan
+        check), the Temporal part is left at its defaults and no profile is read."""
         return cls(
             model=ModelSettings.from_env(env),
-            temporal=TemporalSettings.from_env(env),
+            temporal=TemporalSettings.from_env(env) if connects else TemporalSettings(),
             world=WorldSettings.from_env(env),
             catalogue=CatalogueSettings.from_env(env),
             policy=PolicySettings.from_env(env),
