@@ -22,7 +22,7 @@ _stamp="$VENV/.plangate-install-stamp"
 _want="$("$VENV/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' <pyproject.toml)"
 if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_want" ]; then
     echo "# installing plangate and its dev tools into $VENV" >&2
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -e '.[dev,embedded]'
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -e '.[dev,embedded,mcp]'
     echo "$_want" >"$_stamp"
 fi
 unset _python _stamp _want

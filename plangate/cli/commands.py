@@ -416,6 +416,19 @@ async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int
     return EXIT_OK
 
 
+async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        from plangate.mcp.server import serve_stdio
+    except ModuleNotFoundError as e:
+        if e.name != "mcp" and not (e.name or "").startswith("mcp."):
+            raise
+        raise UsageError(
+            "mcp: the MCP SDK is not installed (pip install 'plangate[mcp]')"
+        ) from None
+    await serve_stdio(settings)  # stdout carries the protocol: nothing else is printed there
+    return EXIT_OK
+
+
 async def _cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.dev.run import run_dev
 
@@ -565,6 +578,12 @@ def parser() -> argparse.ArgumentParser:
         "then exit",
     )
     su.set_defaults(fn=_cmd_setup)
+    mc = sub.add_parser(
+        "mcp", parents=[common],
+        help="serve the plan tools (check, run, report, cancel) and the catalogue to an MCP "
+        "client over stdio; no tool approves",
+    )
+    mc.set_defaults(fn=_cmd_mcp)
     d = sub.add_parser(
         "dev", parents=[common], help="start the embedded stack and a worker in the foreground"
     )

@@ -1,0 +1,2 @@
+"""``plangate mcp``: plangate's plan tools over the Model Context Protocol, on the official
+``mcp`` SDK (``pip install 'plangate[mcp]'``). See :mod:`plangate.mcp.server`."""

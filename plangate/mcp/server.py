@@ -1,0 +1,187 @@
+"""The front door: an MCP server whose tools are plangate's plan tools, each a call of the
+Python API (``plangate.client.api.Plangate``), nothing re-implemented.
+
+- ``check_plan``: every problem of a plan, each with its step and field (structured);
+- ``run_plan``: start a run of a plan, answered with its run id;
+- ``run_report``: a run's report (the JSON ``plangate status --json`` prints);
+- ``cancel_run``: cancel a run, with a reason and who asks, recorded in its report and history;
+- the resource ``plangate://catalogue``: the deployment's tools and probes, their effect
+  classes, argument schemas and contracts.
+
+There is no approve tool, on purpose: an MCP client holds no approver's key and can never
+answer a card; approval stays with credentialed approvers (the CLI, the approval page).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+from plangate.client.api import Plangate, RunEnded, RunIdInUse, UnknownRun
+from plangate.plans.catalogue import Catalogue, Term
+from plangate.plans.load import PlanError
+from plangate.world.settings import Settings
+
+CATALOGUE_URI = "plangate://catalogue"
+
+# "step 2, field args.bucket: why" / "step 2: why" / "plan: why" (plans.checking, plans.load)
+_PROBLEM = re.compile(r"(?:\(strict\) )?step (?P<step>\d+)(?:, field (?P<field>[^:]+))?: ")
+
+
+class Problem(BaseModel):
+    """One problem of a plan: the step and field it names (None where it names none), and the
+    whole line as ``plangate check`` prints it."""
+
+    step: int | None
+    field: str | None
+    message: str
+
+
+class CheckResult(BaseModel):
+    valid: bool
+    problems: list[Problem]
+    warnings: list[str]
+
+
+class RunStarted(BaseModel):
+    run_id: str
+
+
+class CancelRequested(BaseModel):
+    run_id: str
+    reason: str
+    requester: str
+
+
+def problem(text: str) -> Problem:
+    m = _PROBLEM.match(text)
+    if m is None:
+        return Problem(step=None, field=None, message=text)
+    return Problem(step=int(m["step"]), field=m["field"], message=text)
+
+
+def _term(t: Term) -> dict[str, Any]:
+    return {"probe": t.probe, "from_args": t.from_args, "fixed": t.fixed,
+            "identifies": t.identifies, "when": t.when}
+
+
+def catalogue_json(cat: Catalogue) -> dict[str, Any]:
+    """The catalogue as a client reads it: per tool its effect class, argument schema,
+    contract and whether every call waits for a person; per probe its system and schema."""
+    return {
+        "tools": [
+            {
+                "name": name, "effect": t.effect.value, "approval": t.approval,
+                "args_schema": t.args.model_json_schema(),
+                "contract": {phase: [_term(x) for x in getattr(t.contract, phase)]
+                             for phase in ("pre", "post", "done")},
+                "reader": None if t.reader is None
+                else {"tool": t.reader.tool, "args": dict(t.reader.args)},
+            }
+            for name, t in sorted(cat.tools.items())
+        ],
+        "probes": [
+            {"name": name, "system": p.system, "args_schema": p.args.model_json_schema()}
+            for name, p in sorted(cat.probes.items())
+        ],
+    }
+
+
+class _Gateway:
+    """The API client, connected on the first call that needs Temporal (``check_plan`` and
+    the catalogue need none), once."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._api: Plangate | None = None
+        self._lock = asyncio.Lock()
+
+    async def api(self) -> Plangate:
+        async with self._lock:
+            if self._api is None:
+                self._api = await Plangate.connect(self.settings)
+            return self._api
+
+
+def build_server(settings: Settings) -> MCPServer:
+    """The MCP server of the deployment ``settings`` describe (``plangate mcp`` runs it)."""
+    from plangate.activities.catalogue import catalogue
+    from plangate.client.checked import check
+
+    gate = _Gateway(settings)
+    server: MCPServer = MCPServer(
+        name="plangate",
+        instructions=(
+            "Check a plan (check_plan), start it (run_plan), read its report (run_report), "
+            "cancel it (cancel_run). Every step runs guarded by probes of the real systems; "
+            "a step that needs approval waits for a credentialed person, never for this client."
+        ),
+    )
+
+    @server.tool()
+    def check_plan(plan: dict[str, Any], strict: bool = False) -> CheckResult:
+        """Validate and lint a plan (goal, steps) for this deployment; starts nothing. Every
+        problem names its step and field."""
+        try:
+            done = check(plan, settings, strict=strict)
+        except PlanError as e:
+            return CheckResult(valid=False, problems=[problem(p) for p in e.problems],
+                               warnings=[])
+        return CheckResult(valid=True, problems=[], warnings=done.warnings)
+
+    @server.tool()
+    async def run_plan(plan: dict[str, Any], run_id: str | None = None) -> RunStarted:
+        """Start a run of a plan (checked first: a bad plan starts nothing); its run id."""
+        try:
+            done = check(plan, settings)
+        except PlanError as e:
+            raise ToolError("plan rejected: " + "; ".join(e.problems)) from None
+        api = await gate.api()
+        try:
+            return RunStarted(run_id=await api.start(done, run_id=run_id))
+        except RunIdInUse as e:
+            raise ToolError(str(e)) from None
+
+    @server.tool()
+    async def run_report(run_id: str) -> dict[str, Any]:
+        """The run report of a queued, running or ended run: the JSON `plangate status --json`
+        prints (its conditions written flat, as in plans)."""
+        api = await gate.api()
+        try:
+            rep = await api.report(run_id)
+        except UnknownRun as e:
+            raise ToolError(str(e)) from None
+        # as serialized, not as the model validates: the schema of RunReport would refuse
+        # the flat conditions its own serializer writes
+        report: dict[str, Any] = json.loads(rep.model_dump_json())
+        return report
+
+    @server.tool()
+    async def cancel_run(run_id: str, reason: str, requester: str) -> CancelRequested:
+        """Cancel a run: no step is dispatched after it; the reason and requester are recorded
+        in its report and its Temporal history."""
+        api = await gate.api()
+        try:
+            await api.cancel(run_id, reason=reason, requester=requester)
+        except (UnknownRun, RunEnded) as e:
+            raise ToolError(str(e)) from None
+        return CancelRequested(run_id=run_id, reason=reason, requester=requester)
+
+    @server.resource(CATALOGUE_URI, name="catalogue", mime_type="application/json",
+                     description="the deployment's tools and probes: effect classes, argument "
+                     "schemas, contracts")
+    def catalogue_resource() -> dict[str, Any]:
+        return catalogue_json(catalogue(settings.catalogue))
+
+    return server
+
+
+async def serve_stdio(settings: Settings) -> None:
+    """Serve on this process's stdin and stdout until the client closes them."""
+    await build_server(settings).run_stdio_async()

@@ -1,0 +1,122 @@
+"""`plangate mcp` over stdio, driven by the official `mcp` client: the plan tools (check, run,
+report, cancel) and the catalogue, against the test stack and a real worker. What each call
+did is read back from the world (the S3 object) and from the Temporal history (the cancel)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_types import TextResourceContents
+from temporalio.api.enums.v1 import EventType
+
+from plangate.records.interface import CANCEL_SIGNAL
+from plangate.records.run import CancelRequest
+from plangate.testing import history_events, running_worker
+from tests.harness import polling_plan
+
+TOOLS = {"check_plan", "run_plan", "run_report", "cancel_run"}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def put_plan(bucket: str, key: str, body: str) -> dict[str, Any]:
+    return {"goal": "drop a note", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put",
+         "args": {"bucket": bucket, "key": key, "body": body, "if_none_match": "*"}},
+    ]}
+
+
+def server(stack, settings, task_queue: str) -> Client:
+    """The official client, launching `python -m plangate mcp` with the stack's environment
+    on the worker's task queue."""
+    env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": task_queue,
+           "PLANGATE_WORKDIR": str(settings.world.workdir)}
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "plangate", "mcp"],
+                                        env=env), read_timeout_seconds=60)
+
+
+async def call(mcp: Client, tool: str, **args: Any) -> Any:
+    result = await mcp.call_tool(tool, args)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+async def until_final(mcp: Client, run_id: str) -> dict[str, Any]:
+    for _ in range(300):
+        rep: dict[str, Any] = await call(mcp, "run_report", run_id=run_id)
+        if rep["status"] in ("succeeded", "halted", "cancelled", "failed"):
+            return rep
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} never ended")
+
+
+async def test_plan_tools_over_stdio(client, settings, stack, s3):
+    bucket, key, body = unique("mcp-drops"), unique("note") + ".txt", unique("hello")
+    s3.create_bucket(Bucket=bucket)
+    async with running_worker(client, settings) as h, \
+            server(stack, settings, h.settings.temporal.task_queue) as mcp:
+        listed = {t.name: t for t in (await mcp.list_tools()).tools}
+        assert set(listed) == TOOLS  # no approve tool: an MCP client never answers a card
+        assert set(listed["cancel_run"].input_schema["required"]) == {
+            "run_id", "reason", "requester"}
+        assert listed["run_plan"].input_schema["properties"]["plan"]["type"] == "object"
+
+        (text,) = (await mcp.read_resource("plangate://catalogue")).contents
+        assert isinstance(text, TextResourceContents)
+        cat = {t["name"]: t for t in json.loads(text.text)["tools"]}
+        assert cat["s3.put"]["effect"] == "write" and cat["billing.issue_credit"]["effect"] == \
+            "money"
+        assert "bucket" in cat["s3.put"]["args_schema"]["properties"]
+        assert cat["s3.put"]["contract"]["post"], "s3.put's post condition is in its contract"
+
+        bad = {"goal": "broken", "steps": [
+            {"n": 1, "tool": "s3.put", "args": {"key": "k", "body": "x"}},
+            {"n": 2, "tool": "s3.shred", "depends_on": [1], "args": {}},
+        ]}
+        checked = await call(mcp, "check_plan", plan=bad)
+        assert checked["valid"] is False
+        named = {(p["step"], p["field"]) for p in checked["problems"]}
+        assert (1, "args.bucket") in named and (2, "tool") in named, checked["problems"]
+        refused = await mcp.call_tool("run_plan", {"plan": bad})
+        assert refused.is_error and "s3.shred" in str(refused.content)
+
+        good = put_plan(bucket, key, body)
+        assert (await call(mcp, "check_plan", plan=good))["valid"] is True
+        run_id = (await call(mcp, "run_plan", plan=good))["run_id"]
+        rep = await until_final(mcp, run_id)
+        assert rep["run_id"] == run_id and rep["status"] == "succeeded"
+        assert rep["steps"][0]["state"] == "DONE"
+        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body.encode()
+
+        waiting = (await call(mcp, "run_plan", plan=polling_plan(unique("mcp-job"))))["run_id"]
+        for _ in range(200):  # step 1 waits for a job that never ends
+            rep = await call(mcp, "run_report", run_id=waiting)
+            if rep["steps"][0]["state"] == "WAITING":
+                break
+            await asyncio.sleep(0.05)
+        assert rep["steps"][0]["state"] == "WAITING", rep["steps"][0]
+        cancelled = await call(mcp, "cancel_run", run_id=waiting, reason="goal withdrawn",
+                               requester="agent@example.com")
+        assert cancelled["run_id"] == waiting
+        rep = await until_final(mcp, waiting)
+        assert rep["status"] == "cancelled"
+        assert rep["cancellation"]["reason"] == "goal withdrawn"
+        again = await mcp.call_tool("cancel_run", {"run_id": waiting, "reason": "again",
+                                                   "requester": "agent@example.com"})
+        assert again.is_error and "already ended" in str(again.content)
+
+    signals = [e.workflow_execution_signaled_event_attributes
+               for e in await history_events(client, waiting)
+               if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    assert [s.signal_name for s in signals] == [CANCEL_SIGNAL]
+    (request,) = await client.data_converter.decode(signals[0].input.payloads, [CancelRequest])
+    assert (request.reason, request.requester) == ("goal withdrawn", "agent@example.com")
