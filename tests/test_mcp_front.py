@@ -1,18 +1,21 @@
-"""`plangate mcp` over stdio, driven by the official `mcp` client: the plan tools (check, run,
-report, cancel) and the catalogue, against the test stack and a real worker. What each call
-did is read back from the world (the S3 object) and from the Temporal history (the cancel)."""
+"""`plangate mcp` over stdio and over streamable HTTP, driven by the official `mcp` client: the
+plan tools (check, run, report, cancel) and the catalogue, against the test stack and a real
+worker. What each call did is read back from the world (the S3 object) and from the Temporal
+history (the cancel). The HTTP server's access (token, loopback) is tested as users start it."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
+import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 from mcp_types import TextResourceContents
 from temporalio.api.enums.v1 import EventType
 
@@ -20,8 +23,9 @@ from plangate.records.interface import CANCEL_SIGNAL
 from plangate.records.run import CancelRequest
 from plangate.testing import history_events, running_worker
 from tests.harness import polling_plan
+from tests.mcp_client import http_server, server_env, stdio
 
-TOOLS = {"check_plan", "run_plan", "run_report", "cancel_run"}
+PLAN_TOOLS = {"check_plan", "run_plan", "run_report", "cancel_run"}
 
 
 def unique(prefix: str) -> str:
@@ -35,13 +39,17 @@ def put_plan(bucket: str, key: str, body: str) -> dict[str, Any]:
     ]}
 
 
-def server(stack, settings, task_queue: str) -> Client:
-    """The official client, launching `python -m plangate mcp` with the stack's environment
-    on the worker's task queue."""
-    env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": task_queue,
-           "PLANGATE_WORKDIR": str(settings.world.workdir)}
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "plangate", "mcp"],
-                                        env=env), read_timeout_seconds=60)
+@contextlib.asynccontextmanager
+async def server(transport: str, stack, settings, task_queue: str) -> AsyncIterator[Client]:
+    """The official client on `python -m plangate mcp` (stdio, or an `--http` server process
+    with a token), with the stack's environment on the worker's task queue."""
+    env = server_env(stack, settings, task_queue)
+    if transport == "stdio":
+        async with stdio(env) as mcp:
+            yield mcp
+        return
+    async with http_server(env) as srv, srv.client() as mcp:
+        yield mcp
 
 
 async def call(mcp: Client, tool: str, **args: Any) -> Any:
@@ -59,13 +67,17 @@ async def until_final(mcp: Client, run_id: str) -> dict[str, Any]:
     raise AssertionError(f"run {run_id} never ended")
 
 
-async def test_plan_tools_over_stdio(client, settings, stack, s3):
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_plan_tools(transport, client, settings, stack, s3):
     bucket, key, body = unique("mcp-drops"), unique("note") + ".txt", unique("hello")
     s3.create_bucket(Bucket=bucket)
     async with running_worker(client, settings) as h, \
-            server(stack, settings, h.settings.temporal.task_queue) as mcp:
+            server(transport, stack, settings, h.settings.temporal.task_queue) as mcp:
         listed = {t.name: t for t in (await mcp.list_tools()).tools}
-        assert set(listed) == TOOLS  # no approve tool: an MCP client never answers a card
+        assert PLAN_TOOLS <= set(listed)
+        # no approve tool: an MCP client never answers a card; the rest are the catalogue's
+        assert not [n for n in listed if "approve" in n]
+        assert {"s3.put", "billing.issue_credit"} <= set(listed)
         assert set(listed["cancel_run"].input_schema["required"]) == {
             "run_id", "reason", "requester"}
         assert listed["run_plan"].input_schema["properties"]["plan"]["type"] == "object"
@@ -120,3 +132,41 @@ async def test_plan_tools_over_stdio(client, settings, stack, s3):
     assert [s.signal_name for s in signals] == [CANCEL_SIGNAL]
     (request,) = await client.data_converter.decode(signals[0].input.payloads, [CancelRequest])
     assert (request.reason, request.requester) == ("goal withdrawn", "agent@example.com")
+
+
+def refused_start(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "plangate", "mcp", "--http", "--port", "0", *args],
+        env={**{k: v for k, v in os.environ.items() if k != "PLANGATE_MCP_TOKEN"}, **env},
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+
+
+def test_http_access_is_decided_before_anything_is_bound():
+    off_loopback = refused_start("--host", "0.0.0.0")
+    assert off_loopback.returncode == 2, off_loopback
+    assert "refusing to listen on 0.0.0.0 without PLANGATE_MCP_TOKEN" in off_loopback.stderr
+    not_told = refused_start()
+    assert not_told.returncode == 2 and "--insecure-local" in not_told.stderr, not_told
+    weak = refused_start("--host", "0.0.0.0", PLANGATE_MCP_TOKEN="secret")
+    assert weak.returncode == 2 and "PLANGATE_MCP_TOKEN is too weak" in weak.stderr, weak
+    assert "plangate mcp: http" not in off_loopback.stdout + not_told.stdout + weak.stdout
+
+
+async def test_http_refuses_a_request_without_the_token(client, settings, stack):
+    import httpx2
+
+    async with http_server(server_env(stack, settings, "unused")) as srv:
+        async with httpx2.AsyncClient() as http:
+            bare = await http.post(srv.url, json={"jsonrpc": "2.0", "id": 1,
+                                                  "method": "server/discover", "params": {}})
+            wrong = await http.post(srv.url, headers={"Authorization": "Bearer " + "x" * 43},
+                                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert (bare.status_code, wrong.status_code) == (401, 401)
+        with pytest.raises(Exception):  # noqa: B017 (the client fails however it reports a 401)
+            async with srv.client(token="y" * 43) as mcp:
+                await mcp.list_tools()
+        async with srv.client() as mcp:  # the right token: served
+            assert "check_plan" in {t.name for t in (await mcp.list_tools()).tools}

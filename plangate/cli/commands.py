@@ -418,6 +418,7 @@ async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int
 
 async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     try:
+        from plangate.mcp.http import TOKEN_VAR, McpServerRefused, serve_http
         from plangate.mcp.server import serve_stdio
     except ModuleNotFoundError as e:
         if e.name != "mcp" and not (e.name or "").startswith("mcp."):
@@ -425,7 +426,21 @@ async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(
             "mcp: the MCP SDK is not installed (pip install 'plangate[mcp]')"
         ) from None
-    await serve_stdio(settings)  # stdout carries the protocol: nothing else is printed there
+    if args.answer_within <= 0:
+        raise UsageError("mcp: --answer-within must be a positive number of seconds")
+    options = {"answer_within_s": args.answer_within, "approval_url": args.approval_url}
+    if not args.http:
+        await serve_stdio(settings, **options)  # stdout carries the protocol: nothing else
+        return EXIT_OK
+    try:
+        await serve_http(settings, host=args.host, port=args.port,
+                         token=os.environ.get(TOKEN_VAR) or None,
+                         insecure_local=args.insecure_local, **options)
+    except McpServerRefused as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"mcp: cannot listen on {args.host}:{args.port}: "
+                         f"{e.strerror or type(e).__name__}") from None
     return EXIT_OK
 
 
@@ -580,9 +595,25 @@ def parser() -> argparse.ArgumentParser:
     su.set_defaults(fn=_cmd_setup)
     mc = sub.add_parser(
         "mcp", parents=[common],
-        help="serve the plan tools (check, run, report, cancel) and the catalogue to an MCP "
-        "client over stdio; no tool approves",
+        help="serve the plan tools (check, run, report, cancel), the catalogue and every tool "
+        "of it, guarded, to an MCP client over stdio or streamable HTTP; no tool approves",
     )
+    mc.add_argument("--http", action="store_true",
+                    help="serve streamable HTTP at /mcp instead of stdio (PLANGATE_MCP_TOKEN: "
+                         "the bearer token every request must carry)")
+    mc.add_argument("--host", default="127.0.0.1",
+                    help="with --http: the address to listen on (default: 127.0.0.1)")
+    mc.add_argument("--port", type=int, default=8766,
+                    help="with --http: the port (default 8766; 0: any free)")
+    mc.add_argument("--insecure-local", action="store_true",
+                    help="with --http and no PLANGATE_MCP_TOKEN: serve a loopback address "
+                         "without a token")
+    mc.add_argument("--answer-within", type=float, default=10.0, metavar="SECONDS",
+                    help="how long a guarded call may take before it is answered as a task "
+                         "(or with its run id and state); default 10")
+    mc.add_argument("--approval-url", default="http://127.0.0.1:8765/",
+                    help="the approval page a waiting card points a person at "
+                         "(default: plangate ui's address)")
     mc.set_defaults(fn=_cmd_mcp)
     d = sub.add_parser(
         "dev", parents=[common], help="start the embedded stack and a worker in the foreground"

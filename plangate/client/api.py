@@ -272,10 +272,14 @@ class Plangate:
         run_id: str | None = None,
         start_at: datetime | None = None,
         start_in: timedelta | None = None,
+        once: bool = False,
     ) -> str:
         """Start a run of the plan (or queue it: ``start_at`` a time, ``start_in`` a delay); the
-        run id. A ``Checked`` plan from ``check`` is not checked again; anything else is."""
-        handle = await self.submit(source, run_id=run_id, start_at=start_at, start_in=start_in)
+        run id. A ``Checked`` plan from ``check`` is not checked again; anything else is.
+        ``once``: see ``submit``."""
+        handle = await self.submit(
+            source, run_id=run_id, start_at=start_at, start_in=start_in, once=once
+        )
         return handle.id
 
     async def submit(
@@ -285,9 +289,16 @@ class Plangate:
         run_id: str | None = None,
         start_at: datetime | None = None,
         start_in: timedelta | None = None,
+        once: bool = False,
     ) -> WorkflowHandle[Any, RunReport]:
         """``start``, returning the Temporal handle of this very execution. The staleness
-        window runs from the plan's ``made_at``, or from submission when it has none."""
+        window runs from the plan's ``made_at``, or from submission when it has none.
+
+        ``once`` (with a ``run_id`` derived from the request, as ``plangate mcp`` derives it
+        from a call's request identity): a run of this id is started at most once, ever; a
+        run of it that is running or has ended is answered instead of a new one (Temporal's
+        id reuse and conflict policies, so two racing starts still make one run)."""
+        from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
         from plangate.client.checked import checked
@@ -324,8 +335,18 @@ class Plangate:
                 static_summary=run_summary(plan),
                 static_details=run_details(plan),
                 result_type=RunReport,
+                id_reuse_policy=(
+                    WorkflowIDReusePolicy.REJECT_DUPLICATE if once
+                    else WorkflowIDReusePolicy.ALLOW_DUPLICATE
+                ),
+                id_conflict_policy=(
+                    WorkflowIDConflictPolicy.USE_EXISTING if once
+                    else WorkflowIDConflictPolicy.UNSPECIFIED
+                ),
             )
         except WorkflowAlreadyStartedError:
+            if once:  # it ran, or is running: the same request, answered by that run
+                return self.handle(run_id)
             raise RunIdInUse(f"a run with id {run_id!r} is already running") from None
 
     def _refuse_principal(self, plan: Plan) -> None:

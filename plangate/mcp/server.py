@@ -1,12 +1,16 @@
-"""The front door: an MCP server whose tools are plangate's plan tools, each a call of the
-Python API (``plangate.client.api.Plangate``), nothing re-implemented.
+"""The front door: an MCP server whose tools are plangate's plan tools and the deployment's
+guarded tools, each a call of the Python API (``plangate.client.api.Plangate``), nothing
+re-implemented.
 
 - ``check_plan``: every problem of a plan, each with its step and field (structured);
 - ``run_plan``: start a run of a plan, answered with its run id;
 - ``run_report``: a run's report (the JSON ``plangate status --json`` prints);
 - ``cancel_run``: cancel a run, with a reason and who asks, recorded in its report and history;
 - the resource ``plangate://catalogue``: the deployment's tools and probes, their effect
-  classes, argument schemas and contracts.
+  classes, argument schemas and contracts;
+- every tool of the catalogue under its own name, each call a one-step guarded run
+  (``plangate.mcp.guarded``), answered as a task where it must wait and the client declared
+  the Tasks extension (``plangate.mcp.tasks``).
 
 There is no approve tool, on purpose: an MCP client holds no approver's key and can never
 answer a card; approval stays with credentialed approvers (the CLI, the approval page).
@@ -21,11 +25,15 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from pydantic import BaseModel
 
 from plangate.client.api import Plangate, RunEnded, RunIdInUse, UnknownRun
-from plangate.plans.catalogue import Catalogue, Term
+from plangate.mcp.guarded import GuardedCall, description, hints
+from plangate.mcp.tasks import CANCELLED_BY, GuardedTasks
+from plangate.plans.catalogue import Catalogue, Term, ToolInfo
 from plangate.plans.load import PlanError
+from plangate.records.report import RunReport
 from plangate.world.settings import Settings
 
 CATALOGUE_URI = "plangate://catalogue"
@@ -109,19 +117,65 @@ class _Gateway:
             return self._api
 
 
-def build_server(settings: Settings) -> MCPServer:
-    """The MCP server of the deployment ``settings`` describe (``plangate mcp`` runs it)."""
+async def _guarded_placeholder() -> None:
+    """Never called: the Tasks extension answers every call of a guarded tool."""
+
+
+def guarded_tool(info: ToolInfo) -> Tool:
+    """The MCP tool of a catalogue tool: its argument model's schema, hints from its effect."""
+    tool = Tool.from_function(
+        _guarded_placeholder, name=info.name, description=description(info),
+        annotations=hints(info),
+    )
+    return tool.model_copy(update={"parameters": info.args.model_json_schema()})
+
+
+DEFAULT_ANSWER_WITHIN_S = 10.0
+DEFAULT_APPROVAL_URL = "http://127.0.0.1:8765/"
+
+
+def build_server(
+    settings: Settings, *, answer_within_s: float = DEFAULT_ANSWER_WITHIN_S,
+    approval_url: str = DEFAULT_APPROVAL_URL,
+) -> MCPServer:
+    """The MCP server of the deployment ``settings`` describe (``plangate mcp`` runs it). A
+    guarded call is answered once its run has ended or waits for a person, or after
+    ``answer_within_s`` seconds (then as a task, or the run's id and state); a card's input
+    request points a person at ``approval_url`` (the approval page)."""
     from plangate.activities.catalogue import catalogue
     from plangate.client.checked import check
 
     gate = _Gateway(settings)
+    known = catalogue(settings.catalogue)
+
+    async def start_guarded(call: GuardedCall, info: ToolInfo) -> str:
+        try:
+            done = check(call.plan(info), settings)
+        except PlanError as e:
+            raise ToolError("call refused: " + "; ".join(e.problems)) from None
+        api = await gate.api()
+        return await api.start(done, run_id=call.run_id(), once=call.request_id is not None)
+
+    async def report(run_id: str) -> RunReport:
+        return await (await gate.api()).report(run_id)
+
+    async def cancel(run_id: str, reason: str) -> None:
+        await (await gate.api()).cancel(run_id, reason=reason, requester=CANCELLED_BY)
+
+    tasks = GuardedTasks(
+        known.tools, start=start_guarded, report=report, cancel=cancel,
+        answer_within_s=answer_within_s, approval_url=approval_url,
+    )
     server: MCPServer = MCPServer(
         name="plangate",
         instructions=(
             "Check a plan (check_plan), start it (run_plan), read its report (run_report), "
-            "cancel it (cancel_run). Every step runs guarded by probes of the real systems; "
-            "a step that needs approval waits for a credentialed person, never for this client."
+            "cancel it (cancel_run); or call one tool of the catalogue, guarded (each call a "
+            "one-step run). Every step runs guarded by probes of the real systems; a step "
+            "that needs approval waits for a credentialed person, never for this client."
         ),
+        tools=[guarded_tool(info) for _, info in sorted(known.tools.items())],
+        extensions=[tasks],
     )
 
     @server.tool()
@@ -182,6 +236,6 @@ def build_server(settings: Settings) -> MCPServer:
     return server
 
 
-async def serve_stdio(settings: Settings) -> None:
+async def serve_stdio(settings: Settings, **options: Any) -> None:
     """Serve on this process's stdin and stdout until the client closes them."""
-    await build_server(settings).run_stdio_async()
+    await build_server(settings, **options).run_stdio_async()

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import socket
 import sys
 from collections.abc import Sequence
@@ -45,7 +44,7 @@ from temporalio.converter import PayloadCodec
 
 from plangate.errors import ConfigurationError
 from plangate.plans.visible import visible
-from plangate.servers.tokens import MAKE_ONE, weakness
+from plangate.servers.tokens import MAKE_ONE, is_loopback, weakness
 from plangate.worker.encryption import DecryptionError, payload_codec
 from plangate.world.settings import CODEC_TOKEN_VAR, EncryptionSettings
 
@@ -87,19 +86,6 @@ class CodecServer(ThreadingHTTPServer):
 class CodecServerRefused(ConfigurationError):
     """The codec server will not start as asked (no token off loopback, a weak token): one line
     saying why and what to do."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address ``host`` names is a loopback address (``""``, all interfaces, is
-    not; a name that does not resolve is not)."""
-    if not host:
-        return False
-    try:
-        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except OSError:
-        return False
-    addresses = {str(info[4][0]).split("%", 1)[0] for info in found}
-    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
 def refusal(settings: EncryptionSettings, host: str, insecure_local: bool) -> str | None:

@@ -15,8 +15,10 @@ least of three readings of the token itself, each an upper bound on what a guess
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import math
+import socket
 import zlib
 from collections import Counter
 from collections.abc import Hashable, Iterable
@@ -54,3 +56,16 @@ def weakness(variable: str, token: str) -> str | None:
         f"at least {MIN_BITS} are needed (a short or repetitive token can be guessed); make "
         f"one with: {MAKE_ONE}"
     )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address (``""``, all interfaces, is
+    not; a name that does not resolve is not)."""
+    if not host:
+        return False
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    addresses = {str(info[4][0]).split("%", 1)[0] for info in found}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)

@@ -1,0 +1,172 @@
+"""Guarded tools: every tool of the deployment's catalogue as an MCP tool, each call a one-step
+guarded run on Temporal (the tool's contract probed before and after, the six answers, the
+call's idempotency key, a card for a person where the deployment's worker asks for one).
+
+Nothing of the guard is taken from the request: the call becomes a plan of one step with the
+tool's own effect class, checked as ``plangate check`` checks, and the worker derives every
+guard again from its own catalogue and settings (``activities.guarding``). A call carries no
+approval and can carry none: an MCP client holds no approver's key.
+
+The request identity: a call whose ``_meta`` carries ``io.plangate/request-id`` runs under a
+run id derived from that identity, the tool and its arguments, started at most once
+(``Plangate.submit(once=True)``). A client that retries after a lost answer (the server died
+between the call and its answer, the connection dropped) gets the answer of the run its first
+call started, and the effect happens once. A call without one is a new run each time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import JsonValue
+
+from plangate.plans.catalogue import ToolInfo
+from plangate.plans.model import Effect
+from plangate.records.report import RunReport, RunStatus, StepReport
+
+REQUEST_ID_META = "io.plangate/request-id"
+RUN_PREFIX = "mcp-"
+
+
+def hints(info: ToolInfo) -> ToolAnnotations:
+    """The MCP hints of a tool, from its effect class alone: a read changes nothing; a write
+    may replace what is there; an external or money effect leaves the organisation. None is
+    idempotent by its arguments alone (plangate's idempotency is by the request identity)."""
+    read = info.effect is Effect.READ
+    return ToolAnnotations(
+        title=f"{info.name} ({info.effect.value}, guarded)",
+        read_only_hint=read,
+        destructive_hint=not read,
+        idempotent_hint=read,
+        open_world_hint=info.effect in (Effect.EXTERNAL, Effect.MONEY),
+    )
+
+
+def description(info: ToolInfo) -> str:
+    contract = ", ".join(
+        f"{phase}: {t.probe}" for phase in ("pre", "post") for t in getattr(info.contract, phase)
+    )
+    waits = " Every call waits for a credentialed person." if info.approval else ""
+    return (
+        f"{info.name}, effect {info.effect.value}, run as a one-step guarded run on Temporal "
+        f"(contract {contract or 'none'}; the deployment may hold it for approval).{waits} "
+        f"Pass _meta['{REQUEST_ID_META}'] so a retried call is answered, not applied again."
+    )
+
+
+@dataclass(frozen=True)
+class GuardedCall:
+    tool: str
+    args: dict[str, JsonValue]
+    request_id: str | None
+
+    @classmethod
+    def of(cls, tool: str, args: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+           ) -> GuardedCall:
+        rid = (meta or {}).get(REQUEST_ID_META)
+        if rid is not None and (not isinstance(rid, str) or not 1 <= len(rid) <= 200):
+            raise ValueError(f"_meta['{REQUEST_ID_META}'] must be a string of 1 to 200 characters")
+        return cls(tool, dict(args or {}), rid)
+
+    def run_id(self) -> str:
+        """The run this call is: derived from its request identity, tool and arguments (the
+        same request retried is the same run; another call under a reused identity is another
+        run), or new when the call has no identity."""
+        if self.request_id is None:
+            return f"{RUN_PREFIX}{self.tool}-{uuid.uuid4().hex[:16]}"
+        canonical = json.dumps([self.request_id, self.tool, self.args], sort_keys=True,
+                               separators=(",", ":"), ensure_ascii=False)
+        return f"{RUN_PREFIX}{self.tool}-{hashlib.sha256(canonical.encode()).hexdigest()[:24]}"
+
+    def plan(self, info: ToolInfo) -> dict[str, Any]:
+        return {
+            "goal": f"{self.tool} called over MCP",
+            "budget": {"replans_max": 0},  # one call: nothing to re-plan toward
+            "steps": [{"n": 1, "tool": self.tool, "effect": info.effect.value,
+                       "args": self.args}],
+        }
+
+
+def settled(rep: RunReport) -> bool:
+    """Nothing more will happen without a person or the world: ended, or waiting for an
+    answer to a card."""
+    return rep.status.final or rep.status is RunStatus.AWAITING_APPROVAL
+
+
+async def follow(report: Any, run_id: str, within_s: float, every_s: float = 0.1) -> RunReport:
+    """The run's report once it has settled, or as it is after ``within_s`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        rep: RunReport = await report(run_id)
+        if settled(rep) or loop.time() >= deadline:
+            return rep
+        await asyncio.sleep(every_s)
+
+
+def _step(rep: RunReport) -> StepReport | None:
+    return rep.steps[-1] if rep.steps else None
+
+
+def pending_card(rep: RunReport) -> dict[str, Any] | None:
+    """The card the run waits on: what a person must approve, and the line that does it."""
+    for a in rep.approvals:
+        if a.status.value == "pending":
+            return {
+                "step": a.step, "digest": a.digest, "expires_at": a.expires_at.isoformat(),
+                "effect": a.card.effect.value, "tool": a.card.tool,
+                "approve_with": f"plangate approve {rep.run_id} --step {a.step} "
+                                f"--digest {a.digest}",
+            }
+    return None
+
+
+def outcome(rep: RunReport) -> dict[str, Any]:
+    """The call's answer: its run, the run's status, the step's state and result."""
+    step = _step(rep)
+    return {
+        "run_id": rep.run_id,
+        "status": rep.status.value,
+        "state": step.state.value if step else None,
+        "result": step.result if step else None,
+        "binds": step.binds if step else {},
+        "reason": step.reason if step else "",
+        "failure": None if rep.failure is None else json.loads(rep.failure.model_dump_json()),
+        "awaiting": pending_card(rep),
+    }
+
+
+def summary(rep: RunReport) -> str:
+    out = outcome(rep)
+    if rep.status is RunStatus.SUCCEEDED:
+        return f"run {rep.run_id}: succeeded ({out['state']})"
+    if rep.status is RunStatus.AWAITING_APPROVAL and out["awaiting"]:
+        card = out["awaiting"]
+        return (
+            f"run {rep.run_id} waits for a credentialed approver (step {card['step']}, effect "
+            f"{card['effect']}): {card['approve_with']} --as NAME. This client cannot approve; "
+            f"follow the run with run_report."
+        )
+    if not rep.status.final:
+        return f"run {rep.run_id}: {rep.status.value}; follow it with run_report"
+    failure = rep.failure
+    why = f": {failure.code} {failure.detail}" if failure else ""
+    return f"run {rep.run_id}: {rep.status.value}{why}"
+
+
+def call_result(rep: RunReport) -> CallToolResult:
+    """The MCP answer of a settled (or still running) run: an error result when it ended
+    without succeeding, a plain one otherwise (a run that waits is not an error)."""
+    failed = rep.status.final and rep.status is not RunStatus.SUCCEEDED
+    return CallToolResult(
+        content=[TextContent(type="text", text=summary(rep))],
+        structured_content=outcome(rep),
+        is_error=failed,
+    )

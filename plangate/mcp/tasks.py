@@ -1,0 +1,186 @@
+"""Guarded calls as MCP tasks (the Tasks extension, ``io.modelcontextprotocol/tasks``).
+
+A guarded call (``plangate.mcp.guarded``) that has not ended when it settles (it waits for a
+person, or is still running after the server's answer window) is answered, for a client that
+declared the extension on its request, with a task whose id is the run id: the task is the
+Temporal run, so it outlives this server process and ``tasks/get`` answers after a restart.
+
+- ``working``: the run is queued or running;
+- ``input_required`` while a card waits: its ``inputRequests`` hold one URL-mode elicitation
+  per pending card, pointing a person at the approval page. The client's ``tasks/update`` is
+  acknowledged and ignored: a response carries no approver's signature, so nothing an MCP
+  client sends approves anything (the worker would refuse it at the call regardless);
+- ``completed`` once the run has ended, its ``result`` the call's answer (``isError`` when the
+  run did not succeed, as the extension asks: ``failed`` is for protocol errors only);
+- ``cancelled`` when the run was cancelled; ``tasks/cancel`` cancels the run, by the same
+  signal ``plangate cancel`` sends, recorded with its reason and requester.
+
+Clients that did not declare the extension get the run id and state in an ordinary result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    RequestParams,
+    TextContent,
+)
+from pydantic import Field
+
+from plangate.mcp.guarded import GuardedCall, call_result, follow, summary
+from plangate.plans.catalogue import ToolInfo
+from plangate.records.report import RunReport, RunStatus
+
+TASKS = "io.modelcontextprotocol/tasks"
+POLL_MS = 500
+CANCELLED_BY = "an MCP client (tasks/cancel)"
+
+
+class TaskParams(RequestParams):
+    task_id: str = Field(alias="taskId", min_length=1, max_length=300)
+
+
+class UpdateParams(TaskParams):
+    input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
+Report = Callable[[str], Awaitable[RunReport]]
+Start = Callable[[GuardedCall, ToolInfo], Awaitable[str]]
+Cancel = Callable[[str, str], Awaitable[None]]
+
+
+def client_declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
+    caps = ctx.session.client_capabilities
+    extensions = getattr(caps, "extensions", None) if caps is not None else None
+    return isinstance(extensions, Mapping) and TASKS in extensions
+
+
+def _stamp(rep: RunReport) -> str:
+    at = rep.submitted_at or rep.begun_at or datetime.now(UTC)
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def task_status(rep: RunReport) -> str:
+    if rep.status is RunStatus.CANCELLED:
+        return "cancelled"
+    if rep.status.final:
+        return "completed"
+    if rep.status is RunStatus.AWAITING_APPROVAL:
+        return "input_required"
+    return "working"
+
+
+def task(rep: RunReport, result_type: str, approval_url: str) -> dict[str, Any]:
+    """The run as a task (``resultType`` "task" when a call creates it, "complete" when
+    ``tasks/get`` reads it)."""
+    status = task_status(rep)
+    out: dict[str, Any] = {
+        "resultType": result_type, "taskId": rep.run_id, "status": status,
+        "statusMessage": summary(rep), "createdAt": _stamp(rep),
+        "lastUpdatedAt": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "ttlMs": None, "pollIntervalMs": POLL_MS,
+    }
+    if status == "input_required":
+        out["inputRequests"] = {
+            f"approval-{a.plan_version}-{a.step}-{a.digest[:16]}": {
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "url", "url": approval_url,
+                    "elicitationId": f"{rep.run_id}/{a.plan_version}/{a.step}/{a.digest[:16]}",
+                    "message": (
+                        f"Step {a.step} ({a.card.tool}, effect {a.card.effect.value}) waits for "
+                        f"a credentialed approver: the approval page, or plangate approve "
+                        f"{rep.run_id} --step {a.step} --digest {a.digest} --as NAME. "
+                        f"An answer here approves nothing."
+                    ),
+                },
+            }
+            for a in rep.approvals if a.status.value == "pending"
+        }
+    if status == "completed":
+        out["result"] = call_result(rep).model_dump(by_alias=True, mode="json",
+                                                    exclude_none=True)
+    return out
+
+
+class GuardedTasks(Extension):
+    """Answers ``tools/call`` of the guarded tools (as a result, or as a task) and serves
+    ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` for the runs they start."""
+
+    identifier = TASKS
+
+    def __init__(
+        self, tools: Mapping[str, ToolInfo], *, start: Start, report: Report, cancel: Cancel,
+        answer_within_s: float, approval_url: str,
+    ) -> None:
+        self.guarded = tools
+        self._start, self._report, self._cancel = start, report, cancel
+        self.answer_within_s = answer_within_s
+        self.approval_url = approval_url
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", TaskParams, self._get),
+            MethodBinding("tasks/update", UpdateParams, self._update),
+            MethodBinding("tasks/cancel", TaskParams, self._cancel_task),
+        ]
+
+    async def intercept_tool_call(
+        self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        info = self.guarded.get(params.name)
+        if info is None:
+            return await call_next(ctx)
+        try:
+            call = GuardedCall.of(params.name, params.arguments, params.meta)
+        except ValueError as e:
+            raise MCPError(code=INVALID_PARAMS, message=str(e)) from None
+        try:
+            run_id = await self._start(call, info)
+        except ToolError as e:  # the call as a plan was refused: nothing started
+            return CallToolResult(content=[TextContent(type="text", text=str(e))],
+                                  is_error=True)
+        rep = await follow(self._report, run_id, self.answer_within_s)
+        if not rep.status.final and client_declares_tasks(ctx):
+            return task(rep, "task", self.approval_url)
+        return call_result(rep)
+
+    async def _run(self, params: TaskParams) -> RunReport:
+        from plangate.client.api import UnknownRun
+
+        if not params.task_id.startswith("mcp-"):
+            raise MCPError(code=INVALID_PARAMS, message=f"no task {params.task_id!r}")
+        try:
+            return await self._report(params.task_id)
+        except UnknownRun:
+            raise MCPError(code=INVALID_PARAMS, message=f"no task {params.task_id!r}") from None
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        return task(await self._run(params), "complete", self.approval_url)
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        await self._run(params)  # a known task; its responses approve nothing (see above)
+        return {"resultType": "complete"}
+
+    async def _cancel_task(self, ctx: ServerRequestContext[Any, Any], params: Any
+                           ) -> HandlerResult:
+        from plangate.client.api import RunEnded
+
+        rep = await self._run(params)
+        if not rep.status.final:
+            with contextlib.suppress(RunEnded):  # it ended meanwhile: its task says how
+                await self._cancel(rep.run_id, "tasks/cancel")
+            rep = await follow(self._report, rep.run_id, self.answer_within_s)
+        return task(rep, "complete", self.approval_url)
