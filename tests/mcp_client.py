@@ -61,7 +61,8 @@ class HttpServer:
 async def http_server(env: dict[str, str], *args: str) -> AsyncIterator[HttpServer]:
     """``plangate mcp --http`` on a free loopback port, with a bearer token of its own."""
     token = secrets.token_urlsafe(32)
-    proc = subprocess.Popen(
+    proc = await asyncio.to_thread(
+        subprocess.Popen,
         [sys.executable, "-m", "plangate", "mcp", "--http", "--port", "0", *args],
         env={**env, "PLANGATE_MCP_TOKEN": token}, stdout=subprocess.PIPE, text=True,
     )
@@ -124,7 +125,8 @@ async def task_request(mcp: Client, method: str, task_id: str, **params: Any) ->
 
 async def call_as_task(mcp: Client, tool: str, args: dict[str, Any], request_id: str
                        ) -> CallToolResult | TaskCreated:
-    result = await mcp.session.call_tool(tool, args, meta={REQUEST_ID: request_id},
+    meta: Any = {REQUEST_ID: request_id}
+    result = await mcp.session.call_tool(tool, args, meta=meta,
                                          allow_claimed=True)
     assert isinstance(result, CallToolResult | TaskCreated), result
     return result

@@ -125,7 +125,7 @@ def guarded_tool(info: ToolInfo) -> Tool:
     """The MCP tool of a catalogue tool: its argument model's schema, hints from its effect."""
     tool = Tool.from_function(
         _guarded_placeholder, name=info.name, description=description(info),
-        annotations=hints(info),
+        annotations=hints(info), structured_output=False,
     )
     return tool.model_copy(update={"parameters": info.args.model_json_schema()})
 
