@@ -26,21 +26,25 @@ APPROVER_NAMES = ("bench", "fuzz")
 class Bench(Harness):
     world: World
     database_url: str
+    env: dict[str, str]  # the stack's environment, as a process on it needs it
 
 
 @asynccontextmanager
 async def bench_stack(
     doubles: Mapping[str, Callable[..., Any]] = {},
     replanner: Replanner | None = None,
+    env: Mapping[str, str] = {},
 ) -> AsyncIterator[Bench]:
+    """``env``: variables of the deployment beyond the stack's own (the worker and the
+    settings read them)."""
     # Scripted failures are the point of some benchmarks; their tracebacks are noise here.
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     async with embedded_stack("bench") as stack:
-        env = stack.env()
+        stack_env = {**stack.env(), DEMO_SYSTEMS_VAR: "1", **env}
         # the benchmarks replay the seeds' incidents: the demo systems on, as a user would
         # the approvers a bench answers cards as: the worker knows them, the client signs
         keys = tuple(SigningKey.generate(name) for name in APPROVER_NAMES)
-        s = Settings.from_env({**env, DEMO_SYSTEMS_VAR: "1"})
+        s = Settings.from_env(stack_env)
         settings = replace(
             s,
             temporal=replace(s.temporal, task_queue=f"bench-{uuid.uuid4().hex[:8]}"),
@@ -51,7 +55,7 @@ async def bench_stack(
         world = World(settings.world)
         client = await connect(settings)
         async with running_worker(client, settings, doubles, world) as h:
-            yield Bench(h.client, h.settings, world, stack.database_url)
+            yield Bench(h.client, h.settings, world, stack.database_url, stack_env)
         await world.close()
 
 async def concurrent_steps_per_s(

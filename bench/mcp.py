@@ -1,0 +1,151 @@
+"""What the MCP gateway costs, measured side by side in one run:
+
+1. a guarded call through ``plangate mcp`` (stdio) of a read tool of the git MCP server (the
+   one-step guarded run: guards resolved, the tool called by the worker over its own session
+   to the git server, its answer) against the same read tool called directly on the git
+   server (``mcp-server-git`` over stdio): p50 of each, and their ratio;
+2. a one-step guarded run (``s3.put``) started over MCP, its answer awaited, against the same
+   run started through the Python API (``start`` then ``result``): p50 of each, and their ratio.
+
+Calls alternate between the two sides of each pair, after warm-ups, on one embedded stack.
+
+    .venv/bin/python -m bench.mcp [--calls 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from bench._stack import bench_stack
+from plangate.client.api import Plangate
+
+GIT_FILE = """\
+servers:
+  git:
+    command: [{python}, -m, mcp_server_git, --repository, {repo}]
+    tools:
+      git.log:
+        tool: git_log
+        effect: read
+        args:
+          repo_path: string
+          max_count: {{type: integer, optional: true}}
+"""
+
+
+def scratch_repo(where: Path) -> Path:
+    repo = where / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "README").write_text("bench\n")
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    return repo
+
+
+def stdio(command: list[str], env: dict[str, str]) -> Client:
+    return Client(StdioServerParameters(command=command[0], args=command[1:], env=env),
+                  read_timeout_seconds=60)
+
+
+async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
+    began = time.perf_counter()
+    await fn()
+    return (time.perf_counter() - began) * 1000
+
+
+async def pair(calls: int, a: Callable[[], Awaitable[Any]], b: Callable[[], Awaitable[Any]]
+               ) -> tuple[float, float]:
+    """p50 (ms) of ``a`` and of ``b``, called alternately ``calls`` times each, after 3
+    warm-ups of each."""
+    for _ in range(3):
+        await a()
+        await b()
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(calls):
+        ta.append(await timed(a))
+        tb.append(await timed(b))
+    return statistics.median(ta), statistics.median(tb)
+
+
+def ok(result: Any, what: str) -> Any:
+    if result.is_error:
+        raise SystemExit(f"{what} failed: {result.content}")
+    return result
+
+
+async def main(calls: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
+        repo = scratch_repo(Path(tmp))
+        servers = Path(tmp) / "mcp.yaml"
+        servers.write_text(GIT_FILE.format(python=sys.executable, repo=repo))
+        extra = {"PLANGATE_MCP_SERVERS": str(servers)}
+        async with bench_stack(env=extra) as b:
+            api = Plangate(b.client, b.settings)
+            env = {**os.environ, **b.env, **extra,
+                   "PLANGATE_TASK_QUEUE": b.settings.temporal.task_queue}
+            bucket = f"bench-{uuid.uuid4().hex[:8]}"
+            boto3.client("s3", endpoint_url=b.settings.world.s3_endpoint_url).create_bucket(
+                Bucket=bucket)
+            git_cmd = [sys.executable, "-m", "mcp_server_git", "--repository", str(repo)]
+            plangate_cmd = [sys.executable, "-m", "plangate", "mcp"]
+            log_args = {"repo_path": str(repo), "max_count": 1}
+            async with stdio(git_cmd, env) as git, stdio(plangate_cmd, env) as gate:
+                async def direct() -> None:
+                    ok(await git.call_tool("git_log", log_args), "git_log")
+
+                async def guarded() -> None:
+                    res = ok(await gate.call_tool("git.log", log_args), "git.log")
+                    if (res.structured_content or {}).get("status") != "succeeded":
+                        raise SystemExit(f"git.log did not succeed: {res.structured_content}")
+
+                g50, d50 = await pair(calls, guarded, direct)
+
+                def put() -> dict[str, Any]:
+                    return {"bucket": bucket, "key": f"k-{uuid.uuid4().hex[:8]}",
+                            "body": "figures"}
+
+                async def over_mcp() -> None:
+                    res = ok(await gate.call_tool("s3.put", put()), "s3.put over MCP")
+                    if (res.structured_content or {}).get("status") != "succeeded":
+                        raise SystemExit(f"s3.put did not succeed: {res.structured_content}")
+
+                async def over_api() -> None:
+                    plan = {"goal": "s3.put called over MCP", "budget": {"replans_max": 0},
+                            "steps": [{"n": 1, "tool": "s3.put", "effect": "write",
+                                       "args": put()}]}
+                    rep = await api.result(await api.start(plan))
+                    if rep.status != "succeeded":
+                        raise SystemExit(f"s3.put did not succeed: {rep.failure}")
+
+                m50, a50 = await pair(calls, over_mcp, over_api)
+    print(f"calls: {calls} of each, alternating, after 3 warm-ups of each")
+    print(f"git_log directly on mcp-server-git (stdio):        p50 {d50:8.1f} ms")
+    print(f"git.log guarded through plangate mcp (stdio):       p50 {g50:8.1f} ms")
+    print(f"  guarded / direct:                                  {g50 / d50:8.1f}x")
+    print(f"s3.put one-step run through the Python API:         p50 {a50:8.1f} ms")
+    print(f"s3.put one-step run over MCP (call to answer):      p50 {m50:8.1f} ms")
+    print(f"  over MCP / Python API:                             {m50 / a50:8.2f}x")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=30)
+    asyncio.run(main(parser.parse_args().calls))
