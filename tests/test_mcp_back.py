@@ -178,6 +178,13 @@ def launcher(tmp_path: Path, repo: Path) -> tuple[list[str], Path, Path]:
     return [str(script)], pid, stopped
 
 
+def kill_server(pid: Path, stop: Path | None) -> None:
+    """SIGKILL the server; with ``stop``, its launcher fails from now on."""
+    if stop is not None:
+        stop.touch()
+    os.kill(int(pid.read_text()), signal.SIGKILL)
+
+
 async def run_killing_at_approval(runs, api: Plangate, plan: dict[str, Any], pid: Path,
                                   stop: Path | None) -> tuple[RunReport, set[StepState]]:
     """Run ``plan``; when step 3 waits for its approval, kill the server (and with ``stop``,
@@ -189,9 +196,7 @@ async def run_killing_at_approval(runs, api: Plangate, plan: dict[str, Any], pid
         seen.add(rep.step(3).state)
         for card in rep.approvals:
             if card.status == "pending" and not killed:
-                if stop is not None:
-                    stop.touch()
-                os.kill(int(pid.read_text()), signal.SIGKILL)
+                kill_server(pid, stop)
                 await asyncio.sleep(0.3)
                 killed = True
                 await api.approve(handle.id, card.step, card.digest, by="erin")
