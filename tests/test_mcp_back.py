@@ -24,7 +24,9 @@ import yaml
 
 from plangate.activities.extensions import ExtensionError, registry_for
 from plangate.client.api import Plangate
-from plangate.probes.mcp_file import McpFileError, load
+from plangate.probes.mcp import judge
+from plangate.probes.mcp_file import CheckDecl, McpFileError, load
+from plangate.probes.mcp_templates import TemplateError, fill, fill_arguments
 from plangate.records.report import RunReport, StepState
 from plangate.testing import running_worker, scheduled
 from plangate.worker.assembly import build_worker
@@ -115,6 +117,11 @@ async def test_a_plan_acts_through_the_server_and_is_read_back_then_skipped(
         assert post == {"git.branch_exists": "holds", "git.on_branch": "holds",
                         "git.indexed": "holds", "git.head_message": "holds",
                         "git.file_at": "holds"}
+        # before the add, the index read answered with an error: violated, never a pass
+        (before_add,) = [c for r in report.step(3).checks if r.phase == "skip+pre"
+                         for c in r.results if c.condition.probe == "git.indexed"]
+        assert before_add.outcome.value == "violated"
+        assert "git_show answered with an error" in before_add.detail
         # one tool call per step in the history
         assert tool_calls(await scheduled(client, report.run_id)) == dict.fromkeys(GIT_TOOLS, 1)
 
@@ -161,6 +168,21 @@ async def test_a_tool_that_acts_not_fails_its_post_check(client, settings, repo,
     assert "Message: the notes" in report.failure.detail  # what it looked for, not found
     assert calls == {"git.commit_unchecked": 1}  # it was called, and said nothing was wrong
     assert git(repo, "rev-parse", "HEAD") == before
+
+
+async def test_a_tool_error_is_a_tool_failure_with_the_servers_message(client, settings, repo,
+                                                                         tmp_path):
+    s = with_file(settings, servers_file(tmp_path, direct(repo)))
+    plan = {"goal": "switch", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "git.checkout", "on_unmet": "halt",
+         "args": {"repo_path": str(repo), "branch_name": "no-such-branch"}}]}
+    async with running_worker(client, s) as runs:
+        report = await runs.run(plan)
+    assert report.status != "succeeded"
+    assert report.failure is not None and report.failure.code == "tool_error"
+    assert not report.failure.retryable
+    assert "git_checkout" in report.failure.detail and "no-such-branch" in report.failure.detail
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
 
 
 def launcher(tmp_path: Path, repo: Path) -> tuple[list[str], Path, Path]:
@@ -327,3 +349,30 @@ async def test_a_worker_refuses_a_tool_its_server_does_not_list(client, settings
     assert "git.rebase" in registry_for(s.catalogue).tools  # check knows it, unconnected
     with pytest.raises(ExtensionError, match="does not list git_rebase"):
         await build_worker(client, s, bootstrap=False)
+
+
+# -- templates and judgements, no server ------------------------------------------------------
+
+def test_templates_substitute_values_and_never_evaluate():
+    values = {"path": "a{b}.txt", "files": ["x", "y"], "n": 3, "gone": None}
+    assert fill_arguments({"files": "{files}", "rev": ":{path}", "n": "{n}", "opt": "{gone}",
+                           "k": "fixed"}, values) == {
+        "files": ["x", "y"], "rev": ":a{b}.txt", "n": 3, "k": "fixed"}
+    assert fill("{n} of {files}", values) == '3 of ["x", "y"]'
+    with pytest.raises(TemplateError, match="gone"):
+        fill("at {gone}", values)
+
+
+@pytest.mark.parametrize(("check", "doc", "holds"), [
+    ({"contains": "On branch {b}\n"}, "On branch main\nclean", True),
+    ({"contains": "On branch {b}\n"}, "On branch main-2\nclean", False),
+    ({"not_contains": "{b}"}, "* main", False),
+    ({"path": "$.items", "contains": "{b}"}, {"items": ["main"]}, True),
+    ({"path": "$.state", "equals": "open"}, {"state": "open"}, True),
+    ({"path": "$.state", "equals": "open"}, {}, False),
+    ({"path": "$.id", "present": True}, {"id": None}, False),
+    ({"path": "$.id", "present": False}, {}, True),
+])
+def test_a_judgement_compares_never_matches(check, doc, holds):
+    verdict = judge(CheckDecl.model_validate(check), doc, {"b": "main"})
+    assert verdict.holds is holds, verdict
