@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import JsonValue
 
 from plangate.activities.extensions import ExtensionError, registry_for
 from plangate.client.api import Plangate
@@ -354,7 +355,8 @@ async def test_a_worker_refuses_a_tool_its_server_does_not_list(client, settings
 # -- templates and judgements, no server ------------------------------------------------------
 
 def test_templates_substitute_values_and_never_evaluate():
-    values = {"path": "a{b}.txt", "files": ["x", "y"], "n": 3, "gone": None}
+    values: dict[str, JsonValue] = {"path": "a{b}.txt", "files": ["x", "y"], "n": 3,
+                                    "gone": None}
     assert fill_arguments({"files": "{files}", "rev": ":{path}", "n": "{n}", "opt": "{gone}",
                            "k": "fixed"}, values) == {
         "files": ["x", "y"], "rev": ":a{b}.txt", "n": 3, "k": "fixed"}
