@@ -11,10 +11,13 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -378,3 +381,59 @@ def test_templates_substitute_values_and_never_evaluate():
 def test_a_judgement_compares_never_matches(check, doc, holds):
     verdict = judge(CheckDecl.model_validate(check), doc, {"b": "main"})
     assert verdict.holds is holds, verdict
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_server(repo: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The git server's own tools served over streamable HTTP: its URL and process."""
+    port = free_port()
+    code = ("import sys; from pathlib import Path; from mcp_server_git.server import "
+            "create_server; create_server(Path(sys.argv[1])).run("
+            "transport='streamable-http', host='127.0.0.1', port=int(sys.argv[2]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(repo), str(port)],
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp", proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_a_server_over_streamable_http(client, settings, repo, tmp_path, http_server):
+    declared = yaml.safe_load(EXAMPLE.read_text())
+    server = declared["servers"]["git"]
+    del server["command"]
+    url, proc = http_server
+    server["url"] = url
+    path = tmp_path / "mcp-http.yaml"
+    path.write_text(yaml.safe_dump(declared))
+    s = with_file(settings, path, patience_s=3)
+    branch = f"http-{uuid.uuid4().hex[:6]}"
+    def plan(name: str) -> dict[str, Any]:
+        return {"goal": "a branch", "budget": {"replans_max": 0}, "steps": [
+            {"n": 1, "tool": "git.create_branch", "on_unmet": "halt",
+             "args": {"repo_path": str(repo), "branch_name": name, "base_branch": "main"}}]}
+
+    async with running_worker(client, s) as runs:
+        report = await runs.run(plan(branch))
+        assert report.status == "succeeded", report.failure
+        assert branch in git(repo, "branch", "--list", branch)
+        # the server gone: its steps wait, then halt
+        proc.kill()
+        proc.wait()
+        down = await runs.run(plan(branch + "-2"))
+    assert down.status == "halted", down.failure
+    assert down.failure is not None and down.failure.code == "system_unavailable"
+    assert StepState.WAITING in {t.state for t in down.step(1).transitions}
