@@ -50,7 +50,10 @@ PARTS: dict[type[Any], dict[str, str]] = {
         "PLANGATE_ALLOWED_BUCKETS": "drops", "PLANGATE_ALLOWED_SCHEMAS": "staging",
         "PLANGATE_ARTIFACTS": "s3://art/p",
     },
-    CatalogueSettings: {"PLANGATE_DEMO_SYSTEMS": "1", "PLANGATE_EXTENSIONS": "team.tools"},
+    CatalogueSettings: {
+        "PLANGATE_DEMO_SYSTEMS": "1", "PLANGATE_EXTENSIONS": "team.tools",
+        "PLANGATE_MCP_SERVERS": "/etc/plangate/mcp.yaml",
+    },
     ModelSettings: {
         "OPENAI_BASE_URL": "http://model:8000/v1", "OPENAI_API_KEY": SECRETS[0],
         "PLANGATE_MODEL": "m", "PLANGATE_REPLANNER": "playbook",
@@ -99,7 +102,9 @@ def test_the_whole_is_its_parts_parsed_once():
     for part in by_field.values():
         assert part == type(part).from_env(EVERY)
     assert whole.policy.approve_effects[0].value == "money"
-    assert whole.catalogue == CatalogueSettings(demo_systems=True, extensions=("team.tools",))
+    assert whole.catalogue == CatalogueSettings(
+        demo_systems=True, extensions=("team.tools",), mcp_servers="/etc/plangate/mcp.yaml"
+    )
     assert whole.identity.submitter_key == SUBMITTER
     shown = repr(whole)
     assert not [s for s in (*SECRETS, AES, APPROVER.text(), SUBMITTER.text()) if s in shown]

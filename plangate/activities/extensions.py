@@ -9,7 +9,9 @@ The core tools (``s3.*``, ``warehouse.*``) and probes are always registered. The
   ``demo``) when ``PLANGATE_DEMO_SYSTEMS`` is on (``plangate dev`` and ``plangate demo`` turn it
   on), loaded as any extension is: the core knows the module's name, nothing it holds;
 - the modules of the ``plangate.extensions`` entry-point group (installed packages);
-- the modules ``PLANGATE_EXTENSIONS`` names (comma separated).
+- the modules ``PLANGATE_EXTENSIONS`` names (comma separated);
+- the tools and probes of the MCP servers file ``PLANGATE_MCP_SERVERS`` names
+  (``activities.mcp_servers``; docs/mcp-servers.md), checked against the server at worker start.
 
 An extension is a module. With a ``register(registry)`` function it says what it adds
 (:meth:`Registry.add_module`, :meth:`Registry.add_tools`, :meth:`Registry.add_probes`,
@@ -31,7 +33,7 @@ from plangate import probes
 from plangate.activities.tools import registry as tool_registry
 from plangate.activities.tools import s3, warehouse
 from plangate.activities.tools.registry import ToolSpec
-from plangate.errors import PlangateError
+from plangate.errors import ConfigurationError, PlangateError
 from plangate.probes import registry as probe_registry
 from plangate.probes.registry import ProbeSpec
 from plangate.world.settings import CatalogueSettings
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from plangate.world.clients import World
 
 EnsureSchema = Callable[["World"], Awaitable[None]]
+StartCheck = Callable[["World"], Awaitable[None]]
 ENTRY_POINT_GROUP = "plangate.extensions"
 DEMO_SYSTEMS = "plangate.demo.systems"
 
@@ -57,6 +60,7 @@ class Registry:
         self._tools: dict[str, ToolSpec[Any]] = {}
         self._probes: dict[str, ProbeSpec[Any]] = {}
         self._schemas: dict[str, EnsureSchema] = {}
+        self._checks: dict[str, StartCheck] = {}
         self._sealed = False
 
     @property
@@ -72,6 +76,12 @@ class Registry:
         """What a worker creates at start, after plangate's own tables: schema name ->
         ``ensure(world)`` (idempotent, safe when several workers start at once)."""
         return MappingProxyType(self._schemas)
+
+    @property
+    def checks(self) -> Mapping[str, StartCheck]:
+        """What a worker checks at start, connected, before it takes work: name ->
+        ``check(world)``, which raises when the world does not offer what was registered."""
+        return MappingProxyType(self._checks)
 
     def add_module(self, module: ModuleType) -> None:
         """Every tool and probe ``module`` (or its submodules) declares."""
@@ -93,6 +103,18 @@ class Registry:
         """Every probe each of ``modules`` declares."""
         for module in modules:
             self._add(self._probes, probe_registry.declared_in(module), "probe")
+
+    def add_specs(
+        self, tools: Mapping[str, ToolSpec[Any]], probes: Mapping[str, ProbeSpec[Any]]
+    ) -> None:
+        """Tools and probes made at start rather than declared by a module (the MCP servers
+        file's)."""
+        self._add(self._tools, tools, "tool")
+        self._add(self._probes, probes, "probe")
+
+    def add_check(self, name: str, check: StartCheck) -> None:
+        self._check_open()
+        self._checks[name] = check
 
     def add_schema(self, name: str, ensure: EnsureSchema) -> None:
         self._check_open()
@@ -127,7 +149,7 @@ def register_core(registry: Registry) -> None:
 def registry_for(catalogue: CatalogueSettings) -> Registry:
     """The tools, probes and schemas of a deployment with ``catalogue`` (made once per
     ``catalogue``: every caller asking with the same settings gets the same registry)."""
-    return _registry(catalogue.demo_systems, catalogue.extensions)
+    return _registry(catalogue.demo_systems, catalogue.extensions, catalogue.mcp_servers)
 
 
 def installed_extensions() -> list[tuple[str, str]]:
@@ -136,7 +158,7 @@ def installed_extensions() -> list[tuple[str, str]]:
 
 
 @functools.cache
-def _registry(demo_systems: bool, modules: tuple[str, ...]) -> Registry:
+def _registry(demo_systems: bool, modules: tuple[str, ...], mcp_servers: str | None) -> Registry:
     registry = Registry()
     register_core(registry)
     loaded = [("the demo systems (PLANGATE_DEMO_SYSTEMS)", DEMO_SYSTEMS)] if demo_systems else []
@@ -146,7 +168,22 @@ def _registry(demo_systems: bool, modules: tuple[str, ...]) -> Registry:
                if not (demo_systems and m == DEMO_SYSTEMS)]
     for where, target in loaded:
         _load(registry, where, target)
+    if mcp_servers is not None:
+        _load_mcp_servers(registry, mcp_servers)
     return registry.seal()
+
+
+def _load_mcp_servers(registry: Registry, path: str) -> None:
+    from plangate.activities import mcp_servers
+
+    try:
+        tools, found, check = mcp_servers.specs(path, registry.probes)
+        registry.add_specs(tools, found)
+    except ConfigurationError as e:  # the file's own problems, each with its line and field
+        raise ExtensionError(str(e)) from e
+    except ValueError as e:  # a name another tool or probe has
+        raise ExtensionError(f"PLANGATE_MCP_SERVERS {path}: {e}") from e
+    registry.add_check(f"MCP servers of {path}", check)
 
 
 def _load(registry: Registry, where: str, target: str) -> None:

@@ -45,6 +45,9 @@ CODES: dict[str, Code] = {
     "idempotency_conflict": Code(
         422, False, "the idempotency key was already used for a call with other arguments"
     ),
+    # an MCP server's tool answered its call with an error (``isError``), or the server refused
+    # the call (an unknown tool, arguments it does not take): the server's message says why
+    "tool_error": Code(422, False, "the MCP server reported the tool call failed"),
     # transient: another attempt may succeed
     "unavailable": Code(503, True, "the system did not answer", may_have_acted=True),
     "throttled": Code(429, True, "the system asked us to slow down"),

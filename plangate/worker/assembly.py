@@ -24,7 +24,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from plangate.activities.bootstrap import ensure_schema
-from plangate.activities.extensions import registry_for
+from plangate.activities.extensions import ExtensionError, registry_for
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
 from plangate.activities.guarding import GuardActivities
 from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
@@ -114,7 +114,7 @@ async def build_worker(
     that clashes (``ExtensionError``) stops the worker before it opens a connection. A world
     made here is closed again when the worker cannot be built: an open connection pool left
     behind would keep the process from ending."""
-    registry_for(settings.catalogue)
+    registry = registry_for(settings.catalogue)
     encryption = settings.encryption
     if not encrypts_with(client.data_converter, encryption):
         # the worker would write the deployment's runs in clear
@@ -132,6 +132,13 @@ async def build_worker(
         world.workdir.mkdir(parents=True, exist_ok=True)
         if bootstrap:
             await ensure_schema(world, settings.catalogue)
+        for what, check in registry.checks.items():
+            try:
+                await check(world)
+            except ExtensionError:
+                raise
+            except Exception as e:  # the world does not offer what the deployment declares
+                raise ExtensionError(f"{what}: {e}") from e
         acts = {**activities(world, settings), **doubles}
         return Worker(
             client,

@@ -13,6 +13,7 @@ from plangate.world.settings.parse import flag
 
 DEMO_SYSTEMS_VAR = "PLANGATE_DEMO_SYSTEMS"
 EXTENSIONS_VAR = "PLANGATE_EXTENSIONS"
+MCP_SERVERS_VAR = "PLANGATE_MCP_SERVERS"
 _MODULE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -24,12 +25,16 @@ class CatalogueSettings:
     # modules of the user's own tools and probes (activities.extensions), besides those of the
     # ``plangate.extensions`` entry-point group
     extensions: tuple[str, ...] = ()
+    # the MCP servers file (docs/mcp-servers.md): the tools and probes it declares on the
+    # servers it names (activities.mcp_servers); unset: none
+    mcp_servers: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CatalogueSettings:
         return cls(
             demo_systems=flag(env, DEMO_SYSTEMS_VAR),
             extensions=module_paths(env.get(EXTENSIONS_VAR) or ""),
+            mcp_servers=(env.get(MCP_SERVERS_VAR) or "").strip() or None,
         )
 
 

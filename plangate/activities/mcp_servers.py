@@ -1,0 +1,77 @@
+"""The MCP servers file as part of a deployment's registry (``activities.extensions``): its
+tools and probes registered like any other, so the worker, ``plangate check`` and the
+re-planner see them; and the check a worker makes at start, connected: every tool and probe the
+file declares is one its server lists, and a probe's read tool is not one the server itself
+says changes anything."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from plangate.activities.tools.mcp import tool_spec
+from plangate.activities.tools.registry import ToolSpec
+from plangate.probes.mcp import probe_spec
+from plangate.probes.mcp_file import McpFile, ServerDecl, load
+from plangate.probes.registry import ProbeSpec
+from plangate.world.mcp_sessions import McpServers, ServerAddress, ServerDown
+
+if TYPE_CHECKING:
+    from plangate.world.clients import World
+
+log = logging.getLogger(__name__)
+StartCheck = Callable[["World"], Awaitable[None]]
+
+
+class ServersRefused(Exception):
+    """A server does not offer what the file declares on it."""
+
+
+def address(name: str, s: ServerDecl) -> ServerAddress:
+    return ServerAddress(name, tuple(s.command or ()), s.url, tuple(sorted(s.env.items())),
+                         s.timeout_s)
+
+
+def specs(
+    path: str, known_probes: Mapping[str, Any]
+) -> tuple[dict[str, ToolSpec[Any]], dict[str, ProbeSpec[Any]], StartCheck]:
+    """The tools and probes the file at ``path`` declares (checked: ``McpFileError``), and the
+    check a worker makes at start."""
+    f = load(path, known_probes)
+    servers = McpServers(path, {n: address(n, s) for n, s in f.servers.items()})
+    tools = {name: tool_spec(servers, server, name, t) for server, name, t in f.tools()}
+    probes = {name: probe_spec(servers, server, name, p) for server, name, p in f.probes()}
+
+    async def check(world: World) -> None:
+        await offered(f, servers, world)
+
+    return tools, probes, check
+
+
+async def offered(f: McpFile, servers: McpServers, world: World) -> None:
+    """Every server tool the file names is listed by its server (else ``ServersRefused``,
+    naming them). A server that does not answer now is left to the runs: its steps wait."""
+    sessions = servers.on(world)
+    for name, s in f.servers.items():
+        try:
+            listed = await sessions.list_tools(name)
+        except ServerDown as e:
+            log.warning("MCP server %s did not answer at start (%s); its steps wait for it",
+                        name, e)
+            continue
+        wanted = {t.tool for t in s.tools.values()} | {p.tool for p in s.probes.values()}
+        missing = sorted(wanted - set(listed))
+        if missing:
+            raise ServersRefused(
+                f"MCP server {name} ({servers.addresses[name].where}) does not list "
+                f"{', '.join(missing)}, which {servers.key} declares on it "
+                f"(it lists: {', '.join(sorted(listed)) or 'nothing'})"
+            )
+        writers = sorted(f"{probe} ({p.tool})" for probe, p in s.probes.items()
+                         if listed[p.tool].read_only is False)
+        if writers:
+            raise ServersRefused(
+                f"MCP server {name} says the read tool of probe(s) {', '.join(writers)} is not "
+                "read-only: a probe only reads"
+            )

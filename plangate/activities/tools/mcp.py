@@ -1,0 +1,65 @@
+"""Tools that call an MCP server's tool, as the MCP servers file declares them
+(``probes.mcp_file``): plangate's name, the server's tool, the effect the file gives it
+(a server's own annotations never weaken it), the arguments a plan may pass (checked by
+``plangate check`` with no connection) and the contract its steps are guarded by.
+
+A server that does not answer is ``unavailable`` (raised from ``ServerDown``, a
+``ConnectionError``: the step's probes then wait for the server); an answer with ``isError``, or
+a protocol error, is ``tool_error`` with the server's message (permanent: the server said no).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, JsonValue
+
+from plangate.activities.tools.registry import CallContext, ToolSpec
+from plangate.plans.catalogue import Contract, Reader, Term
+from plangate.plans.model import Effect
+from plangate.probes.mcp import args_model, document
+from plangate.probes.mcp_file import ContractDecl, TermDecl, ToolDecl
+from plangate.probes.mcp_templates import fill_arguments
+from plangate.world.errors import ToolError
+from plangate.world.mcp_sessions import McpServers, ServerDown, ServerRefused
+
+if TYPE_CHECKING:
+    from plangate.world.clients import World
+
+DETAIL_MAX = 500
+
+
+def contract(decl: ContractDecl) -> Contract:
+    return Contract(pre=tuple(map(_term, decl.pre)), post=tuple(map(_term, decl.post)))
+
+
+def _term(t: TermDecl) -> Term:
+    return Term(t.probe, dict(t.from_args), dict(t.fixed), identifies=t.identifies,
+                when=dict(t.when))
+
+
+def tool_spec(servers: McpServers, server: str, name: str, decl: ToolDecl) -> ToolSpec[Any]:
+    """The tool ``name`` of ``server`` as the file declares it."""
+
+    async def call(args: BaseModel, world: World, ctx: CallContext) -> dict[str, JsonValue]:
+        values: dict[str, JsonValue] = args.model_dump(mode="json")
+        template = decl.call if decl.call is not None else {k: f"{{{k}}}" for k in values}
+        sent = fill_arguments(template, values)
+        try:
+            answer = await servers.on(world).call(server, decl.tool, sent)
+        except ServerDown as e:
+            raise ToolError("unavailable", f"{name}: {e}"[:DETAIL_MAX]) from e
+        except ServerRefused as e:
+            raise ToolError("tool_error", f"{name}: {decl.tool}: {e}"[:DETAIL_MAX]) from e
+        if answer.is_error:
+            raise ToolError("tool_error", f"{name}: {decl.tool}: {answer.text}"[:DETAIL_MAX])
+        parsed = document(answer, "text")  # the text as JSON, when it is JSON
+        return {"text": answer.text, "structured": answer.structured,
+                "json": None if parsed is answer.text else parsed}
+
+    call.__qualname__ = call.__name__ = "tool_" + name.replace(".", "_")
+    reader = Reader(decl.reader.tool, dict(decl.reader.args)) if decl.reader else None
+    return ToolSpec(
+        name, args_model(name, decl.args), Effect(decl.effect), contract(decl.contract),
+        reader, approval=decl.approval, fn=call,
+    )
