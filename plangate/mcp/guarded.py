@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,15 +100,26 @@ def settled(rep: RunReport) -> bool:
     return rep.status.final or rep.status is RunStatus.AWAITING_APPROVAL
 
 
-async def follow(report: Any, run_id: str, within_s: float, every_s: float = 0.1) -> RunReport:
-    """The run's report once it has settled, or as it is after ``within_s`` seconds."""
+async def follow(
+    report: Callable[[str], Awaitable[RunReport]],
+    result: Callable[[str], Awaitable[RunReport]],
+    run_id: str, within_s: float, every_s: float = 0.25,
+) -> RunReport:
+    """The run's report once it has settled, or as it is after ``within_s`` seconds. Its end
+    is awaited (Temporal's long poll: answered the moment it ends); its report is read every
+    ``every_s`` seconds meanwhile, for a card that waits."""
+    ended = asyncio.ensure_future(result(run_id))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within_s
-    while True:
-        rep: RunReport = await report(run_id)
-        if settled(rep) or loop.time() >= deadline:
-            return rep
-        await asyncio.sleep(every_s)
+    try:
+        while not ended.done():
+            rep = await report(run_id)
+            if settled(rep) or loop.time() >= deadline:
+                return rep
+            await asyncio.wait([ended], timeout=min(every_s, max(0.0, deadline - loop.time())))
+        return ended.result()
+    finally:
+        ended.cancel()
 
 
 def _step(rep: RunReport) -> StepReport | None:

@@ -159,11 +159,14 @@ def build_server(
     async def report(run_id: str) -> RunReport:
         return await (await gate.api()).report(run_id)
 
+    async def result(run_id: str) -> RunReport:
+        return await (await gate.api()).result(run_id)
+
     async def cancel(run_id: str, reason: str) -> None:
         await (await gate.api()).cancel(run_id, reason=reason, requester=CANCELLED_BY)
 
     tasks = GuardedTasks(
-        known.tools, start=start_guarded, report=report, cancel=cancel,
+        known.tools, start=start_guarded, report=report, result=result, cancel=cancel,
         answer_within_s=answer_within_s, approval_url=approval_url,
     )
     server: MCPServer = MCPServer(

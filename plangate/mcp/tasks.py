@@ -55,7 +55,7 @@ class UpdateParams(TaskParams):
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
 
 
-Report = Callable[[str], Awaitable[RunReport]]
+Report = Callable[[str], Awaitable[RunReport]]  # a run's report now; or once it has ended
 Start = Callable[[GuardedCall, ToolInfo], Awaitable[str]]
 Cancel = Callable[[str, str], Awaitable[None]]
 
@@ -121,11 +121,12 @@ class GuardedTasks(Extension):
     identifier = TASKS
 
     def __init__(
-        self, tools: Mapping[str, ToolInfo], *, start: Start, report: Report, cancel: Cancel,
+        self, tools: Mapping[str, ToolInfo], *, start: Start, report: Report, result: Report,
+        cancel: Cancel,
         answer_within_s: float, approval_url: str,
     ) -> None:
         self.guarded = tools
-        self._start, self._report, self._cancel = start, report, cancel
+        self._start, self._report, self._result, self._cancel = start, report, result, cancel
         self.answer_within_s = answer_within_s
         self.approval_url = approval_url
 
@@ -152,7 +153,7 @@ class GuardedTasks(Extension):
         except ToolError as e:  # the call as a plan was refused: nothing started
             return CallToolResult(content=[TextContent(type="text", text=str(e))],
                                   is_error=True)
-        rep = await follow(self._report, run_id, self.answer_within_s)
+        rep = await follow(self._report, self._result, run_id, self.answer_within_s)
         if not rep.status.final and client_declares_tasks(ctx):
             return task(rep, "task", self.approval_url)
         return call_result(rep)
@@ -182,5 +183,6 @@ class GuardedTasks(Extension):
         if not rep.status.final:
             with contextlib.suppress(RunEnded):  # it ended meanwhile: its task says how
                 await self._cancel(rep.run_id, "tasks/cancel")
-            rep = await follow(self._report, rep.run_id, self.answer_within_s)
+            rep = await follow(self._report, self._result, rep.run_id,
+                               self.answer_within_s)
         return task(rep, "complete", self.approval_url)
