@@ -23,10 +23,11 @@ from plangate.plans import checking
 from plangate.plans.checking import _ancestors
 from plangate.plans.load import PlanError, load_file
 from plangate.plans.model import Plan, Step
+from plangate.plans.problem import Problem
 from tests.harness import DEMO_CATALOGUE
 
 
-def problems(plan: Plan) -> list[str]:
+def problems(plan: Plan) -> list[Problem]:
     return checking.problems(plan, catalogue(DEMO_CATALOGUE))
 
 

@@ -10,10 +10,11 @@ from plangate.cli import main
 from plangate.plans import checking
 from plangate.plans.load import parse_plan
 from plangate.plans.model import Plan
+from plangate.plans.problem import Problem
 from tests.harness import DEMO_CATALOGUE
 
 
-def lint(plan: Plan) -> list[str]:
+def lint(plan: Plan) -> list[Problem]:
     return checking.lint(plan, catalogue(DEMO_CATALOGUE))
 
 

@@ -15,6 +15,7 @@ from plangate.plans.checking import lint, problems
 from plangate.plans.guards import GuardedPlan, guard
 from plangate.plans.load import PlanError
 from plangate.plans.model import Plan
+from plangate.plans.problem import Problem
 from plangate.world.paths import path_check
 from plangate.world.settings import CatalogueSettings, PolicySettings, WorldSettings
 
@@ -33,13 +34,13 @@ def _catalogue(registry: Registry) -> Catalogue:
 def plan_problems(
     plan: Plan, cat: CatalogueSettings, world: WorldSettings, *,
     bound: Collection[str] = (), strict: bool = False,
-) -> list[str]:
+) -> list[Problem]:
     """Every problem of ``plan`` for this deployment; ``strict``: lint warnings are problems."""
     known = catalogue(cat)
     found = problems(plan, known, paths=path_check(world.workdir), bound=bound, scope=world.scope)
     if found or not strict:
         return found
-    return [f"(strict) {w}" for w in lint(plan, known)]
+    return [w.strict() for w in lint(plan, known)]
 
 
 def check_plan(plan: Plan, cat: CatalogueSettings, world: WorldSettings) -> Plan:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from plangate.plans.load import PlanError
+from plangate.plans.problem import Problem
 from plangate.plans.visible import visible, visible_json
 from plangate.records.report import RunReport, RunStatus
 from plangate.world.settings import Settings, parse_duration
@@ -68,7 +69,7 @@ class UsageError(Exception):
     """Bad usage the user can correct: an unknown run id, a run id already in use."""
 
 
-def _print_problems(path: str, problems: list[str]) -> None:
+def _print_problems(path: str, problems: Sequence[str]) -> None:
     problems = [p.removeprefix(f"{path}: ") for p in problems]  # the file is named once
     if len(problems) == 1:
         print(visible(f"plangate: plan {path} rejected: {problems[0]}"), file=sys.stderr)
@@ -266,7 +267,7 @@ async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
     if draft.plan is None:
-        raise PlanError([f"model answer: {draft.reason}", *draft.problems])
+        raise PlanError([Problem.plan(draft.reason, "model answer"), *draft.problems])
     text = draft.as_yaml()
     if args.output:
         await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")

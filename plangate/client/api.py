@@ -354,19 +354,20 @@ class Plangate:
         submit (or that names a principal it may not act as) is refused here, before any
         workflow starts; the worker refuses it again, whatever the client did."""
         from plangate.plans.load import PlanError
+        from plangate.plans.problem import Problem
 
         known = self.settings.policy.submitter_map
         if not known:
             return
         key = self.settings.identity.submitter_key
         if key is None:
-            raise PlanError([
-                f"plan: this deployment takes runs only from the submitters it lists: set "
+            raise PlanError([Problem.plan(
+                f"this deployment takes runs only from the submitters it lists: set "
                 f"{SUBMITTER_KEY_VAR} to your submitter key"
-            ])
+            )])
         me = known.get(key.name)
         if me is None:
-            raise PlanError([f"plan: {key.name} is not a submitter of this deployment"])
+            raise PlanError([Problem.plan(f"{key.name} is not a submitter of this deployment")])
         from plangate.records.proofs import principal_refusal
 
         why = principal_refusal(me, plan.on_behalf_of)

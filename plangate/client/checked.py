@@ -11,6 +11,7 @@ from typing import Any
 from plangate.plans.checking import lint
 from plangate.plans.load import PlanError, load_file, load_text, parse_plan
 from plangate.plans.model import Plan
+from plangate.plans.problem import Problem
 from plangate.world.settings import Settings
 
 PlanSource = Plan | Mapping[str, Any] | str | Path
@@ -23,7 +24,7 @@ class Checked:
     it again when its client has the same settings. The worker checks it whatever the client did."""
 
     plan: Plan
-    warnings: list[str]
+    warnings: list[Problem]
     settings: Settings = field(repr=False, compare=False)
 
 
@@ -43,7 +44,7 @@ def load(source: PlanSource) -> Plan:
     if not isinstance(source, Mapping):
         name = type(source).__name__
         kind = _KINDS.get(name, f"a {name}")
-        raise PlanError([f"plan: a plan is an object with goal and steps, not {kind}"])
+        raise PlanError([Problem.plan(f"a plan is an object with goal and steps, not {kind}")])
     return parse_plan(dict(source))
 
 
@@ -55,7 +56,7 @@ def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Ch
     plan = check_plan(load(source), settings.catalogue, settings.world)
     warnings = lint(plan, catalogue(settings.catalogue))
     if strict and warnings:
-        raise PlanError([f"(strict) {w}" for w in warnings])
+        raise PlanError([w.strict() for w in warnings])
     return Checked(plan, warnings, settings)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -33,22 +32,23 @@ from plangate.mcp.guarded import GuardedCall, description, hints
 from plangate.mcp.tasks import CANCELLED_BY, GuardedTasks
 from plangate.plans.catalogue import Catalogue, Term, ToolInfo
 from plangate.plans.load import PlanError
+from plangate.plans.problem import Problem as PlanProblem
 from plangate.records.report import RunReport
 from plangate.world.settings import Settings
 
 CATALOGUE_URI = "plangate://catalogue"
 
-# "step 2, field args.bucket: why" / "step 2: why" / "plan: why" (plans.checking, plans.load)
-_PROBLEM = re.compile(r"(?:\(strict\) )?step (?P<step>\d+)(?:, field (?P<field>[^:]+))?: ")
-
 
 class Problem(BaseModel):
     """One problem of a plan: the step and field it names (None where it names none), and the
-    whole line as ``plangate check`` prints it."""
+    whole line as ``plangate check`` prints it. A step whose ``n`` is unusable is named by its
+    place in the list (``step #3, field n: ...``): ``step`` is None, ``position`` is 3 and
+    ``field`` is kept."""
 
     step: int | None
     field: str | None
     message: str
+    position: int | None = None
 
 
 class CheckResult(BaseModel):
@@ -67,11 +67,12 @@ class CancelRequested(BaseModel):
     requester: str
 
 
-def problem(text: str) -> Problem:
-    m = _PROBLEM.match(text)
-    if m is None:
-        return Problem(step=None, field=None, message=text)
-    return Problem(step=int(m["step"]), field=m["field"], message=text)
+def problem(p: PlanProblem) -> Problem:
+    """The place the plan language recorded with the problem, never parsed from its line."""
+    if isinstance(p.step, str):  # "#3": the third step, its n unusable (plans.load.step_label)
+        return Problem(step=None, field=p.field, message=str(p),
+                       position=int(p.step.removeprefix("#")))
+    return Problem(step=p.step, field=p.field, message=str(p))
 
 
 def _term(t: Term) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from plangate.plans.catalogue import Catalogue, ToolInfo
 from plangate.plans.guards import conditions_for, contract_conditions, guard
 from plangate.plans.load import PlanError, field_name, limit_problems, shown
 from plangate.plans.model import Condition, Plan, Step
+from plangate.plans.problem import Problem
 from plangate.plans.scope import Scope, refusals
 
 # A local path's problem (outside the work directory, a directory), or None.
@@ -31,7 +32,11 @@ _PATH_ARGS = ("dest", "source", "path")
 _LOCAL_ARGS = ("dest", "source")  # local files in any condition (object_content_equals)
 
 
-def _model_problems(model: type[BaseModel], args: Mapping[str, Any], where: str) -> Iterator[str]:
+def _model_problems(
+    model: type[BaseModel], args: Mapping[str, Any], n: int, where: str
+) -> Iterator[Problem]:
+    """The problems of ``args`` against ``model``, in step ``n``, their fields under ``where``
+    (``args``, ``pre[0]``)."""
     deferred = {k for k, v in args.items() if any(bindings.references(v))}
     try:
         model.model_validate(dict(args))
@@ -41,7 +46,8 @@ def _model_problems(model: type[BaseModel], args: Mapping[str, Any], where: str)
             if loc and loc[0] in deferred:
                 continue
             name = field_name(loc)
-            yield f"{where}{'.' if name and not name.startswith('[') else ''}{name}: {err['msg']}"
+            field = f"{where}{'.' if name and not name.startswith('[') else ''}{name}"
+            yield Problem.at(n, field, err["msg"])
 
 
 def _cycle(deps: Mapping[int, set[int]], left: set[int]) -> list[int]:
@@ -91,8 +97,10 @@ def _ancestors(plan: Plan) -> dict[int, set[int]]:
         shown = cycle if len(cycle) <= 12 else [*cycle[:5], "...", *cycle[-5:]]
         raise PlanError(
             [
-                f"step {cycle[0]}, field depends_on: cycle {' -> '.join(map(str, shown))}"
-                + (f" ({len(cycle) - 1} steps)" if len(cycle) > 12 else "")
+                Problem.at(
+                    cycle[0], "depends_on", f"cycle {' -> '.join(map(str, shown))}"
+                    + (f" ({len(cycle) - 1} steps)" if len(cycle) > 12 else "")
+                )
             ]
         )
     return out
@@ -100,7 +108,7 @@ def _ancestors(plan: Plan) -> dict[int, set[int]]:
 
 def _circular_waits(
     plan: Plan, catalogue: Catalogue, ancestors: Mapping[int, set[int]]
-) -> list[str]:
+) -> list[Problem]:
     """Steps that would wait for each other. A step whose pre condition is violated and that a
     step not after it promises as a post condition waits for that step to end before it reads
     again (up to an hour; ``workflows.context.VersionContext.unfinished_owner``); around a
@@ -136,34 +144,42 @@ def _circular_waits(
     links = "; ".join(f"step {a} waits for step {b} ({why[(a, b)]})" for a, b in pairwise(cycle))
     first = why[(cycle[0], cycle[1])].split(":", 1)[0]
     return [
-        f"step {cycle[0]}, field {first}: steps {' -> '.join(map(str, cycle))} would wait for "
-        f"each other and none could start: {links}"
+        Problem.at(
+            cycle[0], first, f"steps {' -> '.join(map(str, cycle))} would wait for each other "
+            f"and none could start: {links}"
+        )
     ]
 
 
 def _conditions(
     step: Step, phase: str, conds: list[Condition], cat: Catalogue, scope: Scope
-) -> Iterator[str]:
+) -> Iterator[Problem]:
     """Each condition names a known probe, with arguments that fit it and name what it reads
     inside the deployment's scope (checked again by the probe activity)."""
     probes = cat.probes
     tool = cat.tools.get(step.tool)
     for i, c in enumerate(conds):
-        where = f"step {step.n}, field {phase}[{i}]"
+        where = f"{phase}[{i}]"
         spec = probes.get(c.probe)
         if spec is None:
-            yield f"{where}.probe: unknown probe {c.probe!r} (known: {', '.join(sorted(probes))})"
+            known = ", ".join(sorted(probes))
+            yield Problem.at(
+                step.n, f"{where}.probe", f"unknown probe {c.probe!r} (known: {known})"
+            )
             continue
         if spec.system == "record" and (tool is None or not tool.reader):
-            tool_name = shown(step.tool)
-            yield f"{where}.probe: {c.probe} needs a tool with a reader; {tool_name} has none"
-        found = list(_model_problems(spec.args, c.args, where))
+            why = f"{c.probe} needs a tool with a reader; {shown(step.tool)} has none"
+            yield Problem.at(step.n, f"{where}.probe", why)
+        found = list(_model_problems(spec.args, c.args, step.n, where))
         yield from found or (
-            f"{where}.{n.arg or 'probe'}: {why}" for n, why in refusals(scope, c.args, spec.reads)
+            Problem.at(step.n, f"{where}.{n.arg or 'probe'}", why)
+            for n, why in refusals(scope, c.args, spec.reads)
         )
 
 
-def _paths(step: Step, paths: PathCheck, cat: Catalogue, args_fit: bool = True) -> Iterator[str]:
+def _paths(
+    step: Step, paths: PathCheck, cat: Catalogue, args_fit: bool = True
+) -> Iterator[Problem]:
     """Local paths (of the step, and of its conditions) name files inside the work directory;
     the same rule the tools and probes apply at run time after binding. A condition's ``path``
     is a local path only for a file probe (for field probes it is a JSON path). ``args_fit``:
@@ -178,14 +194,14 @@ def _paths(step: Step, paths: PathCheck, cat: Catalogue, args_fit: bool = True) 
         if isinstance(value, str) and not any(bindings.references(value)):
             why = paths(value)
             if why is not None:
-                yield f"step {step.n}, field {field}: {why}"
+                yield Problem.at(step.n, field, why)
 
 
-def _scope(step: Step, spec: ToolInfo, scope: Scope) -> Iterator[str]:
+def _scope(step: Step, spec: ToolInfo, scope: Scope) -> Iterator[Problem]:
     """What the step reads and writes is inside the deployment's scope (checked again by the
     tool)."""
     for n, why in refusals(scope, step.args, spec.reads, spec.writes):
-        yield f"step {step.n}, field {n.where('args')}: {why}"
+        yield Problem.at(step.n, n.where("args"), why)
 
 
 def problems(
@@ -195,24 +211,24 @@ def problems(
     paths: PathCheck | None = None,
     bound: Collection[str] = (),
     scope: Scope | None = None,
-) -> list[str]:
+) -> list[Problem]:
     """Every problem of ``plan``. ``paths``: judges local paths (none: not judged here).
     ``bound``: names earlier plan versions of the run bound, which a new version may reference
     without binding them again. ``scope``: what tools and probes may read and write (default:
     anything but plangate's own schema and the system catalogues)."""
     scope = scope or Scope()
-    out: list[str] = limit_problems(plan)
+    out: list[Problem] = limit_problems(plan)
     if out:
         return out
     ns = [s.n for s in plan.steps]
     dupes = sorted(n for n, count in Counter(ns).items() if count > 1)
-    out += [f"step {n}, field n: used by more than one step" for n in dupes]
+    out += [Problem.at(n, "n", "used by more than one step") for n in dupes]
     known = set(ns)
     for s in plan.steps:
         out += [
-            f"step {s.n}, field depends_on: no step {d}" for d in s.depends_on if d not in known
+            Problem.at(s.n, "depends_on", f"no step {d}") for d in s.depends_on if d not in known
         ]
-        out += [f"step {s.n}, field depends_on: a step cannot depend on itself"] * (
+        out += [Problem.at(s.n, "depends_on", "a step cannot depend on itself")] * (
             s.n in s.depends_on
         )
     if out:
@@ -225,18 +241,18 @@ def problems(
     binder = {name: s.n for s in plan.steps for name in s.binds}
     for s in plan.steps:
         spec = catalogue.tools.get(s.tool)
-        arg_problems: list[str] = []
+        arg_problems: list[Problem] = []
         if spec is None:
-            out.append(f"step {s.n}, field tool: unknown tool {s.tool!r}")
+            out.append(Problem.at(s.n, "tool", f"unknown tool {s.tool!r}"))
         else:
-            arg_problems = list(_model_problems(spec.args, s.args, f"step {s.n}, field args"))
+            arg_problems = list(_model_problems(spec.args, s.args, s.n, "args"))
             # what a step reads and writes, and its paths, are judged on arguments that fit it
             out += arg_problems or list(_scope(s, spec, scope))
         for name, path in s.binds.items():
             try:
                 jsonpath.parse(path)
             except jsonpath.PathError as e:
-                out.append(f"step {s.n}, field {field_name(('binds', name))}: {e}")
+                out.append(Problem.at(s.n, field_name(("binds", name)), str(e)))
         out += _conditions(s, "pre", s.pre, catalogue, scope)
         out += _conditions(s, "post", s.post, catalogue, scope)
         refs = [
@@ -251,12 +267,12 @@ def problems(
             if name in bound and name not in binder:
                 continue
             if name not in binder:
-                out.append(f"step {s.n}, field {field}: ${{{name}}} is bound by no step")
+                out.append(Problem.at(s.n, field, f"${{{name}}} is bound by no step"))
             elif binder[name] not in ancestors[s.n]:
-                out.append(
-                    f"step {s.n}, field {field}: ${{{name}}} is bound by step {binder[name]}, "
+                out.append(Problem.at(
+                    s.n, field, f"${{{name}}} is bound by step {binder[name]}, "
                     f"which step {s.n} does not depend on"
-                )
+                ))
         if paths is not None:
             out += _paths(s, paths, catalogue, args_fit=not arg_problems)
     if out:
@@ -273,30 +289,31 @@ def check(
     return plan
 
 
-def lint(plan: Plan, catalogue: Catalogue) -> list[str]:
-    """Warnings: legal plans that guard less than they appear to, or more than they need to."""
+def lint(plan: Plan, catalogue: Catalogue) -> list[Problem]:
+    """Warnings: legal plans that guard less than they appear to, or more than they need to
+    (``Problem.strict`` makes one a problem)."""
     guarded = guard(plan, catalogue)
-    out: list[str] = []
+    out: list[Problem] = []
     for s in plan.steps:
         g = guarded.guard(s.n)
         effect = g.effect
         if "effect" in s.model_fields_set and effect is not s.effect:
-            out.append(
-                f"step {s.n}, field effect: declares {s.effect}, weaker than what {s.tool} does "
+            out.append(Problem.at(
+                s.n, "effect", f"declares {s.effect}, weaker than what {s.tool} does "
                 f"({effect}); it runs as {effect}"
-            )
+            ))
         post = [*contract_conditions(g, "post", s.args), *s.post]
         pre = [*contract_conditions(g, "pre", s.args), *s.pre]
         if effect.rank > 0 and not post:
-            out.append(
-                f"step {s.n}: a {effect} step with no post condition (from the plan or the "
+            out.append(Problem.at(
+                s.n, None, f"a {effect} step with no post condition (from the plan or the "
                 f"{s.tool} contract) passes VERIFYING unexamined"
-            )
+            ))
         if effect.outcome_must_be_known and not (pre or post) and s.approval != "required":
-            out.append(
-                f"step {s.n}: an {effect} step with neither a probe nor approval: required "
+            out.append(Problem.at(
+                s.n, None, f"an {effect} step with neither a probe nor approval: required "
                 "guards nothing"
-            )
+            ))
         for phase, conds in (("pre", s.pre), ("post", s.post)):
             for i, c in enumerate(conds):
                 if (
@@ -304,8 +321,8 @@ def lint(plan: Plan, catalogue: Catalogue) -> list[str]:
                     and c.args.get("max") is not None
                     and c.args.get("max") == c.args.get("min", 1)
                 ):
-                    out.append(
-                        f"step {s.n}, field {phase}[{i}]: an exact row count stops healthy runs; "
+                    out.append(Problem.at(
+                        s.n, f"{phase}[{i}]", "an exact row count stops healthy runs; "
                         "a minimum rules out the same failure"
-                    )
+                    ))
     return out

@@ -22,16 +22,22 @@ from pydantic_core import ErrorDetails
 from plangate.errors import PlangateError
 from plangate.plans import limits
 from plangate.plans.model import Condition, Plan
+from plangate.plans.problem import Problem
 
 _NOT_FINITE = "NaN and infinity are not numbers a plan may hold"
 
 
 class PlanError(PlangateError, ValueError):
-    """A plan that cannot run. ``problems`` name the step and the field of each one."""
+    """A plan that cannot run. ``problems`` name the step and the field of each one (a plain
+    string, from outside the plan language, is taken as a problem of the whole plan)."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: Sequence[str]) -> None:
         super().__init__("; ".join(problems))
-        self.problems = problems
+        self.problems: list[Problem] = [Problem.of(p) for p in problems]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # an exception is rebuilt from its args (the joined line): rebuild it from its problems
+        return (type(self), (self.problems,))
 
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
@@ -87,23 +93,30 @@ def _fits(n: Any) -> bool:
     return isinstance(n, int) and not isinstance(n, bool) and limits.is_integer_in_range(n)
 
 
-def step_label(raw: Any, i: int) -> str:
+def step_label(raw: Any, i: int) -> int | str:
     """How a problem names the ``i``-th step as written: by its ``n`` when that is a number a
-    plan may hold, else by its place in the list (``#3``: the third step)."""
+    plan may hold, else by its place in the list (``"#3"``: the third step)."""
     n: Any = None
     with contextlib.suppress(KeyError, IndexError, TypeError):
         n = raw["steps"][i]["n"]
     if isinstance(n, float) and n.is_integer() and abs(n) < 2**63:
         n = int(n)  # 1.0 is the step 1 validation accepts
-    return str(n) if _fits(n) else f"#{i + 1}"
+    return int(n) if _fits(n) else f"#{i + 1}"
 
 
-def _where(loc: tuple[int | str, ...], raw: Any) -> str:
-    # Turn pydantic's ('steps', 2, 'args') into "step 3, field args" using the step's own n.
+def _located(loc: tuple[int | str, ...], raw: Any, why: str) -> Problem:
+    # pydantic's ('steps', 2, 'args') as "step 3, field args", by the step's own n. Where the
+    # location is the step or the plan itself, the line says "(step)" or "(root)" and the field
+    # is None.
     loc = _as_written(loc, raw)
+    step: int | str | None = None
     if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
-        return f"step {step_label(raw, loc[1])}, field {field_name(loc[2:]) or '(step)'}"
-    return "plan, field " + (field_name(loc) or "(root)")
+        step, loc = step_label(raw, loc[1]), loc[2:]
+    field = field_name(loc) or None
+    if field is not None:
+        return Problem.at(step, field, why)
+    where = "plan, field (root)" if step is None else f"step {step}, field (step)"
+    return Problem(f"{where}: {why}", step, None, why)
 
 
 _TOO_LARGE = (
@@ -133,10 +146,10 @@ def _unfit(value: Any) -> str | None:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _unfit_values(raw: Any, most: int = 20) -> list[str]:
+def _unfit_values(raw: Any, most: int = 20) -> list[Problem]:
     """The values (and keys) anywhere in ``raw`` no plan may hold, each with where it is, in
     the order written; without recursion, and once per object even if it repeats."""
-    out: list[str] = []
+    out: list[Problem] = []
     seen: set[int] = set()
     stack: list[tuple[Any, tuple[int | str, ...]]] = [(raw, ())]
     while stack and len(out) < most:
@@ -148,17 +161,17 @@ def _unfit_values(raw: Any, most: int = 20) -> list[str]:
             items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
             for key, child in reversed(items):
                 if isinstance(value, dict) and (why := _unfit(key)) is not None:
-                    out.append(f"{_where((*loc, key), raw)}: {why} (in a name)")
+                    out.append(_located((*loc, key), raw, f"{why} (in a name)"))
                 else:
                     stack.append((child, (*loc, key)))
         elif (why := _unfit(value)) is not None:
-            out.append(f"{_where(loc, raw)}: {why}")
+            out.append(_located(loc, raw, why))
     return out
 
 
-def _problem(err: ErrorDetails, raw: Any) -> str:
+def _problem(err: ErrorDetails, raw: Any) -> Problem:
     msg = _NOT_FINITE if err["type"] == "finite_number" else err["msg"]
-    return f"{_where(tuple(err['loc']), raw)}: {msg}"
+    return _located(tuple(err["loc"]), raw, msg)
 
 
 def _size(n: int) -> str:
@@ -180,24 +193,24 @@ def _too_big(value: Any) -> str | None:
     return None
 
 
-def _condition_problems(n: int, phase: str, conds: list[Condition]) -> list[str]:
+def _condition_problems(n: int, phase: str, conds: list[Condition]) -> list[Problem]:
     return [
-        f"step {n}, field {field_name((phase, i, name))}: {why}"
+        Problem.at(n, field_name((phase, i, name)), why)
         for i, c in enumerate(conds)
         for name, value in c.args.items()
         if (why := _too_big(value))
     ]
 
 
-def limit_problems(plan: Plan) -> list[str]:
+def limit_problems(plan: Plan) -> list[Problem]:
     """The plan's sizes against ``plans.limits`` (the step count is the model's own check), and
     its values (a plan built in code, not read by ``parse_plan``, is held to them here)."""
-    out: list[str] = _unfit_values(plan.model_dump())
+    out: list[Problem] = _unfit_values(plan.model_dump())
     if out:
         return out
     for s in plan.steps:
         out += [
-            f"step {s.n}, field {field_name(('args', name))}: {why}"
+            Problem.at(s.n, field_name(("args", name)), why)
             for name, value in s.args.items()
             if (why := _too_big(value))
         ]
@@ -207,10 +220,10 @@ def limit_problems(plan: Plan) -> list[str]:
         return out
     size = len(limits.canonical_json(plan.model_dump(mode="json")))
     if size > limits.MAX_PLAN_JSON_BYTES:
-        out.append(
-            f"plan: {_size(size)} as JSON; a plan is at most {_size(limits.MAX_PLAN_JSON_BYTES)}"
+        out.append(Problem.plan(
+            f"{_size(size)} as JSON; a plan is at most {_size(limits.MAX_PLAN_JSON_BYTES)}"
             " (256 KiB)"
-        )
+        ))
     return out
 
 
@@ -223,7 +236,7 @@ def parse_plan(raw: Any) -> Plan:
     except ValidationError as e:
         raise PlanError([_problem(err, raw) for err in e.errors()]) from None
     except RecursionError:
-        raise PlanError([_TOO_DEEP]) from None
+        raise PlanError([Problem.plan(_TOO_DEEP)]) from None
     found = limit_problems(plan)
     if found:
         raise PlanError(found)
@@ -234,7 +247,7 @@ def parse_plan(raw: Any) -> Plan:
 # condition (or plan, steps, step, args).
 _STRUCTURE_DEPTH = 5
 _TOO_DEEP = (
-    "plan: nested too deeply (a value in a plan nests at most "
+    "nested too deeply (a value in a plan nests at most "
     f"{limits.MAX_NESTING} levels of objects and lists)"
 )
 
@@ -295,6 +308,11 @@ def _unreadable(e: ValueError) -> str:
     return f"a value that cannot be read: {' '.join(str(e).split())[:200]}"
 
 
+def _refused(name: str, why: str) -> PlanError:
+    """What was read from ``name`` (a file, or "plan") is no plan at all."""
+    return PlanError([Problem.plan(why, name)])
+
+
 def load_text(text: str, name: str = "plan") -> Plan:
     # json.loads accepts NaN, Infinity and -Infinity, which JSON itself does not. They are read
     # as floats so that validation names the step and the field holding one (no number in a
@@ -314,23 +332,23 @@ def load_text(text: str, name: str = "plan") -> Plan:
             try:
                 raw = yaml.load(text, Loader=_no_alias_loader())  # a SafeLoader
             except yaml.YAMLError as e:
-                raise PlanError([f"{name}: neither JSON nor YAML: {_one_line(e)}"]) from None
+                raise _refused(name, f"neither JSON nor YAML: {_one_line(e)}") from None
     except PlanError:
         raise
     except _Refused as e:
-        raise PlanError([f"{name}: {e}"]) from None
+        raise _refused(name, str(e)) from None
     except ValueError as e:
         # what a parser's constructors refuse: a YAML date that is none (2026-02-30)
-        raise PlanError([f"{name}: {_unreadable(e)}"]) from None
+        raise _refused(name, _unreadable(e)) from None
     except RecursionError:
-        raise PlanError([f"{name}: {_TOO_DEEP.removeprefix('plan: ')}"]) from None
+        raise _refused(name, _TOO_DEEP) from None
     if not isinstance(raw, dict):
-        raise PlanError([f"{name}: a plan is an object with goal and steps"])
+        raise _refused(name, "a plan is an object with goal and steps")
     if limits.nesting(raw) > limits.MAX_NESTING + _STRUCTURE_DEPTH:
-        raise PlanError([f"{name}: {_TOO_DEEP.removeprefix('plan: ')}"])
+        raise _refused(name, _TOO_DEEP)
     plan = parse_plan(raw)
     if constants:
-        raise PlanError([f"{name}: {constants[0]} is not a number a plan may hold"])
+        raise _refused(name, f"{constants[0]} is not a number a plan may hold")
     return plan
 
 
@@ -338,11 +356,11 @@ def load_bytes(data: bytes, name: str = "plan") -> Plan:
     """A plan from the bytes of a file: UTF-8 text, never binary."""
     nul = data.find(b"\0")
     if nul >= 0:
-        raise PlanError([f"{name}: a binary file, not a plan (a NUL byte at offset {nul})"])
+        raise _refused(name, f"a binary file, not a plan (a NUL byte at offset {nul})")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PlanError([f"{name}: not UTF-8 text, not a plan (at byte {e.start})"]) from None
+        raise _refused(name, f"not UTF-8 text, not a plan (at byte {e.start})") from None
     return load_text(text.removeprefix("\ufeff"), name)
 
 
@@ -355,17 +373,17 @@ def load_file(path: str | Path) -> Plan:
     try:
         st = p.stat()
         if stat.S_ISDIR(st.st_mode):
-            raise PlanError([f"{name}: a directory, not a plan file"])
+            raise _refused(name, "a directory, not a plan file")
         if st.st_size > most:
-            raise PlanError([f"{name}: {_size(st.st_size)}; a plan file is at most {_size(most)}"])
+            raise _refused(name, f"{_size(st.st_size)}; a plan file is at most {_size(most)}")
         with p.open("rb") as f:
             data = f.read(most + 1)  # a size stat did not tell (a pipe, a device) stops here
     except PlanError:
         raise
     except OSError as e:
-        raise PlanError([f"{name}: cannot read: {e.strerror}"]) from None
+        raise _refused(name, f"cannot read: {e.strerror}") from None
     except ValueError:  # a NUL byte in the name
-        raise PlanError([f"{name}: cannot read: no file name holds a NUL byte"]) from None
+        raise _refused(name, "cannot read: no file name holds a NUL byte") from None
     if len(data) > most:
-        raise PlanError([f"{name}: more than {_size(most)}; a plan file is at most {_size(most)}"])
+        raise _refused(name, f"more than {_size(most)}; a plan file is at most {_size(most)}")
     return load_bytes(data, name)

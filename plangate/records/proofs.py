@@ -21,6 +21,7 @@ from pydantic import Field
 
 from plangate.plans._base import Model
 from plangate.plans.model import Plan
+from plangate.plans.problem import Problem
 from plangate.records import signing
 from plangate.records.approvals import ApprovalCard, ApprovalProof, Decision
 
@@ -193,17 +194,17 @@ def sign_submission(
 
 def principal_refusal(
     submitter: Submitter, on_behalf_of: str | None
-) -> str | None:
+) -> Problem | None:
     """Whether ``submitter`` may submit a run acting for ``on_behalf_of``."""
     allowed = ", ".join(submitter.principals)
     if on_behalf_of is None:
-        return (
-            f"plan, field on_behalf_of: missing; this deployment binds principals to "
+        return Problem.at(
+            None, "on_behalf_of", f"missing; this deployment binds principals to "
             f"submitters and {submitter.name} may act as {allowed}"
         )
     if on_behalf_of not in submitter.principals:
-        return (
-            f"plan, field on_behalf_of: {submitter.name} may not act as {on_behalf_of!r} "
+        return Problem.at(
+            None, "on_behalf_of", f"{submitter.name} may not act as {on_behalf_of!r} "
             f"(only as {allowed})"
         )
     return None

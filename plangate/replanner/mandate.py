@@ -25,6 +25,7 @@ from typing import Any
 from plangate.plans.bindings import resolve
 from plangate.plans.catalogue import Catalogue
 from plangate.plans.model import Effect, Plan, Step
+from plangate.plans.problem import Problem
 from plangate.records.replan import ReplanRequest
 
 
@@ -33,7 +34,7 @@ def _identity(tool: str, args: Mapping[str, Any], bound: Mapping[str, Any]) -> s
     return f"{tool} {json.dumps(resolved, sort_keys=True, separators=(',', ':'))}"
 
 
-def mandate_problems(plan: Plan, req: ReplanRequest, catalogue: Catalogue) -> list[str]:
+def mandate_problems(plan: Plan, req: ReplanRequest, catalogue: Catalogue) -> list[Problem]:
     bound = req.bound
 
     def effect_of(s: Step) -> Effect:
@@ -47,31 +48,31 @@ def mandate_problems(plan: Plan, req: ReplanRequest, catalogue: Catalogue) -> li
     done = {
         _identity(c.tool, c.args, bound): c.n for c in req.completed if c.effect.rank > 0
     }
-    out: list[str] = []
+    out: list[Problem] = []
     for name in ("on_behalf_of", "policy_bundle"):
         said, run = getattr(plan, name), getattr(req, name)
         if said is not None and said != run:
-            out.append(
-                f"plan, field {name}: {said!r}, but the run acts under {run!r}: a re-plan "
+            out.append(Problem.at(
+                None, name, f"{said!r}, but the run acts under {run!r}: a re-plan "
                 "cannot change whose authority or which policy a run acts under"
-            )
+            ))
     out += _weakened(plan, req, effect_of)
     for s in plan.steps:
         effect = effect_of(s)
         ident = _identity(s.tool, s.args, bound)
         if effect.rank > 0 and ident in done:
-            out.append(
-                f"step {s.n}, field tool: repeats completed step {done[ident]} ({s.tool} with "
+            out.append(Problem.at(
+                s.n, "tool", f"repeats completed step {done[ident]} ({s.tool} with "
                 "the same arguments): its effect is real; recovery is forward-only"
-            )
+            ))
         if effect.outcome_must_be_known:
             if licensed[ident] > 0:
                 licensed[ident] -= 1
             else:
-                out.append(
-                    f"step {s.n}, field tool: a {effect} step ({s.tool} {_args(s)}) that was not "
+                out.append(Problem.at(
+                    s.n, "tool", f"a {effect} step ({s.tool} {_args(s)}) that was not "
                     "in the failed remainder: a re-plan may not add money or external effects"
-                )
+                ))
     return out
 
 
@@ -100,18 +101,17 @@ def _counterparts(plan: Plan, req: ReplanRequest) -> list[tuple[Step, Step, bool
 
 def _weakened(
     plan: Plan, req: ReplanRequest, effect_of: Callable[[Step], Effect]
-) -> list[str]:
-    out: list[str] = []
+) -> list[Problem]:
+    out: list[Problem] = []
     for s, r, kept in _counterparts(plan, req):
         what = "keeps" if kept else "replaces"
-        where = f"step {s.n}"
         was = f"remainder step {r.n} ({r.tool}), which it {what},"
         if r.approval == "required" and s.approval != "required":
-            out.append(f"{where}, field approval: {was} waited for a person: a re-plan may "
-                       "not drop an approval")
+            out.append(Problem.at(s.n, "approval", f"{was} waited for a person: a re-plan may "
+                                  "not drop an approval"))
         if effect_of(s).rank < effect_of(r).rank:
-            out.append(f"{where}, field effect: {effect_of(s)}, but {was} ran as "
-                       f"{effect_of(r)}: a re-plan may not weaken an effect")
+            out.append(Problem.at(s.n, "effect", f"{effect_of(s)}, but {was} ran as "
+                                  f"{effect_of(r)}: a re-plan may not weaken an effect"))
     return out
 
 

@@ -5,6 +5,7 @@ a person to read. Nothing runs."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import yaml
@@ -14,6 +15,7 @@ from plangate.errors import ConfigurationError, PlangateError
 from plangate.plans.checking import lint
 from plangate.plans.limits import MAX_ARG_JSON_BYTES
 from plangate.plans.model import Budget, Plan
+from plangate.plans.problem import Problem
 from plangate.plans.visible import visible
 from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.replanner.prompt import first_plan_messages
@@ -36,8 +38,8 @@ class Draft:
 
     plan: Plan | None
     reason: str = ""
-    problems: list[str] = field(default_factory=list)  # the answer was refused for these
-    findings: list[str] = field(default_factory=list)  # lint under --strict, for the reader
+    problems: list[Problem] = field(default_factory=list)  # the answer was refused for these
+    findings: Sequence[str] = field(default_factory=list)  # lint under --strict, for the reader
 
     def as_yaml(self) -> str:
         """The plan as YAML, its findings as comments at the top (``plangate check`` reads
