@@ -20,7 +20,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from plangate.errors import ConfigurationError
-from plangate.servers.tokens import MAKE_ONE, is_loopback, weakness
+from plangate.servers.tokens import access_refusal
 from plangate.world.settings import Settings
 
 TOKEN_VAR = "PLANGATE_MCP_TOKEN"
@@ -33,21 +33,7 @@ class McpServerRefused(ConfigurationError):
 
 def refusal(token: str | None, host: str, insecure_local: bool) -> str | None:
     """Why an MCP server on ``host`` must not start, or None."""
-    if token is not None:
-        return weakness(TOKEN_VAR, token)
-    if not is_loopback(host):
-        return (
-            f"mcp: refusing to listen on {host or 'every address'} without {TOKEN_VAR}: anyone "
-            f"who reaches it could start guarded runs; set {TOKEN_VAR} (make one with: "
-            f"{MAKE_ONE}), or serve this machine only with --host 127.0.0.1 --insecure-local"
-        )
-    if not insecure_local:
-        return (
-            f"mcp: {TOKEN_VAR} is not set: every process on this machine could start guarded "
-            f"runs; set it (make one with: {MAKE_ONE}), or pass --insecure-local to serve a "
-            "loopback address without a token"
-        )
-    return None
+    return access_refusal("mcp", TOKEN_VAR, token, host, insecure_local, "start guarded runs")
 
 
 class BearerOnly:

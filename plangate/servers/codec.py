@@ -44,7 +44,7 @@ from temporalio.converter import PayloadCodec
 
 from plangate.errors import ConfigurationError
 from plangate.plans.visible import visible
-from plangate.servers.tokens import MAKE_ONE, is_loopback, weakness
+from plangate.servers.tokens import access_refusal
 from plangate.worker.encryption import DecryptionError, payload_codec
 from plangate.world.settings import CODEC_TOKEN_VAR, EncryptionSettings
 
@@ -90,23 +90,8 @@ class CodecServerRefused(ConfigurationError):
 
 def refusal(settings: EncryptionSettings, host: str, insecure_local: bool) -> str | None:
     """Why a codec server on ``host`` with these settings must not start, or None."""
-    token = settings.codec_token
-    if token is not None:
-        return weakness(CODEC_TOKEN_VAR, token)
-    if not is_loopback(host):
-        return (
-            f"codec-server: refusing to listen on {host or 'every address'} without "
-            f"{CODEC_TOKEN_VAR}: anyone who reaches it could decrypt the deployment's payloads; "
-            f"set {CODEC_TOKEN_VAR} (make one with: {MAKE_ONE}), or serve this machine only "
-            "with --host 127.0.0.1 --insecure-local"
-        )
-    if not insecure_local:
-        return (
-            f"codec-server: {CODEC_TOKEN_VAR} is not set: every process on this machine could "
-            f"decrypt the deployment's payloads; set it (make one with: {MAKE_ONE}), or pass "
-            "--insecure-local to serve a loopback address without a token"
-        )
-    return None
+    return access_refusal("codec-server", CODEC_TOKEN_VAR, settings.codec_token, host,
+                          insecure_local, "decrypt the deployment's payloads")
 
 
 def codec_server(

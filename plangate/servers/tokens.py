@@ -69,3 +69,26 @@ def is_loopback(host: str) -> bool:
         return False
     addresses = {str(info[4][0]).split("%", 1)[0] for info in found}
     return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def access_refusal(
+    server: str, variable: str, token: str | None, host: str, insecure_local: bool, harm: str
+) -> str | None:
+    """Why a server guarded by the token in ``variable`` must not start on ``host``, or None:
+    a weak token; no token off loopback; no token on loopback unless ``insecure_local``.
+    ``harm``: what anyone who reaches it could do ("decrypt ...")."""
+    if token is not None:
+        return weakness(variable, token)
+    if not is_loopback(host):
+        return (
+            f"{server}: refusing to listen on {host or 'every address'} without {variable}: "
+            f"anyone who reaches it could {harm}; set {variable} (make one with: {MAKE_ONE}), "
+            "or serve this machine only with --host 127.0.0.1 --insecure-local"
+        )
+    if not insecure_local:
+        return (
+            f"{server}: {variable} is not set: every process on this machine could {harm}; "
+            f"set it (make one with: {MAKE_ONE}), or pass --insecure-local to serve a loopback "
+            "address without a token"
+        )
+    return None
