@@ -115,7 +115,7 @@ async def test_the_runs_awaiting_approval_are_found(client, settings, stack, s3,
 
         # the Temporal CLI finds exactly the runs waiting (of this test's task queue: other
         # tests share the server), and the bare query finds them and not the one running
-        mine = f'TaskQueue="{h.settings.temporal.task_queue}"'
+        mine = f'TaskQueue="{h.queue}"'
         query = f'PlangateStatus="awaiting_approval" AND {mine}'
         assert await settled("awaiting", lambda: temporal_list(address, query), waiting) == waiting
         bare = await temporal_list(address, 'PlangateStatus="awaiting_approval"')

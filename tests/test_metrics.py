@@ -68,7 +68,7 @@ async def test_a_scrape_after_runs_counts_what_their_reports_say(client, setting
     s3.put_object(Bucket=bucket, Key="same.txt", Body=b"same")
     s3.put_object(Bucket=bucket, Key="moved.txt", Body=b"v1")
     async with running_worker(worker_client, settings) as h:
-        queue = h.settings.temporal.task_queue
+        queue = h.queue  # the worker's, its catalogue's
         api = Plangate(client, h.settings)
         approved_id = await api.start(put(bucket, "approved.txt", "x", approval="required"))
         await api.approve(approved_id, 1, (await card_of(api, approved_id)).digest, by="erin")

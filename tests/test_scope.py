@@ -109,7 +109,7 @@ async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
         PlanRunWorkflow.run,
         RunInput(plan=parse_plan(plan)),
         id=f"unchecked-{uuid.uuid4().hex[:8]}",
-        task_queue=h.settings.temporal.task_queue,
+        task_queue=h.queue,
     )
     return await handle.result()
 

@@ -117,7 +117,7 @@ async def test_a_raw_start_that_weakens_every_guard_still_meets_the_card(
         run_id = f"raw-{uuid.uuid4().hex[:8]}"
         await client.start_workflow(
             PlanRunWorkflow.run, RunInput(plan=weak), id=run_id,
-            task_queue=h.settings.temporal.task_queue,
+            task_queue=h.queue,
         )
         api = Plangate(client, h.settings)
         card = await pending_card(api, run_id)
@@ -306,7 +306,7 @@ async def test_principals_are_bound_to_submitters(client, settings, pg, world):
             run_id = f"raw-{tag}-{rid}"
             rep: RunReport = await client.execute_workflow(
                 PlanRunWorkflow.run, RunInput(plan=plan, submission=submission),
-                id=run_id, task_queue=h.settings.temporal.task_queue,
+                id=run_id, task_queue=h.queue,
             )
             assert rep.status == "halted", why
             assert rep.failure is not None and rep.failure.code == "not_permitted", why
@@ -401,7 +401,7 @@ async def test_a_raw_start_cannot_carry_state_or_ask_temporal_to_run_it_again(
         ):
             run_id = f"forged-{what}-{uuid.uuid4().hex[:8]}"
             runs[what] = await client.execute_workflow(
-                PlanRunWorkflow.run, inp, id=run_id, task_queue=h.settings.temporal.task_queue,
+                PlanRunWorkflow.run, inp, id=run_id, task_queue=h.queue,
                 result_type=RunReport, **extra,
             )
             assert set(await scheduled(client, run_id)) <= {"guard.resolve"}, what

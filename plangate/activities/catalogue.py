@@ -16,6 +16,7 @@ from plangate.plans.guards import GuardedPlan, guard
 from plangate.plans.load import PlanError
 from plangate.plans.model import Plan
 from plangate.plans.problem import Problem
+from plangate.records.placement import Announced
 from plangate.world.paths import path_check
 from plangate.world.settings import CatalogueSettings, PolicySettings, WorldSettings
 
@@ -29,6 +30,17 @@ def catalogue(settings: CatalogueSettings) -> Catalogue:
 def _catalogue(registry: Registry) -> Catalogue:
     # a registry is sealed and cached per deployment: one catalogue each, however often asked
     return Catalogue(tools=dict(registry.tools), probes=dict(registry.probes))
+
+
+def announced(settings: CatalogueSettings) -> Announced:
+    """The catalogue a deployment with ``settings`` announces and polls the queue of
+    (``records.placement``)."""
+    return _announced(registry_for(settings))
+
+
+@functools.cache
+def _announced(registry: Registry) -> Announced:
+    return Announced.of(registry.tools, registry.probes)
 
 
 def plan_problems(

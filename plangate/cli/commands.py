@@ -38,6 +38,8 @@ from plangate.records.report import RunReport, RunStatus
 from plangate.world.settings import Settings, parse_duration
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from plangate.client.api import Plangate
     from plangate.records.signing import SigningKey
 
@@ -343,7 +345,7 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
             worker = await build_worker(client, settings, world, bootstrap=not args.no_setup)
             keys = settings.encryption.key_ids
             encrypted = f" (payloads encrypted with key {keys[0]})" if keys else ""
-            print(f"plangate: worker polling {settings.temporal.task_queue} on "
+            print(f"plangate: worker polling {worker.config()['task_queue']} on "
                   f"{settings.temporal.address}{encrypted}")
             metrics_address = settings.observability.metrics_address
             if metrics_address:
@@ -361,7 +363,51 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
                 else "Temporal and Postgres")
     print(f"plangate: {services} answer"
           + (" and plangate's tables are there" if args.no_setup else ""))
+    for line in await _queue_workers(client, settings):
+        print(visible(f"plangate: {line}"))
     return EXIT_OK
+
+
+async def _queue_workers(client: Client, settings: Settings) -> list[str]:
+    """Who polls the deployment's queue, by catalogue, compared with this worker's: a line
+    each, and one more when they are mixed (``plangate.client.placement``)."""
+    from plangate.activities.catalogue import announced
+    from plangate.activities.extensions import registry_for
+    from plangate.client.placement import workers
+    from plangate.records.placement import Announced, catalogue_queue
+
+    queue = settings.temporal.task_queue
+    found = await workers(client, settings.temporal)
+    mine = announced(settings.catalogue)
+    registry = registry_for(settings.catalogue)
+    by: dict[Announced, list[str]] = {}
+    for p in found.announcing:
+        by.setdefault(p.catalogue, []).append(p.identity)
+    lines = [f"this worker's catalogue {mine.digest}: task queue "
+             f"{catalogue_queue(queue, mine.digest)}"]
+    for cat, who in sorted(by.items(), key=lambda x: x[0].digest):
+        n = f"{len(who)} worker{'s' if len(who) != 1 else ''} ({', '.join(sorted(who))})"
+        if cat.digest == mine.digest:
+            lines.append(f"catalogue {cat.digest} (this worker's): {n}")
+            continue
+        lacking = cat.lacks(registry.tools, registry.probes)
+        what = ("names not announced" if lacking is None
+                else f"lacks {', '.join(lacking)}" if lacking
+                else "has this worker's names and more")
+        lines.append(f"catalogue {cat.digest}: {n}; {what}")
+    if found.unannounced:
+        lines.append(
+            f"{len(found.unannounced)} worker(s) take runs from task queue {queue} itself, "
+            f"whatever their catalogue (a plangate before catalogue queues): "
+            f"{', '.join(sorted(set(found.unannounced)))}"
+        )
+    kinds = {c.digest for c in by} | {mine.digest}
+    if len(kinds) > 1 or found.unannounced:
+        lines.append(
+            f"mixed workers on task queue {queue}: {len(kinds)} catalogues; a run goes only "
+            "to workers whose catalogue has every tool and probe it names"
+        )
+    return lines
 
 
 async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:

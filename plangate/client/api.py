@@ -215,12 +215,13 @@ _ENDED_BY_TEMPORAL = {  # ended without the workflow's own last word (terminated
 
 
 def runs_query(task_queue: str, status: RunStatus | None = None) -> str:
-    """The visibility query for the runs on ``task_queue`` (in ``status``). Each execution of a
-    run that continued as new is left out but the latest. A run's PlangateStatus is its last
-    word: a run Temporal ended (terminated, timed out) is found by its execution status."""
-    from plangate.records import visibility
+    """The visibility query for the runs on ``task_queue`` and its catalogue queues (in
+    ``status``). Each execution of a run that continued as new is left out but the latest. A
+    run's PlangateStatus is its last word: a run Temporal ended (terminated, timed out) is
+    found by its execution status."""
+    from plangate.records import placement, visibility
 
-    q = f'WorkflowType = "PlanRun" AND TaskQueue = {_quoted(task_queue)}'
+    q = f'WorkflowType = "PlanRun" AND {placement.visibility_clause(task_queue)}'
     if status is None:
         return q + ' AND ExecutionStatus != "ContinuedAsNew"'
     own = f"ExecutionStatus = {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(
@@ -311,6 +312,7 @@ class Plangate:
         run_id = run_id or new_run_id()
         now = datetime.now(UTC)
         delay = start_delay(now, start_at, start_in)
+        queue = await self.queue_for(plan)
         key = self.settings.identity.submitter_key
         runs = self.settings.runs
         registered = await self.search_attributes_registered()
@@ -326,7 +328,7 @@ class Plangate:
                     search_attributes=registered,
                 ),
                 id=run_id,
-                task_queue=self.settings.temporal.task_queue,
+                task_queue=queue,
                 start_delay=delay,
                 search_attributes=(
                     visibility.initial(plan.goal, RunStatus.QUEUED if delay else RunStatus.RUNNING)
@@ -348,6 +350,18 @@ class Plangate:
             if once:  # it ran, or is running: the same request, answered by that run
                 return self.handle(run_id)
             raise RunIdInUse(f"a run with id {run_id!r} is already running") from None
+
+    async def queue_for(self, plan: Plan) -> str:
+        """The task queue a run of ``plan`` starts on: that of a polling worker whose catalogue
+        has every tool and probe it names (``plangate.client.placement.choose``), else, with no
+        worker announcing, that of this client's own catalogue. ``NoCapableWorker`` when
+        workers poll and none can run it; a queued run is placed the same way, now."""
+        from plangate.activities.catalogue import announced
+        from plangate.client.placement import choose, workers
+
+        found = await workers(self.client, self.settings.temporal)
+        own = announced(self.settings.catalogue)
+        return choose(plan, own, self.settings.temporal.task_queue, found.announcing)
 
     def _refuse_principal(self, plan: Plan) -> None:
         """Where this client knows the deployment's submitters, a plan its own key may not
@@ -544,14 +558,15 @@ class Plangate:
 
         from temporalio.service import RPCError, RPCStatusCode
 
+        from plangate.records.placement import of_deployment, visibility_clause
+
         queue = self.settings.temporal.task_queue
         query = f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus="Running"'
-        if not any(c in queue for c in "\"'\\"):
-            query += f' AND TaskQueue="{queue}"'  # else filtered below only
+        query += f" AND {visibility_clause(queue)}"
         runs = [
             wf.id
             async for wf in self.client.list_workflows(query, limit=PENDING_RUNS_MAX + 1)
-            if wf.task_queue == queue
+            if of_deployment(wf.task_queue, queue)
         ]
         truncated = len(runs) > PENDING_RUNS_MAX
         runs = runs[:PENDING_RUNS_MAX]
@@ -608,8 +623,15 @@ class Plangate:
             raise
 
     async def task_queue_of(self, run_id: str) -> str:
-        """The task queue of the run's latest execution (``UnknownRun`` when there is none)."""
+        """The task queue of the run's latest execution (``UnknownRun`` when there is none): one
+        of the deployment's catalogue queues (``plangate.records.placement.of_deployment``)."""
         return (await self._description(run_id)).task_queue
+
+    async def of_this_deployment(self, run_id: str) -> bool:
+        """Whether the run is on this client's task queue or one of its catalogue queues."""
+        from plangate.records.placement import of_deployment
+
+        return of_deployment(await self.task_queue_of(run_id), self.settings.temporal.task_queue)
 
     async def report(self, run_id: str) -> RunReport:
         """The run report now, of a queued, running or ended run."""

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.client import Client, WorkflowExecution
 
 from plangate.client.staleness import Finished, ToolStaleness
+from plangate.records.placement import visibility_clause
 from plangate.records.report import RunReport
 from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
 from plangate.world.settings import parse_duration
@@ -24,14 +25,15 @@ def query(since: datetime, task_queue: str | None) -> str:
     if task_queue is not None:
         if '"' in task_queue or "\\" in task_queue:
             raise ValueError(f"task queue {task_queue!r}: quotes and backslashes not allowed")
-        q += f' AND TaskQueue="{task_queue}"'
+        q += f" AND {visibility_clause(task_queue)}"  # and its catalogue queues
     return q
 
 
 async def finished_runs(
     client: Client, since: datetime, task_queue: str | None = None
 ) -> list[Finished]:
-    """Every plan run that completed after ``since`` (on ``task_queue``; None: any), with
+    """Every plan run that completed after ``since`` (on ``task_queue`` and its catalogue
+    queues; None: any), with
     when it was submitted and when it began. The last run of a chain that continued as new
     carries the whole report."""
     listed = [e async for e in client.list_workflows(query(since, task_queue))]

@@ -169,7 +169,8 @@ async def _serve(settings: Settings, stop: asyncio.Event, out: TextIO) -> None:
     try:
         async with await build_worker(client, settings, world) as worker:
             identity = worker.config().get("identity") or client.identity
-            await _wait_until_polling(client, settings.temporal, identity, stop)
+            queue = worker.config()["task_queue"]  # its catalogue's (records.placement)
+            await _wait_until_polling(client, settings.temporal, queue, identity, stop)
             if not stop.is_set():
                 print("plangate: ready", file=out, flush=True)
             await stop.wait()
@@ -188,10 +189,10 @@ def _on_signal(
 
 
 async def _wait_until_polling(
-    client: Client, temporal: TemporalSettings, identity: str, stop: asyncio.Event,
-    wait_s: float = 30.0,
+    client: Client, temporal: TemporalSettings, queue: str, identity: str,
+    stop: asyncio.Event, wait_s: float = 30.0,
 ) -> None:
-    """Until the server lists a poller with the worker's identity on the task queue."""
+    """Until the server lists a poller with the worker's identity on its task queue."""
     deadline = time.monotonic() + wait_s
     while not stop.is_set():
         for kind in (
@@ -201,7 +202,7 @@ async def _wait_until_polling(
             resp = await client.workflow_service.describe_task_queue(
                 DescribeTaskQueueRequest(
                     namespace=temporal.namespace,
-                    task_queue=TaskQueue(name=temporal.task_queue),
+                    task_queue=TaskQueue(name=queue),
                     task_queue_type=kind,
                 )
             )
@@ -209,6 +210,6 @@ async def _wait_until_polling(
                 return
         if time.monotonic() > deadline:
             raise RuntimeError(
-                f"the worker did not poll task queue {temporal.task_queue!r} within {wait_s:.0f}s"
+                f"the worker did not poll task queue {queue!r} within {wait_s:.0f}s"
             )
         await asyncio.sleep(0.1)

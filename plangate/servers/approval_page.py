@@ -588,10 +588,10 @@ class _Handler(BaseHTTPRequestHandler):
         api, n = self.page.api, int(step)
         queue = api.settings.temporal.task_queue
         try:
-            theirs: str | None = self.page.call(api.task_queue_of(run_id))
+            ours: bool = self.page.call(api.of_this_deployment(run_id))
         except UnknownRun:
-            theirs = None
-        if theirs != queue:  # another queue's run is not this page's to answer
+            ours = False
+        if not ours:  # another queue's run is not this page's to answer
             raise self._error(404, f"Refused: {decision} of step {n}",
                               f"no run {run_id} waits on task queue {queue}: this page "
                               "answers only the cards it lists")

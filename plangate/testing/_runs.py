@@ -20,7 +20,9 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
 from plangate.activities.bootstrap import ensure_schema
+from plangate.activities.catalogue import announced
 from plangate.client.api import Plangate
+from plangate.records.placement import catalogue_queue
 from plangate.records.report import RunReport
 from plangate.worker.assembly import build_worker
 from plangate.workflows.plan_run import PlanRunWorkflow
@@ -35,6 +37,13 @@ class Harness:
 
     client: Client
     settings: Settings
+
+    @property
+    def queue(self) -> str:
+        """The task queue the worker of ``settings`` polls, its catalogue's (``settings`` names
+        the deployment's): where a workflow started by hand, not through the API, goes."""
+        digest = announced(self.settings.catalogue).digest
+        return catalogue_queue(self.settings.temporal.task_queue, digest)
 
     async def run(self, plan: dict[str, Any], run_id: str | None = None) -> RunReport:
         handle = await self.start(plan, run_id)
@@ -70,12 +79,16 @@ async def running_worker(
     settings: Settings,
     doubles: Mapping[str, Callable[..., Any]] = {},
     world: World | None = None,
+    *,
+    queue: str | None = None,
+    identity: str | None = None,
 ) -> AsyncIterator[Harness]:
-    """The real worker assembly (``plangate.worker.assembly.build_worker``) on a fresh task queue.
+    """The real worker assembly (``plangate.worker.assembly.build_worker``) on a fresh task queue
+    (or the deployment's ``queue``, with its own ``identity``: a second worker there).
     ``doubles``, by activity name, stand in for the real activities (test doubles, injected
     rather than patched). A ``world`` given may be one whose services are down: the tables are
     created through the stack's own."""
-    queue = f"test-{uuid.uuid4().hex[:8]}"
+    queue = queue or f"test-{uuid.uuid4().hex[:8]}"
     s = replace(settings, temporal=replace(settings.temporal, task_queue=queue))
     own = world is None
     if world is not None:
@@ -83,7 +96,9 @@ async def running_worker(
         await ensure_schema(setup, s.catalogue)
         await setup.close()
     world = world or World(s.world)
-    async with await build_worker(client, s, world, doubles=doubles, bootstrap=own):
+    async with await build_worker(
+        client, s, world, doubles=doubles, bootstrap=own, identity=identity
+    ):
         yield Harness(client, s)
     if own:
         await world.close()

@@ -5,6 +5,11 @@ a client connects with ``plangate.client.connection.connect``; a replayer takes 
 no activities. The assembly is where the whole ``Settings`` is taken apart: each activity gets
 the parts it decides from, the world its ``WorldSettings``.
 
+A worker polls the task queue of its catalogue (``plangate@3f9c1a2b``: the deployment's queue
+and a digest of its tools' and probes' names) and announces that catalogue on the deployment's
+queue (``CatalogueAnnouncement``), so that a run goes only to workers that have every tool and
+probe it names (``plangate.records.placement``; docs/deployment.md).
+
 The data converter is the deployment's (``plangate.worker.encryption.data_converter``): large
 payloads compressed, every payload encrypted when ``PLANGATE_ENCRYPTION_KEYS`` names keys. A
 worker uses its client's converter, so ``build_worker`` refuses a client that would not encrypt
@@ -15,20 +20,25 @@ update from anyone who reaches Temporal does not act.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from plangate.activities.bootstrap import ensure_schema
+from plangate.activities.catalogue import announced
 from plangate.activities.extensions import ExtensionError, registry_for
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
 from plangate.activities.guarding import GuardActivities
 from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from plangate.activities.tool_activity import tool_activities
+from plangate.records.placement import announcement, catalogue_queue
 from plangate.replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
@@ -84,6 +94,43 @@ class PlangatePlugin(SimplePlugin):
         )
 
 
+class CatalogueNames(BaseModel):
+    """A worker's catalogue: its digest, and the names of its tools and probes."""
+
+    digest: str
+    tools: list[str]
+    probes: list[str]
+
+
+CATALOGUE_ACTIVITY = "plangate.catalogue"
+
+
+class CatalogueAnnouncement(SimplePlugin):
+    """While the worker runs, a poller on the deployment's queue whose identity announces the
+    worker's catalogue (``records.placement.announcement``), for clients to read with
+    DescribeTaskQueue. It polls activity tasks only, so it never takes a run; nothing plangate
+    does schedules its one activity, which answers the catalogue's names."""
+
+    def __init__(self, client: Client, queue: str, identity: str, names: CatalogueNames) -> None:
+        @activity.defn(name=CATALOGUE_ACTIVITY)
+        async def catalogue() -> CatalogueNames:
+            return names
+
+        # made here, not when the worker runs: a poller the SDK refuses (a second worker on
+        # this queue and client) fails the build, as the worker's own would
+        self.poller = Worker(
+            client, task_queue=queue, activities=[catalogue], identity=identity,
+            max_concurrent_activities=1, max_concurrent_activity_task_polls=1,
+        )
+
+        @asynccontextmanager
+        async def announcing() -> AsyncIterator[None]:
+            async with self.poller:
+                yield
+
+        super().__init__("plangate-catalogue", run_context=announcing)
+
+
 def refusing_plain(client: Client, encryption: EncryptionSettings) -> Client:
     """``client``'s connection, namespace and interceptors with the deployment's converter that
     refuses unencrypted payloads (``encryption`` names keys): the client a worker polls with.
@@ -104,7 +151,8 @@ async def build_worker(
     bootstrap: bool = True,
     identity: str | None = None,
 ) -> Worker:
-    """A worker on ``settings.temporal.task_queue``: its work directory made and
+    """A worker on the task queue of its catalogue (``catalogue_queue`` of
+    ``settings.temporal.task_queue``), announcing it there: its work directory made and
     (``bootstrap``) plangate's tables created through ``world`` (made from ``settings.world``
     when not given); ``doubles`` (by activity name) stand in for ours: test doubles, injected,
     not patched. ``client`` must encrypt with the deployment's key when ``settings`` names keys
@@ -140,10 +188,19 @@ async def build_worker(
             except Exception as e:  # the world does not offer what the deployment declares
                 raise ExtensionError(f"{what}: {e}") from e
         acts = {**activities(world, settings), **doubles}
+        mine = announced(settings.catalogue)
+        names = CatalogueNames(
+            digest=mine.digest, tools=sorted(registry.tools), probes=sorted(registry.probes)
+        )
+        deployment_queue = settings.temporal.task_queue
+        ours = announcement(identity or client.identity, mine)
         return Worker(
             client,
-            task_queue=settings.temporal.task_queue,
-            plugins=[PlangatePlugin(encryption, activities=acts)],
+            task_queue=catalogue_queue(deployment_queue, mine.digest),
+            plugins=[
+                PlangatePlugin(encryption, activities=acts),
+                CatalogueAnnouncement(client, deployment_queue, ours, names),
+            ],
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -102,7 +102,7 @@ async def refused_unsigned(b: Bench) -> RunReport:
         plan = parse_plan(publish(bucket(b)))
         rep: RunReport = await h.client.execute_workflow(
             PlanRunWorkflow.run, RunInput(plan=plan),
-            id=f"unsigned-{uuid.uuid4().hex[:8]}", task_queue=h.settings.temporal.task_queue,
+            id=f"unsigned-{uuid.uuid4().hex[:8]}", task_queue=h.queue,
         )
         return rep
 
