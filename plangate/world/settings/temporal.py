@@ -38,7 +38,8 @@ class TemporalSettings:
     api_key: str | None = field(default=None, repr=False)
     tls: ClientConfigTLS | None = field(default=None, repr=False)
     rpc_metadata: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    # where runs are sent and workers poll
+    # the deployment's queue: workers poll QUEUE@DIGEST, the queue of their catalogue, and
+    # announce it here (records.placement)
     task_queue: str = "plangate"
 
     @property
@@ -70,6 +71,12 @@ class TemporalSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TemporalSettings:
+        queue = text(env, TASK_QUEUE_VAR) or cls.task_queue
+        if "@" in queue:  # a worker polls QUEUE@DIGEST, the queue of its catalogue
+            raise ConfigurationError(
+                f"{TASK_QUEUE_VAR}: {queue!r} has an '@', which names a catalogue's queue "
+                "(docs/deployment.md)"
+            )
         profile = _profile(env)
         return cls(
             address=profile.address or cls.address,
@@ -78,7 +85,7 @@ class TemporalSettings:
             api_key=profile.api_key or None,
             tls=profile.tls,
             rpc_metadata=tuple(sorted(profile.grpc_meta.items())),
-            task_queue=text(env, TASK_QUEUE_VAR) or cls.task_queue,
+            task_queue=queue,
         )
 
 
