@@ -10,6 +10,7 @@ import asyncio
 import os
 import uuid
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -19,7 +20,7 @@ from tickets_service import TicketsService
 
 from plangate.client.api import Plangate
 from plangate.client.connection import connect
-from plangate.client.placement import NoCapableWorker, Poller, choose, workers
+from plangate.client.placement import NoCapableWorker, Poller, choose, current, workers
 from plangate.plans.load import parse_plan
 from plangate.records.placement import (
     IDENTITY_MAX,
@@ -182,6 +183,15 @@ def test_choose_prefers_a_capable_catalogue_and_refuses_without_one():
     assert choose(plan, full, "q", [Poller("a", digest_only)]) == f"q@{full.digest}"
     with pytest.raises(NoCapableWorker, match="announces no names"):
         choose(plan, mine, "q", [Poller("a", digest_only)])
+
+
+def test_a_poller_whose_last_poll_is_minutes_older_than_the_newest_has_stopped():
+    now = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
+    listed = [("live", now), ("mid-poll", now - timedelta(seconds=65)),
+              ("stopped", now - timedelta(minutes=4))]
+    assert current(listed) == ["live", "mid-poll"]
+    assert current([("stopped", now - timedelta(minutes=4))]) == ["stopped"]  # nobody newer
+    assert current([]) == []
 
 
 def test_an_announcement_fits_temporals_identity_limit_and_reads_back():

@@ -359,7 +359,7 @@ class Plangate:
         from plangate.activities.catalogue import announced
         from plangate.client.placement import choose, workers
 
-        found = await workers(self.client, self.settings.temporal)
+        found = await workers(self.client, self.settings.temporal, unannounced=False)
         own = announced(self.settings.catalogue)
         return choose(plan, own, self.settings.temporal.task_queue, found.announcing)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from plangate.errors import RunError
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 
 DESCRIBE_TIMEOUT = timedelta(seconds=5)
+STALE_AFTER = timedelta(minutes=2)
 
 
 class NoCapableWorker(RunError, ValueError):
@@ -45,16 +46,22 @@ class Pollers:
     unannounced: list[str]  # identities polling the deployment's queue for runs itself
 
 
-async def workers(client: Client, temporal: TemporalSettings) -> Pollers:
-    """Who polls the deployment's queue: workers announcing their catalogues, and workers that
-    take runs from the queue itself (a plangate before catalogue queues)."""
+async def workers(
+    client: Client, temporal: TemporalSettings, *, unannounced: bool = True
+) -> Pollers:
+    """Who polls the deployment's queue: workers announcing their catalogues, and
+    (``unannounced``) workers that take runs from the queue itself (a plangate before catalogue
+    queues)."""
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
     from temporalio.service import RPCError
 
-    found: dict[TaskQueueType.ValueType, list[str]] = {}
-    for kind in (TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW):
+    kinds = [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]
+    if unannounced:
+        kinds.append(TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
+    found: list[list[tuple[str, datetime]]] = []
+    for kind in kinds:
         request = DescribeTaskQueueRequest(
             namespace=temporal.namespace, task_queue=TaskQueue(name=temporal.task_queue),
             task_queue_type=kind,
@@ -65,13 +72,26 @@ async def workers(client: Client, temporal: TemporalSettings) -> Pollers:
             )
         except RPCError:  # a server that cannot say: nobody known
             return Pollers([], [])
-        found[kind] = [p.identity for p in resp.pollers]
+        found.append(current(
+            [(p.identity, p.last_access_time.ToDatetime(UTC)) for p in resp.pollers]
+        ))
     announcing = []
-    for identity in found[TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]:
+    for identity in found[0]:
         parsed = announced(identity)
         if parsed is not None:
             announcing.append(Poller(parsed[0], parsed[1]))
-    return Pollers(announcing, found[TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW])
+    return Pollers(announcing, found[1] if unannounced else [])
+
+
+def current(pollers: list[tuple[str, datetime]]) -> list[str]:
+    """The identities of the pollers still polling. Temporal lists a poller for minutes after
+    its last poll; a live one polls again at least every minute or so (a long poll's end), so
+    one whose last poll is ``STALE_AFTER`` older than the newest has stopped. Measured against
+    the newest rather than this machine's clock, which may differ from the server's."""
+    if not pollers:
+        return []
+    newest = max(at for _, at in pollers)
+    return [who for who, at in pollers if newest - at <= STALE_AFTER]
 
 
 def needs(plan: Plan) -> tuple[set[str], set[str]]:
