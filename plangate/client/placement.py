@@ -60,7 +60,7 @@ async def workers(
     kinds = [TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]
     if unannounced:
         kinds.append(TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
-    found: list[list[tuple[str, datetime]]] = []
+    found: list[list[str]] = []
     for kind in kinds:
         request = DescribeTaskQueueRequest(
             namespace=temporal.namespace, task_queue=TaskQueue(name=temporal.task_queue),
