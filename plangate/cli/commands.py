@@ -300,7 +300,7 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     table = reporting.text(tools, len(runs), since)
     if args.html:
         try:
-            html = page(tools, table, len(runs), since)
+            html = page(tools, len(runs), since)
             await asyncio.to_thread(Path(args.html).write_text, html, encoding="utf-8")
         except OSError as e:
             raise UsageError(f"--html {args.html}: {e.strerror or e}") from None
@@ -313,15 +313,16 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.servers.approval_page import run_ui, ui_keys
+    from plangate.servers.approval_page import run_ui, temporal_ui_arg, ui_keys
 
     try:
         keys = ui_keys(settings.identity)  # before connecting: nobody to let in, no page
+        temporal_ui = temporal_ui_arg(args.temporal_ui)
     except ValueError as e:
         raise UsageError(str(e)) from None
     api = await _api(settings)
     try:
-        return await run_ui(api, keys, args.host, args.port)
+        return await run_ui(api, keys, args.host, args.port, temporal_ui)
     except OSError as e:
         raise UsageError(f"ui: cannot listen on {args.host}:{args.port}: "
                          f"{e.strerror or e}") from None
@@ -563,6 +564,10 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: 127.0.0.1, this machine only)")
     u.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0: any free)")
+    u.add_argument("--temporal-ui", metavar="URL",
+                   default=os.environ.get("PLANGATE_TEMPORAL_UI") or "http://localhost:8233",
+                   help="the Temporal Web UI's address, for each run's link (default: "
+                        "PLANGATE_TEMPORAL_UI, else the dev server's http://localhost:8233)")
     u.set_defaults(fn=_cmd_ui)
     w = sub.add_parser(
         "worker", parents=[common], help="run a worker against the configured services"

@@ -8,13 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client, WorkflowExecution
 
-from plangate.client.staleness import Finished, ToolStaleness
+from plangate.client.staleness import Finished, ToolStaleness, duration, plain
 from plangate.records.report import RunReport
 from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
 from plangate.world.settings import parse_duration
 
 FETCH_AT_ONCE = 32
-
 
 
 def query(since: datetime, task_queue: str | None) -> str:
@@ -54,15 +53,11 @@ def since_arg(raw: str, now: datetime) -> datetime:
 
 
 def _h(x: float) -> str:
-    if x == 0:
-        return "0"
-    if x < 1 / 60:
-        return f"{x * 3_600_000:.0f}ms" if x * 3600 < 1 else f"{x * 3600:.1f}s"
-    return f"{x * 60:.1f}m" if x < 1 else f"{x:.2f}h"
+    return duration(x) if x else "0"
 
 
 def _e(x: float) -> str:
-    return f"{x:.3g}" if x else "0"
+    return plain(x)
 
 
 def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
@@ -76,8 +71,8 @@ def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
     for t in tools:
         flag = "!" if t.irreversible else " "
         approval = _h(t.approval_wait_h[0]) if t.approval_wait_h else "-"
-        rate = f"{t.rate_per_h:.3g}" if t.changes else (
-            f"<{t.rate_upper95_per_h:.2g}" if t.rate_upper95_per_h else "0")
+        rate = plain(t.rate_per_h) if t.changes else (
+            f"<{plain(t.rate_upper95_per_h, 2)}" if t.rate_upper95_per_h else "0")
         lines.append(
             f"{flag}{t.tool:21} {t.volume:5} "
             f"{_h(t.plan_to_use_h[0]) + ' / ' + _h(t.plan_to_use_h[1]):>17} "
