@@ -15,15 +15,14 @@ import asyncio
 import base64
 import html
 import http.client
+import json
 import os
 import re
 import secrets
-import shutil
 import socket
 import sys
-import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -32,8 +31,6 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -46,38 +43,12 @@ from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.servers.approval_page import card_html, span
 from plangate.testing import running_worker, scheduled
 from plangate.world.settings import parse_encryption_keys
+from tests.browser import chromium, in_time_zone, screenshot  # noqa: F401  (the fixture)
 from tests.harness import approver_key
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def browser() -> Iterator[WebDriver]:
-    if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()):
-        why = ("Debian's chromium and chromium-driver are not installed (scripts/test.sh "
-               "installs them: apt-get install -y chromium chromium-driver)")
-        if os.environ.get("CI"):
-            pytest.fail(why)  # the test command should have installed them
-        pytest.skip(why)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="plangate-chromium-")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-extensions", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1200,900",
-                f"--user-data-dir={profile}"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @asynccontextmanager
@@ -488,3 +459,182 @@ async def test_wrong_tokens_are_throttled_per_address(client, settings, stack, t
             assert await log_in(token) == (429, "2")  # the wait has doubled
             status, _, _ = await asyncio.to_thread(request, url + "?token=" + token)
             assert status == 429  # the link form of the token waits the same
+
+
+def test_the_temporal_ui_link_is_built_and_checked():
+    from plangate.servers.approval_page import Links, temporal_ui_arg
+
+    assert Links().temporal("r 1/x") == "http://localhost:8233/namespaces/default/workflows/r%201%2Fx"
+    assert Links(temporal_ui_arg("https://temporal.example/ui/"), "prod").temporal("r") == (
+        "https://temporal.example/ui/namespaces/prod/workflows/r")
+    for bad in ("javascript:alert(1)", "localhost:8233", "http://x/?a=1", ""):
+        with pytest.raises(ValueError):
+            temporal_ui_arg(bad)
+
+
+# -- the reader's own time zone: far from UTC, with a half-hour offset ------------------------
+LOCAL_ZONE, LOCAL_OFFSET = "Asia/Kolkata", timedelta(hours=5, minutes=30)
+LOCAL_TIME = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} GMT\+5:30$")
+
+
+def times_shown(d: WebDriver, within: str = "body") -> list[tuple[str, str]]:
+    """Each <time> on the page: its text and its title."""
+    return [(t.text, t.get_attribute("title") or "")
+            for t in d.find_elements(By.CSS_SELECTOR, f"{within} time")]
+
+
+def assert_local(shown: list[tuple[str, str]]) -> None:
+    """Each time reads as the instant its title gives (ISO, UTC), in the reader's zone, to the
+    second."""
+    assert shown
+    for text, title in shown:
+        assert LOCAL_TIME.match(text), (text, title)
+        at = datetime.fromisoformat(title)
+        assert at.utcoffset() == timedelta(0) and at.microsecond == 0, title
+        assert text == (at + LOCAL_OFFSET).strftime("%Y-%m-%d %H:%M:%S") + " GMT+5:30"
+
+
+def card_links(d: WebDriver, digest: str) -> dict[str, str]:
+    card = d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]')
+    return {a.get_attribute("class") or "": a.get_attribute("href") or ""
+            for a in card.find_elements(By.CSS_SELECTOR, "p.links a")}
+
+
+def type_reason(d: WebDriver, digest: str, text: str) -> None:
+    box = d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"] [name=reason]')
+    box.clear()
+    if text:
+        box.send_keys(text)
+
+
+def reason_of(d: WebDriver, digest: str) -> str:
+    return d.find_element(
+        By.CSS_SELECTOR, f'section.card[data-digest="{digest}"] [name=reason]'
+    ).get_attribute("value") or ""
+
+
+def refresh_until(d: WebDriver, digest: str) -> None:
+    """Press Refresh until the card ``digest`` is on the page."""
+    def shown(d: WebDriver) -> bool:
+        if d.find_elements(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]'):
+            return True
+        d.find_element(By.ID, "refresh").click()
+        return False
+    WebDriverWait(d, 30, poll_frequency=0.5).until(shown)
+
+
+def follow(d: WebDriver, css: str) -> None:
+    """Click the link ``css`` and wait for the page it leads to."""
+    link = d.find_element(By.CSS_SELECTOR, css)
+    href = link.get_attribute("href")
+    link.click()
+    WebDriverWait(d, 30).until(lambda d: d.current_url == href)
+
+
+def table_rows(d: WebDriver, table: str) -> list[str]:
+    return [r.text for r in d.find_elements(By.CSS_SELECTOR, f"table#{table} tbody tr")]
+
+
+async def test_a_card_links_its_run_the_page_refreshes_in_place_and_says_what_came_next(
+    client, settings, stack, s3, browser, tmp_path
+):
+    bucket = unique("next")
+    s3.create_bucket(Bucket=bucket)
+    publish = {"goal": "publish the quarterly figures", "budget": {"replans_max": 0},
+               "on_behalf_of": "dana", "steps": [
+                   {"n": 1, "tool": "s3.put", "approval": "required",
+                    "args": {"bucket": bucket, "key": "figures.txt", "body": "final figures"}},
+                   {"n": 2, "tool": "s3.put", "approval": "required", "depends_on": [1],
+                    "on_unmet": "halt",
+                    "args": {"bucket": bucket, "key": "summary.txt", "body": "summary"}}]}
+    later = {"goal": "publish the summary later", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
+         "args": {"bucket": bucket, "key": "later.txt", "body": "later"}}]}
+    ui = "http://temporal-ui.example:8080"
+    token = approver_key("erin").login_token()
+    async with running_worker(client, settings) as h:
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
+               "PLANGATE_TEMPORAL_UI": ui + "/"}
+        api, ns = Plangate(client, h.settings), h.settings.temporal.namespace
+        async with ui_process(env, tmp_path / "ui.log") as url:
+            run_a = await api.start(publish)
+            a1 = await waiting(api, run_a, 1)
+            await asyncio.to_thread(in_time_zone, browser, LOCAL_ZONE)
+            tab = await asyncio.to_thread(log_in, browser, url, token)
+
+            # -- each card links its run: its report here, as JSON, and in the Temporal Web UI
+            links = await asyncio.to_thread(card_links, browser, a1.record.digest)
+            assert links == {"run": f"{url}run?id={quote(run_a, safe='')}",
+                             "json": f"{url}run.json?id={quote(run_a, safe='')}",
+                             "temporal": f"{ui}/namespaces/{ns}/workflows/{run_a}"}, links
+
+            # -- times in the reader's zone, to the second; the ISO value in the title
+            shown = await asyncio.to_thread(times_shown, browser)
+            assert_local(shown)
+            issued = a1.record.card.issued_at.astimezone(UTC).replace(microsecond=0)
+            assert issued.isoformat() in [title for _, title in shown]
+            assert "." not in " ".join(text for text, _ in shown)  # no fractions of a second
+
+            # -- Refresh brings a new card in place: no reload, the half-typed reason kept
+            await asyncio.to_thread(type_reason, browser, a1.record.digest, "half a reas")
+            await asyncio.to_thread(browser.execute_script, "window.notReloaded = true")
+            run_b = await api.start(later)
+            b1 = await waiting(api, run_b, 1)
+            await asyncio.to_thread(refresh_until, browser, b1.record.digest)
+            assert await asyncio.to_thread(browser.execute_script, "return window.notReloaded")
+            assert await asyncio.to_thread(reason_of, browser, a1.record.digest) == "half a reas"
+            assert_local(await asyncio.to_thread(times_shown, browser))  # the new card's too
+            await asyncio.to_thread(type_reason, browser, a1.record.digest, "")
+
+            # -- approved: the page says what the step did next
+            outcome, text, _ = await asyncio.to_thread(
+                answer, browser, tab, a1.record.digest, "approve")
+            assert outcome == "accepted" and "approve of step 1" in text, text
+            said = browser.find_element(By.ID, "next").text
+            assert re.search(r"Then: step 1 \(s3\.put\) is DONE; the run is "
+                             r"(running|awaiting_approval)$", said), said
+            assert_local(await asyncio.to_thread(times_shown, browser, "#next"))
+            a2 = await waiting(api, run_a, 2)
+
+            # -- and the cards page lists the answers given here with what became of them
+            await asyncio.to_thread(show, browser, url, tab)
+            answered = browser.find_element(By.ID, "answered").text
+            assert f"approve of step 1 of run {run_a} by erin at " in answered, answered
+            assert "step 1 (s3.put) is DONE; the run is awaiting_approval" in answered, answered
+            assert_local(await asyncio.to_thread(times_shown, browser, "#answered"))
+            await asyncio.to_thread(screenshot, browser, "approval-page.png")
+
+            # -- rejected: the run's state first
+            outcome, text, _ = await asyncio.to_thread(
+                answer, browser, tab, a2.record.digest, "reject", "not these figures")
+            assert outcome == "accepted" and "reject of step 2" in text, text
+            said = browser.find_element(By.ID, "next").text
+            assert re.search(r"Then: the run is halted \(approval_rejected: .*not these figures"
+                             r".*\); step 2 \(s3\.put\) is HALTED", said), said
+
+            # -- the run's report, readable: its state, steps, failure and approvals
+            await asyncio.to_thread(follow, browser, "#next + p.links a.run")
+            assert browser.find_element(By.ID, "status").text == "halted"
+            steps = await asyncio.to_thread(table_rows, browser, "steps")
+            assert [r.split()[:5] for r in steps] == [
+                ["1", "1", "s3.put", "write", "DONE"], ["2", "1", "s3.put", "write", "HALTED"]]
+            cards = await asyncio.to_thread(table_rows, browser, "approvals")
+            assert re.match(r"1 1 s3\.put approved .* approve by erin at .*GMT\+5:30$", cards[0])
+            assert re.match(r"2 1 s3\.put rejected .* reject by erin at .*: not these figures$",
+                            cards[1]), cards
+            assert "approval_rejected" in browser.find_element(By.ID, "failure").text
+            assert_local(await asyncio.to_thread(times_shown, browser))
+            temporal = browser.find_element(By.CSS_SELECTOR, "p.links a.temporal")
+            assert temporal.get_attribute("href") == f"{ui}/namespaces/{ns}/workflows/{run_a}"
+            await asyncio.to_thread(screenshot, browser, "approval-run.png")
+
+            # -- and as JSON, for the session only
+            session, _ = await logged_in(url, token)
+            status, headers, body = await asyncio.to_thread(
+                request, f"{url}run.json?id={quote(run_a)}", headers=session)
+            assert status == 200 and headers["Content-Type"].startswith("application/json")
+            report = json.loads(body)
+            assert report["run_id"] == run_a and report["status"] == "halted"
+            status, _, _ = await asyncio.to_thread(request, f"{url}run?id={quote(run_a)}")
+            assert status == 401  # no session, no report
+        await api.cancel(run_b, reason="test over")

@@ -216,6 +216,7 @@ h1{font-size:1.4em}.card{border:1px solid #bbb;border-radius:6px;padding:1em;mar
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:.2em .5em;border-bottom:1px solid #eee}
 th{width:12em;font-weight:600}table.list th{width:auto;background:#f3f3f3}
+table.list code{white-space:nowrap;word-break:normal}
 code,pre{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
 .cell{max-height:12em;overflow:auto;display:block}.digest{font-size:.9em}
 .left{font-weight:bold}.note{color:#555}form.answer{margin-top:.8em;display:flex;gap:.5em;
