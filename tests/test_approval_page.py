@@ -331,6 +331,11 @@ async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings
             status, _, page = await asyncio.to_thread(request, url, headers=session)
             assert status == 200 and card_a.record.digest in page
             assert run_b not in page and card_b.record.digest not in page
+            # nor is queue B's run's report shown here, readable or as JSON
+            for route in ("run", "run.json"):
+                status, _, page = await asyncio.to_thread(
+                    request, f"{url}{route}?id={quote(run_b)}", headers=session)
+                assert status == 404 and "publish b.txt" not in page, page
 
             # a form for queue B's card, as an attacker would write it: refused, not applied
             form = {"run_id": run_b, "step": 1, "digest": card_b.record.digest,

@@ -61,11 +61,12 @@ def _e(x: float) -> str:
 
 
 def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
-    lines = [f"staleness since {since.isoformat(timespec='seconds')}: {runs} finished runs, "
+    stamp = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [f"staleness since {stamp}: {runs} finished runs, "
              f"{sum(t.volume for t in tools)} tool calls",
              "E = W x R x V (seed 002); W plan->use (unguarded) and check->use (guarded)"]
-    head = (f"{'tool':22} {'V':>5} {'W plan p50/p95':>17} {'W check p50/p95':>17} "
-            f"{'approval p50':>12} {'R /h':>9} {'E plan p50/p95':>16} {'E check p95':>11} "
+    head = (f"{'tool':22} {'V':>5} {'W plan p50/p95':>19} {'W check p50/p95':>19} "
+            f"{'approval p50':>12} {'R /h':>9} {'E plan p50/p95':>16} {'E check p95':>13} "
             f"{'409':>4} {'412':>4} {'403':>4}")
     lines.append(head)
     for t in tools:
@@ -75,12 +76,14 @@ def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
             f"<{plain(t.rate_upper95_per_h, 2)}" if t.rate_upper95_per_h else "0")
         lines.append(
             f"{flag}{t.tool:21} {t.volume:5} "
-            f"{_h(t.plan_to_use_h[0]) + ' / ' + _h(t.plan_to_use_h[1]):>17} "
-            f"{_h(t.check_to_use_h[0]) + ' / ' + _h(t.check_to_use_h[1]):>17} "
+            f"{_h(t.plan_to_use_h[0]) + ' / ' + _h(t.plan_to_use_h[1]):>19} "
+            f"{_h(t.check_to_use_h[0]) + ' / ' + _h(t.check_to_use_h[1]):>19} "
             f"{approval:>12} {rate:>9} "
-            f"{_e(t.e_plan[0]) + ' / ' + _e(t.e_plan[1]):>16} {_e(t.e_check[1]):>11} "
+            f"{_e(t.e_plan[0]) + ' / ' + _e(t.e_plan[1]):>16} {_e(t.e_check[1]):>13} "
             f"{t.refusals.get(409, 0):4} {t.refusals.get(412, 0):4} {t.refusals.get(403, 0):4}"
         )
+    if not tools:
+        lines.append(f"no finished runs with tool calls since {stamp}: nothing to report")
     if any(t.irreversible for t in tools):
         lines.append("! irreversible effect (money, external): the stale executions that matter")
     return lines
