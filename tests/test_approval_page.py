@@ -7,7 +7,11 @@ What a person sees and does: the cards of open runs appear with what will happen
 observed version, the digest and the time left; approving runs the step once (counted in the
 Temporal history and found in S3); a stale form of an answered card and the form of an expired
 card are refused on the page with the reason; a rejection needs a reason; a request without the
-token, or a form without its CSRF token or from another origin, is refused."""
+token, or a form without its CSRF token or from another origin, is refused. Each card links its
+run (its report here, as JSON, in the Temporal Web UI); times read in the browser's own zone
+(Asia/Kolkata here) to the second; Refresh brings new cards without a reload and keeps a reason
+being typed; after an answer, the page says what became of the step and the run.
+``PLANGATE_SCREENSHOTS=docs`` writes the pictures in docs/people.md."""
 
 from __future__ import annotations
 

@@ -34,6 +34,15 @@ written as placeholders, never as text a client sent, in whatever encoding.
 An answer is taken only for a run of the page's own task queue (described first; any other is
 refused as unknown, nothing applied), and an answer the workflow recorded is shown as recorded
 even where its receipt does not read (``Plangate.approve``).
+
+For a reader without help (issue 22): each card links its run's report, readable (``/run``) or
+as JSON (``/run.json``), both for the page's own queue only and behind the session, and the
+run's page in the Temporal Web UI (``--temporal-ui``, ``PLANGATE_TEMPORAL_UI``). Times are
+served in UTC to the second and shown in the reader's time zone by the page's script, the ISO
+value in their title. The script fetches the cards again every ``REFRESH_S`` (and on Refresh)
+and swaps them in place, keeping a card whose reason is being typed (``connect-src 'self'``).
+After an answer the page says what became of it (the step's state, or the run's), waiting a
+moment for it to settle, and the cards page lists the answers given here with their outcome.
 """
 
 from __future__ import annotations
@@ -61,7 +70,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs, quote, urlsplit
 
-from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from plangate.client.api import (
@@ -610,7 +618,7 @@ class ApprovalPage:
         while True:
             try:
                 rep = await asyncio.wait_for(self.api.report(given.run_id), 5)
-            except (RPCError, UnknownRun, TimeoutError, WorkflowQueryFailedError) as e:
+            except Exception as e:  # one unreadable run never hides the cards
                 return f"the run's report could not be read ({type(e).__name__})"
             text, settled = what_next(rep, given)
             if settled or time.monotonic() >= deadline:
