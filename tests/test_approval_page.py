@@ -124,6 +124,14 @@ def log_in(d: WebDriver, url: str, token: str) -> str:
     return d.current_window_handle
 
 
+def text_of(d: WebDriver, css: str) -> str:
+    return d.find_element(By.CSS_SELECTOR, css).text
+
+
+def href_of(d: WebDriver, css: str) -> str:
+    return d.find_element(By.CSS_SELECTOR, css).get_attribute("href") or ""
+
+
 def card_text(d: WebDriver, digest: str) -> str:
     return d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]').text
 
@@ -250,7 +258,7 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
             assert '{"absent": true}' in shown  # the object is absent, hence if_none_match *
             assert re.search(r"time left 23h 5\dm", shown), shown
             assert "on behalf of dana" in shown
-            assert "<b>figures</b>" in browser.find_element(By.TAG_NAME, "body").text
+            assert "<b>figures</b>" in await asyncio.to_thread(text_of, browser, "body")
             late_card = await asyncio.to_thread(card_text, browser, b1.record.digest)
             assert re.search(r"time left \ds", late_card), late_card
             tab2 = await asyncio.to_thread(show, browser, url)  # a second, stale copy
@@ -273,12 +281,13 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
 
             # -- the next card: shown as text, never run as markup; a rejection needs a reason
             await asyncio.to_thread(show, browser, url, tab1)
-            page = browser.find_element(By.TAG_NAME, "body").text
+            page = await asyncio.to_thread(text_of, browser, "body")
             assert a1.record.digest not in page and a2.record.digest in page
             shown = await asyncio.to_thread(card_text, browser, a2.record.digest)
             assert "<script>document.title='owned'</script>\\u202etxt" in shown
-            assert browser.title != "owned"
-            assert not browser.find_elements(By.CSS_SELECTOR, "section.card script")
+            assert await asyncio.to_thread(lambda: browser.title) != "owned"
+            assert not await asyncio.to_thread(
+                browser.find_elements, By.CSS_SELECTOR, "section.card script")
             outcome, text, _ = await asyncio.to_thread(
                 answer, browser, tab1, a2.record.digest, "reject")
             assert outcome == "refused" and "a rejection needs a reason" in text, text
@@ -599,7 +608,7 @@ async def test_a_card_links_its_run_the_page_refreshes_in_place_and_says_what_ca
             outcome, text, _ = await asyncio.to_thread(
                 answer, browser, tab, a1.record.digest, "approve")
             assert outcome == "accepted" and "approve of step 1" in text, text
-            said = browser.find_element(By.ID, "next").text
+            said = await asyncio.to_thread(text_of, browser, "#next")
             assert re.search(r"Then: step 1 \(s3\.put\) is DONE; the run is "
                              r"(running|awaiting_approval)$", said), said
             assert_local(await asyncio.to_thread(times_shown, browser, "#next"))
@@ -607,7 +616,7 @@ async def test_a_card_links_its_run_the_page_refreshes_in_place_and_says_what_ca
 
             # -- and the cards page lists the answers given here with what became of them
             await asyncio.to_thread(show, browser, url, tab)
-            answered = browser.find_element(By.ID, "answered").text
+            answered = await asyncio.to_thread(text_of, browser, "#answered")
             assert f"approve of step 1 of run {run_a} by erin at " in answered, answered
             assert "step 1 (s3.put) is DONE; the run is awaiting_approval" in answered, answered
             assert_local(await asyncio.to_thread(times_shown, browser, "#answered"))
@@ -617,24 +626,25 @@ async def test_a_card_links_its_run_the_page_refreshes_in_place_and_says_what_ca
             outcome, text, _ = await asyncio.to_thread(
                 answer, browser, tab, a2.record.digest, "reject", "not these figures")
             assert outcome == "accepted" and "reject of step 2" in text, text
-            said = browser.find_element(By.ID, "next").text
+            said = await asyncio.to_thread(text_of, browser, "#next")
             assert re.search(r"Then: the run is halted \(approval_rejected: .*not these figures"
                              r".*\); step 2 \(s3\.put\) is HALTED", said), said
 
             # -- the run's report, readable: its state, steps, failure and approvals
             await asyncio.to_thread(follow, browser, "#next + p.links a.run")
-            assert browser.find_element(By.ID, "status").text == "halted"
+            assert await asyncio.to_thread(text_of, browser, "#status") == "halted"
             steps = await asyncio.to_thread(table_rows, browser, "steps")
             assert [r.split()[:5] for r in steps] == [
                 ["1", "1", "s3.put", "write", "DONE"], ["2", "1", "s3.put", "write", "HALTED"]]
             cards = await asyncio.to_thread(table_rows, browser, "approvals")
-            assert re.match(r"1 1 s3\.put approved .* approve by erin at .*GMT\+5:30$", cards[0])
+            assert re.match(r"1 1 s3\.put approved .* approve by erin at .*GMT\+5:30$", cards[0],
+                            re.S), cards
             assert re.match(r"2 1 s3\.put rejected .* reject by erin at .*: not these figures$",
-                            cards[1]), cards
-            assert "approval_rejected" in browser.find_element(By.ID, "failure").text
+                            cards[1], re.S), cards
+            assert "approval_rejected" in await asyncio.to_thread(text_of, browser, "#failure")
             assert_local(await asyncio.to_thread(times_shown, browser))
-            temporal = browser.find_element(By.CSS_SELECTOR, "p.links a.temporal")
-            assert temporal.get_attribute("href") == f"{ui}/namespaces/{ns}/workflows/{run_a}"
+            temporal = await asyncio.to_thread(href_of, browser, "p.links a.temporal")
+            assert temporal == f"{ui}/namespaces/{ns}/workflows/{run_a}"
             await asyncio.to_thread(screenshot, browser, "approval-run.png")
 
             # -- and as JSON, for the session only

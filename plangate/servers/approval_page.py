@@ -224,7 +224,8 @@ h1{font-size:1.4em}.card{border:1px solid #bbb;border-radius:6px;padding:1em;mar
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:.2em .5em;border-bottom:1px solid #eee}
 th{width:12em;font-weight:600}table.list th{width:auto;background:#f3f3f3}
-table.list code{white-space:nowrap;word-break:normal}
+table.list code{white-space:nowrap;word-break:normal}table.list time{white-space:normal}
+.wide{overflow-x:auto}
 code,pre{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
 .cell{max-height:12em;overflow:auto;display:block}.digest{font-size:.9em}
 .left{font-weight:bold}.note{color:#555}form.answer{margin-top:.8em;display:flex;gap:.5em;
@@ -524,10 +525,10 @@ def outcome_page(nonce: str, accepted: bool, headline: str, detail: str,
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], id_: str) -> str:
     """Cells are markup their caller escaped."""
-    return (f'<table class="list" id="{id_}"><thead><tr>'
+    return (f'<div class="wide"><table class="list" id="{id_}"><thead><tr>'
             + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
             + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-            + "</tbody></table>")
+            + "</tbody></table></div>")
 
 
 def run_page(rep: RunReport, links: Links, nonce: str) -> str:
