@@ -190,6 +190,9 @@ def test_card_values_are_escaped_and_hidden_characters_shown():
     assert "acct_1\\u202egnp.exe" in page and "\u202e" not in page  # shown, not obeyed
     assert "irreversible" in page and "&lt;dana&gt;" in page
     assert "5m 30s" in page and card.digest() in page
+    # the run's links carry the hostile id percent-encoded, never as markup
+    assert 'href="/run?id=%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E"' in page
+    assert "/workflows/%22%3E%3Cimg%20src%3Dx" in page
 
 
 def test_time_left_in_its_two_largest_units():

@@ -43,6 +43,21 @@ def test_windows_and_counts_in_human_units():
         "no finished runs with tool calls since 2026-11-02 18:00:00 UTC: nothing to report")
 
 
+def test_an_empty_chart_says_why():
+    from plangate.client.staleness_html import page, why_empty
+
+    since, now = T0, T0 + 7 * 24 * H
+    assert why_empty([], 0, "the last 7 days") == (
+        "No finished runs in the last 7 days: nothing to chart.")
+    assert why_empty([], 2, "the last 7 days") == (
+        "No finished runs with tool calls in the last 7 days (2 finished runs, none of which "
+        "called a tool): nothing to chart.")
+    assert why_empty(per_tool(seeded()), 6, "the last 7 days") is None  # changes were seen
+    html = page([], 2, since, now)
+    assert "<pre>" not in html and "0 / 0" not in html
+    assert "No finished runs with tool calls in the last 7 days" in html
+
+
 def read_page(d: WebDriver, path: Path) -> dict[str, Any]:
     """What the page shows: its title, the no-data sentences, the chart's labels, the table."""
     d.get(path.as_uri())
