@@ -156,6 +156,19 @@ def test_the_page_refuses_to_start_without_approver_keys(monkeypatch, capsys):
     assert "plangate ui needs PLANGATE_APPROVER_KEY" in err and "\n" not in err.strip()
 
 
+def test_the_page_refuses_a_temporal_ui_that_is_not_a_web_address(stack, monkeypatch, capsys):
+    for k, v in stack.env().items():
+        monkeypatch.setenv(k, v)
+    assert main(["ui", "--temporal-ui", "javascript:alert(1)"]) == 2
+    err = capsys.readouterr().err
+    assert "the Temporal Web UI's address 'javascript:alert(1)'" in err, err
+    assert "\n" not in err.strip(), err
+    monkeypatch.setenv("PLANGATE_TEMPORAL_UI", "localhost:8233")  # no scheme
+    assert main(["ui"]) == 2
+    err = capsys.readouterr().err
+    assert "'localhost:8233' (--temporal-ui, PLANGATE_TEMPORAL_UI) is not an http(s) URL" in err
+
+
 def test_a_login_token_names_one_person_and_a_session_cannot_be_forged():
     from plangate.servers.approval_page import Gate
 

@@ -313,11 +313,18 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.servers.approval_page import run_ui, temporal_ui_arg, ui_keys
+    from plangate.servers.approval_page import (
+        DEFAULT_TEMPORAL_UI,
+        TEMPORAL_UI_VAR,
+        run_ui,
+        temporal_ui_arg,
+        ui_keys,
+    )
 
     try:
         keys = ui_keys(settings.identity)  # before connecting: nobody to let in, no page
-        temporal_ui = temporal_ui_arg(args.temporal_ui)
+        temporal_ui = temporal_ui_arg(
+            args.temporal_ui or os.environ.get(TEMPORAL_UI_VAR) or DEFAULT_TEMPORAL_UI)
     except ValueError as e:
         raise UsageError(str(e)) from None
     api = await _api(settings)
@@ -565,7 +572,6 @@ def parser() -> argparse.ArgumentParser:
                    help="the address to listen on (default: 127.0.0.1, this machine only)")
     u.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0: any free)")
     u.add_argument("--temporal-ui", metavar="URL",
-                   default=os.environ.get("PLANGATE_TEMPORAL_UI") or "http://localhost:8233",
                    help="the Temporal Web UI's address, for each run's link (default: "
                         "PLANGATE_TEMPORAL_UI, else the dev server's http://localhost:8233)")
     u.set_defaults(fn=_cmd_ui)

@@ -336,7 +336,8 @@ def temporal_ui_arg(raw: str) -> str:
     """The Temporal Web UI's address, checked: an http(s) URL (``ValueError`` otherwise)."""
     u = urlsplit(raw.strip())
     if u.scheme not in ("http", "https") or not u.netloc or u.query or u.fragment:
-        raise ValueError(f"--temporal-ui {raw!r}: give the Web UI's address, such as "
+        raise ValueError(f"the Temporal Web UI's address {raw!r} (--temporal-ui, "
+                         f"{TEMPORAL_UI_VAR}) is not an http(s) URL: give one such as "
                          f"{DEFAULT_TEMPORAL_UI}")
     return raw.strip().rstrip("/")
 
