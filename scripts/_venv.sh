@@ -21,8 +21,13 @@ fi
 _stamp="$VENV/.plangate-install-stamp"
 _want="$("$VENV/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' <pyproject.toml)"
 if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_want" ]; then
-    echo "# installing plangate and its dev tools into $VENV" >&2
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -e '.[dev,embedded,mcp]'
+    # pip's own lines (a package each as it is fetched, then the install) go to stderr: the
+    # first install takes minutes, and one silent line for all of it looks like a hang
+    echo "# installing plangate and its dev tools into $VENV (the first time: a few minutes)" >&2
+    _t0=$SECONDS
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
+        -e '.[dev,embedded,mcp]' 1>&2
+    echo "# installed in $((SECONDS - _t0)) s" >&2
     echo "$_want" >"$_stamp"
 fi
-unset _python _stamp _want
+unset _python _stamp _want _t0

@@ -29,7 +29,7 @@ from temporalio.client import Client
 
 from plangate.client.connection import connect
 from plangate.dev._stack import HOST, choose_port
-from plangate.dev.stack import EmbeddedStack, StackError, environment
+from plangate.dev.stack import EmbeddedStack, StackError, StateDirInUse, environment
 from plangate.records.signing import NAME, SigningKey
 from plangate.worker.assembly import build_worker
 from plangate.worker.metrics import url
@@ -50,6 +50,10 @@ DEV_UI_PORT = 8233
 DEV_POSTGRES_PORT = 5433
 DEV_S3_PORT = 9000
 DEV_METRICS_PORT = 9464  # the worker's Prometheus endpoint, unless PLANGATE_METRICS_ADDRESS
+
+#: What a restart keeps, said at start: S3's objects are the exception.
+KEPT = ("Temporal's runs and Postgres's tables are kept across restarts; S3's buckets are "
+        "in memory: a restart forgets them")
 
 
 def local_approver(state_dir: Path) -> dict[str, str]:
@@ -97,7 +101,8 @@ async def run_dev(
 
     ``state_dir`` defaults to ``.plangate/dev`` under the current directory; Temporal's and
     Postgres's state persist there between runs (S3's does not). Ports given as None are picked
-    free. Returns the exit code: 0 after a clean stop, 1 if the stack could not start.
+    free. Returns the exit code: 0 after a clean stop, 1 if the stack could not start, 2 if
+    another process runs a stack on ``state_dir`` (one line names it).
     While the worker runs, ``os.environ`` holds the stack's variables; afterwards each is as it
     was before.
     """
@@ -122,6 +127,9 @@ async def run_dev(
     try:
         try:
             await stack.start()
+        except StateDirInUse as e:
+            print(f"plangate dev: {e}", file=sys.stderr)
+            return 2
         except StackError as e:
             print(f"plangate dev: {e}", file=sys.stderr)
             return 1
@@ -138,7 +146,8 @@ async def run_dev(
             print(f"# payloads encrypted with key {keys[0][0]}: set the same "
                   f"{ENCRYPTION_KEYS_VAR} where plangate runs; the Web UI reads them "
                   f"through `plangate codec-server{origin}`", file=out)
-        print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out, flush=True)
+        print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out)
+        print(f"# {KEPT}", file=out, flush=True)
         if stop.is_set():
             return 0
         # the dev stack is the top of the house: it sets os.environ for this process's boto3

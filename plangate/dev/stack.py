@@ -12,6 +12,10 @@ Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, hea
   ``<state_dir>/postgres``, log in ``<state_dir>/postgres.log``, TCP only.
 - S3: moto's server in a thread of this process; its buckets live in memory until ``stop``.
 
+One stack per state directory: ``start`` takes an exclusive lock on ``<state_dir>/stack.lock``
+first, and raises :class:`StateDirInUse` (naming the holder's pid and addresses) while another
+process holds it.
+
 The servers come from the extra ``plangate[embedded]``; without it, :meth:`EmbeddedStack.start`
 raises :class:`plangate.dev._stack.EmbeddedNotInstalled` (a :class:`StackError`) saying so, and moto
 is never imported. Nothing here downloads anything.
@@ -37,18 +41,20 @@ from typing import TYPE_CHECKING, Literal, Self
 
 from plangate.dev._stack import (
     FAKE_CREDENTIALS,
+    HOST,
     PortTaken,
     StackError,
     choose_port,
     require_embedded,
 )
+from plangate.dev._stack._lock import StateDirInUse, StateDirLock
 from plangate.dev._stack._postgres import PostgresServer
 from plangate.dev._stack._temporal import TemporalDevServer
 
 if TYPE_CHECKING:
     from plangate.dev._stack._s3 import S3Server  # imports moto: only when a stack starts
 
-__all__ = ["EmbeddedStack", "StackError", "environment"]
+__all__ = ["EmbeddedStack", "StackError", "StateDirInUse", "environment"]
 
 log = logging.getLogger("plangate.stack")
 
@@ -96,6 +102,7 @@ class EmbeddedStack:
         self._temporal: TemporalDevServer | None = None
         self._postgres: PostgresServer | None = None
         self._s3: S3Server | None = None
+        self._lock: StateDirLock | None = None
         self._started = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -105,6 +112,9 @@ class EmbeddedStack:
             return self
         require_embedded()
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        lock = StateDirLock(self.state_dir)
+        lock.acquire()  # before anything touches the state: raises StateDirInUse
+        self._lock = lock
         self.workdir.mkdir(parents=True, exist_ok=True)
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("Postgres", self._start_postgres),
@@ -124,6 +134,7 @@ class EmbeddedStack:
             self.startup_seconds[name] = time.monotonic() - t0
             log.info("%s up in %.2fs", name, self.startup_seconds[name])
         self._started = True
+        lock.describe(self.addresses())
         return self
 
     async def stop(self) -> None:
@@ -144,6 +155,9 @@ class EmbeddedStack:
             except Exception as e:
                 log.warning("embedded stack: stopping %s failed: %s", name, e)
                 errors.append(f"{name}: {e}")
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
         if errors:
             raise StackError("embedded stack: " + "; ".join(errors))
 
@@ -285,6 +299,19 @@ class EmbeddedStack:
         if self._s3 is None:
             raise StackError("embedded stack: not started")
         return self._s3.endpoint_url
+
+    def addresses(self) -> dict[str, str]:
+        """Where each service listens, by name (for people, e.g. a refused second stack)."""
+        out: dict[str, str] = {}
+        if self.temporal_address is not None:
+            out["Temporal"] = self.temporal_address
+        if self.ui_url is not None:
+            out["Web UI"] = self.ui_url
+        if self._postgres is not None:
+            out["Postgres"] = f"{HOST}:{self._postgres.port}"
+        if self._s3 is not None:
+            out["S3"] = self._s3.endpoint_url
+        return out
 
     def env(self) -> dict[str, str]:
         """plangate's environment (DESIGN.md section 7) pointing at this stack."""
