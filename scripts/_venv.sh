@@ -21,13 +21,25 @@ fi
 _stamp="$VENV/.plangate-install-stamp"
 _want="$("$VENV/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' <pyproject.toml)"
 if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_want" ]; then
-    # pip's own lines (a package each as it is fetched, then the install) go to stderr: the
-    # first install takes minutes, and one silent line for all of it looks like a hang
+    # pip's own lines (a package each as it is fetched) go to stderr; its last phase, putting
+    # some 150 packages in place, says nothing for minutes (pip 23), so a line every 15 s
+    # counts the packages in place: a first install must not look like a hang
     echo "# installing plangate and its dev tools into $VENV (the first time: a few minutes)" >&2
     _t0=$SECONDS
+    _site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+    (
+        while sleep 15; do
+            _n=$(find "$_site" -maxdepth 1 -name '*.dist-info' | wc -l)
+            echo "# still installing: $_n packages in place after $((SECONDS - _t0)) s" >&2
+        done
+    ) &
+    _ticker=$!
+    trap 'kill "$_ticker" 2>/dev/null || true' EXIT
     "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
         -e '.[dev,embedded,mcp]' 1>&2
+    kill "$_ticker" 2>/dev/null || true
+    trap - EXIT
     echo "# installed in $((SECONDS - _t0)) s" >&2
     echo "$_want" >"$_stamp"
 fi
-unset _python _stamp _want _t0
+unset _python _stamp _want _t0 _site _ticker

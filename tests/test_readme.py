@@ -15,7 +15,7 @@ process printed, ``.venv/bin/`` being this venv's. What each command must do:
 - anything else (the snippet that puts the export, ``plangate runs ...``): exit 0.
 
 Also: one dev stack per state directory (a second ``plangate dev`` on it exits 2 naming the
-first, whose runs go on), and what a restart keeps is said at start.
+first, whose runs go on), and a restart keeps the runs, the tables and the S3 buckets.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from plangate.testing import stack_state
@@ -166,6 +167,26 @@ def normalized(text: str) -> list[str]:
     return [RUN_ID.sub("plan-<id>", line.rstrip()) for line in text.strip().splitlines()]
 
 
+S3_SCRIPT = """
+import os, sys, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["PLANGATE_S3_ENDPOINT_URL"])
+if sys.argv[1] == "put":
+    s3.create_bucket(Bucket="kept")
+    s3.put_object(Bucket="kept", Key="a/b.csv", Body=b"x,1\\n")
+else:
+    sys.stdout.write(s3.get_object(Bucket="kept", Key="a/b.csv")["Body"].read().decode())
+"""
+
+
+def job_plan(job: str) -> dict[str, object]:
+    """A one-step plan on the dev stack's Postgres."""
+    return {"goal": "a job done", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
+         "post": [{"probe": "job_state", "job_id": job, "want": "done"}]},
+    ]}
+
+
 def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
     """Every command of "A first plan", in order, as a reader runs them."""
     assert dev.stdout.splitlines()[-1] == READY
@@ -220,6 +241,20 @@ def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
     # the story: a halted run, the export put, a succeeded run, its report, the waiting runs
     assert len(ran) >= 6, ran
 
+    # "Truncate the export to its header and the load's post check fails instead (`...`)":
+    # the README's snippet with the header alone as its body, then its run again
+    prose = section(README.read_text(), "A first plan")
+    said = re.search(r"Truncate the export to its header .*?\(`([^`]+)`\)", prose, re.S)
+    assert said, "the README no longer says what a truncated export does"
+    (put,) = [c for c in ran if "put_object" in c]
+    header_only = put.replace('Body="invoice_id,amount\\n" + rows', 'Body="invoice_id,amount\\n"')
+    assert header_only != put
+    assert sh(header_only, env).returncode == 0
+    (run,) = {c for c in ran if re.search(r"\bplangate run\b.*--wait", c)}
+    proc = sh(run, env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert said.group(1) in proc.stdout, proc.stdout
+
 
 def test_a_second_dev_on_the_same_state_dir_exits_2_and_the_first_runs_on(
     dev: DevProcess, tmp_path: Path
@@ -242,16 +277,47 @@ def test_a_second_dev_on_the_same_state_dir_exits_2_and_the_first_runs_on(
 
     # the first one's worker still runs plans, on its own Postgres
     plan = tmp_path / "plan.json"
-    job = f"readme-{os.getpid()}"
-    plan.write_text(json.dumps({"goal": "still serving", "budget": {"replans_max": 0}, "steps": [
-        {"n": 1, "tool": "warehouse.run_sql",
-         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "done"}},
-         "post": [{"probe": "job_state", "job_id": job, "want": "done"}]},
-    ]}))
+    plan.write_text(json.dumps(job_plan(f"readme-{os.getpid()}")))
     run = sh(f".venv/bin/plangate run {plan} --wait", second_terminal(dev))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "succeeded" in run.stdout
 
 
-def test_dev_says_at_start_what_a_restart_forgets(dev: DevProcess) -> None:
-    assert any("a restart forgets them" in line and "S3" in line for line in dev.lines)
+def test_a_restarted_dev_keeps_its_runs_tables_and_buckets(tmp_path: Path) -> None:
+    """Ctrl-C, then ``plangate dev`` again on the same state directory: the run is in
+    Temporal's history, its row in Postgres, the object in S3 (S3 lived in memory before)."""
+    with stack_state("restart") as state_dir:
+        first = DevProcess(dev_command(), state_dir)
+        try:
+            first.wait_ready()
+            assert any(line.startswith("# kept across restarts:") and "S3" in line
+                       for line in first.lines)
+            env = second_terminal(first)
+            script = tmp_path / "s3.py"
+            script.write_text(S3_SCRIPT)
+            put = sh(f".venv/bin/python {script} put", env)
+            assert put.returncode == 0, put.stderr
+            plan = tmp_path / "plan.json"
+            plan.write_text(json.dumps(job_plan("kept")))
+            run = sh(f".venv/bin/plangate run {plan} --wait", env)
+            assert run.returncode == 0, run.stdout + run.stderr
+            (run_id,) = set(RUN_ID.findall(run.stdout))
+        finally:
+            assert first.stop() == 0, first.errors[-20:]
+
+        again = DevProcess(dev_command(), state_dir)
+        try:
+            again.wait_ready()
+            assert "# 1 S3 bucket(s) restored from s3.pickle" in again.lines
+            env = second_terminal(again)
+            get = sh(f".venv/bin/python {script} get", env)
+            assert get.returncode == 0 and get.stdout == "x,1\n", get.stderr
+            status = sh(f".venv/bin/plangate status {run_id} --json", env)
+            assert status.returncode == 0, status.stderr
+            assert json.loads(status.stdout)["status"] == "succeeded"
+            with psycopg.connect(env["PLANGATE_DATABASE_URL"]) as conn:
+                rows = conn.execute("SELECT state FROM plangate.jobs WHERE job_id = %s",
+                                    ("kept",)).fetchall()
+            assert rows == [("done",)]
+        finally:
+            assert again.stop() == 0, again.errors[-20:]

@@ -51,9 +51,10 @@ DEV_POSTGRES_PORT = 5433
 DEV_S3_PORT = 9000
 DEV_METRICS_PORT = 9464  # the worker's Prometheus endpoint, unless PLANGATE_METRICS_ADDRESS
 
-#: What a restart keeps, said at start: S3's objects are the exception.
-KEPT = ("Temporal's runs and Postgres's tables are kept across restarts; S3's buckets are "
-        "in memory: a restart forgets them")
+#: What a restart keeps, said at start. S3's buckets live in this process's memory: written
+#: to the state directory when it stops (Ctrl-C, SIGTERM), not when it is killed.
+KEPT = ("kept across restarts: Temporal's runs, Postgres's tables, and S3's buckets "
+        "(saved when plangate dev stops: Ctrl-C, not a kill)")
 
 
 def local_approver(state_dir: Path) -> dict[str, str]:
@@ -100,9 +101,10 @@ async def run_dev(
     """Run the stack and a worker until SIGINT/SIGTERM (or until ``stop`` is set).
 
     ``state_dir`` defaults to ``.plangate/dev`` under the current directory; Temporal's and
-    Postgres's state persist there between runs (S3's does not). Ports given as None are picked
-    free. Returns the exit code: 0 after a clean stop, 1 if the stack could not start, 2 if
-    another process runs a stack on ``state_dir`` (one line names it).
+    Postgres's state persist there between runs, and S3's buckets, saved there when it stops.
+    Ports given as None are picked free. Returns the exit code: 0 after a clean stop, 1 if the
+    stack could not start, 2 if another process runs a stack on ``state_dir`` (one line names
+    it).
     While the worker runs, ``os.environ`` holds the stack's variables; afterwards each is as it
     was before.
     """
@@ -123,6 +125,7 @@ async def run_dev(
         postgres_port=postgres_port,
         s3_port=s3_port,
         port_fallback=port_fallback,
+        keep_s3=True,
     )
     try:
         try:
@@ -147,7 +150,10 @@ async def run_dev(
                   f"{ENCRYPTION_KEYS_VAR} where plangate runs; the Web UI reads them "
                   f"through `plangate codec-server{origin}`", file=out)
         print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out)
-        print(f"# {KEPT}", file=out, flush=True)
+        print(f"# {KEPT}", file=out)
+        if stack.s3_restored:
+            print(f"# {stack.s3_restored}", file=out)
+        out.flush()
         if stop.is_set():
             return 0
         # the dev stack is the top of the house: it sets os.environ for this process's boto3

@@ -10,7 +10,9 @@ Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, hea
   ``<state_dir>/temporal.db``, log in ``<state_dir>/temporal.log``.
 - Postgres: ``initdb``/``pg_ctl`` from the ``pgserver`` wheel (else the machine's), data in
   ``<state_dir>/postgres``, log in ``<state_dir>/postgres.log``, TCP only.
-- S3: moto's server in a thread of this process; its buckets live in memory until ``stop``.
+- S3: moto's server in a thread of this process; its buckets live in memory until ``stop``,
+  or, with ``keep_s3``, are written to ``<state_dir>/s3.pickle`` at ``stop`` and read back at
+  the next ``start`` (moto's state is one per process: only for a process with one stack).
 
 One stack per state directory: ``start`` takes an exclusive lock on ``<state_dir>/stack.lock``
 first, and raises :class:`StateDirInUse` (naming the holder's pid and addresses) while another
@@ -81,6 +83,7 @@ class EmbeddedStack:
         s3_port: int | None = None,
         port_fallback: bool = False,
         namespace: str = "default",
+        keep_s3: bool = False,
     ) -> None:
         if ui and not temporal:
             raise ValueError(
@@ -103,6 +106,10 @@ class EmbeddedStack:
         self._postgres: PostgresServer | None = None
         self._s3: S3Server | None = None
         self._lock: StateDirLock | None = None
+        self._keep_s3 = keep_s3
+        self._s3_saves = False  # set once the saved state is loaded: never overwrite it unread
+        #: with ``keep_s3``, what start did with the saved S3 state, in a line for people
+        self.s3_restored: str | None = None
         self._started = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -146,6 +153,8 @@ class EmbeddedStack:
             stops.append(("Temporal dev server", self._temporal.stop))
         if self._s3 is not None:
             stops.append(("S3 server", self._s3.stop))
+            if self._s3_saves:
+                stops.append(("S3 state", self._save_s3))
         if self._postgres is not None:
             stops.append(("Postgres", self._postgres.stop))
         self._temporal = self._s3 = self._postgres = None
@@ -215,8 +224,36 @@ class EmbeddedStack:
             "Postgres", "postgres", start, lambda: choose_port("Postgres", None, fallback=True)
         )
 
+    @property
+    def s3_state_file(self) -> Path:
+        return self.state_dir / "s3.pickle"
+
+    def _load_s3(self) -> None:
+        from plangate.dev._stack import _s3
+
+        path = self.s3_state_file
+        if path.exists():
+            try:
+                n = _s3.load(path)
+            except StackError as e:  # kept aside, never overwritten
+                aside = path.with_name(path.name + ".unreadable")
+                path.replace(aside)
+                self.s3_restored = f"{e}; moved to {aside.name}, S3 starts empty"
+            else:
+                self.s3_restored = f"{n} S3 bucket(s) restored from {path.name}"
+        self._s3_saves = True
+
+    def _save_s3(self) -> None:
+        from plangate.dev._stack import _s3
+
+        n = _s3.save(self.s3_state_file)
+        log.info("%d S3 bucket(s) saved to %s", n, self.s3_state_file)
+
     async def _start_s3(self) -> None:
         from plangate.dev._stack._s3 import S3Server
+
+        if self._keep_s3:
+            self._load_s3()
 
         async def start(port: int) -> None:
             server = S3Server(port=port)
