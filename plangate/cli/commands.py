@@ -59,6 +59,7 @@ exit codes:
        option, an unknown run id, a run id already running, cancelling an ended run;
        approve or reject without an approver key; ui without PLANGATE_APPROVER_KEY, or on
        an address it cannot listen on;
+       dev on a state directory another plangate dev runs on;
        codec-server without a strong PLANGATE_CODEC_TOKEN, unless on loopback with
        --insecure-local)
   130  interrupted (Ctrl-C)
