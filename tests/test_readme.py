@@ -244,8 +244,8 @@ def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
     # "Truncate the export to its header and the load's post check fails instead (`...`)":
     # the README's snippet with the header alone as its body, then its run again
     prose = section(README.read_text(), "A first plan")
-    said = re.search(r"Truncate the export to its header .*?\(`([^`]+)`\)", prose, re.S)
-    assert said, "the README no longer says what a truncated export does"
+    claim = re.search(r"Truncate the export to its header .*?\(`([^`]+)`\)", prose, re.S)
+    assert claim, "the README no longer says what a truncated export does"
     (put,) = [c for c in ran if "put_object" in c]
     header_only = put.replace('Body="invoice_id,amount\\n" + rows', 'Body="invoice_id,amount\\n"')
     assert header_only != put
@@ -253,7 +253,7 @@ def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
     (run,) = {c for c in ran if re.search(r"\bplangate run\b.*--wait", c)}
     proc = sh(run, env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert said.group(1) in proc.stdout, proc.stdout
+    assert claim.group(1) in proc.stdout, proc.stdout
 
 
 def test_a_second_dev_on_the_same_state_dir_exits_2_and_the_first_runs_on(
@@ -321,3 +321,38 @@ def test_a_restarted_dev_keeps_its_runs_tables_and_buckets(tmp_path: Path) -> No
             assert rows == [("done",)]
         finally:
             assert again.stop() == 0, again.errors[-20:]
+
+
+def test_a_killed_dev_leaves_no_server_behind_the_next_one(tmp_path: Path) -> None:
+    """``kill -9`` of ``plangate dev``: its Temporal server and Postgres (sessions of their own)
+    outlive it; the next ``plangate dev`` there stops them before starting its own, rather than
+    running a second server on one database."""
+    with stack_state("killed") as state_dir:
+        first = DevProcess(dev_command(), state_dir)
+        try:
+            first.wait_ready()
+            leftover = int((state_dir / "temporal.db.pid").read_text())
+            first.proc.kill()
+            first.proc.wait(30)
+            assert Path(f"/proc/{leftover}").exists()  # the server outlived its parent
+        finally:
+            first.stop()
+        again = DevProcess(dev_command(), state_dir)
+        try:
+            again.wait_ready()
+            assert not Path(f"/proc/{leftover}").exists() or _zombie(leftover)
+            plan = tmp_path / "plan.json"
+            plan.write_text(json.dumps(job_plan("after-kill")))
+            run = sh(f".venv/bin/plangate run {plan} --wait", second_terminal(again))
+            assert run.returncode == 0, run.stdout + run.stderr
+        finally:
+            assert again.stop() == 0, again.errors[-20:]
+        assert not (state_dir / "temporal.db.pid").exists()
+
+
+def _zombie(pid: int) -> bool:
+    """Ended, not yet reaped by its parent (init, since its own parent was killed)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
