@@ -14,8 +14,10 @@ process printed, ``.venv/bin/`` being this venv's. What each command must do:
 - ``plangate status <run id> --json``: the report of the last run (``<run id>`` replaced);
 - anything else (the snippet that puts the export, ``plangate runs ...``): exit 0.
 
-Also: one dev stack per state directory (a second ``plangate dev`` on it exits 2 naming the
-first, whose runs go on), and a restart keeps the runs, the tables and the S3 buckets.
+The getting-started page shows the same commands (checked here, not run twice). Also: one dev
+stack per state directory (a second ``plangate dev`` on it exits 2 naming the first, whose runs
+go on); a restart keeps the runs, the tables and the S3 buckets; a killed one's servers are
+stopped by the next.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import psycopg
 import pytest
 
 from plangate.testing import stack_state
-from tests.test_docs import FENCE, README, ROOT, section, session_free_env
+from tests.test_docs import DOCS, FENCE, README, ROOT, section, session_free_env
 
 BIN = Path(sys.executable).parent
 RUN_ID = re.compile(r"\bplan-[0-9a-f]{12}\b")
@@ -254,6 +256,18 @@ def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
     proc = sh(run, env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert claim.group(1) in proc.stdout, proc.stdout
+
+
+def test_the_getting_started_page_shows_the_commands_run_here() -> None:
+    """Its interactive sections run nothing the README's first plan does not (once the run id
+    is filled in), so the walk above covers them too."""
+    page = (DOCS / "getting-started.md").read_text()
+    tested = {c for kind, body in readme_blocks() if kind == "bash" for c in commands(body)}
+    shown = [c for heading in ("Working interactively", "A first plan")
+             for kind, body in FENCE.findall(section(page, heading)) if kind == "bash"
+             for c in commands(body)]
+    assert len(shown) >= 6, shown
+    assert set(shown) <= tested, set(shown) - tested
 
 
 def test_a_second_dev_on_the_same_state_dir_exits_2_and_the_first_runs_on(
