@@ -174,9 +174,13 @@ import os, sys, boto3
 s3 = boto3.client("s3", endpoint_url=os.environ["PLANGATE_S3_ENDPOINT_URL"])
 if sys.argv[1] == "put":
     s3.create_bucket(Bucket="kept")
+    s3.put_bucket_versioning(Bucket="kept", VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket="kept", Key="a/b.csv", Body=b"x,0\\n")
     s3.put_object(Bucket="kept", Key="a/b.csv", Body=b"x,1\\n")
 else:
-    sys.stdout.write(s3.get_object(Bucket="kept", Key="a/b.csv")["Body"].read().decode())
+    versions = s3.list_object_versions(Bucket="kept")["Versions"]
+    body = s3.get_object(Bucket="kept", Key="a/b.csv")["Body"].read().decode()
+    sys.stdout.write(f"{len(versions)} {body}")
 """
 
 
@@ -325,7 +329,7 @@ def test_a_restarted_dev_keeps_its_runs_tables_and_buckets(tmp_path: Path) -> No
             assert "# 1 S3 bucket(s) restored from s3.pickle" in again.lines
             env = second_terminal(again)
             get = sh(f".venv/bin/python {script} get", env)
-            assert get.returncode == 0 and get.stdout == "x,1\n", get.stderr
+            assert get.returncode == 0 and get.stdout == "2 x,1\n"  # both versions, get.stderr
             status = sh(f".venv/bin/plangate status {run_id} --json", env)
             assert status.returncode == 0, status.stderr
             assert json.loads(status.stdout)["status"] == "succeeded"

@@ -9,7 +9,9 @@ that :func:`load` reads back in the next process (``plangate dev`` does, across 
 
 from __future__ import annotations
 
+import copyreg
 import errno
+import io
 import os
 import pickle
 import threading
@@ -21,6 +23,7 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
+from moto.s3.utils import _VersionedKeyStore
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from . import FAKE_CREDENTIALS, HOST, PortTaken, StackError
@@ -82,12 +85,14 @@ def save(path: Path) -> int:
         for account, partitions in s3_backends.items()
         for partition, backend in partitions.items()
     }
-    data = pickle.dumps({"buckets": buckets,
-                         "bucket_accounts": dict(s3_backends.bucket_accounts)})
+    data = io.BytesIO()
+    pickler = pickle.Pickler(data)
+    pickler.dispatch_table = {**copyreg.dispatch_table, _VersionedKeyStore: _reduce_keys}
+    pickler.dump({"buckets": buckets, "bucket_accounts": dict(s3_backends.bucket_accounts)})
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(data)
+        f.write(data.getvalue())
     tmp.replace(path)  # a stop interrupted mid-write leaves the previous file whole
     return sum(len(held) for held, _ in buckets.values())
 
@@ -111,3 +116,15 @@ def load(path: Path) -> int:
     except Exception as e:
         raise StackError(f"S3 state in {path} cannot be read ({type(e).__name__}: {e})") from e
     return restored
+
+
+def _reduce_keys(store: _VersionedKeyStore) -> tuple[Any, tuple[Any, ...]]:
+    # pickle would go through its items(), which yield each key's latest version only
+    return _rebuild_keys, ({key: store.getlist(key) for key in dict.keys(store)},)
+
+
+def _rebuild_keys(lists: dict[str, list[Any]]) -> _VersionedKeyStore:
+    store = _VersionedKeyStore()
+    for key, versions in lists.items():
+        store.setlist(key, versions)
+    return store
