@@ -52,9 +52,9 @@ DEV_S3_PORT = 9000
 DEV_METRICS_PORT = 9464  # the worker's Prometheus endpoint, unless PLANGATE_METRICS_ADDRESS
 
 #: What a restart keeps, said at start. S3's buckets live in this process's memory: written
-#: to the state directory when it stops (Ctrl-C, SIGTERM), not when it is killed.
+#: to the state directory when it stops (SIGINT, SIGTERM, SIGHUP), not when it is killed.
 KEPT = ("kept across restarts: Temporal's runs, Postgres's tables, and S3's buckets "
-        "(saved when plangate dev stops: Ctrl-C, not a kill)")
+        "(saved when plangate dev stops: Ctrl-C or a closed terminal, not a kill)")
 
 
 def local_approver(state_dir: Path) -> dict[str, str]:
@@ -98,7 +98,7 @@ async def run_dev(
     stop: asyncio.Event | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Run the stack and a worker until SIGINT/SIGTERM (or until ``stop`` is set).
+    """Run the stack and a worker until SIGINT/SIGTERM/SIGHUP (or until ``stop`` is set).
 
     ``state_dir`` defaults to ``.plangate/dev`` under the current directory; Temporal's and
     Postgres's state persist there between runs, and S3's buckets, saved there when it stops.
@@ -112,7 +112,9 @@ async def run_dev(
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue  # under nohup: outlive the terminal, as asked
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, _on_signal, loop, stop, handled)
             handled.append(sig)

@@ -246,7 +246,12 @@ class EmbeddedStack:
     def _save_s3(self) -> None:
         from plangate.dev._stack import _s3
 
-        n = _s3.save(self.s3_state_file)
+        try:
+            n = _s3.save(self.s3_state_file)
+        except Exception as e:  # the stop goes on: Temporal's and Postgres's state are safe
+            log.warning("S3's buckets could not be saved to %s (%s: %s); the file there is "
+                        "as it was", self.s3_state_file, type(e).__name__, e)
+            return
         log.info("%d S3 bucket(s) saved to %s", n, self.s3_state_file)
 
     async def _start_s3(self) -> None:
