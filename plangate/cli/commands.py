@@ -59,6 +59,7 @@ exit codes:
        option, an unknown run id, a run id already running, cancelling an ended run;
        approve or reject without an approver key; ui without PLANGATE_APPROVER_KEY, or on
        an address it cannot listen on;
+       dev on a state directory another plangate dev runs on;
        codec-server without a strong PLANGATE_CODEC_TOKEN, unless on loopback with
        --insecure-local)
   130  interrupted (Ctrl-C)
@@ -456,6 +457,11 @@ async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
 async def _cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.dev.run import run_dev
 
+    if args.free_ports:
+        return await run_dev(
+            Path(args.state_dir), temporal_port=None, ui_port=None, postgres_port=None,
+            s3_port=None, metrics_port=None,
+        )
     return await run_dev(Path(args.state_dir))
 
 
@@ -631,6 +637,9 @@ def parser() -> argparse.ArgumentParser:
         "dev", parents=[common], help="start the embedded stack and a worker in the foreground"
     )
     d.add_argument("--state-dir", default=".plangate/dev")
+    d.add_argument("--free-ports", action="store_true",
+                   help="every service on a port the system picks, rather than 7233, 8233, "
+                        "5433, 9000 and 9464 (each of which falls back to a free one if taken)")
     d.set_defaults(fn=_cmd_dev)
     m = sub.add_parser(
         "demo", parents=[common], help="replay the seeds' incidents against real services"
