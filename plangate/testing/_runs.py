@@ -38,7 +38,8 @@ class Harness:
 
     async def run(self, plan: dict[str, Any], run_id: str | None = None) -> RunReport:
         handle = await self.start(plan, run_id)
-        return await handle.result()
+        # the API's: a run that did not succeed ends its execution failed, its report inside
+        return await Plangate(self.client, self.settings).result(handle.id)
 
     async def start(
         self, plan: dict[str, Any], run_id: str | None = None
@@ -61,7 +62,7 @@ class Harness:
                 if a.status == "pending" and a.digest not in answered:
                     answered.add(a.digest)
                     await api.approve(handle.id, a.step, a.digest, by=by)
-        return await handle.result()
+        return await api.result(handle.id)
 
 
 @asynccontextmanager
