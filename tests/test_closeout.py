@@ -37,7 +37,7 @@ async def test_closeout_with_the_playbook(client, settings, pg, acct):
         rep = await h.run_approving(closeout_plan(acct.account_id))
     assert rep.status == "succeeded", rep.escalation
     v1 = [s for s in rep.steps if s.plan_version == 1]
-    assert [s.state for s in v1] == ["DONE", "DONE", "REPLANNING", "VOID", "VOID", "VOID"]
+    assert [s.state for s in v1] == ["DONE", "DONE", "REPLANNED", "VOID", "VOID", "VOID"]
     assert all(s.attempts == 0 for s in v1[3:])  # nothing dispatched after the failure
     assert rep.failure is not None
     assert (rep.failure.step, rep.failure.code, rep.failure.retryable) == (

@@ -162,7 +162,9 @@ def ended(r: RunReport) -> str:
     where = ""
     if f is not None:
         where = f" at {step_label(f.step, f.plan_version)} ({f.tool}, {f.code})"
-    why = r.escalation if r.status is RunStatus.HALTED and r.escalation else (
-        f.detail if f is not None else r.escalation or ""
-    )
+    why = f.detail if f is not None else r.escalation or ""
+    if r.status is RunStatus.HALTED and r.replans_used and r.escalation:
+        why = r.escalation  # the re-plans spent, and why the last was refused
+    elif f is not None and f.answer is not None and r.status is RunStatus.HALTED:
+        why = f"{why} (a person must look)"
     return clip(f"{r.status.value}{where}: {why}" if why else f"{r.status.value}{where}", 1000)

@@ -115,6 +115,20 @@ async def halted(b: Bench) -> RunReport:
     ]})
 
 
+async def halted_after_wait(b: Bench) -> RunReport:
+    """Patch ``truthful-end``: a wait read on its schedule (timers with summaries) runs out, the
+    step halts, and the execution fails with the report in its failure's details."""
+    job = f"hw-{uuid.uuid4().hex[:6]}"
+    api = Plangate(b.client, b.settings)
+    handle = await api.submit({"goal": "wait, then halt", "budget": {"replans_max": 2},
+                               "steps": [
+        job_step(1, job, "requested", on_unmet="halt",
+                 post=[{"probe": "job_state", "job_id": job, "want": "done",
+                        "wait": {"timeout_s": 2, "interval_s": 1}}]),
+    ]})
+    return await api.result(handle.id)
+
+
 async def waited(b: Bench) -> RunReport:
     job = f"wait-{uuid.uuid4().hex[:6]}"
     handle = await b.start({"goal": "wait", "budget": {"replans_max": 0}, "steps": [
@@ -260,6 +274,7 @@ SCENARIOS: dict[str, Scenario] = {
     "saturday_export_deleted": saturday_export_deleted,
     "closeout_replanned": closeout_replanned,
     "halted": halted,
+    "halted_after_wait": halted_after_wait,
     "waited": waited,
     "approved": approved,
     "rejected": rejected,
