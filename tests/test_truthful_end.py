@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -18,6 +19,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from plangate.client.api import Plangate
+from plangate.client.reporting import finished_runs
 from plangate.records.report import RunReport, RunStatus
 from plangate.testing import console_script, history_events, running_worker, until_state
 from tests.harness import polling_plan
@@ -128,6 +130,12 @@ async def test_halted_failed_and_cancelled_runs_are_not_completed_and_keep_their
             assert run_id not in {r.run_id for r in await listed.runs(RunStatus(other))}
     every = {r.run_id: r.status for r in await listed.runs()}
     assert {every[r] for r in ids.values()} == set(ids)
+    # the staleness report (``plangate report``) reads the finished runs' reports too
+    since = min(r.submitted_at for r in ended.values() if r.submitted_at) - timedelta(seconds=1)
+    finished = {f.report.run_id: f.report.status for f in await finished_runs(
+        client, since, queue)}
+    assert {run_id: finished.get(run_id) for run_id in ids.values()} == {
+        run_id: want for want, run_id in ids.items()}
 
 
 async def test_a_cancel_from_temporal_ends_canceled(client, settings):
