@@ -63,12 +63,31 @@ if TYPE_CHECKING:
     from plangate.replanner.planner import Draft
 
 
+def ended_report(error: BaseException) -> RunReport | None:
+    """The report a run that did not succeed ends its execution with: the details of its
+    failure (``WorkflowFailureError`` from a handle's ``result``, or the failure itself).
+    None for any other failure (a run from before, one Temporal ended)."""
+    from temporalio.exceptions import ApplicationError
+
+    from plangate.records.interface import ENDED_ERRORS
+
+    cause = getattr(error, "cause", error)
+    if not isinstance(cause, ApplicationError) or cause.type not in ENDED_ERRORS:
+        return None
+    if not cause.details:
+        return None
+    return RunReport.model_validate(cause.details[0])
+
+
 _CLOSED_STATUS = {  # by the name of Temporal's WorkflowExecutionStatus, loaded with the client
     "CANCELED": RunStatus.CANCELLED,
     "TERMINATED": RunStatus.CANCELLED,
     "FAILED": RunStatus.FAILED,
     "TIMED_OUT": RunStatus.FAILED,
 }
+
+
+_FINAL_VALUES = {s.value for s in RunStatus if s.final}
 
 
 class UnknownRun(RunError, LookupError):
@@ -203,14 +222,21 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# A run that did not succeed ends its execution Failed (runs from before the ``truthful-end``
+# patch: Completed); its PlangateStatus says how.
+_UNSUCCESSFUL = '("Completed", "Failed")'
 _EXECUTION = {  # how a RunStatus is found: the execution's own status, then plangate's
-    RunStatus.QUEUED: '"Running"', RunStatus.RUNNING: '"Running"',
-    RunStatus.AWAITING_APPROVAL: '"Running"', RunStatus.SUCCEEDED: '"Completed"',
-    RunStatus.HALTED: '"Completed"', RunStatus.CANCELLED: '"Completed"',
-    RunStatus.FAILED: '"Completed"',
+    RunStatus.QUEUED: '("Running")', RunStatus.RUNNING: '("Running")',
+    RunStatus.AWAITING_APPROVAL: '("Running")', RunStatus.SUCCEEDED: '("Completed")',
+    RunStatus.HALTED: _UNSUCCESSFUL, RunStatus.CANCELLED: _UNSUCCESSFUL,
+    RunStatus.FAILED: _UNSUCCESSFUL,
 }
 _ENDED_BY_TEMPORAL = {  # ended without the workflow's own last word (terminated, timed out)
-    RunStatus.CANCELLED: '("Canceled", "Terminated")', RunStatus.FAILED: '("Failed", "TimedOut")',
+    RunStatus.CANCELLED: 'ExecutionStatus IN ("Canceled", "Terminated")',
+    # failed without a report of its own to say how (its input refused): not a run that
+    # failed its execution to say it halted or was cancelled
+    RunStatus.FAILED: 'ExecutionStatus = "TimedOut" OR (ExecutionStatus = "Failed" AND '
+    'PlangateStatus NOT IN ("halted", "cancelled", "failed"))',
 }
 
 
@@ -223,11 +249,11 @@ def runs_query(task_queue: str, status: RunStatus | None = None) -> str:
     q = f'WorkflowType = "PlanRun" AND TaskQueue = {_quoted(task_queue)}'
     if status is None:
         return q + ' AND ExecutionStatus != "ContinuedAsNew"'
-    own = f"ExecutionStatus = {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(
+    own = f"ExecutionStatus IN {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(
         status.value
     )
     if status in _ENDED_BY_TEMPORAL:
-        return f"{q} AND (({own}) OR ExecutionStatus IN {_ENDED_BY_TEMPORAL[status]})"
+        return f"{q} AND (({own}) OR {_ENDED_BY_TEMPORAL[status]})"
     return f"{q} AND {own}"
 
 
@@ -434,7 +460,11 @@ class Plangate:
             sa = wf.typed_search_attributes
             ended = _CLOSED_STATUS.get(wf.status.name) if wf.status is not None else None
             said = sa.get(visibility.STATUS)
-            shown = ended.value if ended is not None else said or "unknown"
+            # a run's own last word when it had one (a halted run's execution failed too)
+            if said is not None and said in _FINAL_VALUES:
+                shown = said
+            else:
+                shown = ended.value if ended is not None else said or "unknown"
             out.append(Listed(
                 run_id=wf.id, status=shown, goal=sa.get(visibility.GOAL) or "",
                 started_at=wf.start_time, closed_at=wf.close_time,
@@ -620,6 +650,10 @@ class Plangate:
         handle = self.handle(run_id)
         if status == WorkflowExecutionStatus.COMPLETED:
             return await handle.result()
+        if status == WorkflowExecutionStatus.FAILED:
+            ended = await self._failed_report(run_id)
+            if ended is not None:  # the run's own report, read with no worker
+                return ended
         try:
             rep: RunReport = await handle.query(REPORT_QUERY, result_type=RunReport)
         except WorkflowQueryFailedError:
@@ -692,11 +726,29 @@ class Plangate:
             ],
         )
 
+    async def _failed_report(self, run_id: str) -> RunReport | None:
+        """The report a failed run ended its execution with, if it did."""
+        from temporalio.client import WorkflowFailureError
+
+        try:
+            await self.handle(run_id).result()
+        except WorkflowFailureError as e:
+            return ended_report(e)
+        return None
+
     async def result(self, run_id: str) -> RunReport:
         """The run report once the run has ended (waits)."""
+        from temporalio.client import WorkflowFailureError
+
         await self._describe(run_id)
         try:
             return await self.handle(run_id).result()
+        except WorkflowFailureError as e:
+            # halted, failed or cancelled: the report is the failure's details
+            rep = ended_report(e)
+            if rep is not None:
+                return rep
+            return await self.report(run_id)
         except Exception:
             # cancelled or failed in Temporal: the report is still there to read
             return await self.report(run_id)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from temporalio.client import Client, WorkflowExecution
+from temporalio.client import Client, WorkflowExecution, WorkflowFailureError
 
+from plangate.client.api import ended_report
 from plangate.client.staleness import Finished, ToolStaleness, duration, plain
 from plangate.records.report import RunReport
 from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
@@ -18,7 +19,8 @@ FETCH_AT_ONCE = 32
 
 def query(since: datetime, task_queue: str | None) -> str:
     stamp = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    q = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus="Completed" '
+    # a run that did not succeed fails its execution, with its report (``truthful-end``)
+    q = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus IN ("Completed", "Failed") '
          f'AND CloseTime > "{stamp}"')
     if task_queue is not None:
         if '"' in task_queue or "\\" in task_queue:
@@ -36,15 +38,21 @@ async def finished_runs(
     listed = [e async for e in client.list_workflows(query(since, task_queue))]
     gate = asyncio.Semaphore(FETCH_AT_ONCE)
 
-    async def one(e: WorkflowExecution) -> Finished:
+    async def one(e: WorkflowExecution) -> Finished | None:
         async with gate:
             handle = client.get_workflow_handle(e.id, run_id=e.run_id, result_type=RunReport)
-            rep = await handle.result()
+            try:
+                rep = await handle.result(follow_runs=False)
+            except WorkflowFailureError as err:
+                ended = ended_report(err)
+                if ended is None:  # failed with no report (its input refused): nothing ran
+                    return None
+                rep = ended
         submitted = rep.submitted_at or e.start_time
         begun = rep.begun_at or e.execution_time or submitted
         return Finished(rep, submitted, begun)
 
-    return list(await asyncio.gather(*(one(e) for e in listed)))
+    return [f for f in await asyncio.gather(*(one(e) for e in listed)) if f is not None]
 
 
 def since_arg(raw: str, now: datetime) -> datetime:
