@@ -1,4 +1,5 @@
-"""Reading a plan from JSON or YAML, within the limits of ``plans.limits``.
+"""Reading a plan from JSON or YAML, within the limits of ``plans.limits``: a ``.json`` file as
+strict JSON, a ``.yaml``/``.yml`` file as YAML, other text by its first character (``{``: JSON).
 
 Whatever goes wrong, the answer is a :class:`PlanError` whose problems each fit on one line:
 a file too big (refused by its size, before it is read), a binary file, NaN or infinity, a YAML
@@ -14,7 +15,7 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -313,7 +314,23 @@ def _refused(name: str, why: str) -> PlanError:
     return PlanError([Problem.plan(why, name)])
 
 
-def load_text(text: str, name: str = "plan") -> Plan:
+Syntax = Literal["json", "yaml", "sniff"]
+
+
+def syntax_of(path: str | Path) -> Syntax:
+    """How a file is read, by its name: ``.json`` as strict JSON, ``.yaml``/``.yml`` as YAML,
+    anything else by its content (``sniff``)."""
+    suffix = Path(path).suffix.lower()
+    return "json" if suffix == ".json" else "yaml" if suffix in (".yaml", ".yml") else "sniff"
+
+
+def load_text(text: str, name: str = "plan", syntax: Syntax = "sniff") -> Plan:
+    """A plan from text: strict JSON (``json``), YAML (``yaml``), or by its content (``sniff``:
+    text whose first character is ``{`` is JSON, anything else YAML). JSON is never read by
+    the YAML fallback: a trailing comma or a single quote is a mistake named by line and
+    column, not a plan that YAML happens to read."""
+    if syntax == "sniff":
+        syntax = "json" if text.lstrip().startswith("{") else "yaml"
     # json.loads accepts NaN, Infinity and -Infinity, which JSON itself does not. They are read
     # as floats so that validation names the step and the field holding one (no number in a
     # plan may be NaN or infinite), and noted so that none can slip through unnamed.
@@ -324,15 +341,20 @@ def load_text(text: str, name: str = "plan") -> Plan:
         return float(word)
 
     try:
-        try:
-            raw = json.loads(text, parse_constant=constant, parse_int=_int)
-        except json.JSONDecodeError:
+        if syntax == "json":
+            try:
+                raw = json.loads(text, parse_constant=constant, parse_int=_int)
+            except json.JSONDecodeError as e:
+                raise _refused(
+                    name, f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+                ) from None
+        else:
             import yaml
 
             try:
                 raw = yaml.load(text, Loader=_no_alias_loader())  # a SafeLoader
             except yaml.YAMLError as e:
-                raise _refused(name, f"neither JSON nor YAML: {_one_line(e)}") from None
+                raise _refused(name, f"not valid YAML: {_one_line(e)}") from None
     except PlanError:
         raise
     except _Refused as e:
@@ -352,7 +374,7 @@ def load_text(text: str, name: str = "plan") -> Plan:
     return plan
 
 
-def load_bytes(data: bytes, name: str = "plan") -> Plan:
+def load_bytes(data: bytes, name: str = "plan", syntax: Syntax = "sniff") -> Plan:
     """A plan from the bytes of a file: UTF-8 text, never binary."""
     nul = data.find(b"\0")
     if nul >= 0:
@@ -361,7 +383,7 @@ def load_bytes(data: bytes, name: str = "plan") -> Plan:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _refused(name, f"not UTF-8 text, not a plan (at byte {e.start})") from None
-    return load_text(text.removeprefix("\ufeff"), name)
+    return load_text(text.removeprefix("\ufeff"), name, syntax)
 
 
 def load_file(path: str | Path) -> Plan:
@@ -386,4 +408,4 @@ def load_file(path: str | Path) -> Plan:
         raise _refused(name, "cannot read: no file name holds a NUL byte") from None
     if len(data) > most:
         raise _refused(name, f"more than {_size(most)}; a plan file is at most {_size(most)}")
-    return load_bytes(data, name)
+    return load_bytes(data, name, syntax_of(p))
