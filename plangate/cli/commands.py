@@ -208,8 +208,9 @@ async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.client.api import AnswerRefused, NoApproverKey, RunEnded, UnknownRun
 
     if not _DIGEST.fullmatch(args.digest):
-        raise UsageError(f"{args.command}: --digest {visible(args.digest)!s} is not a card's "
-                         "digest: 64 hexadecimal digits (its SHA-256, as status shows it)")
+        given = args.digest if len(args.digest) <= 80 else args.digest[:80] + "..."
+        raise UsageError(f"{args.command}: --digest {given} is not a card's digest: 64 "
+                         "hexadecimal digits (its SHA-256, as status shows it)")
     args.digest = args.digest.lower()  # as the card's digest is written
     api = await _api(settings)
     try:
@@ -807,8 +808,9 @@ def _interrupted(run_id: str | None) -> None:
     if run_id is None:
         return
     with contextlib.suppress(OSError, ValueError):
-        print(visible(
-            f"\nplangate: stopped following run {run_id}; it goes on. Follow it: plangate "
+        fresh = "\n" if sys.stderr.isatty() else ""  # off the line the terminal echoed ^C on
+        print(fresh + visible(
+            f"plangate: stopped following run {run_id}; it goes on. Follow it: plangate "
             f"watch {run_id} (or plangate status {run_id}); stop it: plangate cancel {run_id}"
         ), file=sys.stderr, flush=True)
 
