@@ -167,18 +167,35 @@ async def test_output_to_a_closed_pipe_ends_quietly(stack_env: dict[str, str],
               "args": {"statement": "select_one"}} for n in range(1, 201)]
     run_id = await api.start({"goal": "many steps", "steps": steps},
                              start_in=timedelta(hours=1))
+    # and more runs on the queue than a pipe's buffer holds lines of: plangate runs | head -1
+    more = await asyncio.gather(*(api.start(PLAN, start_in=timedelta(hours=1))
+                                  for _ in range(150)))
+    env = {**stack_env, "PLANGATE_TASK_QUEUE": settings.temporal.task_queue}
     try:
-        for _ in range(3):  # it was one time in three
-            read, write = os.pipe()
-            os.close(read)  # the reader has gone: every write is EPIPE
-            try:
-                code, _, err = await plangate("status", run_id, "--json", stdout=write,
-                                              env=stack_env)
-            finally:
-                os.close(write)
-            assert (code, err) == (141, ""), err
+        for _ in range(100):  # visibility lists them within a second or so
+            if len(await api.runs(limit=200)) > len(more):
+                break
+            await asyncio.sleep(0.2)
+        for argv in (["status", run_id, "--json"], ["runs", "--limit", "200"]):
+            for _ in range(3):  # it was one time in three
+                read, write = os.pipe()
+                os.close(read)  # the reader has gone: every write is EPIPE
+                try:
+                    code, _, err = await plangate(*argv, stdout=write, env=env)
+                finally:
+                    os.close(write)
+                assert (code, err) == (141, ""), (argv, err)
+        # as a user types it: head prints the first run, plangate says nothing
+        proc = await asyncio.create_subprocess_exec(
+            "sh", "-c", f"{sys.executable} -m plangate runs --limit 200 | head -1",
+            env={**os.environ, **env}, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert err == b"" and len(out.splitlines()) == 1, err
     finally:
-        await api.handle(run_id).terminate("test over")
+        for r in (run_id, *more):
+            await api.handle(r).terminate("test over")
 
 
 async def test_cancel_of_an_ended_run_says_how_it_ended(client: Any, settings: Any,
