@@ -191,8 +191,8 @@ async def test_output_to_a_closed_pipe_ends_quietly(stack_env: dict[str, str],
             env={**os.environ, **env}, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert err == b"" and len(out.splitlines()) == 1, err
+        head_out, head_err = await asyncio.wait_for(proc.communicate(), 60)
+        assert head_err == b"" and len(head_out.splitlines()) == 1, head_err
     finally:
         for r in (run_id, *more):
             await api.handle(r).terminate("test over")
