@@ -28,6 +28,7 @@ built-in base it had, so ``except ValueError`` still catches what it caught.
     │   ├── RunIdInUse             a run with that id is running
     │   ├── RunEnded               it has ended: nothing to cancel or answer
     │   ├── AnswerRefused          the run refused an answer to its card (why, in the message)
+    │   ├── NoWorkerAnswered       no worker answered the run's report query in time
     │   └── SearchAttributesMissing  runs cannot be found by status in this namespace
     ├── NoApproverKey              no approver's key to sign an answer with
     └── ToolError                  a tool's call failed: ``code``, ``status``, ``retryable``

@@ -7,7 +7,11 @@ What a person sees and does: the cards of open runs appear with what will happen
 observed version, the digest and the time left; approving runs the step once (counted in the
 Temporal history and found in S3); a stale form of an answered card and the form of an expired
 card are refused on the page with the reason; a rejection needs a reason; a request without the
-token, or a form without its CSRF token or from another origin, is refused."""
+token, or a form without its CSRF token or from another origin, is refused. Each card links its
+run (its report here, as JSON, in the Temporal Web UI); times read in the browser's own zone
+(Asia/Kolkata here) to the second; Refresh brings new cards without a reload and keeps a reason
+being typed; after an answer, the page says what became of the step and the run.
+``PLANGATE_SCREENSHOTS=docs`` writes the pictures in docs/people.md."""
 
 from __future__ import annotations
 
@@ -15,15 +19,14 @@ import asyncio
 import base64
 import html
 import http.client
+import json
 import os
 import re
 import secrets
-import shutil
 import socket
 import sys
-import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -32,8 +35,6 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -46,38 +47,12 @@ from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.servers.approval_page import card_html, span
 from plangate.testing import running_worker, scheduled
 from plangate.world.settings import parse_encryption_keys
+from tests.browser import chromium, in_time_zone, screenshot  # noqa: F401  (the fixture)
 from tests.harness import approver_key
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def browser() -> Iterator[WebDriver]:
-    if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()):
-        why = ("Debian's chromium and chromium-driver are not installed (scripts/test.sh "
-               "installs them: apt-get install -y chromium chromium-driver)")
-        if os.environ.get("CI"):
-            pytest.fail(why)  # the test command should have installed them
-        pytest.skip(why)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="plangate-chromium-")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-extensions", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1200,900",
-                f"--user-data-dir={profile}"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @asynccontextmanager
@@ -149,6 +124,14 @@ def log_in(d: WebDriver, url: str, token: str) -> str:
     return d.current_window_handle
 
 
+def text_of(d: WebDriver, css: str) -> str:
+    return d.find_element(By.CSS_SELECTOR, css).text
+
+
+def href_of(d: WebDriver, css: str) -> str:
+    return d.find_element(By.CSS_SELECTOR, css).get_attribute("href") or ""
+
+
 def card_text(d: WebDriver, digest: str) -> str:
     return d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]').text
 
@@ -171,6 +154,19 @@ def test_the_page_refuses_to_start_without_approver_keys(monkeypatch, capsys):
     assert main(["ui"]) == 2
     err = capsys.readouterr().err
     assert "plangate ui needs PLANGATE_APPROVER_KEY" in err and "\n" not in err.strip()
+
+
+def test_the_page_refuses_a_temporal_ui_that_is_not_a_web_address(stack, monkeypatch, capsys):
+    for k, v in stack.env().items():
+        monkeypatch.setenv(k, v)
+    assert main(["ui", "--temporal-ui", "javascript:alert(1)"]) == 2
+    err = capsys.readouterr().err
+    assert "the Temporal Web UI's address 'javascript:alert(1)'" in err, err
+    assert "\n" not in err.strip(), err
+    monkeypatch.setenv("PLANGATE_TEMPORAL_UI", "localhost:8233")  # no scheme
+    assert main(["ui"]) == 2
+    err = capsys.readouterr().err
+    assert "'localhost:8233' (--temporal-ui, PLANGATE_TEMPORAL_UI) is not an http(s) URL" in err
 
 
 def test_a_login_token_names_one_person_and_a_session_cannot_be_forged():
@@ -207,6 +203,9 @@ def test_card_values_are_escaped_and_hidden_characters_shown():
     assert "acct_1\\u202egnp.exe" in page and "\u202e" not in page  # shown, not obeyed
     assert "irreversible" in page and "&lt;dana&gt;" in page
     assert "5m 30s" in page and card.digest() in page
+    # the run's links carry the hostile id percent-encoded, never as markup
+    assert 'href="/run?id=%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E"' in page
+    assert "/workflows/%22%3E%3Cimg%20src%3Dx" in page
 
 
 def test_time_left_in_its_two_largest_units():
@@ -275,7 +274,7 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
             assert '{"absent": true}' in shown  # the object is absent, hence if_none_match *
             assert re.search(r"time left 23h 5\dm", shown), shown
             assert "on behalf of dana" in shown
-            assert "<b>figures</b>" in browser.find_element(By.TAG_NAME, "body").text
+            assert "<b>figures</b>" in await asyncio.to_thread(text_of, browser, "body")
             late_card = await asyncio.to_thread(card_text, browser, b1.record.digest)
             assert re.search(r"time left \ds", late_card), late_card
             tab2 = await asyncio.to_thread(show, browser, url)  # a second, stale copy
@@ -298,12 +297,13 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
 
             # -- the next card: shown as text, never run as markup; a rejection needs a reason
             await asyncio.to_thread(show, browser, url, tab1)
-            page = browser.find_element(By.TAG_NAME, "body").text
+            page = await asyncio.to_thread(text_of, browser, "body")
             assert a1.record.digest not in page and a2.record.digest in page
             shown = await asyncio.to_thread(card_text, browser, a2.record.digest)
             assert "<script>document.title='owned'</script>\\u202etxt" in shown
-            assert browser.title != "owned"
-            assert not browser.find_elements(By.CSS_SELECTOR, "section.card script")
+            assert await asyncio.to_thread(lambda: browser.title) != "owned"
+            assert not await asyncio.to_thread(
+                browser.find_elements, By.CSS_SELECTOR, "section.card script")
             outcome, text, _ = await asyncio.to_thread(
                 answer, browser, tab1, a2.record.digest, "reject")
             assert outcome == "refused" and "a rejection needs a reason" in text, text
@@ -360,6 +360,11 @@ async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings
             status, _, page = await asyncio.to_thread(request, url, headers=session)
             assert status == 200 and card_a.record.digest in page
             assert run_b not in page and card_b.record.digest not in page
+            # nor is queue B's run's report shown here, readable or as JSON
+            for route in ("run", "run.json"):
+                status, _, page = await asyncio.to_thread(
+                    request, f"{url}{route}?id={quote(run_b)}", headers=session)
+                assert status == 404 and "publish b.txt" not in page, page
 
             # a form for queue B's card, as an attacker would write it: refused, not applied
             form = {"run_id": run_b, "step": 1, "digest": card_b.record.digest,
@@ -488,3 +493,183 @@ async def test_wrong_tokens_are_throttled_per_address(client, settings, stack, t
             assert await log_in(token) == (429, "2")  # the wait has doubled
             status, _, _ = await asyncio.to_thread(request, url + "?token=" + token)
             assert status == 429  # the link form of the token waits the same
+
+
+def test_the_temporal_ui_link_is_built_and_checked():
+    from plangate.servers.approval_page import Links, temporal_ui_arg
+
+    assert Links().temporal("r 1/x") == "http://localhost:8233/namespaces/default/workflows/r%201%2Fx"
+    assert Links(temporal_ui_arg("https://temporal.example/ui/"), "prod").temporal("r") == (
+        "https://temporal.example/ui/namespaces/prod/workflows/r")
+    for bad in ("javascript:alert(1)", "localhost:8233", "http://x/?a=1", ""):
+        with pytest.raises(ValueError):
+            temporal_ui_arg(bad)
+
+
+# -- the reader's own time zone: far from UTC, with a half-hour offset ------------------------
+LOCAL_ZONE, LOCAL_OFFSET = "Asia/Kolkata", timedelta(hours=5, minutes=30)
+LOCAL_TIME = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} GMT\+5:30$")
+
+
+def times_shown(d: WebDriver, within: str = "body") -> list[tuple[str, str]]:
+    """Each <time> on the page: its text and its title."""
+    return [(t.text, t.get_attribute("title") or "")
+            for t in d.find_elements(By.CSS_SELECTOR, f"{within} time")]
+
+
+def assert_local(shown: list[tuple[str, str]]) -> None:
+    """Each time reads as the instant its title gives (ISO, UTC), in the reader's zone, to the
+    second."""
+    assert shown
+    for text, title in shown:
+        assert LOCAL_TIME.match(text), (text, title)
+        at = datetime.fromisoformat(title)
+        assert at.utcoffset() == timedelta(0) and at.microsecond == 0, title
+        assert text == (at + LOCAL_OFFSET).strftime("%Y-%m-%d %H:%M:%S") + " GMT+5:30"
+
+
+def card_links(d: WebDriver, digest: str) -> dict[str, str]:
+    card = d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]')
+    return {a.get_attribute("class") or "": a.get_attribute("href") or ""
+            for a in card.find_elements(By.CSS_SELECTOR, "p.links a")}
+
+
+def type_reason(d: WebDriver, digest: str, text: str) -> None:
+    box = d.find_element(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"] [name=reason]')
+    box.clear()
+    if text:
+        box.send_keys(text)
+
+
+def reason_of(d: WebDriver, digest: str) -> str:
+    return d.find_element(
+        By.CSS_SELECTOR, f'section.card[data-digest="{digest}"] [name=reason]'
+    ).get_attribute("value") or ""
+
+
+def refresh_until(d: WebDriver, digest: str) -> None:
+    """Press Refresh until the card ``digest`` is on the page."""
+    def shown(d: WebDriver) -> bool:
+        if d.find_elements(By.CSS_SELECTOR, f'section.card[data-digest="{digest}"]'):
+            return True
+        d.find_element(By.ID, "refresh").click()
+        return False
+    WebDriverWait(d, 30, poll_frequency=0.5).until(shown)
+
+
+def follow(d: WebDriver, css: str) -> None:
+    """Click the link ``css`` and wait for the page it leads to."""
+    link = d.find_element(By.CSS_SELECTOR, css)
+    href = link.get_attribute("href")
+    link.click()
+    WebDriverWait(d, 30).until(lambda d: d.current_url == href)
+
+
+def table_rows(d: WebDriver, table: str) -> list[str]:
+    return [r.text for r in d.find_elements(By.CSS_SELECTOR, f"table#{table} tbody tr")]
+
+
+async def test_a_card_links_its_run_the_page_refreshes_in_place_and_says_what_came_next(
+    client, settings, stack, s3, browser, tmp_path
+):
+    bucket = unique("next")
+    s3.create_bucket(Bucket=bucket)
+    publish = {"goal": "publish the quarterly figures", "budget": {"replans_max": 0},
+               "on_behalf_of": "dana", "steps": [
+                   {"n": 1, "tool": "s3.put", "approval": "required",
+                    "args": {"bucket": bucket, "key": "figures.txt", "body": "final figures"}},
+                   {"n": 2, "tool": "s3.put", "approval": "required", "depends_on": [1],
+                    "on_unmet": "halt",
+                    "args": {"bucket": bucket, "key": "summary.txt", "body": "summary"}}]}
+    later = {"goal": "publish the summary later", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
+         "args": {"bucket": bucket, "key": "later.txt", "body": "later"}}]}
+    ui = "http://temporal-ui.example:8080"
+    token = approver_key("erin").login_token()
+    async with running_worker(client, settings) as h:
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
+               "PLANGATE_TEMPORAL_UI": ui + "/"}
+        api, ns = Plangate(client, h.settings), h.settings.temporal.namespace
+        async with ui_process(env, tmp_path / "ui.log") as url:
+            run_a = await api.start(publish)
+            a1 = await waiting(api, run_a, 1)
+            await asyncio.to_thread(in_time_zone, browser, LOCAL_ZONE)
+            tab = await asyncio.to_thread(log_in, browser, url, token)
+
+            # -- each card links its run: its report here, as JSON, and in the Temporal Web UI
+            links = await asyncio.to_thread(card_links, browser, a1.record.digest)
+            assert links == {"run": f"{url}run?id={quote(run_a, safe='')}",
+                             "json": f"{url}run.json?id={quote(run_a, safe='')}",
+                             "temporal": f"{ui}/namespaces/{ns}/workflows/{run_a}"}, links
+
+            # -- times in the reader's zone, to the second; the ISO value in the title
+            shown = await asyncio.to_thread(times_shown, browser)
+            assert_local(shown)
+            issued = a1.record.card.issued_at.astimezone(UTC).replace(microsecond=0)
+            assert issued.isoformat() in [title for _, title in shown]
+            assert "." not in " ".join(text for text, _ in shown)  # no fractions of a second
+
+            # -- Refresh brings a new card in place: no reload, the half-typed reason kept
+            await asyncio.to_thread(type_reason, browser, a1.record.digest, "half a reas")
+            await asyncio.to_thread(browser.execute_script, "window.notReloaded = true")
+            run_b = await api.start(later)
+            b1 = await waiting(api, run_b, 1)
+            await asyncio.to_thread(refresh_until, browser, b1.record.digest)
+            assert await asyncio.to_thread(browser.execute_script, "return window.notReloaded")
+            assert await asyncio.to_thread(reason_of, browser, a1.record.digest) == "half a reas"
+            assert_local(await asyncio.to_thread(times_shown, browser))  # the new card's too
+            await asyncio.to_thread(type_reason, browser, a1.record.digest, "")
+
+            # -- approved: the page says what the step did next
+            outcome, text, _ = await asyncio.to_thread(
+                answer, browser, tab, a1.record.digest, "approve")
+            assert outcome == "accepted" and "approve of step 1" in text, text
+            said = await asyncio.to_thread(text_of, browser, "#next")
+            assert re.search(r"Then: step 1 \(s3\.put\) is DONE; the run is "
+                             r"(running|awaiting_approval)$", said), said
+            assert_local(await asyncio.to_thread(times_shown, browser, "#next"))
+            a2 = await waiting(api, run_a, 2)
+
+            # -- and the cards page lists the answers given here with what became of them
+            await asyncio.to_thread(show, browser, url, tab)
+            answered = await asyncio.to_thread(text_of, browser, "#answered")
+            assert f"approve of step 1 of run {run_a} by erin at " in answered, answered
+            assert "step 1 (s3.put) is DONE; the run is awaiting_approval" in answered, answered
+            assert_local(await asyncio.to_thread(times_shown, browser, "#answered"))
+            await asyncio.to_thread(screenshot, browser, "approval-page.png")
+
+            # -- rejected: the run's state first
+            outcome, text, _ = await asyncio.to_thread(
+                answer, browser, tab, a2.record.digest, "reject", "not these figures")
+            assert outcome == "accepted" and "reject of step 2" in text, text
+            said = await asyncio.to_thread(text_of, browser, "#next")
+            assert re.search(r"Then: the run is halted \(approval_rejected: .*not these figures"
+                             r".*\); step 2 \(s3\.put\) is HALTED", said), said
+
+            # -- the run's report, readable: its state, steps, failure and approvals
+            await asyncio.to_thread(follow, browser, "#next + p.links a.run")
+            assert await asyncio.to_thread(text_of, browser, "#status") == "halted"
+            steps = await asyncio.to_thread(table_rows, browser, "steps")
+            assert [r.split()[:5] for r in steps] == [
+                ["1", "1", "s3.put", "write", "DONE"], ["2", "1", "s3.put", "write", "HALTED"]]
+            cards = await asyncio.to_thread(table_rows, browser, "approvals")
+            assert re.match(r"1 1 s3\.put approved .* approve by erin at .*GMT\+5:30$", cards[0],
+                            re.S), cards
+            assert re.match(r"2 1 s3\.put rejected .* reject by erin at .*: not these figures$",
+                            cards[1], re.S), cards
+            assert "approval_rejected" in await asyncio.to_thread(text_of, browser, "#failure")
+            assert_local(await asyncio.to_thread(times_shown, browser))
+            temporal = await asyncio.to_thread(href_of, browser, "p.links a.temporal")
+            assert temporal == f"{ui}/namespaces/{ns}/workflows/{run_a}"
+            await asyncio.to_thread(screenshot, browser, "approval-run.png")
+
+            # -- and as JSON, for the session only
+            session, _ = await logged_in(url, token)
+            status, headers, body = await asyncio.to_thread(
+                request, f"{url}run.json?id={quote(run_a)}", headers=session)
+            assert status == 200 and headers["Content-Type"].startswith("application/json")
+            report = json.loads(body)
+            assert report["run_id"] == run_a and report["status"] == "halted"
+            status, _, _ = await asyncio.to_thread(request, f"{url}run?id={quote(run_a)}")
+            assert status == 401  # no session, no report
+        await api.cancel(run_b, reason="test over")

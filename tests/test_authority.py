@@ -27,7 +27,7 @@ from psycopg import sql
 from plangate.demo.schema import Account, seed_account
 from plangate.plans.load import PlanError, parse_plan
 from plangate.records.codes import CODES
-from plangate.testing import attempts, running_worker, scheduled, until_state
+from plangate.testing import attempts, ended, running_worker, scheduled, until_state
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.pg import tool_transaction
@@ -119,7 +119,7 @@ async def test_authority_is_checked_when_the_tool_acts_not_when_the_plan_was_mad
                 sql.SQL("REVOKE UPDATE ON demo.customers FROM {}").format(sql.Identifier(role))
             )
         await open_gate(pg, gate)
-        rep = await handle.result()
+        rep = await ended(handle)
     # the tool ran once, as the role: never retried
     assert (await attempts(client, rep.run_id))["customer.update"] == [1]
     assert rep.step(1).state == "DONE"

@@ -66,7 +66,10 @@ async def test_an_id_already_running_is_bad_usage(stack_env, plan_file, client, 
         await client.get_workflow_handle(run_id).terminate("test over")
     # and a run that has ended cannot be cancelled
     assert await asyncio.to_thread(main, ["cancel", run_id]) == 2
-    assert "has already ended (terminated)" in one_line(capsys.readouterr().err)
+    # in plangate's words (issue 22), no longer Temporal's "(terminated)"
+    assert "has already ended: cancelled before it started" in one_line(
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize("argv", [["status", "some-run"], ["cancel", "some-run"], ["run", "PLAN"]])

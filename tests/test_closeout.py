@@ -37,7 +37,10 @@ async def test_closeout_with_the_playbook(client, settings, pg, acct):
         rep = await h.run_approving(closeout_plan(acct.account_id))
     assert rep.status == "succeeded", rep.escalation
     v1 = [s for s in rep.steps if s.plan_version == 1]
-    assert [s.state for s in v1] == ["DONE", "DONE", "REPLANNING", "VOID", "VOID", "VOID"]
+    assert [s.state for s in v1] == ["DONE", "DONE", "REPLANNED", "VOID", "VOID", "VOID"]
+    # re-planned, then the re-plan accepted: final, not left as if still asked
+    assert [t.state for t in v1[2].transitions][-2:] == ["REPLANNING", "REPLANNED"]
+    assert v1[2].state.final and v1[2].answer == "replan"
     assert all(s.attempts == 0 for s in v1[3:])  # nothing dispatched after the failure
     assert rep.failure is not None
     assert (rep.failure.step, rep.failure.code, rep.failure.retryable) == (

@@ -374,3 +374,27 @@ async def test_an_extension_that_clashes_stops_the_deployment_in_one_line(stack,
         assert "'s3.get'" in line and "activities.tools.s3" in line, line
         assert "clashing_tools" in line and "entry point clash" in line, line
         assert "polling" not in out
+
+
+def test_the_service_on_a_busy_port_says_so_in_one_line() -> None:
+    """Issue 22: its default port is not plangate ui's (8765), and a port already taken is one
+    line and exit 2, not a traceback."""
+    import socket
+    import subprocess
+
+    import tickets_service
+
+    assert tickets_service.DEFAULT_PORT != 8765
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, str(TICKETS / "tickets_service.py"), "--port", str(port)],
+            capture_output=True, text=True, timeout=30,
+        )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"tickets_service: cannot listen on 127.0.0.1:{port}: Address already in use "
+        "(--port picks another)"
+    ], proc.stderr

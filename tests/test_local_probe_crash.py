@@ -14,7 +14,7 @@ from temporalio import activity
 
 from plangate.client.api import Plangate
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
-from plangate.testing import scheduled
+from plangate.testing import ended, scheduled
 from plangate.worker.assembly import build_worker
 from tests.harness import guards_alone
 
@@ -63,7 +63,7 @@ async def test_a_worker_that_dies_during_a_probe_reads_again(client, settings):
     # (its shutdown waits out the hanging read's timeout, 30 s: a crash would not)
     # that worker is gone mid-read: nothing of the read was recorded
     async with await build_worker(client, own, doubles=doubles):
-        rep = await asyncio.wait_for(handle.result(), 60)
+        rep = await asyncio.wait_for(ended(handle), 60)
     assert probe.calls == 2  # read again on the next worker, not assumed
     assert rep.status == "halted" and rep.failure is not None
     assert rep.failure.code == "precondition_unmet"  # what the second read saw

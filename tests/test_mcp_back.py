@@ -32,7 +32,7 @@ from plangate.probes.mcp import judge
 from plangate.probes.mcp_file import CheckDecl, McpFileError, load
 from plangate.probes.mcp_templates import TemplateError, fill, fill_arguments
 from plangate.records.report import RunReport, StepState
-from plangate.testing import running_worker, scheduled
+from plangate.testing import ended, running_worker, scheduled
 from plangate.worker.assembly import build_worker
 from plangate.world.settings import Settings
 
@@ -226,7 +226,7 @@ async def run_killing_at_approval(runs, api: Plangate, plan: dict[str, Any], pid
                 await asyncio.sleep(0.3)
                 killed = True
                 await api.approve(handle.id, card.step, card.digest, by="erin")
-    final: RunReport = await handle.result()
+    final: RunReport = await ended(handle)
     return final, seen
 
 

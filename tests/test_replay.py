@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from plangate.records.interface import ENDED_ERRORS
 from plangate.records.report import Phase, RunReport, StepState
 from plangate.worker.assembly import PlangatePlugin
 from plangate.worker.compression import DATA_CONVERTER
@@ -33,6 +34,9 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "closeout_replanned": ("succeeded", E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED),
     "closeout_replanned_replan1": ("", E.EVENT_TYPE_MARKER_RECORDED),
     "halted": ("halted", E.EVENT_TYPE_MARKER_RECORDED),
+    # patch truthful-end: a wait (timers with summaries) ran out, the step halted, and the
+    # execution failed with the report in the failure's details
+    "halted_after_wait": ("halted", E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED),
     "waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
     # a signed approval, upserting plangate's search attributes as the card waits
     "approved": ("succeeded", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
@@ -66,9 +70,15 @@ async def ending(history: WorkflowHistory) -> RunReport | str:
     last = history.events[-1]
     if last.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
         return "continued"
-    if last.event_type != E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+    if last.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+        failure = last.workflow_execution_failed_event_attributes.failure
+        if failure.application_failure_info.type not in ENDED_ERRORS:
+            return E.Name(last.event_type)
+        payloads = failure.application_failure_info.details.payloads
+    elif last.event_type != E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
         return E.Name(last.event_type)
-    payloads = last.workflow_execution_completed_event_attributes.result.payloads
+    else:
+        payloads = last.workflow_execution_completed_event_attributes.result.payloads
     codec = DATA_CONVERTER.payload_codec
     decoded = await codec.decode(list(payloads)) if codec else list(payloads)
     report = DATA_CONVERTER.payload_converter.from_payloads(decoded, [RunReport])[0]
@@ -116,6 +126,23 @@ async def test_every_path_was_recorded():
     unsigned = await ending(load(recorded["refused_unsigned"]))
     assert isinstance(unsigned, RunReport) and unsigned.failure is not None
     assert unsigned.failure.code == "not_permitted"
+    # the new end: a patch marker first, a summary on every timer, the failure's message
+    truthful = load(recorded["halted_after_wait"]).events
+    markers = [e.marker_recorded_event_attributes for e in truthful
+               if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
+    assert markers[0].marker_name == "core_patch"
+    timers = [json.loads(e.user_metadata.summary.data) for e in truthful
+              if e.event_type == E.EVENT_TYPE_TIMER_STARTED]
+    assert timers == [f"step 1 reads the world again in 1 s (read {i} of at most 3)"
+                      for i in (1, 2)]
+    failure = truthful[-1].workflow_execution_failed_event_attributes.failure
+    assert failure.application_failure_info.type == "PlanHalted"
+    assert failure.message.startswith("halted at step 1 (warehouse.run_sql, postcondition_unmet)")
+    # runs from before the patch completed with every report
+    assert all(not any(m.marker_name == "core_patch" for m in (
+        e.marker_recorded_event_attributes for e in load(p).events
+        if e.event_type == E.EVENT_TYPE_MARKER_RECORDED)) for n, p in recorded.items()
+        if n != "halted_after_wait")
     # the chain: each run after the first continued from the one before
     runs = [load(recorded[f"continued_as_new_run{i}"]) for i in (1, 2, 3)]
     for before, after in itertools.pairwise(runs):

@@ -33,7 +33,7 @@ from plangate.plans.load import parse_plan
 from plangate.plans.model import Effect
 from plangate.plans.scope import Scope
 from plangate.records.run import RunInput
-from plangate.testing import history_events, running_worker, scheduled, until_state
+from plangate.testing import ended, history_events, running_worker, scheduled, until_state
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from tests.harness import polling_plan, unchecked_worker
@@ -111,7 +111,7 @@ async def start_unchecked(h: Any, plan: dict[str, Any]) -> Any:
         id=f"unchecked-{uuid.uuid4().hex[:8]}",
         task_queue=h.queue,
     )
-    return await handle.result()
+    return await ended(handle)
 
 
 async def test_a_write_outside_the_allowed_buckets_is_refused_by_the_tool(client, settings, s3):

@@ -41,7 +41,7 @@ from plangate.records.proofs import Submitter, sign_submission
 from plangate.records.report import RunReport
 from plangate.records.run import Carried, RunInput
 from plangate.records.signing import SigningKey
-from plangate.testing import FakeOpenAI, model_backed, running_worker, scheduled
+from plangate.testing import FakeOpenAI, ended, model_backed, running_worker, scheduled
 from plangate.worker.assembly import activities
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
@@ -304,10 +304,10 @@ async def test_principals_are_bound_to_submitters(client, settings, pg, world):
         }
         for rid, (submission, why) in cases.items():
             run_id = f"raw-{tag}-{rid}"
-            rep: RunReport = await client.execute_workflow(
+            rep: RunReport = await ended(await client.start_workflow(
                 PlanRunWorkflow.run, RunInput(plan=plan, submission=submission),
                 id=run_id, task_queue=h.queue,
-            )
+            ))
             assert rep.status == "halted", why
             assert rep.failure is not None and rep.failure.code == "not_permitted", why
             assert why in rep.failure.detail, rep.failure.detail
@@ -400,10 +400,10 @@ async def test_a_raw_start_cannot_carry_state_or_ask_temporal_to_run_it_again(
              {"retry_policy": RetryPolicy(maximum_attempts=3)}),
         ):
             run_id = f"forged-{what}-{uuid.uuid4().hex[:8]}"
-            runs[what] = await client.execute_workflow(
+            runs[what] = await ended(await client.start_workflow(
                 PlanRunWorkflow.run, inp, id=run_id, task_queue=h.queue,
                 result_type=RunReport, **extra,
-            )
+            ))
             assert set(await scheduled(client, run_id)) <= {"guard.resolve"}, what
     assert "only the run before it can hand on" in str(runs["carried"].failure)
     assert "never scheduled or retried by Temporal" in str(runs["retried"].failure)

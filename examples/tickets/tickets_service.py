@@ -21,7 +21,8 @@ check and a write.
         svc.add("T-1", "Printer on fire")
         os.environ["TICKETS_URL"] = svc.url
 
-Run it on its own: ``python tickets_service.py [--port 8765]`` (seeds ``T-1``).
+Run it on its own: ``python tickets_service.py [--port 8775]`` (seeds ``T-1``; not 8765,
+which ``plangate ui`` takes).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -305,18 +307,28 @@ def _handler_for(svc: TicketsService) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def main() -> None:
+DEFAULT_PORT = 8775  # not plangate ui's 8765: both run side by side in the walkthrough
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="a small tickets service (seeds T-1)")
-    parser.add_argument("--port", type=int, default=8765)
-    port = parser.parse_args().port
-    svc = TicketsService(port).start()
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free)")
+    port = parser.parse_args(argv).port
+    try:
+        svc = TicketsService(port).start()
+    except OSError as e:
+        print(f"tickets_service: cannot listen on 127.0.0.1:{port}: {e.strerror or e} "
+              "(--port picks another)", file=sys.stderr)
+        return 2
     svc.add("T-1", "Printer on fire")
     print(f"export TICKETS_URL={svc.url}", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
         svc.stop()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

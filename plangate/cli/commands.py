@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from plangate.plans.load import PlanError
+from plangate.plans.load import PlanError, shown
 from plangate.plans.problem import Problem
 from plangate.plans.visible import visible, visible_json
 from plangate.records.report import RunReport, RunStatus
@@ -44,13 +45,15 @@ if TYPE_CHECKING:
     from plangate.records.signing import SigningKey
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports of a Unix tool whose reader left
 
 EXIT_CODES = """\
 exit codes:
   0    a succeeded run (run --wait, watch, status), a valid plan (check), a request sent
        (run, cancel), a listing (runs), tables ready (setup), services answering
        (worker --check)
-  1    a run that did not succeed (failed, halted, cancelled, still running); a service that
+  1    a run that did not succeed (failed, halted, cancelled, still running); status of a
+       run no worker answers for; a service that
        could not be reached (Temporal, Postgres, S3: named by host and port); a worker that
        cannot serve its metrics (PLANGATE_METRICS_ADDRESS taken); plangate's tables missing
        (worker --no-setup) or not to be created by this role (setup); dev or demo without
@@ -58,25 +61,38 @@ exit codes:
        namespace without plangate's search attributes
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
-       option, an unknown run id, a run id already running, cancelling an ended run;
+       option, an unknown run id, a run id already running, cancelling an ended run, a
+       --digest that is not 64 hexadecimal digits;
        approve or reject without an approver key; ui without PLANGATE_APPROVER_KEY, or on
        an address it cannot listen on;
+       dev on a state directory another plangate dev runs on;
        codec-server without a strong PLANGATE_CODEC_TOKEN, unless on loopback with
        --insecure-local)
   130  interrupted (Ctrl-C)
+  141  stdout closed by its reader (| head): the command stops quietly
 Errors are one line on stderr; --debug adds the traceback."""
+
+
+_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class UsageError(Exception):
     """Bad usage the user can correct: an unknown run id, a run id already in use."""
 
 
-def _print_problems(path: str, problems: Sequence[str]) -> None:
-    problems = [p.removeprefix(f"{path}: ") for p in problems]  # the file is named once
+def _print_problems(args: argparse.Namespace, problems: Sequence[str]) -> None:
+    path = getattr(args, "plan", None)
+    if path is not None:
+        what = f"plan {path}"
+        problems = [p.removeprefix(f"{path}: ") for p in problems]  # the file is named once
+    elif getattr(args, "goal", None) is not None:  # plangate plan: the model's answer
+        what = f"the model's plan for {shown(args.goal, 80)}"
+    else:
+        what = "the plan"
     if len(problems) == 1:
-        print(visible(f"plangate: plan {path} rejected: {problems[0]}"), file=sys.stderr)
+        print(visible(f"plangate: {what} rejected: {problems[0]}"), file=sys.stderr)
         return
-    print(visible(f"plangate: plan {path} rejected:"), file=sys.stderr)
+    print(visible(f"plangate: {what} rejected:"), file=sys.stderr)
     for p in problems:
         print(visible(f"  - {p}"), file=sys.stderr)
 
@@ -122,6 +138,7 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not args.wait:
         print(visible(run_id))
         return EXIT_OK
+    args.following = run_id  # Ctrl-C from here on stops the following, never the run
     return await _follow(api, run_id, args.json)
 
 
@@ -142,6 +159,7 @@ async def _cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.client.api import UnknownRun
 
     api = await _api(settings)
+    args.following = args.id
     try:
         return await _follow(api, args.id, args.json)
     except UnknownRun as e:
@@ -192,6 +210,11 @@ def _when(text: str) -> datetime:
 async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.client.api import AnswerRefused, NoApproverKey, RunEnded, UnknownRun
 
+    if not _DIGEST.fullmatch(args.digest):
+        given = args.digest if len(args.digest) <= 80 else args.digest[:80] + "..."
+        raise UsageError(f"{args.command}: --digest {given} is not a card's digest: 64 "
+                         "hexadecimal digits (its SHA-256, as status shows it)")
+    args.digest = args.digest.lower()  # as the card's digest is written
     api = await _api(settings)
     try:
         api.approver_key(args.requester)  # before any call: a missing key is bad usage
@@ -214,7 +237,7 @@ async def _cmd_answer(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.client.api import UnknownRun
+    from plangate.client.api import NoWorkerAnswered, UnknownRun
     from plangate.client.view import summary
 
     api = await _api(settings)
@@ -222,6 +245,9 @@ async def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         rep = await api.report(args.id)
     except UnknownRun as e:
         raise UsageError(f"{e} on {settings.temporal.address}") from None
+    except NoWorkerAnswered as e:
+        print(visible(f"plangate: {e}"), file=sys.stderr)
+        return EXIT_NOT_SUCCEEDED
     print(visible_json(rep.model_dump_json(indent=2)) if args.json else summary(rep))
     return _exit_for(rep)
 
@@ -270,7 +296,9 @@ async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_NOT_SUCCEEDED
     if draft.plan is None:
         raise PlanError([Problem.plan(draft.reason, "model answer"), *draft.problems])
-    text = draft.as_yaml()
+    # the file's name says its format: JSON for .json (check reads it strictly), else YAML
+    as_json = bool(args.output) and Path(args.output).suffix.lower() == ".json"
+    text = draft.as_json() if as_json else draft.as_yaml()
     if args.output:
         await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
         print(visible(f"plangate: plan written to {args.output} ({len(draft.plan.steps)} "
@@ -280,6 +308,12 @@ async def _cmd_plan(args: argparse.Namespace, settings: Settings) -> int:
     for f in draft.findings:
         print(visible(f"plangate: finding (--strict): {f}"), file=sys.stderr)
     return EXIT_OK
+
+
+def _write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path``; where it went, as an absolute path."""
+    path.write_text(text, encoding="utf-8")
+    return path.resolve()
 
 
 async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
@@ -302,10 +336,12 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     table = reporting.text(tools, len(runs), since)
     if args.html:
         try:
-            html = page(tools, table, len(runs), since)
-            await asyncio.to_thread(Path(args.html).write_text, html, encoding="utf-8")
+            html = page(tools, len(runs), since)
+            where = await asyncio.to_thread(_write_text, Path(args.html), html)
         except OSError as e:
             raise UsageError(f"--html {args.html}: {e.strerror or e}") from None
+        # on stderr: stdout stays the report (JSON with --json)
+        print(visible(f"plangate: HTML report written to {where}"), file=sys.stderr)
     if args.json:
         print(visible_json(json.dumps({"since": since.isoformat(), "runs": len(runs),
                                        "tools": [t.json() for t in tools]}, indent=2)))
@@ -315,15 +351,23 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.servers.approval_page import run_ui, ui_keys
+    from plangate.servers.approval_page import (
+        DEFAULT_TEMPORAL_UI,
+        TEMPORAL_UI_VAR,
+        run_ui,
+        temporal_ui_arg,
+        ui_keys,
+    )
 
     try:
         keys = ui_keys(settings.identity)  # before connecting: nobody to let in, no page
+        temporal_ui = temporal_ui_arg(
+            args.temporal_ui or os.environ.get(TEMPORAL_UI_VAR) or DEFAULT_TEMPORAL_UI)
     except ValueError as e:
         raise UsageError(str(e)) from None
     api = await _api(settings)
     try:
-        return await run_ui(api, keys, args.host, args.port)
+        return await run_ui(api, keys, args.host, args.port, temporal_ui)
     except OSError as e:
         raise UsageError(f"ui: cannot listen on {args.host}:{args.port}: "
                          f"{e.strerror or e}") from None
@@ -494,6 +538,11 @@ async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
 async def _cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.dev.run import run_dev
 
+    if args.free_ports:
+        return await run_dev(
+            Path(args.state_dir), temporal_port=None, ui_port=None, postgres_port=None,
+            s3_port=None, metrics_port=None,
+        )
     return await run_dev(Path(args.state_dir))
 
 
@@ -501,6 +550,55 @@ async def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.demo.replay import run_demo
 
     return await run_demo(Path(args.state_dir))
+
+
+# Each command's --help opens with what it does (its line in `plangate --help` is shorter).
+DESCRIPTIONS = {
+    "check": "Validate and lint a plan file against this deployment's catalogue: every problem, "
+             "each naming its step and field. Starts nothing and needs no server.",
+    "run": "Check a plan and start a run of it (or queue it with --start-at/--start-in), "
+           "printing its id; --wait follows it to its end as watch does.",
+    "approve": "Approve the approval card of a step, by the digest status shows, signed with "
+               "your approver key (PLANGATE_APPROVER_KEY).",
+    "reject": "Reject the approval card of a step, with a reason, signed with your approver key "
+              "(PLANGATE_APPROVER_KEY); the step follows its on_unmet.",
+    "key": "Make a signing key (an approver's or a submitter's) in a file only you can read, "
+           "or show the public line and login token of one.",
+    "key new": "Make a new signing key in a file only you can read (never overwritten) and "
+               "print the public line a deployment lists.",
+    "key show": "Print the public line and the approval page's login token of a key file.",
+    "status": "Print the run report of a queued, running or ended run: each step, each card "
+              "with the commands that answer it, the failure.",
+    "watch": "Follow a run to its end: a live table on a terminal, a line per change "
+             "elsewhere; --json prints only the final report.",
+    "runs": "List the runs on the task queue, newest first (id, status, start time, goal), "
+            "through Temporal visibility.",
+    "cancel": "Cancel a run by signal: no step is dispatched after it; the reason and who "
+              "asked are in its report.",
+    "plan": "Ask the configured model for a first plan toward a goal over the catalogue, "
+            "checked and linted, and write it for a person to read. Runs nothing.",
+    "report": "Print the staleness report over finished runs: per tool W, R, V and "
+              "E = W x R x V, with the 409/412/403 counts.",
+    "ui": "Serve the approval page: the cards waiting across runs, answered by the approvers "
+          "whose keys PLANGATE_APPROVER_KEY names.",
+    "worker": "Run a worker against the configured services, after checking that Temporal, "
+              "Postgres and S3 answer; --check only checks.",
+    "codec-server": "Serve the remote codec endpoint that decrypts payloads for the Temporal "
+                    "Web UI and CLI.",
+    "setup": "Create plangate's tables (and its extensions') as the configured database role, "
+             "then exit.",
+    "mcp": "Serve plans and every tool of the catalogue, guarded, to an MCP client over stdio "
+           "or streamable HTTP. No tool approves.",
+    "dev": "Start the embedded stack (Temporal, Postgres, S3) and a worker in the foreground, "
+           "printing the export lines that point at them.",
+    "demo": "Replay the seeds' incidents against real services on an embedded stack, each by a "
+            "naive executor and by plangate.",
+}
+
+
+def _describe(sub: argparse._SubParsersAction[argparse.ArgumentParser], prefix: str = "") -> None:
+    for name, p in sub.choices.items():
+        p.description = DESCRIPTIONS[f"{prefix}{name}"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -588,7 +686,9 @@ def parser() -> argparse.ArgumentParser:
     )
     pl.add_argument("goal", help="what the plan is for, in a sentence")
     pl.add_argument("--context", metavar="FILE", help="notes for the model (names, amounts)")
-    pl.add_argument("-o", "--output", metavar="PLAN", help="write the plan here (YAML)")
+    pl.add_argument("-o", "--output", metavar="PLAN",
+                    help="write the plan here: JSON for a .json file, else YAML with the "
+                    "findings as comments")
     pl.set_defaults(fn=_cmd_plan)
     rp = sub.add_parser(
         "report", parents=[common],
@@ -609,6 +709,9 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: 127.0.0.1, this machine only)")
     u.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0: any free)")
+    u.add_argument("--temporal-ui", metavar="URL",
+                   help="the Temporal Web UI's address, for each run's link (default: "
+                        "PLANGATE_TEMPORAL_UI, else the dev server's http://localhost:8233)")
     u.set_defaults(fn=_cmd_ui)
     w = sub.add_parser(
         "worker", parents=[common], help="run a worker against the configured services"
@@ -666,12 +769,17 @@ def parser() -> argparse.ArgumentParser:
         "dev", parents=[common], help="start the embedded stack and a worker in the foreground"
     )
     d.add_argument("--state-dir", default=".plangate/dev")
+    d.add_argument("--free-ports", action="store_true",
+                   help="every service on a port the system picks, rather than 7233, 8233, "
+                        "5433, 9000 and 9464 (each of which falls back to a free one if taken)")
     d.set_defaults(fn=_cmd_dev)
     m = sub.add_parser(
         "demo", parents=[common], help="replay the seeds' incidents against real services"
     )
     m.add_argument("--state-dir", default=".plangate/demo")
     m.set_defaults(fn=_cmd_demo)
+    _describe(sub)
+    _describe(kk, "key ")
     return p
 
 
@@ -735,6 +843,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as e:  # --help, or bad usage argparse has already explained
         return e.code if isinstance(e.code, int) else EXIT_USAGE
+    except BrokenPipeError:  # --help into a closed pipe
+        if _stdout_closed():
+            return EXIT_PIPE_CLOSED
+        raise
     debug: bool = args.debug
     try:
         # the one place the CLI reads it
@@ -746,9 +858,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = asyncio.run(args.fn(args, settings))
         return code
     except KeyboardInterrupt:
+        _interrupted(getattr(args, "following", None))
         return EXIT_INTERRUPTED
+    except BrokenPipeError as e:
+        if _stdout_closed():
+            return EXIT_PIPE_CLOSED
+        return _failed(e, args, debug)
     except Exception as e:
         return _failed(e, args, debug)
+
+
+def _interrupted(run_id: str | None) -> None:
+    """Ctrl-C while following a run (``run --wait``, ``watch``) stops this command only: the
+    run goes on in Temporal. Say how to pick it up again, or to stop it."""
+    if run_id is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        fresh = "\n" if sys.stderr.isatty() else ""  # off the line the terminal echoed ^C on
+        print(fresh + visible(
+            f"plangate: stopped following run {run_id}; it goes on. Follow it: plangate "
+            f"watch {run_id} (or plangate status {run_id}); stop it: plangate cancel {run_id}"
+        ), file=sys.stderr, flush=True)
+
+
+def _stdout_closed() -> bool:
+    """Whether the reader of stdout has gone (``plangate runs | head -1``); if so, stdout
+    is pointed at /dev/null so that nothing tries to write the rest, and the command ends
+    quietly, as a Unix tool killed by SIGPIPE does."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real file: not ours to judge
+        return False
+    if gone:
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+    return gone
 
 
 def _failed(e: Exception, args: argparse.Namespace, debug: bool) -> int:
@@ -761,7 +912,7 @@ def _failed(e: Exception, args: argparse.Namespace, debug: bool) -> int:
     from plangate.worker.tracing import TracingUnavailable
 
     if isinstance(e, PlanError):
-        _print_problems(getattr(args, "plan", "?"), e.problems)
+        _print_problems(args, e.problems)
         return EXIT_USAGE
     if isinstance(e, UsageError | ExtensionError | TracingUnavailable):
         print(visible(f"plangate: {e}"), file=sys.stderr)

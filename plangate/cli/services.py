@@ -116,6 +116,36 @@ async def check_s3(world: WorldSettings) -> None:
         raise ServiceUnreachable("S3", f"{host}:{port}", _reason(e)) from None
     writer.close()
     await writer.wait_closed()
+    # something listens there: it must answer as S3 does (any port accepts a connection)
+    why = await asyncio.to_thread(_not_s3, world.s3_endpoint_url)
+    if why is not None:
+        raise ServiceUnreachable("S3", f"{host}:{port}", why)
+
+
+def _not_s3(endpoint_url: str) -> str | None:
+    """Why what answers at ``endpoint_url`` is not S3, or None: a ListBuckets that S3 answers
+    with its buckets, or refuses with an S3 error code (credentials are the first probe's to
+    judge), is S3; a closed connection, a non-HTTP answer or an HTTP answer that is not S3's
+    XML is not."""
+    import boto3
+    from botocore import UNSIGNED
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    # unsigned: whether it is S3 needs no credentials (S3 refuses with AccessDenied, in XML)
+    config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=CONNECT_TIMEOUT_S,
+                    retries={"max_attempts": 1}, signature_version=UNSIGNED)
+    try:
+        boto3.client("s3", endpoint_url=endpoint_url, config=config).list_buckets()
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        if code and not code.isdigit():  # S3's own error document, parsed
+            return None
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return f"an HTTP answer (status {status}) that is not S3's"
+    except (BotoCoreError, Exception) as e:  # a parser's or a socket's failure: no S3 at all
+        return f"no S3 answer: {type(e).__name__}"
+    return None
 
 
 async def check_worker_services(settings: Settings) -> Client:

@@ -1,24 +1,31 @@
 """The Python API: everything the command line does, for an agent or a service written in
-Python. The CLI is built on it.
+Python. The CLI is built on it. An example (it runs as written, with top-level ``await``, in a
+directory holding ``plan.json`` whose step 1 waits for approval; tests/test_api_examples.py
+runs it)::
+
+    from datetime import timedelta
 
     from plangate import Plangate
 
-    pg = await Plangate.connect()                 # the same settings and connection as the CLI
-    plan = pg.check({"goal": ..., "steps": [...]}) # PlanError naming each problem, or the plan
+    pg = await Plangate.connect()                  # the same settings and connection as the CLI
+    plan = pg.check("plan.json")                   # PlanError naming each problem, or the plan
     run_id = await pg.start(plan)
-    async for report in pg.watch(run_id):          # each change of the run report
-        ...
-    report = await pg.result(run_id)               # waits for the end
-    await pg.cancel(run_id, reason="goal withdrawn", requester="ops@example.com")
+    card = await pg.wait_for_card(run_id, step=1)  # the card once it waits for a person
     pending = await pg.pending_approvals()         # the cards waiting, across runs
-    await pg.approve(run_id, step, digest, by="erin")
+    await pg.approve(run_id, card.step, card.digest)
+    async for report in pg.watch(run_id):          # each change of the run report
+        print(report.status)
+    report = await pg.result(run_id)               # the final report (waits for the end)
+    later = await pg.start(plan, start_in=timedelta(hours=1))  # queued: starts in an hour
+    await pg.cancel(later, reason="goal withdrawn", requester="ops@example.com")
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -63,12 +70,31 @@ if TYPE_CHECKING:
     from plangate.replanner.planner import Draft
 
 
+def ended_report(error: BaseException) -> RunReport | None:
+    """The report a run that did not succeed ends its execution with: the details of its
+    failure (``WorkflowFailureError`` from a handle's ``result``, or the failure itself).
+    None for any other failure (a run from before, one Temporal ended)."""
+    from temporalio.exceptions import ApplicationError
+
+    from plangate.records.interface import ENDED_ERRORS
+
+    cause = getattr(error, "cause", error)
+    if not isinstance(cause, ApplicationError) or cause.type not in ENDED_ERRORS:
+        return None
+    if not cause.details:
+        return None
+    return RunReport.model_validate(cause.details[0])
+
+
 _CLOSED_STATUS = {  # by the name of Temporal's WorkflowExecutionStatus, loaded with the client
     "CANCELED": RunStatus.CANCELLED,
     "TERMINATED": RunStatus.CANCELLED,
     "FAILED": RunStatus.FAILED,
     "TIMED_OUT": RunStatus.FAILED,
 }
+
+
+_FINAL_VALUES = {s.value for s in RunStatus if s.final}
 
 
 class UnknownRun(RunError, LookupError):
@@ -91,6 +117,15 @@ class NoApproverKey(PlangateError, ValueError):
     """This process holds no approver's key to sign an answer with (or not the one asked)."""
 
 
+class NoWorkerAnswered(RunError, TimeoutError):
+    """No worker answered the run's report query in time (none polls its task queue, or all
+    are busy or gone); the message says what Temporal knows of the run."""
+
+    def __init__(self, message: str, execution_status: str) -> None:
+        super().__init__(message)
+        self.execution_status = execution_status
+
+
 class SearchAttributesMissing(RunError, RuntimeError):
     """The namespace lacks plangate's search attributes: runs cannot be found by status."""
 
@@ -98,6 +133,7 @@ class SearchAttributesMissing(RunError, RuntimeError):
 MAX_START_DELAY = timedelta(days=30)
 
 PENDING_RUNS_MAX = 500  # runs read for one listing of pending cards
+REPORT_QUERY_TIMEOUT = timedelta(seconds=10)  # a worker answers a query at once, or is gone
 PENDING_QUERY_TIMEOUT = timedelta(seconds=5)  # a run whose worker does not answer is skipped
 _PENDING_QUERIES_AT_ONCE = 16
 
@@ -203,14 +239,21 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# A run that did not succeed ends its execution Failed (runs from before the ``truthful-end``
+# patch: Completed); its PlangateStatus says how.
+_UNSUCCESSFUL = '("Completed", "Failed")'
 _EXECUTION = {  # how a RunStatus is found: the execution's own status, then plangate's
-    RunStatus.QUEUED: '"Running"', RunStatus.RUNNING: '"Running"',
-    RunStatus.AWAITING_APPROVAL: '"Running"', RunStatus.SUCCEEDED: '"Completed"',
-    RunStatus.HALTED: '"Completed"', RunStatus.CANCELLED: '"Completed"',
-    RunStatus.FAILED: '"Completed"',
+    RunStatus.QUEUED: '("Running")', RunStatus.RUNNING: '("Running")',
+    RunStatus.AWAITING_APPROVAL: '("Running")', RunStatus.SUCCEEDED: '("Completed")',
+    RunStatus.HALTED: _UNSUCCESSFUL, RunStatus.CANCELLED: _UNSUCCESSFUL,
+    RunStatus.FAILED: _UNSUCCESSFUL,
 }
 _ENDED_BY_TEMPORAL = {  # ended without the workflow's own last word (terminated, timed out)
-    RunStatus.CANCELLED: '("Canceled", "Terminated")', RunStatus.FAILED: '("Failed", "TimedOut")',
+    RunStatus.CANCELLED: 'ExecutionStatus IN ("Canceled", "Terminated")',
+    # failed without a report of its own to say how (its input refused): not a run that
+    # failed its execution to say it halted or was cancelled
+    RunStatus.FAILED: 'ExecutionStatus = "TimedOut" OR (ExecutionStatus = "Failed" AND '
+    'PlangateStatus NOT IN ("halted", "cancelled", "failed"))',
 }
 
 
@@ -224,12 +267,16 @@ def runs_query(task_queue: str, status: RunStatus | None = None) -> str:
     q = f'WorkflowType = "PlanRun" AND {placement.visibility_clause(task_queue)}'
     if status is None:
         return q + ' AND ExecutionStatus != "ContinuedAsNew"'
-    own = f"ExecutionStatus = {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(
+    own = f"ExecutionStatus IN {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(
         status.value
     )
     if status in _ENDED_BY_TEMPORAL:
-        return f"{q} AND (({own}) OR ExecutionStatus IN {_ENDED_BY_TEMPORAL[status]})"
+        return f"{q} AND (({own}) OR {_ENDED_BY_TEMPORAL[status]})"
     return f"{q} AND {own}"
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200] or type(e).__name__
 
 
 class Plangate:
@@ -448,7 +495,11 @@ class Plangate:
             sa = wf.typed_search_attributes
             ended = _CLOSED_STATUS.get(wf.status.name) if wf.status is not None else None
             said = sa.get(visibility.STATUS)
-            shown = ended.value if ended is not None else said or "unknown"
+            # a run's own last word when it had one (a halted run's execution failed too)
+            if said is not None and said in _FINAL_VALUES:
+                shown = said
+            else:
+                shown = ended.value if ended is not None else said or "unknown"
             out.append(Listed(
                 run_id=wf.id, status=shown, goal=sa.get(visibility.GOAL) or "",
                 started_at=wf.start_time, closed_at=wf.close_time,
@@ -603,6 +654,41 @@ class Plangate:
             cards=cards, runs=len(runs), unanswered=unanswered, truncated=truncated
         )
 
+    async def wait_for_card(
+        # a deadline of its own, as the docs promise (not the caller's asyncio.timeout)
+        self, run_id: str, step: int | None = None, *, timeout: float = 300.0,  # noqa: ASYNC109
+        every_s: float = 0.25,
+    ) -> ApprovalRecord:
+        """The approval card of ``run_id`` waiting for a person (of ``step``, or any step),
+        once there is one: its ``step``, ``digest`` (what ``approve`` takes), ``card`` and
+        ``expires_at``. ``RunEnded`` when the run ends first; ``TimeoutError`` after
+        ``timeout`` seconds."""
+        import asyncio  # loaded by a call, not by the import: checking a plan needs none
+        from contextlib import aclosing
+
+        async def first() -> ApprovalRecord:
+            async with aclosing(self.poll(run_id, every_s)) as reports:
+                async for rep in reports:
+                    for a in rep.approvals:
+                        pending = a.status is CardStatus.PENDING
+                        if pending and a.plan_version == rep.plan_version and (
+                            step is None or a.step == step
+                        ):
+                            return a
+                    if rep.status.final:
+                        which = "" if step is None else f" of step {step}"
+                        raise RunEnded(f"run {run_id!r} ended ({rep.status.value}) with no "
+                                       f"card{which} waiting")
+            raise RunEnded(f"run {run_id!r} ended with no card waiting")
+
+        try:
+            return await asyncio.wait_for(first(), timeout)
+        except TimeoutError:
+            which = "" if step is None else f" of step {step}"
+            raise TimeoutError(
+                f"no card{which} of run {run_id!r} waited within {timeout:g} s"
+            ) from None
+
     def handle(self, run_id: str) -> WorkflowHandle[Any, RunReport]:
         """The run's Temporal workflow handle, for what this API does not cover."""
         return self.client.get_workflow_handle(run_id, result_type=RunReport)
@@ -638,12 +724,19 @@ class Plangate:
         from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
         from temporalio.service import RPCError, RPCStatusCode
 
-        status = await self._describe(run_id)
+        desc = await self._description(run_id)
+        status = desc.status
         handle = self.handle(run_id)
         if status == WorkflowExecutionStatus.COMPLETED:
             return await handle.result()
+        if status == WorkflowExecutionStatus.FAILED:
+            ended = await self._failed_report(run_id)
+            if ended is not None:  # the run's own report, read with no worker
+                return ended
         try:
-            rep: RunReport = await handle.query(REPORT_QUERY, result_type=RunReport)
+            rep: RunReport = await handle.query(
+                REPORT_QUERY, result_type=RunReport, rpc_timeout=REPORT_QUERY_TIMEOUT
+            )
         except WorkflowQueryFailedError:
             if status != WorkflowExecutionStatus.FAILED:
                 raise
@@ -652,11 +745,42 @@ class Plangate:
         except RPCError as e:
             never_began = status == WorkflowExecutionStatus.TERMINATED
             if e.status != RPCStatusCode.FAILED_PRECONDITION and not never_began:
+                timed_out = (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
+                if e.status in timed_out or "timeout" in str(e).lower():
+                    said = status.name.lower() if status is not None else "unknown"
+                    raise NoWorkerAnswered(
+                        f"no worker answered the report query of run {run_id!r} within "
+                        f"{REPORT_QUERY_TIMEOUT.total_seconds():g} s (is a worker polling task "
+                        f"queue {desc.task_queue}?); Temporal's execution status: {said}",
+                        said,
+                    ) from None
                 raise
             return await self._queued(run_id)  # no workflow task (yet): it has not begun
         if status is not None and status.name in _CLOSED_STATUS:
             rep.status = _CLOSED_STATUS[status.name]
         return rep
+
+    async def _end_of(self, run_id: str) -> str:
+        """How an ended run ended, in plangate's words (its report's status, not Temporal's
+        execution status): ``succeeded``, ``cancelled before it started (reason)``."""
+        from temporalio.client import WorkflowExecutionStatus
+        from temporalio.service import RPCError
+
+        try:
+            desc = await self._description(run_id)
+            rep = await self.report(run_id)
+        except (RPCError, RunError) as e:  # no report to read (no worker answered)
+            return f"its report cannot be read ({_one_line(e)})"
+        said = rep.status.value
+        if rep.status is RunStatus.CANCELLED:
+            never_began = desc.status == WorkflowExecutionStatus.TERMINATED and all(
+                s.attempts == 0 and s.state is StepState.CANCELLED for s in rep.steps
+            )
+            said = "cancelled before it started" if never_began else "cancelled"
+            why = rep.cancellation.reason if rep.cancellation else ""
+            if why:
+                said += f" ({why})"
+        return said
 
     async def _queued(self, run_id: str) -> RunReport:
         """The report of a run that has not begun: its plan, every step pending (cancelled,
@@ -682,12 +806,16 @@ class Plangate:
                 failed = f"the run failed with no report: {getattr(error, 'message', error)}"
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
                 details = event.workflow_execution_terminated_event_attributes.details.payloads
-                (req,) = await convert.decode(details, [CancelRequest]) if details else (None,)
-                if req is not None:
-                    cancellation = Cancellation(
-                        reason=req.reason, requester=req.requester,
-                        at=event.event_time.ToDatetime(UTC),
-                    )
+                req: CancelRequest | None = None
+                with contextlib.suppress(Exception):  # details not plangate's: none to read
+                    (req,) = await convert.decode(details, [CancelRequest]) if details else (None,)
+                # terminated by other means (Temporal's CLI or Web UI): its reason, no requester
+                terminated = event.workflow_execution_terminated_event_attributes
+                cancellation = Cancellation(
+                    reason=req.reason if req is not None else terminated.reason,
+                    requester=req.requester if req is not None else terminated.identity,
+                    at=event.event_time.ToDatetime(UTC),
+                )
         if inp is None:
             raise UnknownRun(f"run {run_id!r} has no history")
         plan = inp.plan
@@ -714,16 +842,34 @@ class Plangate:
             ],
         )
 
+    async def _failed_report(self, run_id: str) -> RunReport | None:
+        """The report a failed run ended its execution with, if it did."""
+        from temporalio.client import WorkflowFailureError
+
+        try:
+            await self.handle(run_id).result()
+        except WorkflowFailureError as e:
+            return ended_report(e)
+        return None
+
     async def result(self, run_id: str) -> RunReport:
         """The run report once the run has ended (waits)."""
+        from temporalio.client import WorkflowFailureError
+
         await self._describe(run_id)
         try:
             return await self.handle(run_id).result()
+        except WorkflowFailureError as e:
+            # halted, failed or cancelled: the report is the failure's details
+            rep = ended_report(e)
+            if rep is not None:
+                return rep
+            return await self.report(run_id)
         except Exception:
             # cancelled or failed in Temporal: the report is still there to read
             return await self.report(run_id)
 
-    async def poll(self, run_id: str, every_s: float = 0.5) -> AsyncIterator[RunReport]:
+    async def poll(self, run_id: str, every_s: float = 0.5) -> AsyncGenerator[RunReport, None]:
         """The run report every ``every_s`` seconds (from the run's ``report`` query) until the
         run ends; the last one is the final report. A run that has not begun yet is shown
         queued."""
@@ -774,7 +920,7 @@ class Plangate:
 
         status = await self._describe(run_id)
         if status not in (None, WorkflowExecutionStatus.RUNNING):
-            raise RunEnded(f"run {run_id!r} has already ended ({status.name.lower()})")
+            raise RunEnded(f"run {run_id!r} has already ended: {await self._end_of(run_id)}")
         request = CancelRequest(reason=reason, requester=requester)
         if (await self.report(run_id)).status is RunStatus.QUEUED:
             # it has not begun (a signal would wait for its start): it never will

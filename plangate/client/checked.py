@@ -51,9 +51,20 @@ def load(source: PlanSource) -> Plan:
 def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Checked:
     """Validate and lint; ``PlanError`` names every problem (with ``strict``, every lint
     warning too). Needs no server; starts nothing."""
-    from plangate.activities.catalogue import catalogue, check_plan
+    from plangate.activities.catalogue import catalogue, check_plan, plan_problems
 
-    plan = check_plan(load(source), settings.catalogue, settings.world)
+    try:
+        plan = check_plan(load(source), settings.catalogue, settings.world)
+    except PlanError as e:
+        if e.partial is None:
+            raise
+        # the steps that parsed are checked too: every problem in one answer, not in stages
+        seen = set(e.problems)
+        more = [
+            p for p in plan_problems(e.partial.plan, settings.catalogue, settings.world)
+            if p.step not in e.partial.stand_ins and p not in seen
+        ]
+        raise PlanError([*e.problems, *more]) from None
     warnings = lint(plan, catalogue(settings.catalogue))
     if strict and warnings:
         raise PlanError([w.strict() for w in warnings])

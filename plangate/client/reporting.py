@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from temporalio.client import Client, WorkflowExecution
+from temporalio.client import Client, WorkflowExecution, WorkflowFailureError
 
-from plangate.client.staleness import Finished, ToolStaleness
+from plangate.client.api import ended_report
+from plangate.client.staleness import Finished, ToolStaleness, duration, plain
 from plangate.records.placement import visibility_clause
 from plangate.records.report import RunReport
 from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
@@ -17,10 +18,10 @@ from plangate.world.settings import parse_duration
 FETCH_AT_ONCE = 32
 
 
-
 def query(since: datetime, task_queue: str | None) -> str:
     stamp = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    q = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus="Completed" '
+    # a run that did not succeed fails its execution, with its report (``truthful-end``)
+    q = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus IN ("Completed", "Failed") '
          f'AND CloseTime > "{stamp}"')
     if task_queue is not None:
         if '"' in task_queue or "\\" in task_queue:
@@ -39,15 +40,21 @@ async def finished_runs(
     listed = [e async for e in client.list_workflows(query(since, task_queue))]
     gate = asyncio.Semaphore(FETCH_AT_ONCE)
 
-    async def one(e: WorkflowExecution) -> Finished:
+    async def one(e: WorkflowExecution) -> Finished | None:
         async with gate:
             handle = client.get_workflow_handle(e.id, run_id=e.run_id, result_type=RunReport)
-            rep = await handle.result()
+            try:
+                rep = await handle.result(follow_runs=False)
+            except WorkflowFailureError as err:
+                ended = ended_report(err)
+                if ended is None:  # failed with no report (its input refused): nothing ran
+                    return None
+                rep = ended
         submitted = rep.submitted_at or e.start_time
         begun = rep.begun_at or e.execution_time or submitted
         return Finished(rep, submitted, begun)
 
-    return list(await asyncio.gather(*(one(e) for e in listed)))
+    return [f for f in await asyncio.gather(*(one(e) for e in listed)) if f is not None]
 
 
 def since_arg(raw: str, now: datetime) -> datetime:
@@ -56,38 +63,37 @@ def since_arg(raw: str, now: datetime) -> datetime:
 
 
 def _h(x: float) -> str:
-    if x == 0:
-        return "0"
-    if x < 1 / 60:
-        return f"{x * 3_600_000:.0f}ms" if x * 3600 < 1 else f"{x * 3600:.1f}s"
-    return f"{x * 60:.1f}m" if x < 1 else f"{x:.2f}h"
+    return duration(x) if x else "0"
 
 
 def _e(x: float) -> str:
-    return f"{x:.3g}" if x else "0"
+    return plain(x)
 
 
 def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
-    lines = [f"staleness since {since.isoformat(timespec='seconds')}: {runs} finished runs, "
+    stamp = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [f"staleness since {stamp}: {runs} finished runs, "
              f"{sum(t.volume for t in tools)} tool calls",
              "E = W x R x V (seed 002); W plan->use (unguarded) and check->use (guarded)"]
-    head = (f"{'tool':22} {'V':>5} {'W plan p50/p95':>17} {'W check p50/p95':>17} "
-            f"{'approval p50':>12} {'R /h':>9} {'E plan p50/p95':>16} {'E check p95':>11} "
+    head = (f"{'tool':22} {'V':>5} {'W plan p50/p95':>19} {'W check p50/p95':>19} "
+            f"{'approval p50':>12} {'R /h':>9} {'E plan p50/p95':>16} {'E check p95':>13} "
             f"{'409':>4} {'412':>4} {'403':>4}")
     lines.append(head)
     for t in tools:
         flag = "!" if t.irreversible else " "
         approval = _h(t.approval_wait_h[0]) if t.approval_wait_h else "-"
-        rate = f"{t.rate_per_h:.3g}" if t.changes else (
-            f"<{t.rate_upper95_per_h:.2g}" if t.rate_upper95_per_h else "0")
+        rate = plain(t.rate_per_h) if t.changes else (
+            f"<{plain(t.rate_upper95_per_h, 2)}" if t.rate_upper95_per_h else "0")
         lines.append(
             f"{flag}{t.tool:21} {t.volume:5} "
-            f"{_h(t.plan_to_use_h[0]) + ' / ' + _h(t.plan_to_use_h[1]):>17} "
-            f"{_h(t.check_to_use_h[0]) + ' / ' + _h(t.check_to_use_h[1]):>17} "
+            f"{_h(t.plan_to_use_h[0]) + ' / ' + _h(t.plan_to_use_h[1]):>19} "
+            f"{_h(t.check_to_use_h[0]) + ' / ' + _h(t.check_to_use_h[1]):>19} "
             f"{approval:>12} {rate:>9} "
-            f"{_e(t.e_plan[0]) + ' / ' + _e(t.e_plan[1]):>16} {_e(t.e_check[1]):>11} "
+            f"{_e(t.e_plan[0]) + ' / ' + _e(t.e_plan[1]):>16} {_e(t.e_check[1]):>13} "
             f"{t.refusals.get(409, 0):4} {t.refusals.get(412, 0):4} {t.refusals.get(403, 0):4}"
         )
+    if not tools:
+        lines.append(f"no finished runs with tool calls since {stamp}: nothing to report")
     if any(t.irreversible for t in tools):
         lines.append("! irreversible effect (money, external): the stale executions that matter")
     return lines

@@ -198,3 +198,37 @@ def _tool(tool: str, calls: list[Execution]) -> ToolStaleness:
         refusals=dict(refusals),
         segments_mean_h={s: sum(c.segments[s] for c in calls) / v for s in SEGMENTS},
     )
+
+
+# -- how a person reads the numbers (the text and HTML reports) -------------------------------
+def plain(x: float, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant digits, never in scientific notation: 0.0000034, 6.15,
+    1230."""
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else str(x)
+    places = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    shown = f"{round(x, places):.{places}f}"
+    return shown.rstrip("0").rstrip(".") if "." in shown else shown
+
+
+def duration(hours: float) -> str:
+    """A window in the unit its size calls for: ``5 ms``, ``12.5 s``, ``15 min``, ``2.5 h``,
+    ``3 d``."""
+    s = hours * 3600
+    if s == 0:
+        return "0 s"
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
+        # a unit is used from 1 of it up (from 2 for days: 36 h reads better than 1.5 d)
+        if s >= size * (2 if unit == "d" else 1):
+            return f"{plain(s / size)} {unit}"
+    return f"{plain(s * 1000)} ms"
+
+
+def since_words(since: datetime, now: datetime) -> str:
+    """The period as a person says it: ``the last 7 days``, ``the last 12 hours``."""
+    s = max(0.0, (now - since).total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if s >= size and s % size < 1:
+            n = round(s / size)
+            return f"the last {unit}" if n == 1 else f"the last {n} {unit}s"
+    return f"the last {duration(s / 3600)}"

@@ -46,6 +46,7 @@ STATE_STYLES = {
     StepState.SKIPPED: "green",
     StepState.WAITING: "yellow",
     StepState.REPLANNING: "magenta",
+    StepState.REPLANNED: "magenta",
     StepState.HALTED: "bold red",
     StepState.FAILED: "bold red",
     StepState.CANCELLED: "red",

@@ -29,7 +29,7 @@ from temporalio.client import Client
 
 from plangate.client.connection import connect
 from plangate.dev._stack import HOST, choose_port
-from plangate.dev.stack import EmbeddedStack, StackError, environment
+from plangate.dev.stack import EmbeddedStack, StackError, StateDirInUse, environment
 from plangate.records.signing import NAME, SigningKey
 from plangate.worker.assembly import build_worker
 from plangate.worker.metrics import url
@@ -50,6 +50,11 @@ DEV_UI_PORT = 8233
 DEV_POSTGRES_PORT = 5433
 DEV_S3_PORT = 9000
 DEV_METRICS_PORT = 9464  # the worker's Prometheus endpoint, unless PLANGATE_METRICS_ADDRESS
+
+#: What a restart keeps, said at start. S3's buckets live in this process's memory: written
+#: to the state directory when it stops (SIGINT, SIGTERM, SIGHUP), not when it is killed.
+KEPT = ("kept across restarts: Temporal's runs, Postgres's tables, and S3's buckets "
+        "(saved when plangate dev stops: Ctrl-C or a closed terminal, not a kill)")
 
 
 def local_approver(state_dir: Path) -> dict[str, str]:
@@ -93,11 +98,13 @@ async def run_dev(
     stop: asyncio.Event | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Run the stack and a worker until SIGINT/SIGTERM (or until ``stop`` is set).
+    """Run the stack and a worker until SIGINT/SIGTERM/SIGHUP (or until ``stop`` is set).
 
     ``state_dir`` defaults to ``.plangate/dev`` under the current directory; Temporal's and
-    Postgres's state persist there between runs (S3's does not). Ports given as None are picked
-    free. Returns the exit code: 0 after a clean stop, 1 if the stack could not start.
+    Postgres's state persist there between runs, and S3's buckets, saved there when it stops.
+    Ports given as None are picked free. Returns the exit code: 0 after a clean stop, 1 if the
+    stack could not start, 2 if another process runs a stack on ``state_dir`` (one line names
+    it).
     While the worker runs, ``os.environ`` holds the stack's variables; afterwards each is as it
     was before.
     """
@@ -105,7 +112,9 @@ async def run_dev(
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue  # under nohup: outlive the terminal, as asked
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, _on_signal, loop, stop, handled)
             handled.append(sig)
@@ -118,10 +127,14 @@ async def run_dev(
         postgres_port=postgres_port,
         s3_port=s3_port,
         port_fallback=port_fallback,
+        keep_s3=True,
     )
     try:
         try:
             await stack.start()
+        except StateDirInUse as e:
+            print(f"plangate dev: {e}", file=sys.stderr)
+            return 2
         except StackError as e:
             print(f"plangate dev: {e}", file=sys.stderr)
             return 1
@@ -138,7 +151,11 @@ async def run_dev(
             print(f"# payloads encrypted with key {keys[0][0]}: set the same "
                   f"{ENCRYPTION_KEYS_VAR} where plangate runs; the Web UI reads them "
                   f"through `plangate codec-server{origin}`", file=out)
-        print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out, flush=True)
+        print(f"# state: {stack.state_dir}  (Ctrl-C stops everything)", file=out)
+        print(f"# {KEPT}", file=out)
+        if stack.s3_restored:
+            print(f"# {stack.s3_restored}", file=out)
+        out.flush()
         if stop.is_set():
             return 0
         # the dev stack is the top of the house: it sets os.environ for this process's boto3

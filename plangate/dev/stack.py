@@ -10,7 +10,13 @@ Used by ``plangate dev`` (fixed ports, Web UI) and by the tests (free ports, hea
   ``<state_dir>/temporal.db``, log in ``<state_dir>/temporal.log``.
 - Postgres: ``initdb``/``pg_ctl`` from the ``pgserver`` wheel (else the machine's), data in
   ``<state_dir>/postgres``, log in ``<state_dir>/postgres.log``, TCP only.
-- S3: moto's server in a thread of this process; its buckets live in memory until ``stop``.
+- S3: moto's server in a thread of this process; its buckets live in memory until ``stop``,
+  or, with ``keep_s3``, are written to ``<state_dir>/s3.pickle`` at ``stop`` and read back at
+  the next ``start`` (moto's state is one per process: only for a process with one stack).
+
+One stack per state directory: ``start`` takes an exclusive lock on ``<state_dir>/stack.lock``
+first, and raises :class:`StateDirInUse` (naming the holder's pid and addresses) while another
+process holds it.
 
 The servers come from the extra ``plangate[embedded]``; without it, :meth:`EmbeddedStack.start`
 raises :class:`plangate.dev._stack.EmbeddedNotInstalled` (a :class:`StackError`) saying so, and moto
@@ -37,18 +43,20 @@ from typing import TYPE_CHECKING, Literal, Self
 
 from plangate.dev._stack import (
     FAKE_CREDENTIALS,
+    HOST,
     PortTaken,
     StackError,
     choose_port,
     require_embedded,
 )
+from plangate.dev._stack._lock import StateDirInUse, StateDirLock
 from plangate.dev._stack._postgres import PostgresServer
 from plangate.dev._stack._temporal import TemporalDevServer
 
 if TYPE_CHECKING:
     from plangate.dev._stack._s3 import S3Server  # imports moto: only when a stack starts
 
-__all__ = ["EmbeddedStack", "StackError", "environment"]
+__all__ = ["EmbeddedStack", "StackError", "StateDirInUse", "environment"]
 
 log = logging.getLogger("plangate.stack")
 
@@ -75,6 +83,7 @@ class EmbeddedStack:
         s3_port: int | None = None,
         port_fallback: bool = False,
         namespace: str = "default",
+        keep_s3: bool = False,
     ) -> None:
         if ui and not temporal:
             raise ValueError(
@@ -96,6 +105,11 @@ class EmbeddedStack:
         self._temporal: TemporalDevServer | None = None
         self._postgres: PostgresServer | None = None
         self._s3: S3Server | None = None
+        self._lock: StateDirLock | None = None
+        self._keep_s3 = keep_s3
+        self._s3_saves = False  # set once the saved state is loaded: never overwrite it unread
+        #: with ``keep_s3``, what start did with the saved S3 state, in a line for people
+        self.s3_restored: str | None = None
         self._started = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -105,6 +119,9 @@ class EmbeddedStack:
             return self
         require_embedded()
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        lock = StateDirLock(self.state_dir)
+        lock.acquire()  # before anything touches the state: raises StateDirInUse
+        self._lock = lock
         self.workdir.mkdir(parents=True, exist_ok=True)
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("Postgres", self._start_postgres),
@@ -124,6 +141,7 @@ class EmbeddedStack:
             self.startup_seconds[name] = time.monotonic() - t0
             log.info("%s up in %.2fs", name, self.startup_seconds[name])
         self._started = True
+        lock.describe(self.addresses())
         return self
 
     async def stop(self) -> None:
@@ -135,6 +153,8 @@ class EmbeddedStack:
             stops.append(("Temporal dev server", self._temporal.stop))
         if self._s3 is not None:
             stops.append(("S3 server", self._s3.stop))
+            if self._s3_saves:
+                stops.append(("S3 state", self._save_s3))
         if self._postgres is not None:
             stops.append(("Postgres", self._postgres.stop))
         self._temporal = self._s3 = self._postgres = None
@@ -144,6 +164,9 @@ class EmbeddedStack:
             except Exception as e:
                 log.warning("embedded stack: stopping %s failed: %s", name, e)
                 errors.append(f"{name}: {e}")
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
         if errors:
             raise StackError("embedded stack: " + "; ".join(errors))
 
@@ -201,8 +224,41 @@ class EmbeddedStack:
             "Postgres", "postgres", start, lambda: choose_port("Postgres", None, fallback=True)
         )
 
+    @property
+    def s3_state_file(self) -> Path:
+        return self.state_dir / "s3.pickle"
+
+    def _load_s3(self) -> None:
+        from plangate.dev._stack import _s3
+
+        path = self.s3_state_file
+        if path.exists():
+            try:
+                n = _s3.load(path)
+            except StackError as e:  # kept aside, never overwritten
+                aside = path.with_name(path.name + ".unreadable")
+                path.replace(aside)
+                self.s3_restored = f"{e}; moved to {aside.name}, S3 starts empty"
+            else:
+                self.s3_restored = f"{n} S3 bucket(s) restored from {path.name}"
+        self._s3_saves = True
+
+    def _save_s3(self) -> None:
+        from plangate.dev._stack import _s3
+
+        try:
+            n = _s3.save(self.s3_state_file)
+        except Exception as e:  # the stop goes on: Temporal's and Postgres's state are safe
+            log.warning("S3's buckets could not be saved to %s (%s: %s); the file there is "
+                        "as it was", self.s3_state_file, type(e).__name__, e)
+            return
+        log.info("%d S3 bucket(s) saved to %s", n, self.s3_state_file)
+
     async def _start_s3(self) -> None:
         from plangate.dev._stack._s3 import S3Server
+
+        if self._keep_s3:
+            self._load_s3()
 
         async def start(port: int) -> None:
             server = S3Server(port=port)
@@ -285,6 +341,19 @@ class EmbeddedStack:
         if self._s3 is None:
             raise StackError("embedded stack: not started")
         return self._s3.endpoint_url
+
+    def addresses(self) -> dict[str, str]:
+        """Where each service listens, by name (for people, e.g. a refused second stack)."""
+        out: dict[str, str] = {}
+        if self.temporal_address is not None:
+            out["Temporal"] = self.temporal_address
+        if self.ui_url is not None:
+            out["Web UI"] = self.ui_url
+        if self._postgres is not None:
+            out["Postgres"] = f"{HOST}:{self._postgres.port}"
+        if self._s3 is not None:
+            out["S3"] = self._s3.endpoint_url
+        return out
 
     def env(self) -> dict[str, str]:
         """plangate's environment (DESIGN.md section 7) pointing at this stack."""

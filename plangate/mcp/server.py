@@ -27,7 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from pydantic import BaseModel
 
-from plangate.client.api import Plangate, RunEnded, RunIdInUse, UnknownRun
+from plangate.client.api import NoWorkerAnswered, Plangate, RunEnded, RunIdInUse, UnknownRun
 from plangate.mcp.guarded import GuardedCall, description, hints
 from plangate.mcp.tasks import CANCELLED_BY, GuardedTasks
 from plangate.plans.catalogue import Catalogue, Term, ToolInfo
@@ -213,7 +213,7 @@ def build_server(
         api = await gate.api()
         try:
             rep = await api.report(run_id)
-        except UnknownRun as e:
+        except (UnknownRun, NoWorkerAnswered) as e:
             raise ToolError(str(e)) from None
         # as serialized, not as the model validates: the schema of RunReport would refuse
         # the flat conditions its own serializer writes

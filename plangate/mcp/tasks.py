@@ -30,6 +30,7 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
@@ -38,6 +39,7 @@ from mcp_types import (
 )
 from pydantic import Field
 
+from plangate.client.api import NoWorkerAnswered, UnknownRun
 from plangate.mcp.guarded import GuardedCall, call_result, follow, summary
 from plangate.plans.catalogue import ToolInfo
 from plangate.records.report import RunReport, RunStatus
@@ -153,13 +155,17 @@ class GuardedTasks(Extension):
         except ToolError as e:  # the call as a plan was refused: nothing started
             return CallToolResult(content=[TextContent(type="text", text=str(e))],
                                   is_error=True)
-        rep = await follow(self._report, self._result, run_id, self.answer_within_s)
+        try:
+            rep = await follow(self._report, self._result, run_id, self.answer_within_s)
+        except NoWorkerAnswered as e:  # started, but no worker says how it goes
+            return CallToolResult(content=[TextContent(
+                type="text", text=f"run {run_id} started; {e}; follow it with run_report")],
+                is_error=True)
         if not rep.status.final and client_declares_tasks(ctx):
             return task(rep, "task", self.approval_url)
         return call_result(rep)
 
     async def _run(self, params: TaskParams) -> RunReport:
-        from plangate.client.api import UnknownRun
 
         if not params.task_id.startswith("mcp-"):
             raise MCPError(code=INVALID_PARAMS, message=f"no task {params.task_id!r}")
@@ -167,6 +173,8 @@ class GuardedTasks(Extension):
             return await self._report(params.task_id)
         except UnknownRun:
             raise MCPError(code=INVALID_PARAMS, message=f"no task {params.task_id!r}") from None
+        except NoWorkerAnswered as e:
+            raise MCPError(code=INTERNAL_ERROR, message=str(e)) from None
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
         return task(await self._run(params), "complete", self.approval_url)

@@ -231,12 +231,14 @@ def problems(
         out += [Problem.at(s.n, "depends_on", "a step cannot depend on itself")] * (
             s.n in s.depends_on
         )
-    if out:
-        return out
-    try:
-        ancestors = _ancestors(plan)
-    except PlanError as e:
-        return e.problems
+    # A broken graph (no order) stops only what needs the order: which step a binding comes
+    # before. Each step's tool, arguments and conditions are still checked, in one answer.
+    ancestors: dict[int, set[int]] | None = None
+    if not out:
+        try:
+            ancestors = _ancestors(plan)
+        except PlanError as e:
+            out += e.problems
 
     binder = {name: s.n for s in plan.steps for name in s.binds}
     for s in plan.steps:
@@ -268,14 +270,14 @@ def problems(
                 continue
             if name not in binder:
                 out.append(Problem.at(s.n, field, f"${{{name}}} is bound by no step"))
-            elif binder[name] not in ancestors[s.n]:
+            elif ancestors is not None and binder[name] not in ancestors[s.n]:
                 out.append(Problem.at(
                     s.n, field, f"${{{name}}} is bound by step {binder[name]}, "
                     f"which step {s.n} does not depend on"
                 ))
         if paths is not None:
             out += _paths(s, paths, catalogue, args_fit=not arg_problems)
-    if out:
+    if out or ancestors is None:
         return out
     return _circular_waits(plan, catalogue, ancestors)
 

@@ -1,4 +1,5 @@
-"""Reading a plan from JSON or YAML, within the limits of ``plans.limits``.
+"""Reading a plan from JSON or YAML, within the limits of ``plans.limits``: a ``.json`` file as
+strict JSON, a ``.yaml``/``.yml`` file as YAML, other text by its first character (``{``: JSON).
 
 Whatever goes wrong, the answer is a :class:`PlanError` whose problems each fit on one line:
 a file too big (refused by its size, before it is read), a binary file, NaN or infinity, a YAML
@@ -13,15 +14,16 @@ import json
 import re
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from plangate.errors import PlangateError
 from plangate.plans import limits
-from plangate.plans.model import Condition, Plan
+from plangate.plans.model import Condition, Plan, Step
 from plangate.plans.problem import Problem
 
 _NOT_FINITE = "NaN and infinity are not numbers a plan may hold"
@@ -31,13 +33,25 @@ class PlanError(PlangateError, ValueError):
     """A plan that cannot run. ``problems`` name the step and the field of each one (a plain
     string, from outside the plan language, is taken as a problem of the whole plan)."""
 
-    def __init__(self, problems: Sequence[str]) -> None:
+    def __init__(self, problems: Sequence[str], partial: Partial | None = None) -> None:
         super().__init__("; ".join(problems))
         self.problems: list[Problem] = [Problem.of(p) for p in problems]
+        # the steps that did parse, for the checks that come after parsing (``Partial``)
+        self.partial = partial
 
     def __reduce__(self) -> tuple[Any, ...]:
         # an exception is rebuilt from its args (the joined line): rebuild it from its problems
         return (type(self), (self.problems,))
+
+
+@dataclass(frozen=True)
+class Partial:
+    """What of a plan that failed to parse can still be checked: the plan with each step that
+    did not parse as a stand-in (its ``n``, ``depends_on`` and ``binds`` where they are usable,
+    no tool), and the ``n`` of each stand-in, whose own problems are the parser's alone."""
+
+    plan: Plan
+    stand_ins: frozenset[int]
 
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
@@ -234,13 +248,61 @@ def parse_plan(raw: Any) -> Plan:
     try:
         plan = Plan.model_validate(raw)
     except ValidationError as e:
-        raise PlanError([_problem(err, raw) for err in e.errors()]) from None
+        errors = e.errors()
+        raise PlanError([_problem(err, raw) for err in errors], _partial(raw, errors)) from None
     except RecursionError:
         raise PlanError([Problem.plan(_TOO_DEEP)]) from None
     found = limit_problems(plan)
     if found:
         raise PlanError(found)
     return plan
+
+
+def _stand_in(raw: Any, i: int, n: int) -> dict[str, Any]:
+    """A step that did not parse, as far as other steps see it: its ``n``, and its
+    ``depends_on`` and ``binds`` where they parse; no tool (its problems are the parser's)."""
+    step = raw["steps"][i]
+    out: dict[str, Any] = {"n": n, "tool": ""}
+    if isinstance(step, dict):
+        for name in ("depends_on", "binds"):
+            candidate = {**out, name: step.get(name)}
+            with contextlib.suppress(ValidationError):
+                Step.model_validate(candidate)
+                out = candidate
+    return out
+
+
+def _partial(raw: Any, errors: Sequence[ErrorDetails]) -> Partial | None:
+    """The plan ``raw`` with stand-ins for its steps that failed to parse (``Partial``), when
+    what failed is within steps or plan-level fields that can be left out; else None."""
+    steps = raw.get("steps") if isinstance(raw, dict) else None
+    if not isinstance(steps, list) or not steps or len(steps) > limits.MAX_STEPS:
+        return None
+    bad_steps: set[int] = set()
+    bad_fields: set[str] = set()
+    for err in errors:
+        loc = tuple(err["loc"])
+        if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+            bad_steps.add(loc[1])
+        elif len(loc) == 1 and isinstance(loc[0], str) and loc[0] != "steps":
+            bad_fields.add(loc[0])
+        else:
+            return None
+    fixed = {k: v for k, v in raw.items() if k not in bad_fields}
+    fixed.setdefault("goal", "(a goal that did not parse)")
+    labels = [step_label(raw, i) for i in range(len(steps))]
+    spare = max((n for n in labels if isinstance(n, int)), default=0) + 1
+    stand_ins: set[int] = set()
+    fixed["steps"] = list(steps)
+    for i in sorted(bad_steps):
+        label = labels[i]
+        n = label if isinstance(label, int) and label > 0 else spare + i
+        stand_ins.add(n)
+        fixed["steps"][i] = _stand_in(raw, i, n)
+    try:
+        return Partial(Plan.model_validate(fixed), frozenset(stand_ins))
+    except (ValidationError, RecursionError):
+        return None
 
 
 # The plan's own structure above an argument value: plan, steps, step, a condition list, a
@@ -313,7 +375,23 @@ def _refused(name: str, why: str) -> PlanError:
     return PlanError([Problem.plan(why, name)])
 
 
-def load_text(text: str, name: str = "plan") -> Plan:
+Syntax = Literal["json", "yaml", "sniff"]
+
+
+def syntax_of(path: str | Path) -> Syntax:
+    """How a file is read, by its name: ``.json`` as strict JSON, ``.yaml``/``.yml`` as YAML,
+    anything else by its content (``sniff``)."""
+    suffix = Path(path).suffix.lower()
+    return "json" if suffix == ".json" else "yaml" if suffix in (".yaml", ".yml") else "sniff"
+
+
+def load_text(text: str, name: str = "plan", syntax: Syntax = "sniff") -> Plan:
+    """A plan from text: strict JSON (``json``), YAML (``yaml``), or by its content (``sniff``:
+    text whose first character is ``{`` is JSON, anything else YAML). JSON is never read by
+    the YAML fallback: a trailing comma or a single quote is a mistake named by line and
+    column, not a plan that YAML happens to read."""
+    if syntax == "sniff":
+        syntax = "json" if text.lstrip().startswith("{") else "yaml"
     # json.loads accepts NaN, Infinity and -Infinity, which JSON itself does not. They are read
     # as floats so that validation names the step and the field holding one (no number in a
     # plan may be NaN or infinite), and noted so that none can slip through unnamed.
@@ -324,15 +402,20 @@ def load_text(text: str, name: str = "plan") -> Plan:
         return float(word)
 
     try:
-        try:
-            raw = json.loads(text, parse_constant=constant, parse_int=_int)
-        except json.JSONDecodeError:
+        if syntax == "json":
+            try:
+                raw = json.loads(text, parse_constant=constant, parse_int=_int)
+            except json.JSONDecodeError as e:
+                raise _refused(
+                    name, f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+                ) from None
+        else:
             import yaml
 
             try:
                 raw = yaml.load(text, Loader=_no_alias_loader())  # a SafeLoader
             except yaml.YAMLError as e:
-                raise _refused(name, f"neither JSON nor YAML: {_one_line(e)}") from None
+                raise _refused(name, f"not valid YAML: {_one_line(e)}") from None
     except PlanError:
         raise
     except _Refused as e:
@@ -352,7 +435,7 @@ def load_text(text: str, name: str = "plan") -> Plan:
     return plan
 
 
-def load_bytes(data: bytes, name: str = "plan") -> Plan:
+def load_bytes(data: bytes, name: str = "plan", syntax: Syntax = "sniff") -> Plan:
     """A plan from the bytes of a file: UTF-8 text, never binary."""
     nul = data.find(b"\0")
     if nul >= 0:
@@ -361,7 +444,7 @@ def load_bytes(data: bytes, name: str = "plan") -> Plan:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _refused(name, f"not UTF-8 text, not a plan (at byte {e.start})") from None
-    return load_text(text.removeprefix("\ufeff"), name)
+    return load_text(text.removeprefix("\ufeff"), name, syntax)
 
 
 def load_file(path: str | Path) -> Plan:
@@ -386,4 +469,4 @@ def load_file(path: str | Path) -> Plan:
         raise _refused(name, "cannot read: no file name holds a NUL byte") from None
     if len(data) > most:
         raise _refused(name, f"more than {_size(most)}; a plan file is at most {_size(most)}")
-    return load_bytes(data, name)
+    return load_bytes(data, name, syntax_of(p))

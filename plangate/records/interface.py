@@ -10,3 +10,10 @@ APPROVE_UPDATE = "approve"  # ApprovalAnswer -> ApprovalReceipt
 REJECT_UPDATE = "reject"  # ApprovalAnswer -> ApprovalReceipt
 ANSWER_SIGNAL = "answer"  # ApprovalAnswer, for a client that can only signal
 CANCEL_SIGNAL = "cancel"  # CancelRequest
+
+# A run that did not succeed fails its execution (so Temporal's own views do not show it as
+# completed) with an ApplicationError of one of these types, the run report in its details.
+HALTED_ERROR = "PlanHalted"
+FAILED_ERROR = "PlanFailed"
+CANCELLED_ERROR = "PlanCancelled"  # cancelled by the signal: Canceled cannot carry a report
+ENDED_ERRORS = (HALTED_ERROR, FAILED_ERROR, CANCELLED_ERROR)

@@ -26,7 +26,8 @@ class StepState(StrEnum):
     DONE = "DONE"
     SKIPPED = "SKIPPED"
     WAITING = "WAITING"
-    REPLANNING = "REPLANNING"
+    REPLANNING = "REPLANNING"  # its failure is with the re-planner
+    REPLANNED = "REPLANNED"  # a re-plan was accepted: the run went on in the next version
     HALTED = "HALTED"
     FAILED = "FAILED"  # a final failure that no recovery answers
     CANCELLED = "CANCELLED"
@@ -38,7 +39,8 @@ class StepState(StrEnum):
 
 
 _FINAL = {
-    StepState.DONE, StepState.SKIPPED, StepState.REPLANNING, StepState.HALTED,
+    StepState.DONE, StepState.SKIPPED, StepState.REPLANNING, StepState.REPLANNED,
+    StepState.HALTED,
     StepState.FAILED, StepState.CANCELLED, StepState.VOID,
 }
 

@@ -5,6 +5,7 @@ a person to read. Nothing runs."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -16,7 +17,7 @@ from plangate.plans.checking import lint
 from plangate.plans.limits import MAX_ARG_JSON_BYTES
 from plangate.plans.model import Budget, Plan
 from plangate.plans.problem import Problem
-from plangate.plans.visible import visible
+from plangate.plans.visible import visible, visible_json
 from plangate.replanner.backends.openai import OpenAIBackend
 from plangate.replanner.prompt import first_plan_messages
 from plangate.world.settings import CatalogueSettings, ModelSettings, WorldSettings
@@ -60,6 +61,14 @@ class Draft:
             # character outside ASCII as a YAML escape instead, the same plan, seen as it is
             body = yaml.safe_dump(plan, sort_keys=False, allow_unicode=False)
         return "\n".join(head) + "\n" + body
+
+    def as_json(self) -> str:
+        """The plan as JSON (no comments: the findings are for the caller to show); every
+        hidden character escaped, the same plan."""
+        if self.plan is None:
+            raise ValueError("no plan to write")
+        plan = self.plan.model_dump(mode="json", exclude_defaults=True)
+        return visible_json(json.dumps(plan, indent=2, ensure_ascii=False)) + "\n"
 
 
 def backend_for(model: ModelSettings, cat: CatalogueSettings) -> OpenAIBackend:

@@ -34,6 +34,15 @@ written as placeholders, never as text a client sent, in whatever encoding.
 An answer is taken only for a run of the page's own task queue (described first; any other is
 refused as unknown, nothing applied), and an answer the workflow recorded is shown as recorded
 even where its receipt does not read (``Plangate.approve``).
+
+For a reader without help (issue 22): each card links its run's report, readable (``/run``) or
+as JSON (``/run.json``), both for the page's own queue only and behind the session, and the
+run's page in the Temporal Web UI (``--temporal-ui``, ``PLANGATE_TEMPORAL_UI``). Times are
+served in UTC to the second and shown in the reader's time zone by the page's script, the ISO
+value in their title. The script fetches the cards again every ``REFRESH_S`` (and on Refresh)
+and swaps them in place, keeping a card whose reason is being typed (``connect-src 'self'``).
+After an answer the page says what became of it (the step's state, or the run's), waiting a
+moment for it to settle, and the cards page lists the answers given here with their outcome.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -58,7 +68,7 @@ from datetime import UTC, datetime
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar, cast
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from temporalio.service import RPCError
 
@@ -71,8 +81,9 @@ from plangate.client.api import (
     UnknownRun,
 )
 from plangate.plans.model import Effect
-from plangate.plans.visible import visible
+from plangate.plans.visible import visible, visible_json
 from plangate.records.approvals import ApprovalReceipt, Decision
+from plangate.records.report import RunReport, StepReport
 from plangate.records.signing import SigningKey
 from plangate.world.settings import APPROVER_KEY_VAR, Identity
 
@@ -80,8 +91,13 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 SESSION_COOKIE, CSRF_COOKIE = "plangate_ui", "plangate_csrf"
 MAX_BODY_BYTES = 32 * 1024  # a form: ids, a digest, a name, a reason of 2,000 characters
 CALL_TIMEOUT_S = 60.0  # one page's Temporal calls
+DEFAULT_TEMPORAL_UI = "http://localhost:8233"  # the dev server's Web UI
+TEMPORAL_UI_VAR = "PLANGATE_TEMPORAL_UI"
+REFRESH_S = 20  # the cards are fetched again this often (a half-typed reason is kept)
+NEXT_WAIT_S = 5.0  # how long an answer's page waits to say what the step did next
+RECENT_MAX = 10  # answers given here, listed with what became of them
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
-ROUTES = ("/", "/login", "/answer")
+ROUTES = ("/", "/login", "/answer", "/run", "/run.json")
 _METHODS = ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")
 _VERSION = re.compile(r"^HTTP/\d(\.\d)?$")
 
@@ -207,7 +223,9 @@ h1{font-size:1.4em}.card{border:1px solid #bbb;border-radius:6px;padding:1em;mar
 .card.irreversible{border:2px solid #b00}.effect{font-weight:bold}.irreversible .effect{color:#b00}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:.2em .5em;border-bottom:1px solid #eee}
-th{width:12em;font-weight:600}
+th{width:12em;font-weight:600}table.list th{width:auto;background:#f3f3f3}
+table.list code{white-space:nowrap;word-break:normal}table.list time{white-space:normal}
+.wide{overflow-x:auto}
 code,pre{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
 .cell{max-height:12em;overflow:auto;display:block}.digest{font-size:.9em}
 .left{font-weight:bold}.note{color:#555}form.answer{margin-top:.8em;display:flex;gap:.5em;
@@ -215,28 +233,113 @@ flex-wrap:wrap;align-items:end}label{display:flex;flex-direction:column;font-siz
 button{padding:.4em 1.2em;font-size:1em}.approve{background:#1a7f37;color:#fff}
 .reject{background:#fff;color:#b00;border:1px solid #b00}
 .outcome{font-size:1.1em;padding:1em;border-radius:6px}.refused{background:#fdecea}
-.accepted{background:#e6f4ea}
+.accepted{background:#e6f4ea}.links a{margin-right:1em}.bar{display:flex;gap:1em;
+align-items:center}.bar form{margin:0}.card.gone{opacity:.7;border-style:dashed}
+#answered li{margin:.3em 0}.next{font-weight:600}time{white-space:nowrap}
 """
 
-# updates the time left of each card once a second (the server's figure is right at load)
+# the time left of each card, once a second; every <time> in the reader's own time zone; the
+# cards fetched again every REFRESH_S (and by the Refresh button) without reloading the page,
+# keeping any card whose reason is being typed
 _SCRIPT = """
+const p=n=>String(n).padStart(2,"0");
 function span(s){if(s<=0)return"expired";const d=Math.floor(s/86400),h=Math.floor(s%86400/3600),
-m=Math.floor(s%3600/60),x=s%60,p=n=>String(n).padStart(2,"0");
+m=Math.floor(s%3600/60),x=s%60;
 return d?d+"d "+p(h)+"h":h?h+"h "+p(m)+"m":m?m+"m "+p(x)+"s":x+"s"}
 function tick(){for(const el of document.querySelectorAll("[data-expires]")){
 el.textContent=span(Math.floor((Date.parse(el.dataset.expires)-Date.now())/1000))}}
-setInterval(tick,1000);
+function local(){for(const el of document.querySelectorAll("time[datetime]")){
+const d=new Date(el.getAttribute("datetime"));if(isNaN(d))continue;
+const z=new Intl.DateTimeFormat(undefined,{timeZoneName:"short"}).formatToParts(d)
+.find(x=>x.type==="timeZoneName");
+el.textContent=d.getFullYear()+"-"+p(d.getMonth()+1)+"-"+p(d.getDate())+" "+p(d.getHours())+":"
++p(d.getMinutes())+":"+p(d.getSeconds())+(z?" "+z.value:"")}}
+function typed(c){const r=c.querySelector("input[name=reason]");return !!(r&&r.value)}
+async function refresh(){
+const cards=document.getElementById("cards"),said=document.getElementById("refresh-problem");
+if(!cards)return;let r;
+try{r=await fetch("/",{credentials:"same-origin",cache:"no-store"})}
+catch(e){said.textContent="refresh failed: "+e.message;return}
+if(r.status!==200){said.textContent="refresh failed (HTTP "+r.status+"): reload the page";return}
+said.textContent="";const doc=new DOMParser().parseFromString(await r.text(),"text/html");
+for(const id of["summary","notes","answered"]){const a=document.getElementById(id),
+b=doc.getElementById(id);if(a&&b)a.replaceWith(document.importNode(b,true))}
+const kept=new Map();for(const c of cards.querySelectorAll("section.card"))
+if(typed(c))kept.set(c.dataset.digest,c);
+const items=[];for(const c of doc.querySelectorAll("#cards > *")){
+const k=c.dataset?kept.get(c.dataset.digest):undefined;
+if(k){kept.delete(c.dataset.digest);items.push(k)}else items.push(document.importNode(c,true))}
+for(const k of kept.values()){if(!k.classList.contains("gone")){k.classList.add("gone");
+const n=document.createElement("p");n.className="note";n.textContent="No longer listed "+
+"(answered, expired or changed): an answer will say which.";k.prepend(n)}items.push(k)}
+cards.replaceChildren(...items);local();tick()}
+const form=document.getElementById("refresh-form");
+if(form)form.addEventListener("submit",e=>{e.preventDefault();refresh()});
+const every=Number(document.body.dataset.refresh||0);
+if(every>0)setInterval(()=>{const a=document.activeElement;
+if(!(a&&a.name==="reason"))refresh()},every*1000);
+local();setInterval(tick,1000);
 """
 
 
-def _document(title: str, body: str, nonce: str, script: bool = False) -> str:
+def _document(title: str, body: str, nonce: str, script: bool = False,
+              refresh_s: int = 0) -> str:
     js = f'<script nonce="{nonce}">{_SCRIPT}</script>' if script else ""
+    every = f' data-refresh="{refresh_s}"' if refresh_s else ""
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{_text(title)}</title><style nonce=\"{nonce}\">{_STYLE}</style></head>"
-        f"<body>{body}{js}</body></html>"
+        f"<body{every}>{body}{js}</body></html>"
     )
+
+
+def when(at: datetime) -> str:
+    """A time to the second: UTC as served, the reader's own time zone once the page's script
+    runs, the ISO value in its title."""
+    utc = at.astimezone(UTC)
+    iso = utc.isoformat(timespec="seconds")
+    return (f'<time datetime="{iso}" title="{iso}">'
+            f'{utc.strftime("%Y-%m-%d %H:%M:%S")} UTC</time>')
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where a run can be read: its report on this page, and the Temporal Web UI."""
+
+    temporal_ui: str = DEFAULT_TEMPORAL_UI
+    namespace: str = "default"
+
+    def report(self, run_id: str) -> str:
+        return "/run?id=" + quote(run_id, safe="")
+
+    def json(self, run_id: str) -> str:
+        return "/run.json?id=" + quote(run_id, safe="")
+
+    def temporal(self, run_id: str) -> str:
+        return (f"{self.temporal_ui.rstrip('/')}/namespaces/{quote(self.namespace, safe='')}"
+                f"/workflows/{quote(run_id, safe='')}")
+
+    def html(self, run_id: str, report: bool = True) -> str:
+        # the Web UI in a tab of its own; same-origin referrer policy: it learns nothing
+        return (
+            '<p class="links">'
+            + (f'<a class="run" href="{_text(self.report(run_id))}">the run&rsquo;s report</a>'
+               if report else "")
+            + f'<a class="json" href="{_text(self.json(run_id))}">report as JSON</a>'
+            f'<a class="temporal" href="{_text(self.temporal(run_id))}" target="_blank" '
+            'rel="noopener noreferrer">in the Temporal Web UI</a></p>'
+        )
+
+
+def temporal_ui_arg(raw: str) -> str:
+    """The Temporal Web UI's address, checked: an http(s) URL (``ValueError`` otherwise)."""
+    u = urlsplit(raw.strip())
+    if u.scheme not in ("http", "https") or not u.netloc or u.query or u.fragment:
+        raise ValueError(f"the Temporal Web UI's address {raw!r} (--temporal-ui, "
+                         f"{TEMPORAL_UI_VAR}) is not an http(s) URL: give one such as "
+                         f"{DEFAULT_TEMPORAL_UI}")
+    return raw.strip().rstrip("/")
 
 
 def login_page(nonce: str, problem: str | None = None) -> str:
@@ -270,9 +373,10 @@ def _rows(values: Mapping[str, Any]) -> str:
     )
 
 
-def card_html(pending: PendingCard, csrf: str, now: datetime) -> str:
+def card_html(pending: PendingCard, csrf: str, now: datetime, links: Links | None = None) -> str:
     r = pending.record
     c = r.card
+    links = links or Links()
     irreversible = c.effect in (Effect.MONEY, Effect.EXTERNAL)
     observed = (
         f"<table>{_rows(c.observed)}</table>" if c.observed
@@ -291,6 +395,7 @@ def card_html(pending: PendingCard, csrf: str, now: datetime) -> str:
         f"<h2>Step {r.step} of run <code>{_text(pending.run_id)}</code> "
         f"(plan version {r.plan_version})</h2>"
         f'<p class="note">goal: {_text(pending.goal)}</p>'
+        f"{links.html(pending.run_id)}"
         f'<p class="what">Will call <code class="tool">{_text(c.tool)}</code>{_target(c.args)} '
         f'&mdash; effect <span class="effect">{_text(c.effect.value)}'
         f'{" (irreversible)" if irreversible else ""}</span></p>'
@@ -299,8 +404,8 @@ def card_html(pending: PendingCard, csrf: str, now: datetime) -> str:
         "<h3>Under whose authority, until when</h3><table>"
         f"<tr><th>on behalf of</th><td>{_text(c.on_behalf_of or '-')}</td></tr>"
         f"<tr><th>policy bundle</th><td>{_text(c.policy_bundle or '-')}</td></tr>"
-        f"<tr><th>issued</th><td>{_text(c.issued_at.astimezone(UTC).isoformat())}</td></tr>"
-        f"<tr><th>expires</th><td>{_text(expires)} &mdash; time left "
+        f'<tr><th>issued</th><td class="issued">{when(c.issued_at)}</td></tr>'
+        f'<tr><th>expires</th><td class="expires">{when(r.expires_at)} &mdash; time left '
         f'<span class="left" data-expires="{_text(expires)}">{span(left)}</span></td></tr>'
         f'<tr><th>digest</th><td><code class="digest">{_text(r.digest)}</code></td></tr>'
         "</table>"
@@ -312,9 +417,70 @@ def card_html(pending: PendingCard, csrf: str, now: datetime) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Given:
+    """An answer given on this page, to say later what became of it."""
+
+    run_id: str
+    step: int
+    digest: str
+    decision: Decision
+    by: str
+    at: datetime
+
+
+def _step_of(rep: RunReport, given: Given) -> StepReport | None:
+    version = next((a.plan_version for a in rep.approvals if a.digest == given.digest),
+                   rep.plan_version)
+    try:
+        return rep.step(given.step, version)
+    except KeyError:
+        return None
+
+
+def what_next(rep: RunReport, given: Given) -> tuple[str, bool]:
+    """What became of an answer, in a sentence (approved: the step's state first; rejected:
+    the run's), and whether it has settled (nothing more will happen to it by itself)."""
+    step = _step_of(rep, given)
+    state = step.state if step is not None else None
+    run = f"the run is {rep.status}"
+    if rep.failure is not None:
+        run += f" ({rep.failure.code}{': ' + rep.failure.detail if rep.failure.detail else ''})"
+    newer = any(a.step == given.step and a.digest != given.digest and a.answer is None
+                and a.status == "pending" for a in rep.approvals)
+    if step is None:
+        text = f"step {given.step} is not in the run's report; {run}"
+    else:
+        said = f"step {step.n} ({step.tool}) is {state}"
+        if step.reason and state is not None and state.final and state != "DONE":
+            said += f": {step.reason}"
+        if newer:
+            said += " (what its probes observe changed: a new card waits)"
+        text = (f"{said}; {run}" if given.decision is Decision.APPROVE
+                else f"{run}; {said}")
+    settled = rep.status.final or newer or (state is not None and state.final)
+    return text, settled
+
+
+def _answered_html(recent: Sequence[tuple[Given, str]], links: Links) -> str:
+    if not recent:
+        return '<section id="answered"></section>'
+    items = "".join(
+        f'<li data-run="{_text(g.run_id)}" data-step="{g.step}">{_text(g.decision)} of step '
+        f"{g.step} of run <code>{_text(g.run_id)}</code> by {_text(g.by)} at {when(g.at)}: "
+        f'<span class="next">{_text(became)}</span> '
+        f'<a href="{_text(links.report(g.run_id))}">the run&rsquo;s report</a></li>'
+        for g, became in recent
+    )
+    return f'<section id="answered"><h2>Answered here recently</h2><ul>{items}</ul></section>'
+
+
 def cards_page(pending: PendingApprovals, queue: str, csrf: str, now: datetime,
-               nonce: str, by: str = "") -> str:
-    """``by``: who is logged in, and answers what they approve or reject here."""
+               nonce: str, by: str = "", links: Links | None = None,
+               recent: Sequence[tuple[Given, str]] = ()) -> str:
+    """``by``: who is logged in, and answers what they approve or reject here; ``recent``:
+    the answers given here lately, each with what became of it."""
+    links = links or Links()
     n = len(pending.cards)
     notes = []
     if pending.unanswered:
@@ -323,29 +489,97 @@ def cards_page(pending: PendingApprovals, queue: str, csrf: str, now: datetime,
                      f"{queue}?): {ids}")
     if pending.truncated:
         notes.append(f"only the first {pending.runs} open runs were read")
+    cards = "".join(card_html(c, csrf, now, links) for c in pending.cards)
     body = (
         "<h1>plangate: approval cards</h1>"
         + (f'<p id="who">You answer as <b>{_text(by)}</b>: each answer is signed with your key '
            "and recorded under your name.</p>" if by else "")
+        + '<div class="bar"><form id="refresh-form" method="get" action="/">'
+        '<button id="refresh">Refresh</button></form>'
+        f'<span class="note">the cards are read again every {REFRESH_S} s; a reason being '
+        'typed is kept</span><span id="refresh-problem" class="refused"></span></div>'
         + f'<p id="summary">{n} card{"s" if n != 1 else ""} waiting in {pending.runs} open '
-        f"run{'s' if pending.runs != 1 else ''} of task queue <code>{_text(queue)}</code> "
-        f'(read {_text(now.astimezone(UTC).isoformat(timespec="seconds"))}, '
-        '<a href="/">refresh</a>). Approving runs the step after it reads the world again; '
+        f"run{'s' if pending.runs != 1 else ''} of task queue <code>{_text(queue)}</code>, "
+        f"read at {when(now)}. Approving runs the step after it reads the world again; "
         "a card that changed, expired or was answered is refused.</p>"
-        + "".join(f'<p class="note">{_text(x)}</p>' for x in notes)
-        + "".join(card_html(c, csrf, now) for c in pending.cards)
+        + '<div id="notes">' + "".join(f'<p class="note">{_text(x)}</p>' for x in notes)
+        + "</div>"
+        + _answered_html(recent, links)
+        + f'<div id="cards">{cards}</div>'
     )
-    return _document(f"plangate: {n} approval cards", body, nonce, script=bool(pending.cards))
+    return _document(f"plangate: {n} approval cards", body, nonce, script=True,
+                     refresh_s=REFRESH_S)
 
 
-def outcome_page(nonce: str, accepted: bool, headline: str, detail: str) -> str:
+def outcome_page(nonce: str, accepted: bool, headline: str, detail: str,
+                 extra: str = "") -> str:
+    """``extra``: markup the caller escaped (what happened next, links)."""
     cls = "accepted" if accepted else "refused"
     body = (
         f"<h1>{_text(headline)}</h1>"
         f'<p class="outcome {cls}" id="outcome" data-outcome="{cls}">{_text(detail)}</p>'
+        f"{extra}"
         '<p><a href="/">back to the cards</a></p>'
     )
-    return _document(f"plangate: {headline}", body, nonce)
+    return _document(f"plangate: {headline}", body, nonce, script=bool(extra))
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], id_: str) -> str:
+    """Cells are markup their caller escaped."""
+    return (f'<div class="wide"><table class="list" id="{id_}"><thead><tr>'
+            + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+            + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+            + "</tbody></table></div>")
+
+
+def run_page(rep: RunReport, links: Links, nonce: str) -> str:
+    """A run's report, for a person: its state, its steps, its failure, its approvals."""
+    def at(t: datetime | None) -> str:
+        return when(t) if t is not None else "-"
+
+    head = (
+        f"<h1>Run <code>{_text(rep.run_id)}</code>: "
+        f'<span id="status">{_text(rep.status)}</span></h1>'
+        f"{links.html(rep.run_id, report=False)}"
+        f'<table><tr><th>goal</th><td>{_text(rep.goal)}</td></tr>'
+        f"<tr><th>plan version</th><td>{rep.plan_version} (re-plans used {rep.replans_used} "
+        f"of {rep.replans_max})</td></tr>"
+        f"<tr><th>submitted</th><td>{at(rep.submitted_at)}</td></tr>"
+        f"<tr><th>begun</th><td>{at(rep.begun_at)}</td></tr></table>"
+    )
+    failure = ""
+    if (f := rep.failure) is not None:
+        failure = (
+            '<h2>Failure</h2><table id="failure">'
+            f"<tr><th>step</th><td>{f.step} ({_text(f.tool)}, plan version {f.plan_version})"
+            "</td></tr>"
+            f"<tr><th>code</th><td><code>{_text(f.code)}</code>"
+            f"{f' (HTTP {f.status})' if f.status else ''}</td></tr>"
+            f"<tr><th>detail</th><td>{_text(f.detail or '-')}</td></tr>"
+            f"<tr><th>answer</th><td>{_text(f.answer or '-')}</td></tr></table>"
+        )
+    if (c := rep.cancellation) is not None:
+        failure += (f'<h2>Cancelled</h2><p id="cancelled">at {when(c.at)} by '
+                    f"{_text(c.requester or '-')}: {_text(c.reason or 'no reason given')}</p>")
+    steps = _table(
+        ("step", "version", "tool", "effect", "state", "attempts", "tool started",
+         "tool finished", "why"),
+        [(str(s.n), str(s.plan_version), f"<code>{_text(s.tool)}</code>", _text(s.effect),
+          f'<b class="state">{_text(s.state)}</b>', str(s.attempts),
+          at(s.timings.tool_started_at), at(s.timings.tool_finished_at), _text(s.reason or ""))
+         for s in rep.steps], "steps")
+    approvals = _table(
+        ("step", "version", "tool", "card", "issued", "expires", "answer"),
+        [(str(a.step), str(a.plan_version), f"<code>{_text(a.card.tool)}</code>",
+          _text(a.status), when(a.card.issued_at), when(a.expires_at),
+          (f"{_text(a.answer.decision)} by {_text(a.answer.by or '-')} at {when(a.answer.at)}"
+           + (f": {_text(a.answer.reason)}" if a.answer.reason else ""))
+          if a.answer else "-")
+         for a in rep.approvals], "approvals") if rep.approvals else (
+        '<p class="note">no card was issued</p>')
+    body = (head + failure + "<h2>Steps</h2>" + steps + "<h2>Approvals</h2>" + approvals
+            + '<p><a href="/">back to the cards</a></p>')
+    return _document(f"plangate: run {rep.run_id}", body, nonce, script=True)
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -358,6 +592,7 @@ class _Reply(Exception):
     cookies: Sequence[str] = ()
     location: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "text/html; charset=utf-8"
 
 
 @dataclass
@@ -366,6 +601,9 @@ class ApprovalPage:
     gate: Gate
     loop: asyncio.AbstractEventLoop
     throttle: Throttle = field(default_factory=Throttle)
+    links: Links = field(default_factory=Links)
+    # answers given here, newest first: the cards page says what became of each
+    recent: deque[Given] = field(default_factory=lambda: deque(maxlen=RECENT_MAX))
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a Temporal call on the command's event loop, from a request's thread."""
@@ -375,6 +613,27 @@ class ApprovalPage:
         except TimeoutError:
             future.cancel()
             raise
+
+    async def became(self, given: Given, wait_s: float = 0.0) -> str:
+        """What became of an answer; waits up to ``wait_s`` for it to settle."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                rep = await asyncio.wait_for(self.api.report(given.run_id), 5)
+            except Exception as e:  # one unreadable run never hides the cards
+                return f"the run's report could not be read ({type(e).__name__})"
+            text, settled = what_next(rep, given)
+            if settled or time.monotonic() >= deadline:
+                return text
+            await asyncio.sleep(0.25)
+
+    async def listing(self) -> tuple[PendingApprovals, list[tuple[Given, str]]]:
+        """The cards waiting, and the answers given here with what became of them."""
+        given = list(self.recent)
+        pending, *became = await asyncio.gather(self.api.pending_approvals(),
+                                                *(self.became(g) for g in given))
+        return cast(PendingApprovals, pending), list(zip(given, cast(list[str], became),
+                                                         strict=True))
 
 
 def _cookie(name: str, value: str, clear: bool = False) -> str:
@@ -430,7 +689,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, reply: _Reply) -> None:
         data = reply.body.encode()
         self.send_response(reply.status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Type", reply.content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
@@ -441,7 +700,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header(
             "Content-Security-Policy",
             f"default-src 'none'; style-src 'nonce-{self.nonce}'; "
-            f"script-src 'nonce-{self.nonce}'; form-action 'self'; frame-ancestors 'none'; "
+            f"script-src 'nonce-{self.nonce}'; connect-src 'self'; form-action 'self'; "
+            "frame-ancestors 'none'; "
             "base-uri 'none'",
         )
         for c in reply.cookies:
@@ -539,23 +799,50 @@ class _Handler(BaseHTTPRequestHandler):
     # -- routes -----------------------------------------------------------------------------
     def _get(self) -> _Reply:
         url = urlsplit(self.path)
-        if url.path != "/":
+        if url.path not in ("/", "/run", "/run.json"):
             raise self._error(404, "Not found", "The cards are at /.")
-        given = parse_qs(url.query, max_num_fields=8).get("token")
-        if given is not None:
+        query = parse_qs(url.query, max_num_fields=8)
+        given = query.get("token")
+        if given is not None and url.path == "/":
             return self._token_given(given[0])
         by = self._authorised()
         if by is None:
             return self._login_reply()
+        if url.path != "/":
+            return self._run(url.path, query.get("id", [""])[0])
         cookies: list[str] = []
         csrf = self._cookies().get(CSRF_COOKIE) or ""
         if len(csrf) < 32:
             csrf = secrets.token_urlsafe(32)
             cookies.append(_cookie(CSRF_COOKIE, csrf))
-        pending = self.page.call(self.page.api.pending_approvals())
+        pending, recent = self.page.call(self.page.listing())
         body = cards_page(pending, self.page.api.settings.temporal.task_queue, csrf,
-                          datetime.now(UTC), self.nonce, by)
+                          datetime.now(UTC), self.nonce, by, self.page.links, recent)
         return _Reply(200, body, cookies=cookies)
+
+    def _own_run(self, run_id: str, what: str) -> None:
+        """Refuses (404) a run that is not on the page's task queue: not this page's to show
+        or answer."""
+        api = self.page.api
+        queue = api.settings.temporal.task_queue
+        try:
+            ours: bool = self.page.call(api.of_this_deployment(run_id))  # or a catalogue queue
+        except UnknownRun:
+            ours = False
+        if not ours:
+            raise self._error(404, what, f"no run {run_id} waits on task queue {queue}: this "
+                              "page answers only the cards it lists")
+
+    def _run(self, path: str, run_id: str) -> _Reply:
+        """A run of the page's queue: its report readably (``/run``) or as JSON."""
+        if not 0 < len(run_id) <= 1000:
+            raise self._error(400, "Which run?", "Give the run as ?id=RUN_ID.")
+        self._own_run(run_id, "Not found")
+        rep: RunReport = self.page.call(self.page.api.report(run_id))
+        if path == "/run.json":
+            return _Reply(200, visible_json(rep.model_dump_json(indent=2)),
+                          content_type="application/json; charset=utf-8")
+        return _Reply(200, run_page(rep, self.page.links, self.nonce))
 
     def _post(self) -> _Reply:
         path = urlsplit(self.path).path
@@ -586,15 +873,7 @@ class _Handler(BaseHTTPRequestHandler):
         if len(reason) > 2000:
             raise self._error(400, "Reason too long", "A reason is at most 2000 characters.")
         api, n = self.page.api, int(step)
-        queue = api.settings.temporal.task_queue
-        try:
-            ours: bool = self.page.call(api.of_this_deployment(run_id))
-        except UnknownRun:
-            ours = False
-        if not ours:  # another queue's run is not this page's to answer
-            raise self._error(404, f"Refused: {decision} of step {n}",
-                              f"no run {run_id} waits on task queue {queue}: this page "
-                              "answers only the cards it lists")
+        self._own_run(run_id, f"Refused: {decision} of step {n}")
         try:
             receipt: ApprovalReceipt = self.page.call(
                 api.approve(run_id, n, digest, by=by) if decision == "approve"
@@ -609,10 +888,17 @@ class _Handler(BaseHTTPRequestHandler):
                     "observe has changed, a new card will wait here.")
         else:
             then = "The step follows its on_unmet."
+        stamp = receipt.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         detail = (f"{receipt.decision} of step {receipt.step} of run {run_id} (card "
-                  f"{receipt.digest}) recorded at {receipt.at.isoformat()} by {by}. {then}")
+                  f"{receipt.digest}) recorded at {stamp} by {by}. {then}")
+        given = Given(run_id, receipt.step, receipt.digest, receipt.decision, by, receipt.at)
+        self.page.recent.appendleft(given)
+        became = self.page.call(self.page.became(given, NEXT_WAIT_S))
+        extra = (f'<p id="next">Recorded at {when(receipt.at)}. Then: '
+                 f'<span class="next">{_text(became)}</span></p>'
+                 f"{self.page.links.html(run_id)}")
         word = "Approved" if receipt.decision is Decision.APPROVE else "Rejected"
-        return _Reply(200, outcome_page(self.nonce, True, word, detail))
+        return _Reply(200, outcome_page(self.nonce, True, word, detail, extra))
 
 
 class _Server(ThreadingHTTPServer):
@@ -629,11 +915,14 @@ class _Server(ThreadingHTTPServer):
 async def serving(
     api: Plangate, keys: Sequence[SigningKey], host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT, throttle: Throttle | None = None,
+    temporal_ui: str = DEFAULT_TEMPORAL_UI,
 ) -> AsyncIterator[str]:
     """The page for the people whose ``keys`` it holds, served from a thread until the block
     ends; yields its URL. ``port`` 0: a free port. ``OSError`` when the address cannot be
-    listened on."""
-    page = ApprovalPage(api, Gate(keys), asyncio.get_running_loop(), throttle or Throttle())
+    listened on. ``temporal_ui``: the Temporal Web UI's address, for the runs' links."""
+    links = Links(temporal_ui, api.settings.temporal.namespace)
+    page = ApprovalPage(api, Gate(keys), asyncio.get_running_loop(), throttle or Throttle(),
+                        links)
     server = _Server(host, port, page)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="plangate-ui",
@@ -649,9 +938,10 @@ async def serving(
         server.server_close()
 
 
-async def run_ui(api: Plangate, keys: Sequence[SigningKey], host: str, port: int) -> int:
+async def run_ui(api: Plangate, keys: Sequence[SigningKey], host: str, port: int,
+                 temporal_ui: str = DEFAULT_TEMPORAL_UI) -> int:
     """Serve the page until interrupted."""
-    async with serving(api, keys, host, port) as url:
+    async with serving(api, keys, host, port, temporal_ui=temporal_ui) as url:
         s = api.settings.temporal
         names = ", ".join(k.name for k in keys)
         print(f"plangate ui: serving {url} (cards of task queue {s.task_queue} in namespace "

@@ -55,6 +55,7 @@ from plangate.testing._runs import (
     Scrape,
     attempts,
     chain,
+    ended,
     history_events,
     local_activity,
     running_worker,
@@ -73,7 +74,7 @@ from plangate.testing._stack import (
 
 __all__ = [
     "FakeOpenAI", "Harness", "Recorded", "Reply", "Scrape", "Script", "approver_env", "attempts",
-    "chain", "console_script", "embedded_stack", "history_events", "local_activity",
+    "chain", "console_script", "embedded_stack", "ended", "history_events", "local_activity",
     "model_backed", "running_worker", "s3_client", "scheduled", "scrape", "stack_state",
     "time_skipping", "until_state",
 ]

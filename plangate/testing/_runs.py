@@ -17,11 +17,11 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced
-from plangate.client.api import Plangate
+from plangate.client.api import Plangate, ended_report
 from plangate.records.placement import catalogue_queue
 from plangate.records.report import RunReport
 from plangate.worker.assembly import build_worker
@@ -47,7 +47,7 @@ class Harness:
 
     async def run(self, plan: dict[str, Any], run_id: str | None = None) -> RunReport:
         handle = await self.start(plan, run_id)
-        return await handle.result()
+        return await ended(handle)
 
     async def start(
         self, plan: dict[str, Any], run_id: str | None = None
@@ -70,7 +70,19 @@ class Harness:
                 if a.status == "pending" and a.digest not in answered:
                     answered.add(a.digest)
                     await api.approve(handle.id, a.step, a.digest, by=by)
+        return await ended(handle)
+
+
+async def ended(handle: WorkflowHandle[Any, RunReport]) -> RunReport:
+    """The report a run ends with: its result, or (a run that did not succeed fails its
+    execution) the details of its failure."""
+    try:
         return await handle.result()
+    except WorkflowFailureError as e:
+        rep = ended_report(e)
+        if rep is None:
+            raise
+        return rep
 
 
 @asynccontextmanager

@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.proofs import ApprovalGrant
     from plangate.records.report import Phase, StepState
     from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import bookkeeping, metrics
+    from plangate.workflows import bookkeeping, metrics, summaries
     from plangate.workflows.probing import check_before
     from plangate.workflows.router import Kind, route
     from plangate.workflows.step import (
@@ -109,6 +109,7 @@ async def _await_answer(s: StepScope, record: ApprovalRecord, cards: int) -> Fai
         await workflow.wait_condition(
             lambda: record.status is not CardStatus.PENDING or ctx.parking,
             timeout=record.expires_at - workflow.now(),
+            timeout_summary=summaries.approval_wait(s.n, ctx.version, record.expires_at),
         )
     except TimeoutError:
         record.status = CardStatus.EXPIRED

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records import options
     from plangate.records.report import Answer, CompletedStep, FailureRecord, StepState
     from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import approval, dispatch, probing, verification
+    from plangate.workflows import approval, dispatch, probing, summaries, verification
     from plangate.workflows.context import VersionContext
     from plangate.workflows.router import Decision, Kind, Situation, route
     from plangate.workflows.step import (
@@ -55,7 +55,9 @@ class StepRunner:
             s.attempt = resume.attempt
             if resume.at is ParkedAt.START:
                 if resume.resume_at is not None:
-                    park = await s.pause(resume.resume_at, resume)
+                    delay = resume.resume_at - workflow.now()
+                    summary = summaries.resume(s.n, s.ctx.version, delay)
+                    park = await s.pause(resume.resume_at, resume, summary)
                     if park is not None:
                         return self._parked(park)
                 resume = None
@@ -86,8 +88,9 @@ class StepRunner:
                     d.answer is Answer.RETRY and s.attempt < options.STEP_ATTEMPTS
                 ):
                     s.decide(d)
-                    due = workflow.now() + options.step_backoff(s.attempt)
-                    park = await s.pause(due, s.parked(ParkedAt.START))
+                    delay = options.step_backoff(s.attempt)
+                    summary = summaries.retry(s.n, s.ctx.version, delay, s.attempt)
+                    park = await s.pause(workflow.now() + delay, s.parked(ParkedAt.START), summary)
                     if park is not None:
                         return self._parked(park)
                 case Failed(decision=d, failure=f) | Unknown(decision=d, failure=f):

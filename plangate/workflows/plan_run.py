@@ -8,20 +8,32 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.guards import GuardedPlan
     from plangate.plans.model import Plan
+    from plangate.records import interface
     from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
     from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
     from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
-    from plangate.workflows import bookkeeping, guarding, replanning
+    from plangate.workflows import bookkeeping, guarding, replanning, summaries
     from plangate.workflows.answers import Answers
     from plangate.workflows.context import VersionContext, key_tag
     from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
     from plangate.workflows.showing import Shown
 
 PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists it
+
+# A run that did not succeed fails its execution, the report in the failure's details (runs
+# begun before take the old path on replay: they completed with every report).
+TRUTHFUL_END = "truthful-end"
+
+_ERROR_TYPES = {
+    RunStatus.HALTED: interface.HALTED_ERROR,
+    RunStatus.FAILED: interface.FAILED_ERROR,
+    RunStatus.CANCELLED: interface.CANCELLED_ERROR,
+}
 
 
 @workflow.defn(name=PLAN_RUN_WORKFLOW)
@@ -98,6 +110,7 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
+        truthful = workflow.patched(TRUTHFUL_END)  # asked once, first (docs/versioning.md)
         self._registered = inp.search_attributes
         self._shown.begin(upserts=self._registered)
         if self._report.status is RunStatus.QUEUED:
@@ -125,7 +138,14 @@ class PlanRunWorkflow:
             self._crashed(e)
         self._shown.show(self._report)  # the final status, in the workflow task of the end
         shown.cancel()
-        return self._report
+        r = self._report
+        if truthful and r.status in _ERROR_TYPES:
+            # Temporal's own views (Web UI, ``temporal workflow list``) show it Failed, the
+            # failure line as its message; plangate reads the report from the details
+            raise ApplicationError(
+                summaries.ended(r), r, type=_ERROR_TYPES[r.status], non_retryable=True
+            )
+        return r
 
     async def _keep_shown(self) -> None:
         """Show the status whenever it changes (a card published or answered, a re-plan): the
@@ -285,5 +305,6 @@ class PlanRunWorkflow:
     def _cancelled(self) -> None:
         self._report.status = RunStatus.CANCELLED
         for s in self._report.steps:
-            if not s.state.final:
+            # a re-plan cut short by the cancel is not left as if still asked
+            if not s.state.final or s.state is StepState.REPLANNING:
                 s.state = StepState.CANCELLED

@@ -92,7 +92,8 @@ async def _wait_for_system(
         f"({reads} read(s) so far, {left.total_seconds():.0f}s of patience left)"
     )
     s.set_state(StepState.WAITING, fold=reads >= 2)
-    await workflow.sleep(min(options.outage_backoff(reads), left))
+    delay = min(options.outage_backoff(reads), left)
+    await workflow.sleep(delay, summary=summaries.outage(s.n, s.ctx.version, down, delay, reads))
     s.set_state(was, fold=reads >= 2)
 
 
@@ -168,6 +169,9 @@ async def wait_for_owner(s: StepScope, owed: Owed) -> Failed | Park | None:
         await workflow.wait_condition(
             lambda: ctx.state(owed.owner).final or ctx.parking,
             timeout=timedelta(seconds=limit),
+            timeout_summary=summaries.owed(
+                s.n, ctx.version, owed.owner, c, timedelta(seconds=limit)
+            ),
         )
     except TimeoutError:
         d = route(s.situation(Kind.PRE_VIOLATED))

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         StepState,
     )
-    from plangate.workflows import summaries
+    from plangate.workflows import bookkeeping, summaries
     from plangate.workflows.context import VersionContext
     from plangate.workflows.execution import VersionOutcome
 
@@ -71,6 +71,8 @@ async def _replan(r: RunReport, ctx: VersionContext, failure: FailureRecord) -> 
             )
         )
         if out.plan is not None:
+            # answered: its final state says so, not as if it were still being re-planned
+            bookkeeping.set_state(failed, StepState.REPLANNED)
             return out.plan
         last = out.reason
         if out.final:

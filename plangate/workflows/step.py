@@ -141,16 +141,19 @@ class StepScope:
     def parked(self, at: ParkedAt, **kw: object) -> Parked:
         return Parked.model_validate({"n": self.step.n, "at": at, "attempt": self.attempt, **kw})
 
-    async def pause(self, until: datetime, parked: Parked) -> Park | None:
-        """Sleep until ``until`` (a durable timer), unless the run must continue as new first:
-        then the step parks, to go on at ``until`` in the next run."""
+    async def pause(self, until: datetime, parked: Parked, summary: str) -> Park | None:
+        """Sleep until ``until`` (a durable timer, ``summary`` its line in the Web UI), unless
+        the run must continue as new first: then the step parks, to go on at ``until`` in the
+        next run."""
         if self.ctx.over_bound():
             return Park(parked.model_copy(update={"resume_at": until}))
         delay = until - workflow.now()
         if delay <= timedelta(0):
             return None
         try:
-            await workflow.wait_condition(lambda: self.ctx.parking, timeout=delay)
+            await workflow.wait_condition(
+                lambda: self.ctx.parking, timeout=delay, timeout_summary=summary
+            )
         except TimeoutError:
             return None
         return Park(parked.model_copy(update={"resume_at": until}))

@@ -5,11 +5,12 @@ of an activity or a child workflow): ``pre-check step 3: object_exists s3://vend
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
 from pydantic import JsonValue
 
 from plangate.plans.model import Condition
-from plangate.records.report import Phase
+from plangate.records.report import Phase, RunReport, RunStatus
 
 # Temporal refuses a summary whose payload (a JSON string) is over 400 bytes.
 SUMMARY_MAX_BYTES = 380
@@ -89,3 +90,81 @@ def guards(version: int, steps: int, reads: list[int]) -> str:
     makes with them."""
     also = f" + pre-check step {', '.join(map(str, reads))}" if reads else ""
     return clip(f"guards of plan v{version}, {steps} step{'s' if steps != 1 else ''}{also}")
+
+
+# -- timers: what a run waits for, and until when ----------------------------------------------
+def span(d: timedelta | float) -> str:
+    """``45 s``, ``5 min``, ``2 h 30 min``, ``1 d 2 h``."""
+    s = round(d.total_seconds() if isinstance(d, timedelta) else d)
+    if s < 120:
+        return f"{s} s"
+    m = s // 60
+    if m < 120:
+        return f"{m} min"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h} h {m} min" if m else f"{h} h"
+    days, h = divmod(h, 24)
+    return f"{days} d {h} h" if h else f"{days} d"
+
+
+def clock(at: datetime) -> str:
+    """``2026-03-02 14:05:00 UTC``: a wait may last days."""
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def approval_wait(n: int, version: int, until: datetime) -> str:
+    return clip(f"waiting for an approver for {step_label(n, version)} until {clock(until)}")
+
+
+def read_again(n: int, version: int, interval: timedelta, reads: int, most: int) -> str:
+    """A post wait between two reads."""
+    return clip(
+        f"{step_label(n, version)} reads the world again in {span(interval)} (read {reads} "
+        f"of at most {most})"
+    )
+
+
+def retry(n: int, version: int, delay: timedelta, attempt: int) -> str:
+    return clip(f"{step_label(n, version)} tries again in {span(delay)} (attempt {attempt} failed)")
+
+
+def resume(n: int, version: int, delay: timedelta) -> str:
+    """A pause an earlier run of the chain began, going on."""
+    return clip(f"{step_label(n, version)} goes on in {span(delay)} (carried from the run before)")
+
+
+def outage(n: int, version: int, systems: list[str], delay: timedelta, reads: int) -> str:
+    down = ", ".join(systems) or "a system"
+    return clip(
+        f"{step_label(n, version)} waits for {down} to answer: reads again in {span(delay)} "
+        f"(read {reads})"
+    )
+
+
+def owed(n: int, version: int, owner: int, cond: Condition, limit: timedelta) -> str:
+    return clip(
+        f"{step_label(n, version)} waits for step {owner} to establish {condition(cond)} "
+        f"(at most {span(limit)})"
+    )
+
+
+# -- the end --------------------------------------------------------------------------------
+def ended(r: RunReport) -> str:
+    """A run that did not succeed, in one line: the message of the failure its execution ends
+    with (what the Web UI and ``temporal workflow describe`` show)."""
+    if r.status is RunStatus.CANCELLED:
+        c = r.cancellation
+        who = f" by {c.requester}" if c is not None and c.requester else ""
+        why = c.reason if c is not None and c.reason else "no reason given"
+        return clip(f"cancelled{who}: {why}", 1000)
+    f = r.failure
+    where = ""
+    if f is not None:
+        where = f" at {step_label(f.step, f.plan_version)} ({f.tool}, {f.code})"
+    why = f.detail if f is not None else r.escalation or ""
+    if r.status is RunStatus.HALTED and r.replans_used and r.escalation:
+        why = r.escalation  # the re-plans spent, and why the last was refused
+    elif f is not None and f.answer is not None and r.status is RunStatus.HALTED:
+        why = f"{why} (a person must look)"
+    return clip(f"{r.status.value}{where}: {why}" if why else f"{r.status.value}{where}", 1000)

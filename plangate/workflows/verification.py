@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.calls import Outcome, ProbeReport
     from plangate.records.report import Answer, Attribution, Phase, StepState
     from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import bookkeeping, reads
+    from plangate.workflows import bookkeeping, reads, summaries
     from plangate.workflows.probing import probe
     from plangate.workflows.router import Kind, route
     from plangate.workflows.step import (
@@ -59,7 +59,10 @@ async def verify(
     )
     if resume is not None:
         if resume.resume_at is not None:
-            park = await s.pause(resume.resume_at, parked.model_copy(update={"reads": count}))
+            summary = summaries.resume(s.n, s.ctx.version, resume.resume_at - workflow.now())
+            park = await s.pause(
+                resume.resume_at, parked.model_copy(update={"reads": count}), summary
+            )
             if park is not None:
                 return park
         s.set_state(StepState.VERIFYING, fold=count >= 2)
@@ -93,7 +96,9 @@ async def verify(
         s.decide(d, again=count > 1)  # a wait is one answer, however many reads
         s.set_state(StepState.WAITING, fold=count >= 2)
         due = workflow.now() + interval
-        park = await s.pause(due, parked.model_copy(update={"reads": count}))
+        most = int(timeout / interval) + 1 if interval else count
+        summary = summaries.read_again(s.n, s.ctx.version, interval, count, most)
+        park = await s.pause(due, parked.model_copy(update={"reads": count}), summary)
         if park is not None:
             return park
         s.set_state(StepState.VERIFYING, fold=count >= 2)

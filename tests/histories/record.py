@@ -36,7 +36,7 @@ from plangate.records.proofs import Submitter
 from plangate.records.report import RunReport
 from plangate.records.run import RunInput
 from plangate.records.signing import SigningKey
-from plangate.testing import Harness, running_worker
+from plangate.testing import Harness, ended, running_worker
 from plangate.workflows.plan_run import PlanRunWorkflow
 from tests.crash_harness import LostPut, put_plan
 from tests.harness import MovedBeforeCall
@@ -100,10 +100,10 @@ async def refused_unsigned(b: Bench) -> RunReport:
     listed = replace(b.settings, policy=replace(b.settings.policy, submitters=submitters))
     async with running_worker(b.client, listed) as h:
         plan = parse_plan(publish(bucket(b)))
-        rep: RunReport = await h.client.execute_workflow(
+        rep: RunReport = await ended(await h.client.start_workflow(
             PlanRunWorkflow.run, RunInput(plan=plan),
             id=f"unsigned-{uuid.uuid4().hex[:8]}", task_queue=h.queue,
-        )
+        ))
         return rep
 
 
@@ -113,6 +113,20 @@ async def halted(b: Bench) -> RunReport:
         job_step(1, job, pre=[{"probe": "job_state", "job_id": job, "want": "requested"}],
                  on_unmet="halt"),
     ]})
+
+
+async def halted_after_wait(b: Bench) -> RunReport:
+    """Patch ``truthful-end``: a wait read on its schedule (timers with summaries) runs out, the
+    step halts, and the execution fails with the report in its failure's details."""
+    job = f"hw-{uuid.uuid4().hex[:6]}"
+    api = Plangate(b.client, b.settings)
+    handle = await api.submit({"goal": "wait, then halt", "budget": {"replans_max": 2},
+                               "steps": [
+        job_step(1, job, "requested", on_unmet="halt",
+                 post=[{"probe": "job_state", "job_id": job, "want": "done",
+                        "wait": {"timeout_s": 2, "interval_s": 1}}]),
+    ]})
+    return await api.result(handle.id)
 
 
 async def waited(b: Bench) -> RunReport:
@@ -126,7 +140,7 @@ async def waited(b: Bench) -> RunReport:
     ]})
     await until(b, handle.id, lambda r: sum(c.reads for c in r.step(1).checks) >= 3)
     await set_job(b, job, "done")
-    return await handle.result()
+    return await ended(handle)
 
 
 def publish(name: str) -> dict[str, Any]:
@@ -145,7 +159,7 @@ async def answered(b: Bench, approve: bool) -> RunReport:
         await api.approve(handle.id, 1, card.digest, by="bench")
     else:
         await api.reject(handle.id, 1, card.digest, reason="not today", by="bench")
-    return await handle.result()
+    return await ended(handle)
 
 
 async def approved(b: Bench) -> RunReport:
@@ -166,7 +180,7 @@ async def cancelled(b: Bench) -> RunReport:
     ]})
     await until(b, handle.id, lambda r: r.step(1).state == "WAITING")
     await api.cancel(handle.id, reason="not needed any more", requester="erin")
-    return await handle.result()
+    return await ended(handle)
 
 
 async def continued_as_new(b: Bench) -> RunReport:
@@ -188,7 +202,7 @@ async def continued_as_new(b: Bench) -> RunReport:
     await api.approve(handle.id, 2, rep.approvals[0].digest, by="bench")
     await until(b, handle.id, lambda r: r.segments >= 3)
     await set_job(b, job, "done")
-    return await handle.result()
+    return await ended(handle)
 
 
 async def lost_write_retried(b: Bench) -> RunReport:
@@ -260,6 +274,7 @@ SCENARIOS: dict[str, Scenario] = {
     "saturday_export_deleted": saturday_export_deleted,
     "closeout_replanned": closeout_replanned,
     "halted": halted,
+    "halted_after_wait": halted_after_wait,
     "waited": waited,
     "approved": approved,
     "rejected": rejected,

@@ -90,6 +90,7 @@ class TemporalDevServer:
         return cmd
 
     async def start(self, wait_s: float = 60.0) -> None:
+        await asyncio.to_thread(self._stop_leftover)
         proc = self._spawn()
         deadline = time.monotonic() + wait_s
         last: BaseException | None = None
@@ -119,6 +120,30 @@ class TemporalDevServer:
             f"(last error: {last!r}); " + log_tail(self.log_file)
         )
 
+    @property
+    def pid_file(self) -> Path:
+        return self.db_file.with_name(self.db_file.name + ".pid")
+
+    def _stop_leftover(self) -> None:
+        """End a server a killed stack left running on this database (its own session outlives
+        its parent): two servers on one database corrupt each other's state. The state
+        directory's lock says no live stack owns it, so a server on this database is a leftover."""
+        try:
+            pid = int(self.pid_file.read_text().split()[0])
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            return
+        if str(self.db_file).encode() not in cmdline:
+            return  # the pid now belongs to another program
+        log.warning("stopping a Temporal dev server left running on %s (pid %d)",
+                    self.db_file, pid)
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if Path(f"/proc/{pid}").exists():
+            _signal_group(pid, signal.SIGKILL)
+
     def _spawn(self) -> subprocess.Popen[bytes]:
         with open(self.log_file, "ab") as log:
             self._proc = subprocess.Popen(
@@ -128,11 +153,15 @@ class TemporalDevServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C on the terminal is ours to handle, not its
             )
+        self.pid_file.write_text(f"{self._proc.pid}\n")
         return self._proc
 
     def stop(self, timeout: float = 15.0) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
+            return
+        self.pid_file.unlink(missing_ok=True)
+        if proc.poll() is not None:
             return
         _signal_group(proc.pid, signal.SIGTERM)
         try:
