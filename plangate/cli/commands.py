@@ -414,7 +414,8 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _queue_workers(client: Client, settings: Settings) -> list[str]:
     """Who polls the deployment's queue, by catalogue, compared with this worker's: a line
-    each, and one more when they are mixed (``plangate.client.placement``)."""
+    each, and one more when they are mixed (``plangate.client.placement``); none when nobody
+    polls."""
     from plangate.activities.catalogue import announced
     from plangate.activities.extensions import registry_for
     from plangate.client.placement import workers
@@ -422,6 +423,8 @@ async def _queue_workers(client: Client, settings: Settings) -> list[str]:
 
     queue = settings.temporal.task_queue
     found = await workers(client, settings.temporal)
+    if not found.announcing and not found.unannounced:
+        return []  # nobody polls: nothing to compare
     mine = announced(settings.catalogue)
     registry = registry_for(settings.catalogue)
     by: dict[Announced, list[str]] = {}
