@@ -85,19 +85,22 @@ async def test_a_run_goes_to_the_worker_with_its_tools_and_check_reports_mixed_w
         assert a.queue != b.queue
         assert of_deployment(a.queue, queue) and of_deployment(b.queue, queue)
         await announcing(client, plain.temporal, 2)
-        tid = new_ticket(service)
         api = Plangate(client, b.settings)  # a client that knows the extension, as after install
-        run_id = await api.start(triage_plan(tid))
-        rep = await api.result(run_id)
-        assert rep.status == "succeeded", rep.failure
-        assert all(s.state == "DONE" for s in rep.steps)
-        # the run, every workflow task (the probes: local activities) and every activity were
-        # the tickets worker's; the plain worker took nothing of it
-        assert await api.task_queue_of(run_id) == b.queue
-        tasks, acts = await who_ran(client, run_id)
-        assert tasks == {TICKETED}
-        assert acts["tickets.get"] == acts["tickets.update"] == {TICKETED}
-        assert service.ticket(tid)["assignee"] == "dana"
+        # several runs: on one shared queue (before catalogue queues) about half of them went
+        # to the plain worker and failed there
+        for _ in range(3):
+            tid = new_ticket(service)
+            run_id = await api.start(triage_plan(tid))
+            rep = await api.result(run_id)
+            assert rep.status == "succeeded", rep.failure
+            assert all(s.state == "DONE" for s in rep.steps)
+            # the run, every workflow task (the probes: local activities) and every activity
+            # were the tickets worker's; the plain worker took nothing of it
+            assert await api.task_queue_of(run_id) == b.queue
+            tasks, acts = await who_ran(client, run_id)
+            assert tasks == {TICKETED}
+            assert acts["tickets.get"] == acts["tickets.update"] == {TICKETED}
+            assert service.ticket(tid)["assignee"] == "dana"
         # still listed as the deployment's run, on its catalogue queue
         listed: list[str] = []
         for _ in range(100):
