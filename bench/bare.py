@@ -1,0 +1,201 @@
+"""A guarded step against what a team would write by hand (issue 23): plangate guarded,
+plangate unguarded and a hand-written Temporal workflow (``bench._bare_workflow``: one
+``execute_activity`` a step) doing the same Postgres write, on one dev server and one worker
+process, alternating.
+
+Per step, each kind's time is (a 31-step chain - a 1-step chain) / 30 from the client's start to
+its result, so what every run pays once (start, first and last workflow task) is left out;
+medians over ``--pairs`` rounds. Then, from one history of each chain: events, bytes (the
+events as Temporal stores them, serialized) and Temporal Cloud actions per step, counted from
+the history as Temporal documents them (docs.temporal.io/cloud/actions): a workflow start, each
+activity start or retry, each timer, each search-attribute upsert, each signal and accepted
+update, each side-effect marker, and every local activity marker of one workflow task together
+as one; patch markers none. Queries are not in a history and not counted (this bench makes
+none).
+
+    .venv/bin/python -m bench.bare [--pairs 7] [--steps 31]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from temporalio import activity
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.worker import Worker
+
+from bench._bare_workflow import SET_JOB, BareChain, Chain, JobWrite
+from bench._stack import Bench, bench_stack
+from bench.guard_cost import TABLE, plan
+from plangate.activities.tools._statements import SET_JOB as SET_JOB_SQL
+from plangate.testing import history_events
+
+KINDS = ("guarded", "unguarded", "hand-written")
+LOCAL_MARKER = "core_local_activity"
+PATCH_MARKER = "core_patch"
+
+
+class Writes:
+    """The hand-written workflow's one activity: the statement ``set_job_state`` runs."""
+
+    def __init__(self, bench: Bench) -> None:
+        self.bench = bench
+
+    @activity.defn(name=SET_JOB)
+    async def set_job(self, w: JobWrite) -> None:
+        pool = await self.bench.world.pool()
+        query = sql.SQL(SET_JOB_SQL).format(sql.Literal(w.job_id), sql.Literal(w.state),
+                                            sql.Literal(w.owner))
+        async with pool.connection() as conn:
+            await conn.execute(query)
+
+
+@dataclass(frozen=True)
+class Shape:
+    events: int
+    bytes: int
+    actions: int
+    by_kind: Counter[str]
+
+
+def actions(events: list[HistoryEvent]) -> Counter[str]:
+    """Temporal Cloud actions in a history, by kind (see the module's docstring)."""
+    out: Counter[str] = Counter()
+    local_tasks: set[int] = set()
+    for e in events:
+        t = e.event_type
+        if t in (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+                 EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW):
+            out["workflow started"] += 1
+        elif t == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            out["activity started or retried"] += max(1, e.activity_task_started_event_attributes
+                                                     .attempt)
+        elif t == EventType.EVENT_TYPE_TIMER_STARTED:
+            out["timer started"] += 1
+        elif t == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            out["search attributes upserted"] += 1
+        elif t == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            out["signal"] += 1
+        elif t == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            out["update"] += 1
+        elif t == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            out["child workflow"] += 2
+        elif t == EventType.EVENT_TYPE_MARKER_RECORDED:
+            m = e.marker_recorded_event_attributes
+            if m.marker_name == LOCAL_MARKER:
+                local_tasks.add(m.workflow_task_completed_event_id)
+            elif m.marker_name != PATCH_MARKER:
+                out["side effect"] += 1
+    if local_tasks:
+        out["local activities (one a workflow task)"] = len(local_tasks)
+    return out
+
+
+def shape(events: list[HistoryEvent]) -> Shape:
+    by_kind = actions(events)
+    return Shape(len(events), sum(len(e.SerializeToString()) for e in events),
+                 sum(by_kind.values()), by_kind)
+
+
+async def main(pairs: int, steps: int) -> None:
+    async with bench_stack() as b:
+        async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as conn:
+            await conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (id int)")  # bench's own
+            await conn.execute(f"INSERT INTO {TABLE} VALUES (1)")
+        queue = f"bare-{uuid.uuid4().hex[:8]}"
+        writes = Writes(b)
+        async with Worker(b.client, task_queue=queue, workflows=[BareChain],
+                          activities=[writes.set_job]):
+
+            async def hand(n: int) -> str:
+                run_id = f"bare-{uuid.uuid4().hex[:12]}"
+                done = await b.client.execute_workflow(
+                    BareChain.run, Chain([f"bare-{run_id}-{i}" for i in range(n)], run_id),
+                    id=run_id, task_queue=queue)
+                if done != n:
+                    raise SystemExit(f"{run_id} wrote {done} of {n}")
+                return run_id
+
+            def plangate(guarded: bool) -> Callable[[int], Awaitable[str]]:
+                async def go(n: int) -> str:
+                    rep = await b.run(plan(n, guarded))
+                    if rep.status != "succeeded" or any(s.state != "DONE" for s in rep.steps):
+                        raise SystemExit(f"{rep.run_id} did not run every step: {rep.status}")
+                    return rep.run_id
+                return go
+
+            runs: dict[str, Callable[[int], Awaitable[str]]] = {
+                "guarded": plangate(True), "unguarded": plangate(False), "hand-written": hand}
+
+            async def timed(kind: str, n: int) -> tuple[float, str]:
+                began = time.perf_counter()
+                run_id = await runs[kind](n)
+                return time.perf_counter() - began, run_id
+
+            for kind in KINDS:  # warm-up, left out
+                await timed(kind, steps)
+                await timed(kind, 1)
+            per_step: dict[str, list[float]] = {k: [] for k in KINDS}
+            last: dict[str, tuple[str, str]] = {}
+            for _ in range(pairs):
+                for kind in KINDS:
+                    long, long_id = await timed(kind, steps)
+                    short, short_id = await timed(kind, 1)
+                    per_step[kind].append((long - short) / (steps - 1) * 1000)
+                    last[kind] = (long_id, short_id)
+            shapes: dict[str, tuple[Shape, Shape]] = {}
+            for kind, (long_id, short_id) in last.items():
+                shapes[kind] = (shape(await history_events(b.client, long_id)),
+                                shape(await history_events(b.client, short_id)))
+    report(pairs, steps, per_step, shapes)
+
+
+def report(pairs: int, steps: int, per_step: dict[str, list[float]],
+           shapes: dict[str, tuple[Shape, Shape]]) -> None:
+    med = {k: statistics.median(v) for k, v in per_step.items()}
+    print(f"chains of {steps} and 1 steps, {pairs} rounds, kinds alternating; per step = "
+          f"(t{steps} - t1) / {steps - 1}, client start -> result")
+    for kind in KINDS:
+        runs = ", ".join(f"{x:.1f}" for x in per_step[kind])
+        print(f"  {kind:<13} median {med[kind]:6.1f} ms a step  (rounds: {runs})")
+    hand = med["hand-written"]
+    print(f"  guarded / hand-written:   {med['guarded'] / hand:.2f}")
+    print(f"  unguarded / hand-written: {med['unguarded'] / hand:.2f}")
+    print(f"  guarded / unguarded:      {med['guarded'] / med['unguarded']:.2f}")
+    print(f"per step, from the histories ({steps}-step chain - 1-step chain) / {steps - 1}:")
+    per: dict[str, tuple[float, float, float]] = {}
+    for kind in KINDS:
+        long, short = shapes[kind]
+        n = steps - 1
+        per[kind] = ((long.events - short.events) / n, (long.bytes - short.bytes) / n,
+                     (long.actions - short.actions) / n)
+        ev, by, ac = per[kind]
+        print(f"  {kind:<13} {ev:5.2f} events  {by / 1024:6.2f} KiB  {ac:5.2f} actions  "
+              f"(whole {steps}-step run: {long.events} events, {long.bytes / 1024:.1f} KiB, "
+              f"{long.actions} actions: {dict(long.by_kind)})")
+    g, h = per["guarded"], per["hand-written"]
+    print(f"  guarded - hand-written: {g[0] - h[0]:+.2f} events, {(g[1] - h[1]) / 1024:+.2f} "
+          f"KiB, {g[2] - h[2]:+.2f} actions a step")
+
+
+def _args() -> Any:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=31)
+    return ap.parse_args()
+
+
+if __name__ == "__main__":
+    a = _args()
+    asyncio.run(main(a.pairs, a.steps))
