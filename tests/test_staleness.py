@@ -135,6 +135,16 @@ async def report_json(env: dict[str, str], runs: int, monkeypatch: Any, capsys: 
     raise AssertionError(f"visibility never listed {runs} runs")
 
 
+async def approve_after_a_move(api: Plangate, s3: Any, bucket: str, run_id: str) -> None:
+    """Approve the card of ``figures.txt``'s step after another writer moved the object: the
+    step meets a new card (the world moved), approved as well."""
+    first = await card_of(api, run_id)
+    s3.put_object(Bucket=bucket, Key="figures.txt", Body=b"v2 by someone else")
+    await api.approve(run_id, 1, first.digest, by="erin")
+    second = await card_of(api, run_id, index=1)  # the world moved: a new card
+    await api.approve(run_id, 1, second.digest, by="erin")
+
+
 async def test_the_report_over_a_night_run_and_an_approval_that_waited(
     client, settings, stack, s3, monkeypatch, capsys
 ):
@@ -147,11 +157,7 @@ async def test_the_report_over_a_night_run_and_an_approval_that_waited(
         night = await api.submit(publish(bucket, "night.txt", written, approval=False),
                                  start_in=timedelta(seconds=2))
         handle = await api.submit(publish(bucket, "figures.txt", written, approval=True))
-        first = await card_of(api, handle.id)
-        s3.put_object(Bucket=bucket, Key="figures.txt", Body=b"v2 by someone else")
-        await api.approve(handle.id, 1, first.digest, by="erin")
-        second = await card_of(api, handle.id, index=1)  # the world moved: a new card
-        await api.approve(handle.id, 1, second.digest, by="erin")
+        await approve_after_a_move(api, s3, bucket, handle.id)
         reps = [await night.result(), await handle.result()]
         env = {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}
         out = await report_json(env, 2, monkeypatch, capsys)

@@ -21,8 +21,7 @@ from plangate.client.api import Plangate
 from plangate.client.staleness import duration, per_tool, plain
 from plangate.testing import running_worker
 from tests.browser import chromium, screenshot  # noqa: F401  (the fixture)
-from tests.test_approvals import card_of
-from tests.test_staleness import T0, publish, report_json, seeded
+from tests.test_staleness import T0, approve_after_a_move, publish, report_json, seeded
 
 H = timedelta(hours=1)
 SCIENTIFIC = re.compile(r"\d[eE][-+]?\d")
@@ -121,11 +120,7 @@ async def test_the_html_report_charts_real_runs_or_says_why_not(
         written = datetime.now(UTC) - 8 * H
         night = await api.submit(publish(bucket, "night.txt", written, approval=False))
         handle = await api.submit(publish(bucket, "figures.txt", written, approval=True))
-        first = await card_of(api, handle.id)
-        s3.put_object(Bucket=bucket, Key="figures.txt", Body=b"v2 by someone else")
-        await api.approve(handle.id, 1, first.digest, by="erin")
-        second = await card_of(api, handle.id, index=1)  # the world moved: a new card
-        await api.approve(handle.id, 1, second.digest, by="erin")
+        await approve_after_a_move(api, s3, bucket, handle.id)
         assert [(await night.result()).status, (await handle.result()).status] == [
             "succeeded", "succeeded"]
         await html_report(page, "1h", 3, env, monkeypatch, capsys)
