@@ -13,6 +13,9 @@ update, each side-effect marker, and every local activity marker of one workflow
 as one; patch markers none. Queries are not in a history and not counted (this bench makes
 none).
 
+And where the time goes: CPU time per step of this process (client, worker, activities), the
+Temporal server and Postgres, each kind's (31-step - 1-step) / 30 summed over the rounds.
+
     .venv/bin/python -m bench.bare [--pairs 7] [--steps 31]
 """
 
@@ -23,7 +26,7 @@ import asyncio
 import statistics
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +39,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.worker import Worker
 
 from bench._bare_workflow import SET_JOB, BareChain, Chain, JobWrite
+from bench._cpu import StackCpu
 from bench._stack import Bench, bench_stack
 from bench.guard_cost import TABLE, plan
 from plangate.activities.tools._statements import SET_JOB as SET_JOB_SQL
@@ -138,10 +142,18 @@ async def main(pairs: int, steps: int) -> None:
             runs: dict[str, Callable[[int], Awaitable[str]]] = {
                 "guarded": plangate(True), "unguarded": plangate(False), "hand-written": hand}
 
-            async def timed(kind: str, n: int) -> tuple[float, str]:
+            cpu = StackCpu(b.settings.temporal.address, b.database_url)
+            spent: dict[str, dict[str, float]] = {k: defaultdict(float) for k in KINDS}
+
+            async def timed(kind: str, n: int, sign: int = 0) -> tuple[float, str]:
+                """``sign``: +1 or -1 to add this run's CPU to (or take it from) its kind's."""
+                c0 = cpu.seconds()
                 began = time.perf_counter()
                 run_id = await runs[kind](n)
-                return time.perf_counter() - began, run_id
+                took = time.perf_counter() - began
+                for part, sec in cpu.seconds().items():
+                    spent[kind][part] += sign * (sec - c0[part])
+                return took, run_id
 
             for kind in KINDS:  # warm-up, left out
                 await timed(kind, steps)
@@ -150,8 +162,8 @@ async def main(pairs: int, steps: int) -> None:
             last: dict[str, tuple[str, str]] = {}
             for _ in range(pairs):
                 for kind in KINDS:
-                    long, long_id = await timed(kind, steps)
-                    short, short_id = await timed(kind, 1)
+                    long, long_id = await timed(kind, steps, +1)
+                    short, short_id = await timed(kind, 1, -1)
                     per_step[kind].append((long - short) / (steps - 1) * 1000)
                     last[kind] = (long_id, short_id)
             shapes: dict[str, tuple[Shape, Shape]] = {}
@@ -159,6 +171,20 @@ async def main(pairs: int, steps: int) -> None:
                 shapes[kind] = (shape(await history_events(b.client, long_id)),
                                 shape(await history_events(b.client, short_id)))
     report(pairs, steps, per_step, shapes)
+    cpu_report(pairs, steps, spent)
+
+
+def cpu_report(pairs: int, steps: int, spent: dict[str, dict[str, float]]) -> None:
+    per = pairs * (steps - 1)
+    print("CPU per step, by process (summed over the rounds, 31-step - 1-step runs):")
+    for kind in KINDS:
+        parts = "  ".join(f"{part} {ms / per * 1000:5.2f} ms" for part, ms in spent[kind].items())
+        print(f"  {kind:<13} {parts}")
+    hand = spent["hand-written"]
+    for kind in ("guarded", "unguarded"):
+        ratios = ", ".join(f"{part} {spent[kind][part] / hand[part]:.2f}"
+                           for part in hand if hand[part] > 0)
+        print(f"  {kind} / hand-written: {ratios}")
 
 
 def report(pairs: int, steps: int, per_step: dict[str, list[float]],
