@@ -43,6 +43,7 @@ PARTS: dict[type[Any], dict[str, str]] = {
     TemporalSettings: {
         "TEMPORAL_ADDRESS": "temporal.internal:7233", "TEMPORAL_NAMESPACE": "plans",
         "TEMPORAL_API_KEY": SECRETS[1], "PLANGATE_TASK_QUEUE": "q",
+        "PLANGATE_MAX_CACHED_RUNS": "200",
     },
     WorldSettings: {
         "PLANGATE_DATABASE_URL": "postgresql://w@db:5432/p",
@@ -121,6 +122,7 @@ def test_the_whole_is_its_parts_parsed_once():
     ("PLANGATE_APPROVERS", "erin"),
     ("PLANGATE_SUBMITTERS", "agent:dana"),
     ("PLANGATE_HISTORY_EVENTS", "5"),
+    ("PLANGATE_MAX_CACHED_RUNS", "0"),
     ("PLANGATE_HISTORY_BYTES", "many"),
     ("PLANGATE_OUTAGE_PATIENCE", "0"),
     ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://otel"),

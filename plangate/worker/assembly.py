@@ -202,6 +202,7 @@ async def build_worker(
                 CatalogueAnnouncement(client, deployment_queue, ours, names),
             ],
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+            max_cached_workflows=settings.temporal.max_cached_runs,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             identity=identity,

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from plangate.errors import ConfigurationError
-from plangate.world.settings.parse import text
+from plangate.world.settings.parse import at_least, text
 
 if TYPE_CHECKING:  # loaded where a profile is read: importing the API needs no Temporal client
     from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientConnectConfig
 
 TASK_QUEUE_VAR = "PLANGATE_TASK_QUEUE"
+MAX_CACHED_RUNS_VAR = "PLANGATE_MAX_CACHED_RUNS"
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class TemporalSettings:
     # the deployment's queue: workers poll QUEUE@DIGEST, the queue of their catalogue, and
     # announce it here (records.placement)
     task_queue: str = "plangate"
+    # the runs a worker keeps in memory between their workflow tasks (Temporal's sticky cache,
+    # max_cached_workflows: Temporal's default). A run past it is evicted and replayed from its
+    # history when it wakes: a run waiting for a card then costs the worker nothing
+    max_cached_runs: int = 1000
 
     @property
     def tls_enabled(self) -> bool:
@@ -86,6 +91,7 @@ class TemporalSettings:
             tls=profile.tls,
             rpc_metadata=tuple(sorted(profile.grpc_meta.items())),
             task_queue=queue,
+            max_cached_runs=at_least(env, MAX_CACHED_RUNS_VAR, cls.max_cached_runs, 1),
         )
 
 
