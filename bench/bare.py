@@ -176,7 +176,7 @@ async def main(pairs: int, steps: int) -> None:
 
 def cpu_report(pairs: int, steps: int, spent: dict[str, dict[str, float]]) -> None:
     per = pairs * (steps - 1)
-    print("CPU per step, by process (summed over the rounds, 31-step - 1-step runs):")
+    print(f"CPU per step, by process (summed over the rounds, {steps}-step - 1-step runs):")
     for kind in KINDS:
         parts = "  ".join(f"{part} {ms / per * 1000:5.2f} ms" for part, ms in spent[kind].items())
         print(f"  {kind:<13} {parts}")
