@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -404,6 +404,12 @@ class CrashHarness:
             await worker.kill(signal.SIGTERM)
             log.close()
         result.wall_s = time.monotonic() - t0
+        await self._collect(result, runs)
+
+    async def _collect(self, result: CrashResult, runs: Mapping[str, asyncio.Task[RunReport]]
+                       ) -> None:
+        """Each run's report (its result, or for one that did not end, what it says now) and
+        what its history shows of the faults."""
         for run_id, task in runs.items():
             if task.done() and not task.cancelled() and task.exception() is None:
                 result.reports[run_id] = task.result()
@@ -416,36 +422,12 @@ class CrashHarness:
 
     @contextlib.asynccontextmanager
     async def _credit_in_flight(self, result: CrashResult, within_s: float) -> AsyncIterator[bool]:
-        """Hold the rows of every plan's account (``FOR UPDATE``) until a credit's transaction
-        waits for one (its ``FOR SHARE``), at most ``within_s``: a money call is in flight, its
-        request sent, its answer not yet given. Yields whether one was; the rows are let go when
-        the block ends (the worker killed by then: its transaction never commits)."""
-        url = self.settings.world.database_url
-        async with (
-            await psycopg.AsyncConnection.connect(url) as pg,
-            await psycopg.AsyncConnection.connect(url, autocommit=True) as look,
-        ):
-            deadline = time.monotonic() + within_s
-            waiting = 0
-            while not waiting and time.monotonic() < deadline:
-                # the plans started since the last look too: the running ones may all be past
-                # their credits, and a new plan's account is a new row
-                accounts = [p.account_id for p in result.plans]
-                await pg.execute(
-                    "SELECT 1 FROM demo.customers WHERE account_id = ANY(%s) FOR UPDATE",
-                    (accounts,),
-                )
-                await asyncio.sleep(0.05)
-                cur = await look.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
-                    (pg.info.backend_pid,),
-                )
-                row = await cur.fetchone()
-                waiting = int(row[0]) if row else 0
-            try:
-                yield waiting > 0
-            finally:
-                await pg.rollback()
+        """``credit_in_flight`` over every plan's account; yields whether a credit waited."""
+        async with credit_in_flight(
+            self.settings.world.database_url, lambda: [p.account_id for p in result.plans],
+            within_s,
+        ) as waiting:
+            yield bool(waiting)
 
     async def _count(self, result: CrashResult, s3: S3Client) -> None:
         """Each step's effect, found in the world by what identifies it."""
@@ -487,6 +469,40 @@ class CrashHarness:
         result.stray += [f"credit {k}" for k in credits if k not in explained]
         result.stray += [f"e-mail {k}" for k in mails if k not in explained]
         result.stray += [f"object {k}" for k in versions if k not in explained]
+
+
+@contextlib.asynccontextmanager
+async def credit_in_flight(
+    url: str, accounts: Callable[[], list[str]], within_s: float
+) -> AsyncIterator[list[int]]:
+    """Hold the rows of ``accounts()`` (``FOR UPDATE``) until a credit's transaction waits for
+    one (its ``FOR SHARE``), at most ``within_s``: a money call is in flight, its request sent,
+    its answer not yet given. Yields the waiting backends' pids (none: no credit came); the rows
+    are let go when the block ends (and the credit's statement then goes on in Postgres, whatever
+    became of the worker that sent it)."""
+    async with (
+        await psycopg.AsyncConnection.connect(url) as pg,
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as look,
+    ):
+        deadline = time.monotonic() + within_s
+        waiting: list[int] = []
+        while not waiting and time.monotonic() < deadline:
+            # asked again each time: the plans started since the last look too (the running
+            # ones may all be past their credits, and a new plan's account is a new row)
+            await pg.execute(
+                "SELECT 1 FROM demo.customers WHERE account_id = ANY(%s) FOR UPDATE",
+                (accounts(),),
+            )
+            await asyncio.sleep(0.05)
+            cur = await look.execute(
+                "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                (pg.info.backend_pid,),
+            )
+            waiting = [int(r[0]) for r in await cur.fetchall()]
+        try:
+            yield waiting
+        finally:
+            await pg.rollback()
 
 
 async def _result(handle: WorkflowHandle[Any, RunReport]) -> RunReport:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import boto3
 from botocore.config import Config
 from opentelemetry.trace import Tracer
+from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool
 
 from plangate.world.files import Files, LocalFiles, SharedFiles
@@ -24,8 +25,23 @@ if TYPE_CHECKING:
 # Temporal owns retries: the clients fail fast and say so.
 _S3_CONFIG = Config(connect_timeout=3, read_timeout=20, retries={"max_attempts": 1})
 PG_CONNECT_TIMEOUT_S = 3.0
+# A transaction of the worker's that goes quiet this long is ended by Postgres. A worker paused
+# in the middle of one (a GC pause, a VM migration, SIGSTOP) would otherwise hold its locks until
+# it woke, and the retry on another worker (after the 30 s heartbeat timeout: records.options),
+# or that worker's start (the schema's DDL), would wait behind them. Well inside the heartbeat
+# timeout; no tool waits between statements (a load reads its file before its transaction).
+PG_IDLE_IN_TRANSACTION = "10s"
 
 C = TypeVar("C")
+
+
+async def _configure(conn: AsyncConnection[Any]) -> None:
+    """Each new pooled connection, once (autocommit: a setting of the session)."""
+    await conn.execute(
+        sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+            sql.Literal(PG_IDLE_IN_TRANSACTION)
+        )
+    )
 
 
 class World:
@@ -62,6 +78,7 @@ class World:
                     open=False,
                     timeout=PG_CONNECT_TIMEOUT_S,
                     kwargs={"autocommit": True, "connect_timeout": int(PG_CONNECT_TIMEOUT_S)},
+                    configure=_configure,
                 )
                 await pool.open(wait=False)
                 self._pool = pool
