@@ -8,8 +8,21 @@ kept the second worker from even starting (its schema's DDL waited behind them).
 
 from __future__ import annotations
 
-from tests.crash_harness import CrashHarness
-from tests.fault_harness import PauseConfig, pause_run
+import asyncio
+import uuid
+from dataclasses import replace
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from plangate.demo.schema import Account, seed_account
+from plangate.records.calls import Outcome
+from plangate.records.report import Phase
+from plangate.testing import ended, running_worker, scheduled
+from plangate.world.clients import World
+from tests.crash_harness import CrashHarness, credit_in_flight
+from tests.fault_harness import PauseConfig, _backends, _transactions, pause_run
+from tests.fault_proxy import FaultProxy
 
 
 async def test_a_paused_worker_wakes_after_its_credit_was_done_elsewhere(
@@ -38,3 +51,67 @@ async def test_a_paused_worker_wakes_after_its_credit_was_done_elsewhere(
     assert len(result.counts) == sum(len(p.expected) for p in result.plans)
     assert not result.duplicates and not result.stray and not result.lost, report
     assert not result.halted, report
+
+
+@pytest.mark.parametrize("fault", ["hold", "reset"])
+async def test_a_partition_from_postgres_during_a_credit(client, settings, world, fault):
+    """The worker reaches Postgres through a proxy that, with a credit in flight (its ``FOR
+    SHARE`` sent and granted), either stops delivering anything either way (``hold``: the request
+    landed, its answer never comes; Postgres ends the quiet transaction) or tears every connection
+    down and refuses new ones (``reset``: Postgres ends the transaction of a connection it lost),
+    for a while. When the network heals, the worker reads the credit back by key (absent: while
+    it could not, the step waited for Postgres) and makes it again."""
+    aid = f"acct_part{uuid.uuid4().hex[:6]}"
+    await seed_account(world, Account(aid, f"ar@{aid}.example", status="closed"))
+    plan = {"goal": "credit through a partition", "steps": [
+        {"n": 1, "tool": "billing.issue_credit", "args": {"account_id": aid, "amount_eur": 12.5}},
+        {"n": 2, "tool": "email.send", "depends_on": [1],
+         "args": {"to": f"ar@{aid}.example", "template": "crash_notice", "account_id": aid}},
+    ]}
+    direct = settings.world.database_url
+    async with FaultProxy(int(str(conninfo_to_dict(direct)["port"]))) as proxy:
+        through = replace(settings, world=replace(
+            settings.world, database_url=make_conninfo(direct, port=str(proxy.port))))
+        partitioned = World(through.world)
+        try:
+            async with running_worker(client, through, world=partitioned) as h:
+                handle = await h.start(plan)
+                async with credit_in_flight(direct, lambda: [aid], 30) as held:
+                    assert held, "no credit came"
+                    if fault == "hold":
+                        proxy.hold()
+                    else:
+                        proxy.reset()
+                xids = await _transactions(direct, held)
+                # Postgres ends the transaction whose answer cannot be delivered
+                for _ in range(300):
+                    if not set(held) & await _backends(direct):
+                        break
+                    await asyncio.sleep(0.1)
+                else:
+                    raise AssertionError("the partitioned transaction was never ended")
+                await asyncio.sleep(3)  # the worker meanwhile finds Postgres unreachable
+                proxy.heal()
+                rep = await ended(handle)
+        finally:
+            await partitioned.close()
+    assert rep.status == "succeeded", rep.escalation
+    assert rep.replans_used == 0 and not rep.approvals
+    async with (await world.pool()).connection() as conn:
+        c = await conn.execute(
+            "SELECT amount_eur::text, xmin::text FROM demo.credits WHERE account_id = %s", (aid,))
+        credits = await c.fetchall()
+        c = await conn.execute("SELECT count(*) FROM demo.outbox WHERE account_id = %s", (aid,))
+        mails = await c.fetchone()
+    assert [amt for amt, _ in credits] == ["12.50"]  # one credit
+    assert not {x for _, x in credits} & set(xids)  # not the partitioned transaction's
+    assert mails == (1,)
+    # the first call failed when the network healed; read back by key (absent), made again
+    read_backs = [c for c in rep.step(1).checks if c.phase == Phase.READ_BACK]
+    outcomes = [c.results[0].outcome for c in read_backs]
+    assert outcomes[-1] == Outcome.VIOLATED, outcomes
+    # reset: the first reads found Postgres unreachable (the step waited); hold: healed by then
+    unanswered = outcomes[:-1]
+    assert set(unanswered) <= {Outcome.UNKNOWN}, outcomes
+    assert bool(unanswered) == (fault == "reset"), outcomes
+    assert (await scheduled(client, rep.run_id))["billing.issue_credit"] == 2
