@@ -11,14 +11,19 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from temporalio.api.enums.v1 import EventType
 
+from plangate.client.connection import connect
 from plangate.demo.schema import Account, seed_account
+from plangate.dev._stack import choose_port
+from plangate.dev._stack._temporal import TemporalDevServer
 from plangate.records.calls import Outcome
 from plangate.records.report import Phase
-from plangate.testing import ended, running_worker, scheduled
+from plangate.testing import ended, history_events, running_worker, scheduled
 from plangate.world.clients import World
 from tests.crash_harness import CrashHarness, credit_in_flight
 from tests.fault_harness import PauseConfig, _backends, _transactions, pause_run
@@ -115,3 +120,64 @@ async def test_a_partition_from_postgres_during_a_credit(client, settings, world
     assert set(unanswered) <= {Outcome.UNKNOWN}, outcomes
     assert bool(unanswered) == (fault == "reset"), outcomes
     assert (await scheduled(client, rep.run_id))["billing.issue_credit"] == 2
+
+
+async def test_the_temporal_server_killed_and_restarted_mid_run(settings, world, tmp_path):
+    """A Temporal dev server of the test's own is killed (SIGKILL) while a credit is in flight
+    and started again on its state: the worker and the client reconnect, the run finishes, and
+    every credit and e-mail is in the world once."""
+    aid = f"acct_tr{uuid.uuid4().hex[:6]}"
+    await seed_account(world, Account(aid, f"ar@{aid}.example", status="closed"))
+    steps: list[dict[str, Any]] = []
+    for n in range(1, 7):
+        step: dict[str, Any] = {"n": n, "depends_on": [n - 1]} if n > 1 else {"n": n}
+        if n % 2:
+            step |= {"tool": "billing.issue_credit",
+                     "args": {"account_id": aid, "amount_eur": float(f"{n}.25")}}
+        else:
+            step |= {"tool": "email.send", "args": {
+                "to": f"step{n}@{aid.replace('_', '-')}.example", "template": "crash_notice",
+                "account_id": aid}}
+        steps.append(step)
+    plan = {"goal": "credits and e-mails across a server restart", "steps": steps}
+    server = TemporalDevServer(
+        port=choose_port("Temporal", None, fallback=True), ui_port=None,
+        db_file=tmp_path / "temporal.db", log_file=tmp_path / "temporal.log",
+        namespace=settings.temporal.namespace,
+    )
+    await server.start()
+    try:
+        own = replace(settings, temporal=replace(settings.temporal, address=server.address))
+        client = await connect(own)
+        async with running_worker(client, own) as h:
+            handle = await h.start(plan)
+            direct = settings.world.database_url
+            async with credit_in_flight(direct, lambda: [aid], 30) as held:
+                assert held, "no credit came"
+                await asyncio.to_thread(server.kill)
+            # the row let go with the server down: the credit commits, its answer waits
+            await asyncio.sleep(3)
+            await server.start()
+            rep = await ended(handle)
+            events = await history_events(client, rep.run_id)
+            calls = await scheduled(client, rep.run_id)
+    finally:
+        await asyncio.to_thread(server.stop)
+    assert rep.status == "succeeded", rep.escalation
+    assert rep.replans_used == 0 and not rep.approvals
+    # done, or (a call whose answer was lost with the server) read back by key and found done
+    assert all(s.state in ("DONE", "SKIPPED") for s in rep.steps), rep.steps
+    async with (await world.pool()).connection() as conn:
+        c = await conn.execute(
+            "SELECT amount_eur::text FROM demo.credits WHERE account_id = %s ORDER BY 1", (aid,))
+        credits = [r[0] for r in await c.fetchall()]
+        c = await conn.execute(
+            "SELECT to_address FROM demo.outbox WHERE account_id = %s ORDER BY 1", (aid,))
+        mails = [r[0] for r in await c.fetchall()]
+    assert credits == ["1.25", "3.25", "5.25"]
+    assert mails == sorted(f"step{n}@{aid.replace('_', '-')}.example" for n in (2, 4, 6))
+    # one call a step: the answer owed when the server died was given once it was back
+    assert calls["billing.issue_credit"] == 3 and calls["email.send"] == 3, calls
+    # the history survived the kill: the run's start is the first of its events
+    assert events[0].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+    assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]

@@ -171,6 +171,17 @@ class TemporalDevServer:
             proc.wait()
 
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no shutdown, its database as the kill left it (a drill
+        of a server that dies; ``start`` brings it back on the same port and state)."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        self.pid_file.unlink(missing_ok=True)
+
+
 async def register_search_attributes(client: Client, namespace: str) -> list[str]:
     """Register those of plangate's search attributes the namespace lacks; their names. The
     ``--search-attribute`` flags register them only in a new database: a state directory from
