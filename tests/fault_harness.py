@@ -9,16 +9,25 @@ world per step by what identifies each effect. ``tests/test_faults.py`` runs it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import signal
 import time
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from temporalio.client import Client
 
 from plangate.activities.bootstrap import ensure_schema
+from plangate.dev.stack import EmbeddedStack
 from plangate.records.report import RunReport
 from plangate.world.clients import World
+from plangate.world.settings import Settings
 from tests.crash_harness import (
     CrashConfig,
     CrashHarness,
@@ -29,6 +38,7 @@ from tests.crash_harness import (
     make_plan,
     seed_plan,
 )
+from tests.fault_proxy import FaultProxy
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -141,3 +151,237 @@ async def _written_by(url: str, xids: list[str]) -> int:
             "SELECT count(*) FROM demo.credits WHERE xmin::text = ANY(%s)", (xids,))
         row = await cur.fetchone()
         return int(row[0]) if row else 0
+
+
+# -- the mix: pauses, partitions and restarts under concurrent plans (bench/faults.py) --------
+SYSTEMS = ("postgres", "s3", "temporal")
+
+
+@dataclass(frozen=True)
+class MixConfig:
+    seed: int = 24
+    workers: int = 3  # plangate worker processes, each behind proxies of its own
+    plans: int = 3  # at least this many; more are started while faults remain
+    concurrency: int = 6  # plans running at once
+    steps: int = 10
+    pauses: int = 2  # SIGSTOP of a worker past the heartbeat timeout, then SIGCONT
+    partitions: int = 1  # of a worker from each system (held or reset, then healed)
+    restarts: int = 1  # kill -9 of the Temporal server, started again on its state
+    gap_s: tuple[float, float] = (1.0, 4.0)  # from one fault's start to the next one's
+    pause_s: tuple[float, float] = (35.0, 45.0)  # past the 30 s heartbeat timeout
+    partition_s: tuple[float, float] = (3.0, 40.0)
+    down_s: tuple[float, float] = (1.0, 5.0)  # the Temporal server's time down
+    settle_s: float = 900.0  # after the last fault, the longest the runs may take to end
+
+
+@dataclass
+class MixResult:
+    crash: CrashResult
+    faults: Counter[str] = field(default_factory=Counter)  # injected, by kind
+    worker_exits: list[str] = field(default_factory=list)  # workers that ended by themselves
+    faults_s: float = 0.0
+
+    def lines(self) -> list[str]:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.faults.items()))
+        out = [f"faults: {sum(self.faults.values())} over {self.faults_s:.0f} s ({kinds})",
+               f"workers that ended by themselves (started again): {len(self.worker_exits)}"]
+        out += [f"  {w}" for w in self.worker_exits]
+        return out + [ln for ln in self.crash.lines() if not ln.startswith(("kills", "wall"))] + [
+            f"wall time: {self.crash.wall_s:.0f} s"]
+
+
+def _with_port(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    host = f"{parts.hostname}:{port}"
+    if parts.username:
+        auth = parts.username + (f":{parts.password}" if parts.password else "")
+        host = f"{auth}@{host}"
+    return urlunsplit(parts._replace(netloc=host))
+
+
+class Member:
+    """One worker process, reaching Postgres, S3 and Temporal through proxies of its own."""
+
+    def __init__(self, name: str, env: Mapping[str, str], log: TextIO) -> None:
+        self.name, self.base, self.log = name, dict(env), log
+        self.proxies: dict[str, FaultProxy] = {}
+        self.worker: WorkerProcess | None = None
+        self.faulted = False
+
+    async def start(self) -> None:
+        e = self.base
+        pg = urlsplit(e["PLANGATE_DATABASE_URL"]).port
+        s3 = urlsplit(e["PLANGATE_S3_ENDPOINT_URL"]).port
+        temporal = int(e["TEMPORAL_ADDRESS"].rsplit(":", 1)[1])
+        for system, port in zip(SYSTEMS, (pg, s3, temporal), strict=True):
+            assert port is not None
+            self.proxies[system] = await FaultProxy(port).start()
+        self.env = {
+            **e,
+            "PLANGATE_DATABASE_URL": _with_port(e["PLANGATE_DATABASE_URL"],
+                                                self.proxies["postgres"].port),
+            "PLANGATE_S3_ENDPOINT_URL": _with_port(e["PLANGATE_S3_ENDPOINT_URL"],
+                                                   self.proxies["s3"].port),
+            "TEMPORAL_ADDRESS": f"127.0.0.1:{self.proxies['temporal'].port}",
+        }
+        await self.spawn()
+
+    async def spawn(self) -> None:
+        self.worker = WorkerProcess(self.env, self.log)
+        await self.worker.start()
+
+    @property
+    def alive(self) -> bool:
+        w = self.worker
+        return w is not None and w.proc is not None and w.proc.returncode is None
+
+    async def stop(self) -> None:
+        if self.worker is not None and self.worker.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.worker.proc.send_signal(signal.SIGCONT)
+            await self.worker.kill(signal.SIGTERM)
+        for p in self.proxies.values():
+            await p.stop()
+
+
+class FaultMix(CrashHarness):
+    """Concurrent crash-harness plans on ``MixConfig.workers`` worker processes while pauses,
+    partitions (of one worker from one system) and Temporal restarts are injected, seeded, at
+    most ``workers - 1`` workers faulted at once; then the world is counted per step."""
+
+    def __init__(self, stack: EmbeddedStack, client: Client, settings: Settings,
+                 log_dir: Path) -> None:
+        super().__init__(client, settings, stack.env(), log_dir)
+        self.stack = stack
+
+    async def mix(self, cfg: MixConfig, s3: S3Client) -> MixResult:
+        crash = CrashResult(CrashConfig(seed=cfg.seed, kills=0, plans=cfg.plans,
+                                        steps=cfg.steps))
+        out = MixResult(crash)
+        world = World(self.settings.world)
+        runs: dict[str, asyncio.Task[RunReport]] = {}
+        faults_done = asyncio.Event()
+        log = (self.log_dir / f"faults-{self.tag}-workers.log").open("a")
+        members = [Member(f"worker {i}", self.env, log) for i in range(cfg.workers)]
+        t0 = time.monotonic()
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            await ensure_schema(world, self.settings.catalogue)
+            await asyncio.to_thread(self._bucket, s3)
+            for m in members:
+                await m.start()
+
+            async def submit() -> None:
+                plan = make_plan(cfg.seed, len(crash.plans), cfg.steps, self.bucket, self.tag)
+                crash.plans.append(plan)
+                await seed_plan(world, s3, self.bucket, plan)
+                handle = await self.api.submit(plan.body, run_id=plan.run_id)
+                runs[plan.run_id] = asyncio.create_task(_result(handle))
+
+            async def top_up() -> None:
+                while not faults_done.is_set() or len(crash.plans) < cfg.plans:
+                    if sum(not t.done() for t in runs.values()) < cfg.concurrency:
+                        try:
+                            await submit()
+                        except Exception:  # the server may be down: a client retries
+                            await asyncio.sleep(1)
+                    else:
+                        await asyncio.sleep(0.2)
+
+            async def watch() -> None:  # a worker that ended by itself is started again
+                while True:
+                    await asyncio.sleep(1)
+                    for m in members:
+                        if not m.alive and not m.faulted:
+                            code = m.worker.proc.returncode if m.worker and m.worker.proc else None
+                            out.worker_exits.append(
+                                f"{m.name}: exit {code} at {time.monotonic() - t0:.0f} s")
+                            with contextlib.suppress(Exception):
+                                await m.spawn()
+
+            feeder = asyncio.create_task(top_up())
+            watcher = asyncio.create_task(watch())
+            tasks = await self._inject(cfg, out, members)
+            await asyncio.gather(*tasks)
+            out.faults_s = time.monotonic() - t0
+            faults_done.set()
+            await feeder
+            _, late = await asyncio.wait(list(runs.values()), timeout=cfg.settle_s)
+            for t in late:
+                t.cancel()
+            watcher.cancel()
+        finally:
+            for task in tasks:
+                task.cancel()
+            for m in members:
+                await m.stop()
+            log.close()
+            await world.close()
+        crash.wall_s = time.monotonic() - t0
+        await self._collect(crash, runs)
+        await self._count(crash, s3)
+        return out
+
+    async def _inject(self, cfg: MixConfig, out: MixResult, members: list[Member]
+                      ) -> list[asyncio.Task[None]]:
+        rng = random.Random(f"faults/{cfg.seed}")
+        todo = (["pause"] * cfg.pauses + [s for s in SYSTEMS for _ in range(cfg.partitions)]
+                + ["restart"] * cfg.restarts)
+        rng.shuffle(todo)
+        tasks: list[asyncio.Task[None]] = []
+        restarting = asyncio.Lock()
+        for kind in todo:
+            await asyncio.sleep(rng.uniform(*cfg.gap_s))
+            if kind == "restart":
+                async with restarting:  # one restart at a time; none overlap
+                    pass
+                tasks.append(asyncio.create_task(self._restart(rng.uniform(*cfg.down_s),
+                                                               restarting, out)))
+                continue
+            while True:  # a worker with no fault on it, leaving one that has none
+                free = [m for m in members if not m.faulted and m.alive]
+                if len(free) >= 2:
+                    break
+                await asyncio.sleep(0.5)
+            m = rng.choice(free)
+            m.faulted = True
+            if kind == "pause":
+                d = rng.uniform(*cfg.pause_s)
+                tasks.append(asyncio.create_task(self._pause(m, d, out)))
+            else:
+                mode = rng.choice(("hold", "reset"))
+                d = rng.uniform(*cfg.partition_s)
+                tasks.append(asyncio.create_task(self._partition(m, kind, mode, d, out)))
+        return tasks
+
+    async def _pause(self, m: Member, seconds: float, out: MixResult) -> None:
+        assert m.worker is not None and m.worker.proc is not None
+        try:
+            m.worker.proc.send_signal(signal.SIGSTOP)
+            out.faults["pause"] += 1
+            await asyncio.sleep(seconds)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                m.worker.proc.send_signal(signal.SIGCONT)
+            m.faulted = False
+
+    async def _partition(self, m: Member, system: str, mode: str, seconds: float,
+                         out: MixResult) -> None:
+        proxy = m.proxies[system]
+        try:
+            if mode == "hold":
+                proxy.hold()
+            else:
+                proxy.reset()
+            out.faults[f"partition {system} ({mode})"] += 1
+            await asyncio.sleep(seconds)
+        finally:
+            proxy.heal()
+            m.faulted = False
+
+    async def _restart(self, down: float, lock: asyncio.Lock, out: MixResult) -> None:
+        async with lock:
+            await self.stack.stop_service("temporal", kill=True)
+            out.faults["temporal restart"] += 1
+            await asyncio.sleep(down)
+            await self.stack.start_service("temporal")

@@ -297,20 +297,27 @@ class EmbeddedStack:
 
     # -- outages ----------------------------------------------------------------------------
 
-    async def stop_service(self, name: Literal["postgres", "s3"]) -> None:
-        """Stop Postgres or the S3 server, keeping its data and port: an outage, for tests and
-        drills. ``start_service`` brings it back at the same address."""
-        if name == "postgres" and self._postgres is not None:
+    async def stop_service(
+        self, name: Literal["temporal", "postgres", "s3"], *, kill: bool = False
+    ) -> None:
+        """Stop a service, keeping its data and port: an outage, for tests and drills.
+        ``kill``: the Temporal server with SIGKILL, as a crash would (its database as the kill
+        left it). ``start_service`` brings it back at the same address."""
+        if name == "temporal" and self._temporal is not None:
+            await _in_thread(self._temporal.kill if kill else self._temporal.stop)
+        elif name == "postgres" and self._postgres is not None:
             await _in_thread(self._postgres.stop)
         elif name == "s3" and self._s3 is not None:
             await _in_thread(self._s3.stop)
         else:
             raise StackError(f"embedded stack: no {name} to stop")
 
-    async def start_service(self, name: Literal["postgres", "s3"]) -> None:
-        """Start a service ``stop_service`` stopped, on its port (its data as it was: Postgres
-        from its data directory, S3 from this process's memory)."""
-        if name == "postgres" and self._postgres is not None:
+    async def start_service(self, name: Literal["temporal", "postgres", "s3"]) -> None:
+        """Start a service ``stop_service`` stopped, on its port (its data as it was: Temporal
+        and Postgres from their files, S3 from this process's memory)."""
+        if name == "temporal" and self._temporal is not None:
+            await self._temporal.start()
+        elif name == "postgres" and self._postgres is not None:
             await _in_thread(self._postgres.start)
         elif name == "s3" and self._s3 is not None:
             self._s3.start()
