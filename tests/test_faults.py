@@ -9,8 +9,11 @@ kept the second worker from even starting (its schema's DDL waited behind them).
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -181,3 +184,45 @@ async def test_the_temporal_server_killed_and_restarted_mid_run(settings, world,
     # the history survived the kill: the run's start is the first of its events
     assert events[0].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
     assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs: a work directory that fills up."""
+    where = tmp_path / "small"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"a tmpfs could not be mounted here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+async def test_a_full_disk_leaves_no_partial_file_taken_as_done(client, settings, s3,
+                                                                small_disk):
+    """``s3.get`` of a 3 MiB object into a 1 MiB work directory: the write fails part way, and
+    no file is left under the name (nor a part file beside it) that the step's post condition
+    (the file non-empty) or the next step could take for the object."""
+    bucket = f"disk-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="big.bin", Body=b"x" * (3 << 20))
+    plan = {"goal": "fetch then upload", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.get", "args": {"bucket": bucket, "key": "big.bin",
+                                            "dest": "big.bin"}},
+        {"n": 2, "tool": "s3.put", "depends_on": [1],
+         "args": {"bucket": bucket, "key": "copy.bin", "source": "big.bin"}},
+    ]}
+    own = replace(settings, world=replace(settings.world, workdir=small_disk))
+    async with running_worker(client, own) as h:
+        rep = await h.run(plan)
+    assert rep.status != "succeeded"
+    # named for what it is, not an internal error: the step fails, the rest is void
+    assert rep.failure is not None and rep.failure.code == "no_space", rep.failure
+    assert rep.step(1).state not in ("DONE", "SKIPPED"), rep.step(1)
+    assert (await scheduled(client, rep.run_id))["s3.put"] == 0  # the upload never ran
+    assert [p.name for p in small_disk.rglob("*") if p.is_file()] == []
+    assert "copy.bin" not in {o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get(
+        "Contents", [])}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import json
 from collections.abc import Callable
@@ -84,6 +85,8 @@ def classify(e: BaseException, tool: str) -> ToolError:
         return e
     if isinstance(e, ValidationError | PathOutsideWorkdir):
         return ToolError("bad_arguments", f"{tool}: {e}"[:DETAIL_MAX])
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ToolError("no_space", f"{tool}: {e}"[:DETAIL_MAX])
     return ToolError("internal", f"{tool}: {type(e).__name__}: {e}"[:DETAIL_MAX])
 
 

@@ -39,6 +39,9 @@ CODES: dict[str, Code] = {
     "approval_missing": Code(403, False, "the call needs an approver's proven approval"),
     # the plan a run was started with does not pass the deployment's own check
     "bad_plan": Code(400, False, "the plan does not pass this deployment's check"),
+    # the worker's disk (its work directory) is full: the write failed part way and left
+    # nothing under the file's name; another attempt meets the same disk
+    "no_space": Code(507, False, "the worker's disk is full"),
     "too_few_rows": Code(422, False, "the load would commit fewer rows than required"),
     # 400, as the billing system answers voiding an already-void invoice (seed 001)
     "invalid_state": Code(400, False, "the target is not in a state the tool can act on"),
