@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import signal
 import time
@@ -26,6 +27,7 @@ from temporalio.client import Client
 from plangate.activities.bootstrap import ensure_schema
 from plangate.dev.stack import EmbeddedStack
 from plangate.records.report import RunReport
+from plangate.testing import Harness, ended
 from plangate.world.clients import World
 from plangate.world.settings import Settings
 from tests.crash_harness import (
@@ -385,3 +387,95 @@ class FaultMix(CrashHarness):
             out.faults["temporal restart"] += 1
             await asyncio.sleep(down)
             await self.stack.start_service("temporal")
+
+
+# -- Postgres killed in the middle of loads (bench/faults.py --loads) ---------------------------
+@dataclass
+class LoadsResult:
+    loads: int = 0
+    killed_in_copy: int = 0  # Postgres killed while the load's COPY ran
+    missed: int = 0  # loads that ended before their COPY was seen
+    partial: list[str] = field(default_factory=list)  # a table neither before nor after
+    unfinished: list[str] = field(default_factory=list)  # runs that did not succeed
+    wrong_end: list[str] = field(default_factory=list)  # tables not holding the new load at the end
+
+    def lines(self) -> list[str]:
+        out = [f"loads: {self.loads}; Postgres killed (SIGKILL of the COPY's backend: a crash "
+               f"and recovery of the whole server) in {self.killed_in_copy}, missed "
+               f"{self.missed}",
+               f"tables holding a partial load right after the crash: {len(self.partial)}; "
+               f"runs not succeeded: {len(self.unfinished)}; tables without the new load at "
+               f"the end: {len(self.wrong_end)}"]
+        return out + [f"  {x}" for x in self.partial + self.unfinished + self.wrong_end]
+
+
+async def loads_killed(h: Harness, workdir: Path, n: int, rows: int, seed: int) -> LoadsResult:
+    """``n`` runs each loading ``rows`` new rows over a table that holds 10 old ones; while a
+    load's COPY runs, its backend is killed with SIGKILL (Postgres then ends every session and
+    recovers). Right after the recovery the table must hold the 10 old rows (or, the load done
+    again already, all of the new ones), never part of the new ones; at the end, the run succeeded and the table holds the new rows."""
+    out = LoadsResult()
+    url = h.settings.world.database_url
+    rng = random.Random(f"loads/{seed}")
+    tag = f"{rng.getrandbits(32):08x}"
+    for i in range(n):
+        table = f"public.faultload_{tag}_{i}"
+        name = f"faultload_{tag}_{i}"
+        (workdir / "loads").mkdir(parents=True, exist_ok=True)
+        src = workdir / "loads" / f"{name}.csv"
+        src.write_text("id,label\n" + "".join(f"{k},new-{i}-{k}\n" for k in range(rows)))
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as pg:
+            await pg.execute(f"CREATE TABLE {name} (id int, label text)")
+            await pg.execute(f"INSERT INTO {name} SELECT k, 'old' FROM generate_series(1, 10) k")
+        plan = {"goal": f"load {i}", "steps": [{"n": 1, "tool": "warehouse.load", "args": {
+            "target": table, "source": f"loads/{name}.csv"}}]}
+        handle = await h.start(plan)
+        out.loads += 1
+        pid = await _copy_backend(url, name, within_s=30)
+        if pid is None:
+            out.missed += 1
+        else:
+            await asyncio.sleep(rng.uniform(0.0, 0.2))  # somewhere in the COPY
+            os.kill(pid, signal.SIGKILL)
+            out.killed_in_copy += 1
+            held = await _rows(url, name)  # once Postgres has recovered
+            # the old rows, or (the load retried already) the whole new load; never a part
+            if held not in ((10, "old"), (rows, f"new-{i}-0")):
+                out.partial.append(f"{table}: {held} right after the crash")
+        rep = await ended(handle)
+        if rep.status != "succeeded":
+            out.unfinished.append(f"{rep.run_id}: {rep.status} {rep.failure}")
+        end = await _rows(url, name)
+        if end[0] != rows or end[1] != f"new-{i}-0":
+            out.wrong_end.append(f"{table}: {end} at the end")
+    return out
+
+
+async def _copy_backend(url: str, table: str, within_s: float) -> int | None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as pg:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            cur = await pg.execute(
+                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query ILIKE %s",
+                (f"COPY %{table}%",))
+            if row := await cur.fetchone():
+                return int(row[0])
+            cur = await pg.execute(f"SELECT count(*) FROM {table} WHERE label <> 'old'")
+            done = await cur.fetchone()
+            if done and done[0]:
+                return None  # committed before it was seen
+            await asyncio.sleep(0.01)
+    return None
+
+
+async def _rows(url: str, table: str) -> tuple[int, str]:
+    """The table's row count and its smallest label, once Postgres answers again."""
+    for _ in range(300):
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as pg:
+                cur = await pg.execute(f"SELECT count(*), min(label) FROM {table}")
+                row = await cur.fetchone()
+                return (int(row[0]), str(row[1])) if row else (0, "")
+        except psycopg.OperationalError:  # recovering
+            await asyncio.sleep(0.1)
+    raise RuntimeError("Postgres did not come back within 30 s")
