@@ -48,9 +48,11 @@ from plangate.client import reporting
 from plangate.client.api import Plangate, runs_query
 from plangate.client.connection import connect
 from plangate.records.approvals import CardStatus
+from plangate.records.placement import visibility_clause
 from plangate.records.report import RunStatus
 from plangate.records.signing import SigningKey
 from plangate.testing import approver_env, embedded_stack, s3_client
+from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.crash_harness import ROOT, WorkerProcess
 
@@ -183,6 +185,11 @@ async def until_counted(api: Plangate, query: str, want: int, within_s: float) -
         await asyncio.sleep(0.5)
 
 
+async def listed(api: Plangate, query: str) -> int:
+    """The runs one visibility list of ``query`` names, every page of it."""
+    return len([wf async for wf in api.client.list_workflows(query)])
+
+
 async def has_card(api: Plangate, run_id: str) -> bool:
     rep = await api.report(run_id)
     return not rep.status.final and any(a.status is CardStatus.PENDING for a in rep.approvals)
@@ -220,24 +227,27 @@ class Scale:
         awaiting = runs_query(api.settings.temporal.task_queue, RunStatus.AWAITING_APPROVAL)
         seen = await until_counted(api, awaiting, a.waiting, 120 + 0.5 * a.waiting)
         reached_s = time.perf_counter() - t0
-        carded = await bounded(a.waiting, 16, lambda i: has_card(api, runs[i]))
-        self.bad += [f"{r}: no card waiting" for r, ok in zip(runs, carded, strict=True)
-                     if not ok]
-        out = [f"waiting runs: {a.waiting} submitted in {submitted_s:.1f} s "
-               f"({a.waiting / submitted_s:.0f} runs/s, {a.concurrency} at once); "
-               f"{seen} awaiting_approval in visibility {reached_s:.1f} s after the first; "
-               f"{sum(carded)} with a pending card (each run's report read)"]
         await asyncio.sleep(5)
         held = use.rss()
         per_run = (held - idle) / 1024 / max(1, a.waiting)
-        out.append(f"worker RSS: {idle / 2**20:.0f} MB idle, {held / 2**20:.0f} MB with "
-                   f"{a.waiting} waiting: {per_run:.0f} KiB a waiting run   goal <= 100 KiB")
         c0, w0 = use.cpu_s(), time.perf_counter()
         await asyncio.sleep(a.cpu_window)
         cpu, wall = use.cpu_s() - c0, time.perf_counter() - w0
-        out.append(f"worker CPU while they wait: {cpu:.2f} s in {wall:.0f} s "
-                   f"({cpu / wall:.4f} CPU s / s)   goal nil")
-        return out
+        # then each run's report, to know its card waits (an evicted run is replayed for it)
+        carded = await bounded(a.waiting, 16, lambda i: has_card(api, runs[i]))
+        self.bad += [f"{r}: no card waiting" for r, ok in zip(runs, carded, strict=True)
+                     if not ok]
+        return [
+            f"waiting runs: {a.waiting} submitted in {submitted_s:.1f} s "
+            f"({a.waiting / submitted_s:.0f} runs/s, {a.concurrency} at once); {seen} "
+            f"awaiting_approval in visibility {reached_s:.1f} s after the first; "
+            f"{sum(carded)} with a pending card (each run's report read, afterwards)",
+            f"worker RSS: {idle / 2**20:.0f} MB idle, {held / 2**20:.0f} MB with {a.waiting} "
+            f"waiting: {per_run:.0f} KiB a waiting run   goal <= 100 KiB",
+            f"worker CPU while they wait: {cpu:.2f} s in {wall:.0f} s "
+            f"({cpu / wall:.4f} CPU s / s)   goal nil",
+            f"worker RSS after each waiting run's report was read: {use.rss() / 2**20:.0f} MB",
+        ]
 
     async def open_runs(self, page: PageReader, label: str) -> list[str]:
         """The card list, ``plangate runs`` and the approval page, timed: a line each."""
@@ -248,6 +258,12 @@ class Scale:
         gone = f", {len(pending.unanswered)} unanswered" if pending.unanswered else ""
         out = [f"card list (pending_approvals), {label}: {s:.2f} s ({cards}{cut}{gone})"
                "   goal <= 1 s"]
+        queue = self.api.settings.temporal.task_queue
+        every_open = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus="Running" '
+                      f"AND {visibility_clause(queue)}")
+        s, runs = await median(partial(listed, self.api, every_open))
+        out.append(f"  beside it, one visibility list of every open run (no report read): "
+                   f"{s:.2f} s ({runs} runs)")
         for args in (("runs",), ("runs", "--status", "awaiting_approval"),
                      ("runs", "--status", "awaiting_approval", "--limit", str(n))):
             s, text = await median(partial(plangate, env, *args))
@@ -275,24 +291,32 @@ class Scale:
                f"{a.concurrency} in flight); worker RSS then {self.use.rss() / 2**20:.0f} MB"]
         # every one listed by visibility before the report is timed
         query = reporting.query(since, api.settings.temporal.task_queue)
-        listed = await until_counted(api, query, a.finished, 300)
+        counted = await until_counted(api, query, a.finished, 300)
         first, text = await timed(lambda: plangate(self.env, "report"))
         took = [first]
         while first < ONCE_OVER_S and len(took) < MEDIAN_OF:
             took.append((await timed(lambda: plangate(self.env, "report")))[0])
+        s_in, reps = await median(partial(reporting.finished_runs, api.client, since,
+                                          api.settings.temporal.task_queue))
+        s_list, _ = await median(partial(listed, api, query))
         found = re.search(r"(\d+) finished runs", text)
         runs = int(found.group(1)) if found else -1
         s = statistics.median(took)
         how = f"median of {len(took)}" if len(took) > 1 else "once"
         out.append(f"plangate report: {s:.2f} s ({how}) over {runs} finished runs "
-                   f"({listed} of this bench listed): {runs / s:.0f} runs/s"
+                   f"({counted} of this bench counted): {runs / s:.0f} runs/s"
                    "   goal <= 3 s over 10,000")
+        out.append(f"  beside it, in this process: finished_runs (list + a result a run) "
+                   f"{s_in:.2f} s over {len(reps)} runs, of which the visibility list "
+                   f"{s_list:.2f} s")
         return out
 
     async def run(self, bucket: str, key: SigningKey, ui: TextIO) -> list[str]:
         await self.warm_up(bucket)
+        s, _ = await median(partial(plangate, self.env, "--help"))
+        out = [f"plangate --help (the CLI's own start, nothing asked of Temporal): {s:.2f} s"]
         await asyncio.sleep(3)
-        out = await self.waiting(bucket)
+        out += await self.waiting(bucket)
         async with approval_page(self.env, ui) as url:
             page = await asyncio.to_thread(PageReader, url, key.login_token())
             out += await self.open_runs(page, f"{self.a.waiting} open")
