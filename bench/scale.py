@@ -118,7 +118,7 @@ def lines(text: str) -> int:
 
 @asynccontextmanager
 async def approval_page(env: Mapping[str, str], log: TextIO) -> AsyncIterator[str]:
-    """``plangate ui --port 0`` (docs/approvals.md), until the block ends: its URL."""
+    """``plangate ui --port 0`` (docs/people.md), until the block ends: its URL."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "plangate", "ui", "--port", "0", cwd=ROOT, env=dict(env),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log)
