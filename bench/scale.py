@@ -17,10 +17,10 @@ finished runs' rate (one-step ``SELECT 1`` plans, ``--concurrency`` in flight); 
 report`` over them (median of 3 when one is under 30 s) in seconds and runs/s; and the card
 list, ``plangate runs`` and the page again with the finished runs there. The waiting runs are
 left open to the end. ``--max-cached-runs``: ``PLANGATE_MAX_CACHED_RUNS`` of the worker
-(default: unset, Temporal's 1000); ``--seed``: the names of the task queue and the runs.
-Every CLI call is ``python -m plangate`` from this checkout,
-a process of its own, its interpreter's start included. Exit 1 if a run failed or a waiting run
-never reached its card; the goals decide nothing.
+(default: unset, Temporal's 1000); ``--seed``: the names of the task queue and the runs. Every
+CLI call is ``python -m plangate`` from this checkout, a process of its own, its interpreter's
+start included. Exit 1 if a run failed or a waiting run never reached its card; the goals
+decide nothing.
 """
 
 from __future__ import annotations
