@@ -413,7 +413,8 @@ async def loads_killed(h: Harness, workdir: Path, n: int, rows: int, seed: int) 
     """``n`` runs each loading ``rows`` new rows over a table that holds 10 old ones; while a
     load's COPY runs, its backend is killed with SIGKILL (Postgres then ends every session and
     recovers). Right after the recovery the table must hold the 10 old rows (or, the load done
-    again already, all of the new ones), never part of the new ones; at the end, the run succeeded and the table holds the new rows."""
+    again already, all of the new ones), never part of the new ones; at the end, the run
+    succeeded and the table holds the new rows."""
     out = LoadsResult()
     url = h.settings.world.database_url
     rng = random.Random(f"loads/{seed}")

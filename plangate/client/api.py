@@ -132,7 +132,8 @@ class SearchAttributesMissing(RunError, RuntimeError):
 
 MAX_START_DELAY = timedelta(days=30)
 
-PENDING_RUNS_MAX = 500  # runs read for one listing of pending cards
+PENDING_RUNS_MAX = 500  # runs whose report is read for one listing of pending cards
+PENDING_LIST_MAX = 10_000  # runs awaiting approval listed with their memos
 REPORT_QUERY_TIMEOUT = timedelta(seconds=10)  # a worker answers a query at once, or is gone
 PENDING_QUERY_TIMEOUT = timedelta(seconds=5)  # a run whose worker does not answer is skipped
 _PENDING_QUERIES_AT_ONCE = 16
@@ -155,7 +156,8 @@ class PendingApprovals:
     cards: list[PendingCard]
     runs: int  # open runs listed
     unanswered: list[str]  # run ids whose report could not be read (no worker polling?)
-    truncated: bool  # more than ``PENDING_RUNS_MAX`` open runs: only the first were read
+    truncated: bool  # more runs than one listing reads (``PENDING_*_MAX``): the first only
+    asked: int = 0  # runs whose report was read (their memo held no cards it could trust)
 
 
 def card_fate(rep: RunReport, step: int, digest: str) -> str:
@@ -601,26 +603,52 @@ class Plangate:
         return RunEnded(f"run {run_id!r} has ended ({rep.status.value}): {fate}")
 
     async def pending_approvals(self) -> PendingApprovals:
-        """The approval cards waiting for a person across the open runs of this task queue
-        (listed through Temporal visibility, each run's report queried), the soonest to expire
-        first. A run whose report cannot be read in time (no worker polling) is named in
+        """The approval cards waiting for a person across the open runs of this task queue,
+        the soonest to expire first. Where the namespace has plangate's search attributes, one
+        visibility query lists the runs awaiting approval with their memos, which hold their
+        cards (``records.cards``); a run whose memo has none it can trust (begun before runs
+        kept one, or a memo it did not write) is asked for its report. Elsewhere every open run
+        is asked. A run whose report cannot be read in time (no worker polling) is named in
         ``unanswered``; a queued run has no card yet."""
         import asyncio  # loaded by a call, not by the import: checking a plan needs none
 
         from temporalio.service import RPCError, RPCStatusCode
 
+        from plangate.records import visibility
+        from plangate.records.cards import CARDS_MEMO, CardsMemo, trusted
         from plangate.records.placement import of_deployment, visibility_clause
 
         queue = self.settings.temporal.task_queue
         query = f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus="Running"'
         query += f" AND {visibility_clause(queue)}"
-        runs = [
-            wf.id
-            async for wf in self.client.list_workflows(query, limit=PENDING_RUNS_MAX + 1)
-            if of_deployment(wf.task_queue, queue)
-        ]
-        truncated = len(runs) > PENDING_RUNS_MAX
-        runs = runs[:PENDING_RUNS_MAX]
+        by_memo = await self.search_attributes_registered()
+        if by_memo:
+            query += f" AND {visibility.AWAITING_APPROVAL.name} = true"
+        cards: list[PendingCard] = []
+        ask: list[str] = []  # runs whose report is read
+        listed = 0
+        truncated = False
+        limit = PENDING_LIST_MAX if by_memo else PENDING_RUNS_MAX
+        async for wf in self.client.list_workflows(query, limit=limit + 1):
+            if not of_deployment(wf.task_queue, queue):
+                continue
+            listed += 1
+            if listed > limit:
+                truncated, listed = True, limit
+                break
+            memo: CardsMemo | None = None
+            if by_memo:
+                try:
+                    memo = await wf.memo_value(CARDS_MEMO, None, type_hint=CardsMemo)
+                except Exception:  # not a memo this code reads (or cannot decode): ask the run
+                    memo = None
+            records = trusted(memo, wf.id, wf.run_id) if memo is not None else None
+            if memo is not None and records is not None:
+                cards += [PendingCard(run_id=wf.id, goal=memo.goal, record=a) for a in records]
+            else:
+                ask.append(wf.id)
+        if len(ask) > PENDING_RUNS_MAX:
+            truncated, ask = True, ask[:PENDING_RUNS_MAX]
         at_once = asyncio.Semaphore(_PENDING_QUERIES_AT_ONCE)
 
         async def read(run_id: str) -> RunReport | Exception | None:
@@ -637,10 +665,9 @@ class Plangate:
                 except Exception as e:  # a query the worker failed: the run is unreadable
                     return e
 
-        reports = await asyncio.gather(*(read(r) for r in runs))
-        cards: list[PendingCard] = []
+        reports = await asyncio.gather(*(read(r) for r in ask))
         unanswered: list[str] = []
-        for run_id, rep in zip(runs, reports, strict=True):
+        for run_id, rep in zip(ask, reports, strict=True):
             if isinstance(rep, Exception):
                 unanswered.append(run_id)
             elif rep is not None and not rep.status.final:
@@ -651,7 +678,7 @@ class Plangate:
                 ]
         cards.sort(key=lambda c: (c.record.expires_at, c.run_id, c.record.step))
         return PendingApprovals(
-            cards=cards, runs=len(runs), unanswered=unanswered, truncated=truncated
+            cards=cards, runs=listed, unanswered=unanswered, truncated=truncated, asked=len(ask)
         )
 
     async def wait_for_card(

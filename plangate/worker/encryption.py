@@ -34,7 +34,8 @@ That refusal's message (it holds nothing of the payload) stays in clear in the h
 submitter without keys reads why. What else a worker decodes is its own (activity results,
 heartbeats, failures, a continued run's input) or needs no refusal: search attributes and
 headers (the tracing context) never pass through the codec (Temporal's defaults), and a memo,
-which does, is never read by plangate. The codec server is not strict: it decodes what an
+which does, is read by the card list only (``records.cards``: a client without keys asks the
+run instead). The codec server is not strict: it decodes what an
 operator's UI shows, old plain payloads included.
 
 The codecs run in order: compression (``plangate.worker.compression``, large payloads only), then

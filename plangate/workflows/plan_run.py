@@ -28,6 +28,9 @@ PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists
 # A run that did not succeed fails its execution, the report in the failure's details (runs
 # begun before take the old path on replay: they completed with every report).
 TRUTHFUL_END = "truthful-end"
+# The run keeps the cards it waits on in its memo, for the card list (runs begun before replay
+# without: their cards are read from their reports).
+CARDS_MEMO = "cards-memo"
 
 _ERROR_TYPES = {
     RunStatus.HALTED: interface.HALTED_ERROR,
@@ -111,8 +114,9 @@ class PlanRunWorkflow:
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
         truthful = workflow.patched(TRUTHFUL_END)  # asked once, first (docs/versioning.md)
+        memo = workflow.patched(CARDS_MEMO)  # asked once, second
         self._registered = inp.search_attributes
-        self._shown.begin(upserts=self._registered)
+        self._shown.begin(upserts=self._registered, memo=memo)
         if self._report.status is RunStatus.QUEUED:
             self._report.status = RunStatus.RUNNING
         self._shown.show(self._report)

@@ -1,6 +1,7 @@
 """What the Temporal UI and visibility show of a run: its status as the current details (no
 command) and, where the namespace has them registered, as search attributes, upserted when
-they change (one command each)."""
+they change (one command each); and the cards it waits on as its memo (``records.cards``),
+upserted when they change, so that a card list reads them in one visibility query."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from plangate.records import visibility
+    from plangate.records.approvals import ApprovalRecord, CardStatus
+    from plangate.records.cards import CARDS_MEMO, CardsMemo
     from plangate.records.report import RunReport, RunStatus
 
-Seen = tuple[RunStatus, int, int]
+# the pending cards' digests are in it so that a second card (the status unchanged) is shown
+Seen = tuple[RunStatus, int, int, tuple[str, ...]]
+
+
+def pending(r: RunReport) -> list[ApprovalRecord]:
+    return [a for a in r.approvals
+            if a.status is CardStatus.PENDING and a.plan_version == r.plan_version]
 
 
 def seen(r: RunReport) -> Seen:
-    return (r.status, r.plan_version, r.replans_used)
+    return (r.status, r.plan_version, r.replans_used, tuple(a.digest for a in pending(r)))
 
 
 class Shown:
@@ -23,13 +32,17 @@ class Shown:
         self.upserts = False  # the run upserts its search attributes (``begin``)
         self.last: Seen | None = None
         self.upserted: visibility.Values | None = None
+        self.memo = False  # the run keeps its pending cards in its memo (``begin``)
+        self.cards: tuple[str, ...] = ()  # the digests the memo holds
 
-    def begin(self, upserts: bool) -> None:
+    def begin(self, upserts: bool, memo: bool = False) -> None:
         """``upserts``: the namespace has the attributes registered, and the run's code sets
         them. What the client (or the run before, for a run that continued as new) set
-        already is not set again."""
+        already is not set again. ``memo``: the run's code keeps its cards in its memo (runs
+        begun before it did replay without)."""
         self.upserts = upserts
         self.upserted = visibility.current(workflow.info().typed_search_attributes)
+        self.memo = memo and upserts  # the card list reads memos only where it can query
 
     def changed(self, r: RunReport) -> bool:
         return seen(r) != self.last
@@ -46,6 +59,18 @@ class Shown:
         if not self.upserts:
             return
         self._upsert(visibility.values(r.status, self.goal))
+        self._cards(r)
+
+    def _cards(self, r: RunReport) -> None:
+        if not self.memo:
+            return
+        cards = pending(r)
+        digests = tuple(a.digest for a in cards)
+        if digests == self.cards:
+            return
+        self.cards = digests
+        memo = CardsMemo(execution=workflow.info().run_id, goal=r.goal, cards=cards)
+        workflow.upsert_memo({CARDS_MEMO: memo if cards else None})
 
     def hand_over(self) -> None:
         """This execution continues as new: its attributes say so (``continued``, waiting for
@@ -55,6 +80,9 @@ class Shown:
             changes = visibility.updates((visibility.CONTINUED, self.goal, False), self.upserted)
             if changes:
                 workflow.upsert_search_attributes(changes)
+        if self.memo and self.cards:  # the next execution shows them as its own
+            workflow.upsert_memo({CARDS_MEMO: None})
+            self.cards = ()
 
     def _upsert(self, values: visibility.Values) -> None:
         changes = visibility.updates(values, self.upserted)
