@@ -40,8 +40,9 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
     # a signed approval, upserting plangate's search attributes as the card waits
     "approved": ("succeeded", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
-    # patch cards-memo: the pending card in the run's memo (the card list reads it), then out
-    "approved_cards_in_memo": ("succeeded", E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED),
+    # patch run-memo: the pending card in the run's memo (the card list reads it), then out;
+    # the calls' windows put there as it ends (the staleness report reads them)
+    "approved_run_memo": ("succeeded", E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED),
     "rejected": ("failed", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
     "cancelled": ("cancelled", E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
     # a wait beside a card, both parked twice; the card approved in a later run
@@ -144,17 +145,23 @@ async def test_every_path_was_recorded():
     assert all(not any(m.marker_name == "core_patch" for m in (
         e.marker_recorded_event_attributes for e in load(p).events
         if e.event_type == E.EVENT_TYPE_MARKER_RECORDED)) for n, p in recorded.items()
-        if n not in ("halted_after_wait", "approved_cards_in_memo"))
-    # patch cards-memo: the card put in the memo while it waited, then taken out
-    memo = load(recorded["approved_cards_in_memo"])
+        if n not in ("halted_after_wait", "approved_run_memo"))
+    # patch run-memo: the card put in the memo while it waited, then taken out; at the end,
+    # the calls' windows
+    memo = load(recorded["approved_run_memo"])
     names = [m.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
              for m in memo.events if m.event_type == E.EVENT_TYPE_MARKER_RECORDED
              and m.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert [json.loads(n)["id"] for n in names] == ["truthful-end", "cards-memo"]
+    assert [json.loads(n)["id"] for n in names] == ["truthful-end", "run-memo"]
     modified = [e.workflow_properties_modified_event_attributes.upserted_memo.fields
                 for e in memo.events if e.event_type == E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED]
-    assert [list(f) for f in modified] == [["plangate.cards"], ["plangate.cards"]]
-    added, removed = (f["plangate.cards"] for f in modified)
+    assert [list(f) for f in modified] == [
+        ["plangate.cards"], ["plangate.cards"], ["plangate.windows"]]
+    added, removed = (f["plangate.cards"] for f in modified[:2])
+    windows = json.loads(modified[2]["plangate.windows"].data)
+    assert [c["tool"] for c in windows["calls"]] == ["s3.put"]
+    assert windows["status"] == "succeeded" and windows["execution"] == json.loads(
+        added.data)["execution"]
     started = memo.events[0].workflow_execution_started_event_attributes
     assert json.loads(added.data)["execution"] == started.original_execution_run_id
     assert removed.metadata["encoding"] == b"binary/null"

@@ -45,7 +45,7 @@ def card(n: int, issued: datetime, answered: datetime, status: CardStatus) -> Ap
 def run(steps: list[StepReport], submitted: datetime, begun: datetime,
         approvals: list[ApprovalRecord] | None = None) -> Finished:
     rep = RunReport(run_id="r", goal="g", steps=steps, approvals=approvals or [])
-    return Finished(rep, submitted, begun)
+    return Finished.of(rep, submitted, begun)
 
 
 MS = timedelta(milliseconds=1)
@@ -100,8 +100,9 @@ def test_e_is_w_times_r_times_v_by_hand():
     restore = tools["customer.restore"]
     assert restore.refusals == {412: 1} and restore.changes == 0  # a policy, not the record
     # a call with no pre check: nothing shortened its window
-    unchecked = run([step(1, "customer.update", Effect.WRITE, T0, T0, T0 + H)], T0, T0)
-    unchecked.report.steps[0].timings.precheck_read_at = None
+    no_check = step(1, "customer.update", Effect.WRITE, T0, T0, T0 + H)
+    no_check.timings.precheck_read_at = None
+    unchecked = run([no_check], T0, T0)
     [lone] = per_tool([unchecked])
     assert lone.check_to_use_h == pytest.approx((1.0, 1.0)) == lone.plan_to_use_h
     # ranked by E at p95, the money tool flagged whatever its rank

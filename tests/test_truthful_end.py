@@ -132,7 +132,7 @@ async def test_halted_failed_and_cancelled_runs_are_not_completed_and_keep_their
     assert {every[r] for r in ids.values()} == set(ids)
     # the staleness report (``plangate report``) reads the finished runs' reports too
     since = min(r.submitted_at for r in ended.values() if r.submitted_at) - timedelta(seconds=1)
-    finished = {f.report.run_id: f.report.status for f in await finished_runs(
+    finished = {f.run_id: f.status for f in await finished_runs(
         client, since, queue)}
     assert {run_id: finished.get(run_id) for run_id in ids.values()} == {
         run_id: want for want, run_id in ids.items()}

@@ -12,6 +12,7 @@ from plangate.client.api import ended_report
 from plangate.client.staleness import Finished, ToolStaleness, duration, plain
 from plangate.records.placement import visibility_clause
 from plangate.records.report import RunReport
+from plangate.records.windows import WINDOWS_MEMO, RunWindows, own
 from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
 from plangate.world.settings import parse_duration
 
@@ -34,13 +35,13 @@ async def finished_runs(
     client: Client, since: datetime, task_queue: str | None = None
 ) -> list[Finished]:
     """Every plan run that completed after ``since`` (on ``task_queue`` and its catalogue
-    queues; None: any), with
-    when it was submitted and when it began. The last run of a chain that continued as new
-    carries the whole report."""
-    listed = [e async for e in client.list_workflows(query(since, task_queue))]
+    queues; None: any), with its tool calls' windows: read from the memo the run wrote as it
+    ended (``records.windows``), in the listing itself; for a run with no such memo (begun
+    before runs wrote one, or one it did not write), from its result, fetched. The last run of
+    a chain that continued as new carries the whole report."""
     gate = asyncio.Semaphore(FETCH_AT_ONCE)
 
-    async def one(e: WorkflowExecution) -> Finished | None:
+    async def fetched(e: WorkflowExecution) -> Finished | None:
         async with gate:
             handle = client.get_workflow_handle(e.id, run_id=e.run_id, result_type=RunReport)
             try:
@@ -52,9 +53,28 @@ async def finished_runs(
                 rep = ended
         submitted = rep.submitted_at or e.start_time
         begun = rep.begun_at or e.execution_time or submitted
-        return Finished(rep, submitted, begun)
+        return Finished.of(rep, submitted, begun)
 
-    return [f for f in await asyncio.gather(*(one(e) for e in listed)) if f is not None]
+    out: list[Finished] = []
+    fetch: list[WorkflowExecution] = []
+    async for e in client.list_workflows(query(since, task_queue)):
+        memo = await _windows(e)
+        if memo is not None:
+            out.append(Finished(memo.run_id, memo.status, memo.calls))
+        else:
+            fetch.append(e)
+    return out + [f for f in await asyncio.gather(*(fetched(e) for e in fetch)) if f is not None]
+
+
+async def _windows(e: WorkflowExecution) -> RunWindows | None:
+    """The windows the execution itself wrote, or None."""
+    if WINDOWS_MEMO not in e.raw_info.memo.fields:
+        return None
+    try:
+        memo: RunWindows = await e.memo_value(WINDOWS_MEMO, type_hint=RunWindows)
+    except Exception:  # not one this code reads (or cannot decode): fetch the result
+        return None
+    return own(memo, e.id, e.run_id)
 
 
 def since_arg(raw: str, now: datetime) -> datetime:

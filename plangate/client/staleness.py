@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from plangate.plans.model import Effect
-from plangate.records.approvals import CardStatus
-from plangate.records.report import Attribution, RunReport, StepReport
+from plangate.records.report import RunReport, RunStatus
+from plangate.records.windows import Execution, executions
 
 HOUR_MS = 3_600_000.0
 SEGMENTS = ("planning", "queue", "approval", "run", "check_to_use")
@@ -40,80 +40,16 @@ IRREVERSIBLE = (Effect.MONEY, Effect.EXTERNAL)
 
 @dataclass(frozen=True)
 class Finished:
-    """A finished run: its report, when it was submitted and when it began (after a queue)."""
+    """A finished run: its id, how it ended and its tool calls' windows."""
 
-    report: RunReport
-    submitted_at: datetime
-    begun_at: datetime
+    run_id: str
+    status: RunStatus
+    calls: list[Execution]
 
-
-@dataclass(frozen=True)
-class Execution:
-    """One call of a tool, its windows in hours and the changes seen under it."""
-
-    tool: str
-    effect: Effect
-    segments: dict[str, float]
-    changes: int
-    refusals: dict[int, int]
-    checked: bool = True  # a pre check read the world before the call
-
-
-    @property
-    def plan_to_use_h(self) -> float:
-        return sum(self.segments.values())
-
-    @property
-    def check_to_use_h(self) -> float:
-        """From the pre check's read; with none, nothing shortened the window: all of it."""
-        return self.segments["check_to_use"] if self.checked else self.plan_to_use_h
-
-
-def _hours(a: datetime, b: datetime) -> float:
-    return max(0.0, (b - a).total_seconds() / 3600)
-
-
-def executions(run: Finished) -> list[Execution]:
-    rep = run.report
-    out = []
-    for step in rep.steps:
-        t = step.timings
-        if t.tool_started_at is None:
-            continue
-        started = t.tool_started_at
-        checked = t.precheck_read_at or started
-        cards = [a for a in rep.approvals
-                 if a.step == step.n and a.plan_version == step.plan_version]
-        approval = sum(_hours(a.card.issued_at, a.answer.at) for a in cards if a.answer)
-        planning = _hours(t.plan_made_at, min(run.submitted_at, started))
-        queue = _hours(run.submitted_at, min(run.begun_at, started))
-        whole = _hours(t.plan_made_at, started)
-        check = _hours(checked, started)
-        rest = max(0.0, whole - planning - queue - approval - check)
-        segments = {"planning": planning, "queue": queue, "approval": approval, "run": rest,
-                    "check_to_use": check}
-        out.append(Execution(step.tool, step.effect, segments, _changes(rep, step),
-                             _refusals(step), checked=t.precheck_read_at is not None))
-    return out
-
-
-def _refusals(step: StepReport) -> dict[int, int]:
-    counts: dict[int, int] = defaultdict(int)
-    for r in step.refusals:
-        counts[r.status] += 1
-    return dict(counts)
-
-
-def _changes(rep: RunReport, step: StepReport) -> int:
-    moved = sum(1 for r in step.refusals
-                if r.status == 409 or (r.status == 412 and r.code != "policy_superseded"))
-    superseded = sum(1 for a in rep.approvals if a.step == step.n
-                     and a.plan_version == step.plan_version
-                     and a.status is CardStatus.SUPERSEDED)
-    f = rep.failure
-    destroyed = int(f is not None and f.step == step.n and f.plan_version == step.plan_version
-                    and f.attribution is Attribution.DESTROYED)
-    return moved + superseded + destroyed
+    @classmethod
+    def of(cls, report: RunReport, submitted_at: datetime, begun_at: datetime) -> Finished:
+        """From its report, when it was submitted and when it began (after a queue)."""
+        return cls(report.run_id, report.status, executions(report, submitted_at, begun_at))
 
 
 def rank(samples: list[float], q: float) -> float:
@@ -159,7 +95,7 @@ class ToolStaleness:
 def per_tool(runs: Iterable[Finished]) -> list[ToolStaleness]:
     by_tool: dict[str, list[Execution]] = defaultdict(list)
     for run in runs:
-        for e in executions(run):
+        for e in run.calls:
             by_tool[e.tool].append(e)
     out = [_tool(tool, calls) for tool, calls in by_tool.items()]
     return sorted(out, key=lambda t: (-t.e_plan[1], -t.volume, t.tool))

@@ -28,9 +28,9 @@ PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists
 # A run that did not succeed fails its execution, the report in the failure's details (runs
 # begun before take the old path on replay: they completed with every report).
 TRUTHFUL_END = "truthful-end"
-# The run keeps the cards it waits on in its memo, for the card list (runs begun before replay
-# without: their cards are read from their reports).
-CARDS_MEMO = "cards-memo"
+# The run keeps in its memo the cards it waits on, for the card list, and at its end its calls'
+# windows, for the staleness report (runs begun before replay without: both read their reports).
+RUN_MEMO = "run-memo"
 
 _ERROR_TYPES = {
     RunStatus.HALTED: interface.HALTED_ERROR,
@@ -114,7 +114,7 @@ class PlanRunWorkflow:
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
         truthful = workflow.patched(TRUTHFUL_END)  # asked once, first (docs/versioning.md)
-        memo = workflow.patched(CARDS_MEMO)  # asked once, second
+        memo = workflow.patched(RUN_MEMO)  # asked once, second
         self._registered = inp.search_attributes
         self._shown.begin(upserts=self._registered, memo=memo)
         if self._report.status is RunStatus.QUEUED:
@@ -141,6 +141,7 @@ class PlanRunWorkflow:
             # it. The run fails, with its report, instead of hanging as "running".
             self._crashed(e)
         self._shown.show(self._report)  # the final status, in the workflow task of the end
+        self._shown.end(self._report)
         shown.cancel()
         r = self._report
         if truthful and r.status in _ERROR_TYPES:

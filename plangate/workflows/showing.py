@@ -1,7 +1,9 @@
 """What the Temporal UI and visibility show of a run: its status as the current details (no
 command) and, where the namespace has them registered, as search attributes, upserted when
-they change (one command each); and the cards it waits on as its memo (``records.cards``),
-upserted when they change, so that a card list reads them in one visibility query."""
+they change (one command each); and in its memo the cards it waits on (``records.cards``),
+upserted when they change, so that a card list reads them in one visibility query, and at its
+end its tool calls' windows (``records.windows``), so that the staleness report reads them in
+the listing of finished runs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.approvals import ApprovalRecord, CardStatus
     from plangate.records.cards import CARDS_MEMO, CardsMemo
     from plangate.records.report import RunReport, RunStatus
+    from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
 
 # the pending cards' digests are in it so that a second card (the status unchanged) is shown
 Seen = tuple[RunStatus, int, int, tuple[str, ...]]
@@ -33,6 +36,7 @@ class Shown:
         self.last: Seen | None = None
         self.upserted: visibility.Values | None = None
         self.memo = False  # the run keeps its pending cards in its memo (``begin``)
+        self.windows = False  # and, at its end, its calls' windows
         self.cards: tuple[str, ...] = ()  # the digests the memo holds
 
     def begin(self, upserts: bool, memo: bool = False) -> None:
@@ -43,6 +47,7 @@ class Shown:
         self.upserts = upserts
         self.upserted = visibility.current(workflow.info().typed_search_attributes)
         self.memo = memo and upserts  # the card list reads memos only where it can query
+        self.windows = memo
 
     def changed(self, r: RunReport) -> bool:
         return seen(r) != self.last
@@ -71,6 +76,18 @@ class Shown:
         self.cards = digests
         memo = CardsMemo(execution=workflow.info().run_id, goal=r.goal, cards=cards)
         workflow.upsert_memo({CARDS_MEMO: memo if cards else None})
+
+    def end(self, r: RunReport) -> None:
+        """The run ends (in this workflow task): its calls' windows in its memo, unless they
+        are too many to keep there (the report then fetches the result)."""
+        if not self.windows:
+            return
+        info = workflow.info()
+        submitted = r.submitted_at or info.start_time
+        calls = executions(r, submitted, r.begun_at or submitted)
+        memo = RunWindows(execution=info.run_id, run_id=r.run_id, status=r.status, calls=calls)
+        if len(memo.model_dump_json()) <= WINDOWS_MEMO_MAX:
+            workflow.upsert_memo({WINDOWS_MEMO: memo})
 
     def hand_over(self) -> None:
         """This execution continues as new: its attributes say so (``continued``, waiting for

@@ -277,8 +277,9 @@ SCENARIOS: dict[str, Scenario] = {
     "halted_after_wait": halted_after_wait,
     "waited": waited,
     "approved": approved,
-    # patch cards-memo: the card kept in the run's memo while it waits, then taken out
-    "approved_cards_in_memo": approved,
+    # patch run-memo: the card kept in the run's memo while it waits, then taken out; the
+    # calls' windows put there as it ends
+    "approved_run_memo": approved,
     "rejected": rejected,
     "cancelled": cancelled,
     "continued_as_new": continued_as_new,
