@@ -5,6 +5,7 @@ the post check (with the next step's first read) is read the instant after it re
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -136,10 +137,12 @@ async def test_a_guarded_chain_reads_around_each_call_not_in_between(client, set
         assert await job_state(pg, f"job-{tag}-{n}") == "done"
     history = await events(client, rep.run_id)
     markers = [e for e in history if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
-    # reads in the call are the baseline: the run asks no patch but truthful-end (issue 22)
+    # reads in the call are the baseline: the run asks no patch of its own for them, only
+    # truthful-end (issue 22) and run-memo (issue 23)
     patch = [m.marker_recorded_event_attributes for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert [b"truthful-end" in p.details["patch-data"].payloads[0].data for p in patch] == [True]
+    assert [json.loads(p.details["patch-data"].payloads[0].data)["id"] for p in patch] == [
+        "truthful-end", "run-memo"]
     local = [m for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_local_activity"]
     # the guards derived, with step 1's first read, in one local activity; every later read was

@@ -49,11 +49,21 @@ class ProbeResult(Model):
     invalid_args: bool = False  # the condition's (bound) arguments do not fit the probe
     unreachable: bool = False  # unknown because its system did not answer (world.outages)
 
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # a read of every step is in the history (and in the report): its flags only when set,
+        # its time to the microsecond
+        return _lean(handler(self), ("detail", "invalid_args", "unreachable"))
+
 
 class ProbeReport(Model):
     results: list[ProbeResult]
     read_at: datetime
     elapsed_ms: float
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _lean(handler(self), ())
 
     @property
     def all_hold(self) -> bool:
@@ -91,12 +101,8 @@ class ToolCall(Model):
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> Any:
         # every step's call is in the history: what protects none of them is left out
-        out = handler(self)
-        if isinstance(out, dict):
-            for name in ("approval_required", "approval", "submission"):
-                if out.get(name) in (None, False):
-                    out.pop(name, None)
-        return out
+        return _lean(handler(self), ("approval_required", "approval", "submission",
+                                     "on_behalf_of", "policy_bundle", "after_lenient"))
 
 
 class ToolResult(Model):
@@ -109,6 +115,28 @@ class ToolResult(Model):
     refs: dict[str, JsonValue] = Field(default_factory=dict)
     checked: ProbeReport | None = None  # ``ToolCall.check``, read just before the tool acted
     after: ProbeReport | None = None  # ``ToolCall.after``, read just after it returned
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _lean(handler(self), ("refs", "checked", "after"))
+
+
+_EMPTY: tuple[object, ...] = (None, False, "", [], {})
+
+
+def _lean(out: Any, optional: tuple[str, ...]) -> Any:
+    """``out`` (a model serialized) without the ``optional`` fields that hold nothing (each of
+    which defaults to that nothing, so it reads back the same), its ``elapsed_ms`` to the
+    microsecond: every step's call and reads are in the history."""
+    if isinstance(out, dict):
+        for name in optional:
+            if name in out and any(out[name] == e and type(out[name]) is type(e)
+                                   for e in _EMPTY):
+                del out[name]
+        ms = out.get("elapsed_ms")
+        if isinstance(ms, float):
+            out["elapsed_ms"] = round(ms, 3)
+    return out
 
 
 class ToolFailure(Model):

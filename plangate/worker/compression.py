@@ -31,9 +31,9 @@ class CompressionCodec(PayloadCodec):
         return [self._decode(p) for p in payloads]
 
     def _encode(self, p: Payload) -> Payload:
-        whole = p.SerializeToString()
-        if len(whole) < self.compress_from:
+        if p.ByteSize() < self.compress_from:  # its size, without serializing it
             return p
+        whole = p.SerializeToString()
         return Payload(metadata={"encoding": ENCODING}, data=zlib.compress(whole, 6))
 
     @staticmethod
