@@ -27,10 +27,14 @@ async def test_the_report_reads_the_windows_each_run_wrote(client, settings, s3)
     s3.create_bucket(Bucket=bucket)
     since = datetime.now(UTC) - timedelta(seconds=1)
     async with running_worker(client, settings) as h:
-        reports = [await h.run(plan(bucket, f"{i}.txt")) for i in range(2)]
+        reports = [await h.run(plan(bucket, f"{i}.txt")) for i in range(3)]
         queue = h.settings.temporal.task_queue
         listed = [e async for e in client.list_workflows(query(since, queue))]
         found = await finished_runs(client, since, queue)
+        # listed in slices of close time (one run each here): the same runs, each once
+        sliced = await finished_runs(client, since, queue, slice_runs=1)
+    assert sorted(f.run_id for f in sliced) == sorted(f.run_id for f in found)
+    assert sorted(sliced, key=lambda f: f.run_id) == sorted(found, key=lambda f: f.run_id)
     assert {r.status for r in reports} == {"succeeded"}
     assert {e.id for e in listed} == {r.run_id for r in reports}
     for e in listed:

@@ -17,13 +17,23 @@ from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
 from plangate.world.settings import parse_duration
 
 FETCH_AT_ONCE = 32
+# A listing of more runs than this is split into slices of their close times, listed at once
+# (a visibility page holds at most 1,000 executions; one listing reads its pages in turn).
+SLICE_RUNS = 1000
+SLICES_MAX = 8
 
 
-def query(since: datetime, task_queue: str | None) -> str:
-    stamp = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _stamp(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def query(since: datetime, task_queue: str | None, until: datetime | None = None) -> str:
+    """Runs closed after ``since`` (and, given, at or before ``until``)."""
     # a run that did not succeed fails its execution, with its report (``truthful-end``)
     q = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus IN ("Completed", "Failed") '
-         f'AND CloseTime > "{stamp}"')
+         f'AND CloseTime > "{_stamp(since)}"')
+    if until is not None:
+        q += f' AND CloseTime <= "{_stamp(until)}"'
     if task_queue is not None:
         if '"' in task_queue or "\\" in task_queue:
             raise ValueError(f"task queue {task_queue!r}: quotes and backslashes not allowed")
@@ -32,7 +42,8 @@ def query(since: datetime, task_queue: str | None) -> str:
 
 
 async def finished_runs(
-    client: Client, since: datetime, task_queue: str | None = None
+    client: Client, since: datetime, task_queue: str | None = None, *,
+    slice_runs: int = SLICE_RUNS,
 ) -> list[Finished]:
     """Every plan run that completed after ``since`` (on ``task_queue`` and its catalogue
     queues; None: any), with its tool calls' windows: read from the memo the run wrote as it
@@ -57,13 +68,33 @@ async def finished_runs(
 
     out: list[Finished] = []
     fetch: list[WorkflowExecution] = []
-    async for e in client.list_workflows(query(since, task_queue)):
-        memo = await _windows(e)
-        if memo is not None:
-            out.append(Finished(memo.run_id, memo.status, memo.calls))
-        else:
-            fetch.append(e)
+
+    async def listed(q: str) -> None:
+        async for e in client.list_workflows(q):
+            memo = await _windows(e)
+            if memo is not None:
+                out.append(Finished(memo.run_id, memo.status, memo.calls))
+            else:
+                fetch.append(e)
+
+    await asyncio.gather(*(listed(q) for q in await _slices(client, since, task_queue,
+                                                            slice_runs)))
     return out + [f for f in await asyncio.gather(*(fetched(e) for e in fetch)) if f is not None]
+
+
+async def _slices(client: Client, since: datetime, task_queue: str | None, per: int
+                  ) -> list[str]:
+    """The listing's queries: one, or (more than ``per`` runs) slices of equal spans of close
+    time from ``since`` to now, the last one open-ended: each run is in exactly one."""
+    count = (await client.count_workflows(query(since, task_queue))).count
+    n = min(SLICES_MAX, -(-count // per)) if per > 0 else 1
+    if n <= 1:
+        return [query(since, task_queue)]
+    now = datetime.now(UTC)
+    step = (now - since) / n
+    starts = [since + step * i for i in range(n)]
+    ends: list[datetime | None] = [*starts[1:], None]
+    return [query(a, task_queue, b) for a, b in zip(starts, ends, strict=True)]
 
 
 async def _windows(e: WorkflowExecution) -> RunWindows | None:
