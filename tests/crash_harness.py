@@ -34,6 +34,7 @@ import psycopg
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.tools import TOOLS, CallContext
@@ -42,6 +43,7 @@ from plangate.demo.schema import Account, seed_account
 from plangate.records.calls import Outcome, ToolCall, ToolResult
 from plangate.records.options import TOOL_ATTEMPTS
 from plangate.records.report import Phase, RunReport, RunStatus, StepState
+from plangate.testing import ended
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.settings import Settings
@@ -506,7 +508,14 @@ async def credit_in_flight(
 
 
 async def _result(handle: WorkflowHandle[Any, RunReport]) -> RunReport:
-    return await handle.result()
+    """The run's last report (a halted run fails its execution with it); asked again while
+    the Temporal server cannot answer (a restart)."""
+    for _ in range(60):
+        try:
+            return await ended(handle)
+        except RPCError:
+            await asyncio.sleep(1)
+    return await ended(handle)
 
 
 def object_versions(s3: S3Client, bucket: str) -> dict[str, list[str]]:

@@ -226,3 +226,22 @@ async def test_a_full_disk_leaves_no_partial_file_taken_as_done(client, settings
     assert [p.name for p in small_disk.rglob("*") if p.is_file()] == []
     assert "copy.bin" not in {o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get(
         "Contents", [])}
+
+
+def test_a_session_postgres_ended_for_going_quiet_is_an_outage_not_a_refusal():
+    """What a worker paused or partitioned inside a transaction meets when it speaks again
+    (found by bench.faults: a credit halted ``invalid_state``): its transaction rolled back,
+    so the call's outcome is read back by key, as after any lost connection."""
+    import psycopg
+
+    from plangate.world.outages import unreachable
+    from plangate.world.pg import to_tool_error
+
+    quiet = psycopg.errors.IdleInTransactionSessionTimeout(
+        "terminating connection due to idle-in-transaction timeout")
+    err = to_tool_error(quiet, "credit")
+    assert err.code == "unavailable"
+    try:
+        raise err from quiet
+    except Exception as raised:
+        assert unreachable(raised)

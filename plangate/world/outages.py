@@ -12,6 +12,8 @@ from psycopg_pool import PoolTimeout
 
 # SQLSTATE class 08 (connection exception), and a server shutting down or starting up
 _PG_DOWN = ("08", "57P01", "57P02", "57P03")
+# the session ended by Postgres after the client went quiet in a transaction (world.clients)
+_PG_QUIET = "25P03"
 
 
 def unreachable(e: BaseException) -> bool:
@@ -30,6 +32,8 @@ def unreachable(e: BaseException) -> bool:
 def _no_answer(e: BaseException) -> bool:
     if isinstance(e, PoolTimeout):
         return True
+    if isinstance(e, psycopg.errors.IdleInTransactionSessionTimeout):
+        return e.sqlstate == _PG_QUIET
     if isinstance(e, psycopg.OperationalError):
         state = e.sqlstate
         # no SQLSTATE: the client never got an answer (refused, reset, lost)

@@ -28,7 +28,10 @@ REGCLASS = "to_regclass(quote_ident(%s) || '.' || quote_ident(%s))"
 
 
 def to_tool_error(e: Exception, what: str) -> ToolError:
-    if isinstance(e, PoolTimeout | psycopg.OperationalError):
+    # the session ended by Postgres while the worker could not speak (a pause, a partition:
+    # ``world.clients.PG_IDLE_IN_TRANSACTION``): its transaction rolled back, not a refusal
+    quiet = psycopg.errors.IdleInTransactionSessionTimeout
+    if isinstance(e, PoolTimeout | psycopg.OperationalError | quiet):
         return ToolError("unavailable", f"{what}: {e}")
     if isinstance(e, psycopg.errors.InsufficientPrivilege):
         return ToolError("authority_revoked", f"{what}: {e}")
