@@ -39,7 +39,7 @@ async def test_the_report_reads_the_windows_each_run_wrote(client, settings, s3)
     assert {e.id for e in listed} == {r.run_id for r in reports}
     for e in listed:
         rep = next(r for r in reports if r.run_id == e.id)
-        memo = await _windows(e)  # what the report takes: the execution's own memo
+        memo = await _windows(client, e.raw_info)  # what the report takes: the execution's own memo
         assert memo is not None and memo.execution == e.run_id
         assert memo.calls == executions(rep, rep.submitted_at or e.start_time,
                                         rep.begun_at or e.start_time)
@@ -51,7 +51,7 @@ async def test_the_report_reads_the_windows_each_run_wrote(client, settings, s3)
         raw = await e.memo_value(WINDOWS_MEMO, type_hint=RunWindows)
         assert raw == memo
     # a memo naming another execution, or another run, is not taken (a starter can set one)
-    e, memo = listed[0], await _windows(listed[0])
+    e, memo = listed[0], await _windows(client, listed[0].raw_info)
     assert memo is not None and own(memo, e.id, e.run_id) == memo
     assert own(memo.model_copy(update={"execution": "another"}), e.id, e.run_id) is None
     assert own(memo, "another-run", e.run_id) is None
