@@ -168,10 +168,11 @@ def reader_refs(spec: ToolSpec[Any], output: dict[str, JsonValue]) -> dict[str, 
 
 
 async def _heartbeat() -> None:
-    # Cancellation reaches a running activity only through heartbeats.
+    # Cancellation reaches a running activity only through heartbeats. The first one waits a
+    # beat: a call shorter than that (most) sends the server none, an RPC a step saved.
     while True:
-        activity.heartbeat()
         await asyncio.sleep(HEARTBEAT_EVERY_S)
+        activity.heartbeat()
 
 
 def refuse_unless_held(checked: ProbeReport) -> None:
