@@ -93,8 +93,8 @@ async def finished_runs(
 
 async def pages(client: Client, q: str) -> AsyncIterator[list[WorkflowExecutionInfo]]:
     """The listing's pages as the server sends them: the SDK's ``list_workflows`` decodes every
-    execution's search attributes and memo, which the report does not read (2 of 3 of its
-    time over 10,000 runs)."""
+    execution's search attributes and memo, which the report does not read (0.94 s of the
+    client's 1.30 s over 3,000 runs)."""
     token = b""
     while True:
         resp = await client.workflow_service.list_workflow_executions(
