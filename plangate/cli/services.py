@@ -14,8 +14,6 @@ import os
 import re
 from urllib.parse import urlsplit
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from temporalio.client import Client
 from temporalio.service import RPCError
 
@@ -62,6 +60,9 @@ async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
 
 def postgres_address(url: str) -> str:
     """``host:port`` of a libpq URL or conninfo string (never the password)."""
+    import psycopg  # here: the commands that reach no Postgres do not load it (70 ms)
+    from psycopg.conninfo import conninfo_to_dict
+
     try:
         info = conninfo_to_dict(url)
     except psycopg.ProgrammingError:
@@ -71,6 +72,9 @@ def postgres_address(url: str) -> str:
 
 
 async def check_postgres(world: WorldSettings) -> None:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
     url = world.database_url
     try:
         secret = conninfo_to_dict(url).get("password")
