@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -43,6 +45,8 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     # patch run-memo: the pending card in the run's memo (the card list reads it), then out;
     # the calls' windows put there as it ends (the staleness report reads them)
     "approved_run_memo": ("succeeded", E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED),
+    # patch card-clock: the card issued after a timer, so that its times replay the same
+    "approved_card_clock": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
     "rejected": ("failed", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
     "cancelled": ("cancelled", E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
     # a wait beside a card, both parked twice; the card approved in a later run
@@ -145,7 +149,7 @@ async def test_every_path_was_recorded():
     assert all(not any(m.marker_name == "core_patch" for m in (
         e.marker_recorded_event_attributes for e in load(p).events
         if e.event_type == E.EVENT_TYPE_MARKER_RECORDED)) for n, p in recorded.items()
-        if n not in ("halted_after_wait", "approved_run_memo"))
+        if n not in ("halted_after_wait", "approved_run_memo", "approved_card_clock"))
     # patch run-memo: the card put in the memo while it waited, then taken out; at the end,
     # the calls' windows
     memo = load(recorded["approved_run_memo"])
@@ -165,6 +169,24 @@ async def test_every_path_was_recorded():
     started = memo.events[0].workflow_execution_started_event_attributes
     assert json.loads(added.data)["execution"] == started.original_execution_run_id
     assert removed.metadata["encoding"] == b"binary/null"
+    # patch card-clock: a timer fired before the card went into the memo, none before it in
+    # approved_run_memo (the card issued at once)
+    clocked = load(recorded["approved_card_clock"]).events
+    patches = [json.loads(m.marker_recorded_event_attributes.details["patch-data"].payloads[0]
+                          .data)["id"] for m in clocked
+               if m.event_type == E.EVENT_TYPE_MARKER_RECORDED
+               and m.marker_recorded_event_attributes.marker_name == "core_patch"]
+    assert patches == ["truthful-end", "run-memo", "card-clock"]
+
+    def first(events: Sequence[HistoryEvent], kind: EventType.ValueType) -> int:
+        return next((e.event_id for e in events if e.event_type == kind), len(events) + 1)
+
+    carded = first(clocked, E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED)
+    fired = [e for e in clocked if e.event_type == E.EVENT_TYPE_TIMER_STARTED
+             and json.loads(e.user_metadata.summary.data) == "step 1 issues its approval card"]
+    assert len(fired) == 1 and fired[0].event_id < first(clocked, E.EVENT_TYPE_TIMER_FIRED) < carded
+    assert first(memo.events, E.EVENT_TYPE_TIMER_FIRED) > first(
+        memo.events, E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED)
     # the chain: each run after the first continued from the one before
     runs = [load(recorded[f"continued_as_new_run{i}"]) for i in (1, 2, 3)]
     for before, after in itertools.pairwise(runs):

@@ -31,6 +31,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+CARD_SETTLE = timedelta(milliseconds=1)
+
+
 async def approve(
     s: StepScope, base: Prepared, checked: Checked | None, resume: Parked | None = None
 ) -> Prepared | Attempt:
@@ -43,6 +46,7 @@ async def approve(
         if checked is None:
             record = _waiting_card(s)
         else:
+            await _settle(s)
             record = _publish(s, s.carry_version(base, checked), checked)
         refused = await _await_answer(s, record, cards)
         if refused is not None:
@@ -65,6 +69,16 @@ def _grant(s: StepScope, record: ApprovalRecord) -> ApprovalGrant | None:
     if answer is None or answer.proof is None:
         return None
     return ApprovalGrant(card=record.card, digest=record.digest, proof=answer.proof)
+
+
+async def _settle(s: StepScope) -> None:
+    """Up to a workflow task the history begins (a timer's): the card's times, which its digest
+    binds, are then what a replay computes too. Right after a local activity they need not be:
+    the SDK may resolve it in a later activation live than on replay (sdk-python#1881), and a
+    card issued there would replay with other times, its digest refusing the approver's answer
+    and the grant the tool verifies."""
+    if s.ctx.card_clock:
+        await workflow.sleep(CARD_SETTLE, summary=summaries.card(s.n, s.ctx.version))
 
 
 def _publish(s: StepScope, p: Prepared, checked: Checked) -> ApprovalRecord:

@@ -56,6 +56,8 @@ class VersionContext:
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False
+    # a card is issued after a timer (patch ``card-clock``): its times replay the same
+    card_clock: bool = False
 
     def over_bound(self) -> bool:
         """Whether steps must park now (decided once, at a deterministic point: the history's

@@ -31,6 +31,10 @@ TRUTHFUL_END = "truthful-end"
 # The run keeps in its memo the cards it waits on, for the card list, and at its end its calls'
 # windows, for the staleness report (runs begun before replay without: both read their reports).
 RUN_MEMO = "run-memo"
+# A card is issued after a workflow task boundary its history records (a timer): its times, in
+# its digest, are then the same when the run replays, whichever activation the SDK resolves a
+# local activity in (runs begun before issue them at once, as they did).
+CARD_CLOCK = "card-clock"
 
 _ERROR_TYPES = {
     RunStatus.HALTED: interface.HALTED_ERROR,
@@ -59,6 +63,7 @@ class PlanRunWorkflow:
         self._versions: asyncio.Task[RunInput | None] | None = None
         self._stopped_by_signal = False
         self._registered = False  # the namespace has the search attributes (the input says)
+        self._card_clock = False  # cards are issued after a timer (``CARD_CLOCK``)
         self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
         self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
 
@@ -115,6 +120,7 @@ class PlanRunWorkflow:
     async def run(self, inp: RunInput) -> RunReport:
         truthful = workflow.patched(TRUTHFUL_END)  # asked once, first (docs/versioning.md)
         memo = workflow.patched(RUN_MEMO)  # asked once, second
+        self._card_clock = workflow.patched(CARD_CLOCK)  # asked once, third
         self._registered = inp.search_attributes
         self._shown.begin(upserts=self._registered, memo=memo)
         if self._report.status is RunStatus.QUEUED:
@@ -174,6 +180,7 @@ class PlanRunWorkflow:
                 run_id=self._report.run_id, guarded=unguarded, version=0, plan_made_at=made_at,
                 report=self._report, key_tag=key_tag(), history=inp.history,
                 outage_patience=patience, submission=inp.submission,
+                card_clock=self._card_clock,
                 # the run's authority and policy are the first plan's, whatever a re-plan says
                 on_behalf_of=inp.plan.on_behalf_of, policy_bundle=inp.plan.policy_bundle,
             )
@@ -183,6 +190,7 @@ class PlanRunWorkflow:
                 run_id=self._report.run_id, guarded=unguarded, version=c.version,
                 plan_made_at=made_at, report=self._report, key_tag=c.key_tag,
                 history=inp.history, outage_patience=patience, submission=inp.submission,
+                card_clock=self._card_clock,
                 on_behalf_of=c.on_behalf_of, policy_bundle=c.policy_bundle,
                 bound=dict(c.bound), verified=dict(c.verified),
             )
@@ -290,6 +298,7 @@ class PlanRunWorkflow:
             history=prev.history, outage_patience=prev.outage_patience,
             on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
             bound=dict(prev.bound), verified=dict(prev.verified), submission=prev.submission,
+            card_clock=prev.card_clock,
         )
 
     def _crashed(self, e: Exception) -> None:

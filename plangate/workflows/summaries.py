@@ -113,6 +113,10 @@ def clock(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def card(n: int, version: int) -> str:
+    return f"{step_label(n, version)} issues its approval card"
+
+
 def approval_wait(n: int, version: int, until: datetime) -> str:
     return clip(f"waiting for an approver for {step_label(n, version)} until {clock(until)}")
 

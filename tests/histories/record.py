@@ -280,6 +280,8 @@ SCENARIOS: dict[str, Scenario] = {
     # patch run-memo: the card kept in the run's memo while it waits, then taken out; the
     # calls' windows put there as it ends
     "approved_run_memo": approved,
+    # patch card-clock: the card issued after a timer, its times the same on replay
+    "approved_card_clock": approved,
     "rejected": rejected,
     "cancelled": cancelled,
     "continued_as_new": continued_as_new,
