@@ -16,15 +16,16 @@ from plangate.probes.postgres import (
     RowcountArgs,
 )
 from plangate.probes.registry import ProbeContext, Verdict
-from plangate.world.pg import REGCLASS, ident
+from plangate.world.pg import REGCLASS, ident, reading
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
 
 
-async def _one(world: World, query: sql.Composable | str, params: tuple[Any, ...] = ()) -> Any:
-    pool = await world.pool()
-    async with pool.connection() as conn, conn.cursor() as cur:
+async def _one(
+    world: World, query: sql.SQL | sql.Composed | str, params: tuple[Any, ...] = ()
+) -> Any:
+    async with reading(world) as conn, conn.cursor() as cur:
         await cur.execute(query, params)
         row = await cur.fetchone()
         return None if row is None else row[0]
@@ -46,8 +47,7 @@ async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContex
     want = await asyncio.to_thread(world.files.sha256, ctx.run_id, args.source)
     if want is None:
         return Verdict(False, None, f"source file {args.source} is not there to compare with")
-    pool = await world.pool()
-    async with pool.connection() as conn, conn.cursor() as cur:
+    async with reading(world) as conn, conn.cursor() as cur:
         await cur.execute(
             "SELECT source_sha256, rows FROM plangate.loads WHERE target = %s", (args.table,)
         )

@@ -3,6 +3,7 @@ a tool acts in (under the authority of the principal its run acts for)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -85,6 +86,22 @@ async def as_worker(conn: psycopg.AsyncConnection[Any]) -> None:
     bookkeeping in a tool's transaction (a load's record in ``plangate.loads``), which the
     principal is not granted and need not be."""
     await conn.execute("SET LOCAL ROLE NONE")
+
+
+@asynccontextmanager
+async def reading(world: World) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A pooled connection for a probe's reads, each statement its own transaction (autocommit):
+    a read sees what READ COMMITTED would show it either way, and takes one round trip, not
+    three (BEGIN, the read, COMMIT). The connection goes back to the pool as it came."""
+    pool = await world.pool()
+    async with pool.connection() as conn:
+        await conn.set_autocommit(True)
+        try:
+            yield conn
+        finally:
+            # fails only on a broken connection, which the pool then discards
+            with contextlib.suppress(psycopg.Error):
+                await conn.set_autocommit(False)
 
 
 @asynccontextmanager
