@@ -138,11 +138,11 @@ async def test_a_guarded_chain_reads_around_each_call_not_in_between(client, set
     history = await events(client, rep.run_id)
     markers = [e for e in history if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
     # reads in the call are the baseline: the run asks no patch of its own for them, only
-    # the three every run asks first: truthful-end (issue 22), run-memo and card-clock (issue 23)
+    # the one every run asks first: baseline-23 (truthful-end, run-memo and card-clock)
     patch = [m.marker_recorded_event_attributes for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_patch"]
     assert [json.loads(p.details["patch-data"].payloads[0].data)["id"] for p in patch] == [
-        "truthful-end", "run-memo", "card-clock"]
+        "baseline-23"]
     local = [m for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_local_activity"]
     # the guards derived, with step 1's first read, in one local activity; every later read was

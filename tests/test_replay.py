@@ -47,6 +47,8 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "approved_run_memo": ("succeeded", E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED),
     # patch card-clock: the card issued after a timer, so that its times replay the same
     "approved_card_clock": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
+    # patch baseline-23: the three patches above asked as one marker
+    "approved_baseline_23": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
     "rejected": ("failed", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
     "cancelled": ("cancelled", E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
     # a wait beside a card, both parked twice; the card approved in a later run
@@ -149,7 +151,8 @@ async def test_every_path_was_recorded():
     assert all(not any(m.marker_name == "core_patch" for m in (
         e.marker_recorded_event_attributes for e in load(p).events
         if e.event_type == E.EVENT_TYPE_MARKER_RECORDED)) for n, p in recorded.items()
-        if n not in ("halted_after_wait", "approved_run_memo", "approved_card_clock"))
+        if n not in ("halted_after_wait", "approved_run_memo", "approved_card_clock",
+                     "approved_baseline_23"))
     # patch run-memo: the card put in the memo while it waited, then taken out; at the end,
     # the calls' windows
     memo = load(recorded["approved_run_memo"])
@@ -172,27 +175,54 @@ async def test_every_path_was_recorded():
     # patch card-clock: a timer fired before the card went into the memo, none before it in
     # approved_run_memo (the card issued at once)
     clocked = load(recorded["approved_card_clock"]).events
-    patches = [json.loads(m.marker_recorded_event_attributes.details["patch-data"].payloads[0]
-                          .data)["id"] for m in clocked
-               if m.event_type == E.EVENT_TYPE_MARKER_RECORDED
-               and m.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert patches == ["truthful-end", "run-memo", "card-clock"]
+    assert patch_ids(clocked) == ["truthful-end", "run-memo", "card-clock"]
 
     def first(events: Sequence[HistoryEvent], kind: EventType.ValueType) -> int:
         return next((e.event_id for e in events if e.event_type == kind), len(events) + 1)
 
-    carded = first(clocked, E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED)
-    fired = [e for e in clocked if e.event_type == E.EVENT_TYPE_TIMER_STARTED
-             and json.loads(e.user_metadata.summary.data) == "step 1 issues its approval card"]
-    assert len(fired) == 1 and fired[0].event_id < first(clocked, E.EVENT_TYPE_TIMER_FIRED) < carded
+    def card_timer_first(events: Sequence[HistoryEvent]) -> bool:
+        carded = first(events, E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED)
+        fired = [e for e in events if e.event_type == E.EVENT_TYPE_TIMER_STARTED
+                 and json.loads(e.user_metadata.summary.data) == "step 1 issues its approval card"]
+        return len(fired) == 1 and fired[0].event_id < first(
+            events, E.EVENT_TYPE_TIMER_FIRED) < carded
+
+    assert card_timer_first(clocked)
     assert first(memo.events, E.EVENT_TYPE_TIMER_FIRED) > first(
         memo.events, E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED)
+    # patch baseline-23: one marker, and one upsert of the SDK's TemporalChangeVersion, where
+    # the three patches took three; what they do is done all the same
+    baseline = load(recorded["approved_baseline_23"]).events
+    assert patch_ids(baseline) == ["baseline-23"]
+    assert change_versions(baseline) == [["baseline-23"]]
+    assert change_versions(clocked) == [
+        ["truthful-end"], ["run-memo", "truthful-end"], ["card-clock", "run-memo", "truthful-end"]]
+    assert card_timer_first(baseline)
+    assert [list(e.workflow_properties_modified_event_attributes.upserted_memo.fields)
+            for e in baseline if e.event_type == E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED] == [
+        ["plangate.cards"], ["plangate.cards"], ["plangate.windows"]]
     # the chain: each run after the first continued from the one before
     runs = [load(recorded[f"continued_as_new_run{i}"]) for i in (1, 2, 3)]
     for before, after in itertools.pairwise(runs):
         this = before.events[0].workflow_execution_started_event_attributes
         nxt = after.events[0].workflow_execution_started_event_attributes
         assert nxt.continued_execution_run_id == this.original_execution_run_id
+
+
+def patch_ids(events: Sequence[HistoryEvent]) -> list[str]:
+    """The patches a history's markers record, in order."""
+    return [json.loads(m.marker_recorded_event_attributes.details["patch-data"].payloads[0]
+                       .data)["id"] for m in events
+            if m.event_type == E.EVENT_TYPE_MARKER_RECORDED
+            and m.marker_recorded_event_attributes.marker_name == "core_patch"]
+
+
+def change_versions(events: Sequence[HistoryEvent]) -> list[list[str]]:
+    """What each upsert of TemporalChangeVersion (the SDK's, one a patch) set."""
+    return [json.loads(f["TemporalChangeVersion"].data) for f in (
+        e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        for e in events if e.event_type == E.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+        if "TemporalChangeVersion" in f]
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])

@@ -282,6 +282,8 @@ SCENARIOS: dict[str, Scenario] = {
     "approved_run_memo": approved,
     # patch card-clock: the card issued after a timer, its times the same on replay
     "approved_card_clock": approved,
+    # patch baseline-23: the three above in one marker
+    "approved_baseline_23": approved,
     "rejected": rejected,
     "cancelled": cancelled,
     "continued_as_new": continued_as_new,
