@@ -266,7 +266,7 @@ def runs_query(task_queue: str, status: RunStatus | None = None) -> str:
     found by its execution status."""
     from plangate.records import placement, visibility
 
-    q = f'WorkflowType = "PlanRun" AND {placement.visibility_clause(task_queue)}'
+    q = f'WorkflowType = "{PLAN_RUN}" AND {placement.visibility_clause(task_queue)}'
     if status is None:
         return q + ' AND ExecutionStatus != "ContinuedAsNew"'
     own = f"ExecutionStatus IN {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(

@@ -17,10 +17,10 @@ from temporalio.client import Client, WorkflowFailureError
 
 from plangate.client.api import ended_report
 from plangate.client.staleness import Finished, ToolStaleness, duration, plain
+from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause
 from plangate.records.report import RunReport
 from plangate.records.windows import WINDOWS_MEMO, RunWindows, own
-from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
 from plangate.world.settings import parse_duration
 
 FETCH_AT_ONCE = 32
@@ -34,7 +34,7 @@ def _stamp(t: datetime) -> str:
 def query(since: datetime, task_queue: str | None) -> str:
     """Runs closed after ``since``."""
     # a run that did not succeed fails its execution, with its report (``truthful-end``)
-    q = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus IN ("Completed", "Failed") '
+    q = (f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus IN ("Completed", "Failed") '
          f'AND CloseTime > "{_stamp(since)}"')
     if task_queue is not None:
         if '"' in task_queue or "\\" in task_queue:
