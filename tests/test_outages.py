@@ -11,6 +11,7 @@ session's), so no other test meets the outage.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -20,13 +21,14 @@ from typing import Any
 import psycopg
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from plangate.dev.stack import EmbeddedStack
 from plangate.records.report import RunReport
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
-from plangate.testing import attempts, running_worker, scheduled, stack_state
+from plangate.testing import attempts, history_events, running_worker, scheduled, stack_state
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import ModelSettings, Settings
@@ -63,6 +65,17 @@ def job_plan(job: str, **step: Any) -> dict[str, Any]:
     ]}
 
 
+def publish_plan(job: str, state: str, bucket: str, **post: Any) -> dict[str, Any]:
+    """Set the job to ``state`` (its post condition: done, with ``post``), then publish."""
+    return {"goal": "mark the job, then publish", "budget": {"replans_max": 2}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql",
+         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": state}},
+         "post": [{"probe": "job_state", "job_id": job, "want": "done", **post}]},
+        {"n": 2, "tool": "s3.put", "depends_on": [1],
+         "args": {"bucket": bucket, "key": "figures.txt", "body": "final figures"}},
+    ]}
+
+
 async def job_state(url: str, job: str) -> Any:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         cur = await conn.execute("SELECT state FROM plangate.jobs WHERE job_id = %s", (job,))
@@ -93,14 +106,7 @@ async def test_an_s3_outage_mid_run_holds_the_write_until_s3_is_back(client, out
     own, s = outage
     tag = uuid.uuid4().hex[:8]
     job, bucket = f"s3-{tag}", f"outage-{tag}"
-    plan = {"goal": "wait for the export, then publish", "budget": {"replans_max": 2}, "steps": [
-        {"n": 1, "tool": "warehouse.run_sql",
-         "args": {"statement": "set_job_state", "params": {"job_id": job, "state": "requested"}},
-         "post": [{"probe": "job_state", "job_id": job, "want": "done",
-                   "wait": {"timeout_s": 120, "interval_s": 1}}]},
-        {"n": 2, "tool": "s3.put", "depends_on": [1],
-         "args": {"bucket": bucket, "key": "figures.txt", "body": "final figures"}},
-    ]}
+    plan = publish_plan(job, "requested", bucket, wait={"timeout_s": 120, "interval_s": 1})
     world = World(s.world)
     await asyncio.to_thread(world.s3.create_bucket, Bucket=bucket)
     async with running_worker(client, s, world=world) as h:
@@ -119,6 +125,41 @@ async def test_an_s3_outage_mid_run_holds_the_write_until_s3_is_back(client, out
     assert (await scheduled(client, rep.run_id))["s3.put"] == 1
     body = await asyncio.to_thread(world.s3.get_object, Bucket=bucket, Key="figures.txt")
     assert body["Body"].read() == b"final figures"
+
+
+async def test_a_read_made_for_the_next_step_while_its_system_was_down_is_no_read(client, outage):
+    # Step 2's first read is made in step 1's activity, right after its call, while S3 is down:
+    # it could not answer. Step 2 reads again itself and waits for S3 like any read of a system
+    # that does not answer; the read that could not answer never counts as a failed pre condition.
+    own, s = outage
+    tag = uuid.uuid4().hex[:8]
+    job, bucket = f"fused-{tag}", f"fused-{tag}"
+    plan = publish_plan(job, "done", bucket)
+    world = World(s.world)
+    await asyncio.to_thread(world.s3.create_bucket, Bucket=bucket)
+    async with running_worker(client, s, world=world) as h:
+        await own.stop_service("s3")
+        try:
+            handle = await h.start(plan)
+            await until(handle, 2, "s3 did not answer")
+            assert (await scheduled(client, handle.id)).get("s3.put", 0) == 0
+        finally:
+            await own.start_service("s3")
+        rep = await asyncio.wait_for(handle.result(), 90)
+    assert rep.status == "succeeded" and rep.replans_used == 0 and rep.plan_version == 1
+    calls = await scheduled(client, rep.run_id)
+    assert calls["warehouse.run_sql"] == 1 and calls["s3.put"] == 1
+    body = await asyncio.to_thread(world.s3.get_object, Bucket=bucket, Key="figures.txt")
+    assert body["Body"].read() == b"final figures"
+    # the read in step 1's call asked S3 for step 2 (and could not reach it)
+    fused = [json.loads(p.data) for e in await history_events(client, rep.run_id)
+             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+             for p in e.activity_task_completed_event_attributes.result.payloads]
+    after = fused[0]["after"]["results"]
+    assert [r["outcome"] for r in after] == ["holds", "unknown", "unknown"]
+    assert all(r["unreachable"] for r in after[1:])
+    down = [r for c in rep.step(2).checks for r in c.results if r.outcome == "unknown"]
+    assert down and all(r.unreachable for r in down)
 
 
 async def test_past_the_patience_the_step_halts_and_nothing_is_re_planned(client, outage):

@@ -29,6 +29,13 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+# A read made for the step before it begins (in the step before's call, with the guards) in
+# which a probe could not answer is no read: the step reads itself, and waits for a system that
+# does not answer. Runs begun before took it for a failed pre condition. Asked only where it
+# matters, so a run records it only then (docs/versioning.md).
+UNKNOWN_PREFETCH = "unknown-prefetch"
+
+
 async def probe(
     s: StepScope,
     phase: Phase,
@@ -111,6 +118,8 @@ async def check_before(
         return Checked([])
     phase = again or (Phase.SKIP_PRE if done else Phase.PRE)
     fused = ctx.prefetched.pop(s.n, None)
+    if fused is not None and fused[1].unknown and workflow.patched(UNKNOWN_PREFETCH):
+        fused = None  # a probe there could not answer: no read; the step reads (and waits) itself
     answer: ProbeReport | Failed | Unknown
     if again is None and fused is not None and fused[0] == [c.key() for c in first]:
         # read with the post check of the step before, nothing having run in between
