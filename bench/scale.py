@@ -49,11 +49,11 @@ from plangate.client import reporting
 from plangate.client.api import Plangate, runs_query
 from plangate.client.connection import connect
 from plangate.records.approvals import CardStatus
+from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause
 from plangate.records.report import RunStatus
 from plangate.records.signing import SigningKey
 from plangate.testing import approver_env, embedded_stack, s3_client
-from plangate.workflows.plan_run import PLAN_RUN_WORKFLOW
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.crash_harness import ROOT, WorkerProcess
 
@@ -265,7 +265,7 @@ class Scale:
         out = [f"card list (pending_approvals), {label}: {s:.2f} s ({cards}{cut}{gone})"
                "   goal <= 1 s"]
         queue = self.api.settings.temporal.task_queue
-        every_open = (f'WorkflowType="{PLAN_RUN_WORKFLOW}" AND ExecutionStatus="Running" '
+        every_open = (f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus="Running" '
                       f"AND {visibility_clause(queue)}")
         s, runs = await median(partial(listed, self.api, every_open))
         out.append(f"  beside it, one visibility list of every open run (no report read): "

@@ -156,10 +156,7 @@ async def test_every_path_was_recorded():
     # patch run-memo: the card put in the memo while it waited, then taken out; at the end,
     # the calls' windows
     memo = load(recorded["approved_run_memo"])
-    names = [m.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
-             for m in memo.events if m.event_type == E.EVENT_TYPE_MARKER_RECORDED
-             and m.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert [json.loads(n)["id"] for n in names] == ["truthful-end", "run-memo"]
+    assert patch_ids(memo.events) == ["truthful-end", "run-memo"]
     modified = [e.workflow_properties_modified_event_attributes.upserted_memo.fields
                 for e in memo.events if e.event_type == E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED]
     assert [list(f) for f in modified] == [

@@ -23,7 +23,6 @@ with workflow.unsafe.imports_passed_through():
     from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
     from plangate.workflows.showing import Shown
 
-PLAN_RUN_WORKFLOW = "PlanRun"  # the workflow type, as Temporal visibility lists it
 
 # A run that did not succeed fails its execution, the report in the failure's details (runs
 # begun before take the old path on replay: they completed with every report).
@@ -55,7 +54,7 @@ def _patches() -> tuple[bool, bool, bool]:
     return workflow.patched(TRUTHFUL_END), workflow.patched(RUN_MEMO), workflow.patched(CARD_CLOCK)
 
 
-@workflow.defn(name=PLAN_RUN_WORKFLOW)
+@workflow.defn(name=interface.PLAN_RUN)  # the type visibility lists
 class PlanRunWorkflow:
     @workflow.init
     def __init__(self, inp: RunInput) -> None:

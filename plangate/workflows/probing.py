@@ -118,7 +118,9 @@ async def check_before(
         return Checked([])
     phase = again or (Phase.SKIP_PRE if done else Phase.PRE)
     fused = ctx.prefetched.pop(s.n, None)
-    if fused is not None and fused[1].unknown and workflow.patched(UNKNOWN_PREFETCH):
+    if again is None and fused is not None and fused[1].unknown and workflow.patched(
+        UNKNOWN_PREFETCH
+    ):
         fused = None  # a probe there could not answer: no read; the step reads (and waits) itself
     answer: ProbeReport | Failed | Unknown
     if again is None and fused is not None and fused[0] == [c.key() for c in first]:
