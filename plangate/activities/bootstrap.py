@@ -6,7 +6,9 @@ demo systems are on).
   of one run (``owner``: the run that set it) or of the outside world (``owner`` NULL), so no run
   satisfies another's wait;
 - ``plangate.loads``: what each ``warehouse.load`` put in its target (the source's SHA-256 and
-  its data-row count), written in the load's own transaction, read by ``table_loaded_from``.
+  its data-row count), written in the load's own transaction, read by ``table_loaded_from``;
+- ``plangate.effects``: the effect ledger (``world.ledger``), a row per call of a ``write``,
+  ``external`` or ``money`` tool, written by the tool's activity.
 
 A worker creates them when it starts (``ensure_schema``), unless its role may not: then
 ``plangate setup`` creates them once, as their owner, and the worker, started with
@@ -45,6 +47,29 @@ CREATE TABLE IF NOT EXISTS plangate.loads (
     idempotency_key text NOT NULL,
     loaded_at timestamptz NOT NULL DEFAULT now()
 );
+
+CREATE TABLE IF NOT EXISTS plangate.effects (
+    idempotency_key text PRIMARY KEY,
+    run_id text NOT NULL,
+    step integer NOT NULL,
+    plan_version integer NOT NULL,
+    tool text NOT NULL,
+    args_sha256 text NOT NULL,
+    effect text NOT NULL,
+    principal text,
+    amount numeric,
+    card_digest text,
+    approver text,
+    state text NOT NULL CHECK (state IN ('intent', 'done', 'failed', 'unknown')),
+    attempts integer NOT NULL DEFAULT 1,
+    output jsonb,
+    detail text NOT NULL DEFAULT '',
+    intent_at timestamptz NOT NULL DEFAULT now(),
+    outcome_at timestamptz
+);
+CREATE UNIQUE INDEX IF NOT EXISTS effects_card ON plangate.effects (card_digest)
+    WHERE card_digest IS NOT NULL;
+CREATE INDEX IF NOT EXISTS effects_run ON plangate.effects (run_id);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one

@@ -25,7 +25,7 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from plangate.activities import metrics
+from plangate.activities import effects, metrics
 from plangate.activities.extensions import registry_for
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import CallContext, ToolSpec
@@ -41,6 +41,7 @@ from plangate.records.calls import (
     ToolResult,
 )
 from plangate.records.proofs import grant_refusal, submission_refusal
+from plangate.world import ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.paths import PathOutsideWorkdir
@@ -218,6 +219,8 @@ async def read_after(
 def _make(
     spec: ToolSpec[Any], world: World, policy: PolicySettings, probes: ProbeActivities
 ) -> Callable[[ToolCall], Any]:
+    recorded = effects.ledgered(spec)
+
     async def run_tool(call: ToolCall) -> ToolResult:
         ctx = CallContext(
             call.step.run_id, call.step.n, call.idempotency_key,
@@ -225,11 +228,17 @@ def _make(
         )
         beat = asyncio.create_task(_heartbeat())
         checked = after = None
+        opened = False
         try:
             refuse_superseded_policy(call, policy.policy_bundle)
             refuse_unproven(spec, call, policy)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
+            if recorded:
+                answered = await effects.open_effect(world, probes, spec, call)
+                if answered is not None:
+                    return await _from_ledger(probes, spec, call, answered)
+                opened = True
             if call.check:
                 checked = await _read(probes, call, call.check, [], None)
                 refuse_unless_held(checked)
@@ -237,15 +246,24 @@ def _make(
                 "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
                 "plangate.plan_version": call.step.plan_version, "plangate.tool": spec.name,
             }):
-                started = datetime.now(UTC)
-                output = bounded(await spec.fn(args, world, ctx))
-                finished = datetime.now(UTC)
+                token = ledger.in_effect(call.idempotency_key) if opened else None
+                try:
+                    started = datetime.now(UTC)
+                    output = bounded(await spec.fn(args, world, ctx))
+                    finished = datetime.now(UTC)
+                finally:
+                    if token is not None:
+                        ledger.reset(token)
+            if opened:
+                await effects.close_effect(world, spec, call.idempotency_key, output)
             refs = reader_refs(spec, output)
             after = await read_after(probes, spec, call, refs)
         except asyncio.CancelledError:
             raise
         except Exception as e:
             error = classify(e, spec.name)
+            if opened:
+                await effects.close_effect(world, spec, call.idempotency_key, None, error)
             metrics.tool_call(spec.name, error.status)
             raise as_application_error(error) from e
         finally:
@@ -261,10 +279,25 @@ def _make(
             refs=refs,
             checked=checked,
             after=after,
+            ledger="recorded" if opened else "",
         )
 
     run_tool.__name__ = run_tool.__qualname__ = "tool_" + spec.name.replace(".", "_")
     return activity.defn(name=spec.name)(run_tool)
+
+
+async def _from_ledger(
+    probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall, answered: effects.Answered
+) -> ToolResult:
+    """A key the ledger has done: its answer, the tool not called. The read after is made as
+    after any call (the post conditions judge the world, never the ledger)."""
+    e = answered.entry
+    refs = reader_refs(spec, answered.output)
+    after = await read_after(probes, spec, call, refs)
+    return ToolResult(
+        output=answered.output, started_at=e.intent_at, finished_at=e.outcome_at or e.intent_at,
+        attempt=activity.info().attempt, refs=refs, after=after, ledger="answered",
+    )
 
 
 def tool_activities(

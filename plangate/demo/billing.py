@@ -290,6 +290,7 @@ async def cancel_subscription(
     ),
     reader=CREDIT_READER,
     writes=(Writes("table", name="demo.credits"),),
+    amount="amount_eur",
 )
 async def issue_credit(args: CreditArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     """Credits the account: ``applied_to`` is ``account`` when the customer record is closed,

@@ -95,6 +95,8 @@ class ToolInfo:
     reads: tuple[Reads, ...] = ()  # the arguments that name what it reads (plans.scope)
     # every call of it waits for a person, whatever the plan or the deployment says
     approval: bool = False
+    # the argument that holds the amount it moves (money): recorded in the effect ledger
+    amount: str | None = None
 
 
 @dataclass(frozen=True)

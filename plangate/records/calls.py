@@ -115,10 +115,14 @@ class ToolResult(Model):
     refs: dict[str, JsonValue] = Field(default_factory=dict)
     checked: ProbeReport | None = None  # ``ToolCall.check``, read just before the tool acted
     after: ProbeReport | None = None  # ``ToolCall.after``, read just after it returned
+    # The effect ledger's word (``world.ledger``): "recorded", this call's effect has its row
+    # (keyed by the call's idempotency key); "answered", the key was done already and the
+    # answer is the ledger's: the tool was not called. "": a read, not recorded.
+    ledger: str = ""
 
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _lean(handler(self), ("refs", "checked", "after"))
+        return _lean(handler(self), ("refs", "checked", "after", "ledger"))
 
 
 _EMPTY: tuple[object, ...] = (None, False, "", [], {})

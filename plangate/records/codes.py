@@ -37,6 +37,14 @@ CODES: dict[str, Code] = {
     # refused by the tool's activity before it acts: the call needs a person's approval and
     # carries no valid proof of one
     "approval_missing": Code(403, False, "the call needs an approver's proven approval"),
+    # the approval the call carries was consumed by another effect (the effect ledger): an
+    # approval pays once
+    "approval_consumed": Code(403, False, "the approval was consumed by another effect"),
+    # the effect ledger holds an intent under this key with no outcome, and the tool has no
+    # reader by key to tell whether it acted: not called again, a person decides
+    "outcome_unknown": Code(
+        500, False, "an earlier call under this key may have acted", may_have_acted=True
+    ),
     # the plan a run was started with does not pass the deployment's own check
     "bad_plan": Code(400, False, "the plan does not pass this deployment's check"),
     # the worker's disk (its work directory) is full: the write failed part way and left

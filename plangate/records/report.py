@@ -179,6 +179,14 @@ class Refusal(Model):
     code: str
 
 
+class LedgerLink(Model):
+    """The effect ledger's row of a step's call (``plangate ledger RUN``): its idempotency key,
+    and whether the answer came from the ledger (the key was done already; not called)."""
+
+    key: str
+    answered: bool = False
+
+
 class StepReport(Model):
     n: int
     tool: str
@@ -198,6 +206,7 @@ class StepReport(Model):
     cancel_outcome: CancelOutcome | None = None  # the call was in flight when the run stopped
     refusals: list[Refusal] = Field(default_factory=list)
     transitions: list[Transition] = Field(default_factory=list)
+    ledger: LedgerLink | None = None  # a write, external or money call's row in the ledger
 
 
 class FailureRecord(Model):

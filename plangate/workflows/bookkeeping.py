@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.report import (
         RESULTS_BUDGET,
         CheckRecord,
+        LedgerLink,
         Phase,
         Refusal,
         RunReport,
@@ -101,6 +102,12 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult, attempt:
     if t.staleness_ms is not None:
         report.sample("plan_to_use_ms", t.staleness_ms)
     metrics.windows(rep.tool, t.check_to_use_ms, t.staleness_ms)
+
+
+def record_ledger(rep: StepReport, key: str, word: str) -> None:
+    """The call's row in the effect ledger, as the tool's activity said (``ToolResult.ledger``)."""
+    if word:
+        rep.ledger = LedgerLink(key=key, answered=word == "answered")
 
 
 def count_answer(

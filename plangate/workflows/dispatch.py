@@ -93,6 +93,7 @@ async def execute(
             return Unknown(route(s.situation(Kind.OUTCOME_UNKNOWN)), failure, absent)
         case calls.Called(result=result):
             bookkeeping.record_call(ctx.report, s.rep, result, s.attempt)
+            bookkeeping.record_ledger(s.rep, p.key, result.ledger)
             bookkeeping.record_result(ctx.report, s.rep, result.output)
             s.set_state(StepState.VERIFYING)
             first = None

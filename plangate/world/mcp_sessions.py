@@ -17,10 +17,11 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from mcp import Client
+    from mcp_types import RequestParamsMeta
 
     from plangate.world.clients import World
 
@@ -60,6 +61,10 @@ class ListedTool:
     read_only: bool | None  # the server's readOnlyHint; None: it says nothing
 
 
+# where a guarded call's idempotency key travels to an MCP server (``_meta``)
+IDEMPOTENCY_META = "io.plangate/idempotency-key"
+
+
 class ServerDown(ConnectionError):
     """The MCP server did not start, did not answer, or went away."""
 
@@ -78,12 +83,19 @@ class McpSessions:
     def __init__(self, servers: Mapping[str, ServerAddress]) -> None:
         self._links = {name: _Link(address) for name, address in servers.items()}
 
-    async def call(self, server: str, tool: str, args: Mapping[str, Any]) -> ToolAnswer:
+    async def call(
+        self, server: str, tool: str, args: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> ToolAnswer:
+        """``idempotency_key``: sent in the request's ``_meta`` (``IDEMPOTENCY_META``), for a
+        server that can dedupe; plangate's own ledger never counts on it."""
         link = self._links[server]
         client = await link.client()
+        # RequestParamsMeta is a TypedDict open to other keys on the wire (``_meta``)
+        meta = (cast("RequestParamsMeta", {IDEMPOTENCY_META: idempotency_key})
+                if idempotency_key is not None else None)
         try:
             result = await client.call_tool(
-                tool, dict(args), read_timeout_seconds=link.address.timeout_s
+                tool, dict(args), read_timeout_seconds=link.address.timeout_s, meta=meta
             )
         except Exception as e:
             raise await link.failed(client, e) from e

@@ -13,6 +13,7 @@ from psycopg import sql
 from psycopg_pool import PoolTimeout
 
 from plangate.plans.scope import table_parts
+from plangate.world import ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 
@@ -109,8 +110,14 @@ async def tool_transaction(
     world: World, on_behalf_of: str | None
 ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """A pooled connection in one transaction that runs as ``on_behalf_of`` (``act_as``) from
-    its first statement. Every tool that acts on Postgres opens its transaction here."""
+    its first statement. Every tool that acts on Postgres opens its transaction here. A call
+    the effect ledger records marks its row done in this same transaction, as the worker's
+    role, just before it commits (``world.ledger.in_effect``)."""
     pool = await world.pool()
     async with pool.connection() as conn, conn.transaction():
         await act_as(conn, on_behalf_of)
         yield conn
+        mark = ledger.pending_in_effect()
+        if mark is not None:
+            await as_worker(conn)
+            await mark(conn)

@@ -46,7 +46,7 @@ def tool_spec(servers: McpServers, server: str, name: str, decl: ToolDecl) -> To
         template = decl.call if decl.call is not None else {k: f"{{{k}}}" for k in values}
         sent = fill_arguments(template, values)
         try:
-            answer = await servers.on(world).call(server, decl.tool, sent)
+            answer = await servers.on(world).call(server, decl.tool, sent, ctx.idempotency_key)
         except ServerDown as e:
             raise ToolError("unavailable", f"{name}: {e}"[:DETAIL_MAX]) from e
         except ServerRefused as e:

@@ -62,6 +62,7 @@ def tool(
     version: VersionBinding | None = None,
     reads: tuple[Reads, ...] = (),
     approval: bool = False,
+    amount: str | None = None,
 ) -> Callable[[ToolFn[A]], ToolFn[A]]:
     def register(fn: ToolFn[A]) -> ToolFn[A]:
         if name in TOOLS:
@@ -71,7 +72,7 @@ def tool(
             )
         TOOLS[name] = ToolSpec(
             name, args, effect, contract or Contract(), reader, writes, version, reads,
-            approval, fn=fn,
+            approval, amount, fn=fn,
         )
         return fn
 

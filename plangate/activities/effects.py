@@ -1,0 +1,167 @@
+"""The effect ledger at the call (``world.ledger``): what a tool's activity does before and after
+a tool of effect ``write``, ``external`` or ``money`` acts.
+
+Before: its intent is committed (``open_effect``). A key the ledger already has is resolved
+here, whoever scheduled the call again (an activity retry, a ``temporal workflow reset``, a
+worker of someone else's):
+
+- ``done``: answered from the ledger; the tool is not called;
+- an intent without an outcome (the worker died, the answer was lost): read back through the
+  tool's reader by key where it has one (found: done, answered; certainly absent: the call goes
+  ahead under the same key); a ``write`` without such a reader goes ahead, guarded as every
+  write is by its check at the call and the version it carries; a ``money`` or ``external`` call
+  without one is not called again (``outcome_unknown``: the step halts for a person).
+
+After: its outcome (``close_effect``); a tool that acts in the deployment's Postgres has its row
+marked done in its own transaction (``world.ledger.in_effect``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import psycopg
+from pydantic import JsonValue
+from temporalio import activity
+
+from plangate.activities.probe_activity import ProbeActivities
+from plangate.activities.tools.registry import ToolSpec
+from plangate.plans.model import Condition, Effect
+from plangate.records.calls import Outcome, ProbeRequest, ToolCall
+from plangate.world import ledger
+from plangate.world.clients import World
+from plangate.world.errors import ToolError
+
+LEDGERED = frozenset({Effect.WRITE, Effect.EXTERNAL, Effect.MONEY})
+
+
+def ledgered(spec: ToolSpec[Any]) -> bool:
+    return spec.effect in LEDGERED
+
+
+def args_sha256(args: dict[str, JsonValue]) -> str:
+    data = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def _amount(spec: ToolSpec[Any], args: dict[str, JsonValue]) -> Decimal | None:
+    value = args.get(spec.amount) if spec.amount else None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        return None
+
+
+def intent_of(spec: ToolSpec[Any], call: ToolCall) -> ledger.Intent:
+    """The row a call's intent writes: what the activity was handed and verified, never a
+    plan's description of it."""
+    grant = call.approval
+    return ledger.Intent(
+        key=call.idempotency_key, run_id=call.step.run_id, step=call.step.n,
+        plan_version=call.step.plan_version, tool=spec.name,
+        args_sha256=args_sha256(call.step.args), effect=spec.effect.value,
+        principal=call.on_behalf_of, amount=_amount(spec, call.step.args),
+        card_digest=grant.digest if grant is not None else None,
+        approver=grant.proof.approver if grant is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The effect is done already: what it returned (or what its record reads), with its row."""
+
+    output: dict[str, JsonValue]
+    entry: ledger.Entry
+
+
+async def open_effect(
+    world: World, probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall
+) -> Answered | None:
+    """None: the intent is recorded and the tool may act. ``Answered``: it must not."""
+    begun = await ledger.begin(world, intent_of(spec, call))
+    if begun.fresh:
+        return None
+    entry = begun.entry
+    if entry.state is ledger.State.DONE:
+        if entry.output is not None:
+            return Answered(entry.output, entry)
+        # done with the effect's own commit, its answer lost: the record, where it can be read
+        found = await _read_back(probes, spec, call) if _reads_by_key(spec) else None
+        return Answered(found if isinstance(found, dict) else {}, entry)
+    return await _unresolved(world, probes, spec, call, entry)
+
+
+def _reads_by_key(spec: ToolSpec[Any]) -> bool:
+    return spec.reader is not None and spec.reader.by_key
+
+
+async def _unresolved(
+    world: World, probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall,
+    entry: ledger.Entry,
+) -> Answered | None:
+    key = call.idempotency_key
+    if _reads_by_key(spec):
+        found = await _read_back(probes, spec, call)
+        if found is not None:
+            output = found if isinstance(found, dict) else {}
+            await ledger.settle(world, key, ledger.State.DONE, output, "read back by key")
+            return Answered(output, entry)
+        await ledger.again(world, key)
+        return None
+    if spec.effect is Effect.WRITE:
+        # a write goes again only through its check at the call and the version it carries
+        await ledger.again(world, key)
+        return None
+    raise ToolError(
+        "outcome_unknown",
+        f"{spec.name}: not called again: the effect ledger holds its intent under {key} "
+        f"({entry.state.value} since {entry.intent_at.isoformat()}, attempt "
+        f"{entry.attempts}) with no outcome, and {spec.name} has no reader by key to tell "
+        "whether it acted",
+    )
+
+
+async def _read_back(
+    probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall
+) -> JsonValue | None:
+    """The record the call makes, read by its key: the record (found), None (certainly
+    absent). A reader that cannot answer: the tool does not act now (the step tries again)."""
+    req = ProbeRequest(step=call.step, conditions=[Condition(probe="effect_recorded")],
+                       idempotency_key=call.idempotency_key)
+    result = (await probes.read(req)).results[0]
+    if result.outcome is Outcome.HOLDS:
+        return result.observed if result.observed is not None else {}
+    if result.outcome is Outcome.VIOLATED:
+        return None
+    raise ToolError(
+        "system_unavailable",
+        f"{spec.name}: not called: an earlier call under {call.idempotency_key} has no outcome "
+        f"in the effect ledger and its record could not be read: {result.detail}"[:500],
+    )
+
+
+async def close_effect(
+    world: World, spec: ToolSpec[Any], key: str, output: dict[str, JsonValue] | None,
+    error: ToolError | None = None,
+) -> None:
+    """The outcome, once the tool returned or raised. The tool may have acted: nothing here
+    fails the call; a row left ``intent`` is read back or halted the next time its key comes."""
+    if error is None:
+        state, detail = ledger.State.DONE, ""
+    elif error.may_have_acted:
+        state, detail = ledger.State.UNKNOWN, error.detail
+    else:
+        state, detail = ledger.State.FAILED, error.detail
+    try:
+        await ledger.settle(world, key, state, output, detail)
+    except (psycopg.Error, OSError, TimeoutError):
+        activity.logger.warning(
+            "the effect ledger did not take the outcome of %s (%s): left as intent",
+            spec.name, key, exc_info=True,
+        )

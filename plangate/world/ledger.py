@@ -1,0 +1,290 @@
+"""The effect ledger: plangate's own record of every effect it causes, ``plangate.effects``.
+
+One row per tool call of effect ``write``, ``external`` or ``money``, keyed by the call's
+idempotency key, written by the tool's activity and never by a plan. Its intent commits before
+the tool acts, its outcome after; where the tool acts in the deployment's Postgres
+(``world.pg.tool_transaction``) the outcome commits in the effect's own transaction
+(``in_effect``), so there is no instant at which one is in the world and not the other.
+
+A row's state:
+
+- ``intent``: the call was about to act (or is acting); no outcome is known;
+- ``done``: it acted; ``output`` is what it returned (NULL where the outcome committed with the
+  effect and the process died before the answer was written);
+- ``failed``: it raised a failure that leaves nothing behind (it certainly did not act);
+- ``unknown``: it raised a failure after which it may have acted.
+
+A key already ``done`` is answered from here and the tool is not called again; an ``intent``
+or ``unknown`` key is the caller's to resolve (``activities.effects``). An approval's card is
+consumed by the first effect that carries it (a unique index on ``card_digest``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import PoolTimeout
+from pydantic import JsonValue
+
+from plangate.world.clients import World
+from plangate.world.errors import ToolError
+
+DETAIL_MAX = 500
+
+
+class State(StrEnum):
+    INTENT = "intent"
+    DONE = "done"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a call is about to do, as its activity knows it (never as a plan says it)."""
+
+    key: str
+    run_id: str
+    step: int
+    plan_version: int
+    tool: str
+    args_sha256: str
+    effect: str
+    principal: str | None = None
+    amount: Decimal | None = None
+    card_digest: str | None = None
+    approver: str | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A row of the ledger."""
+
+    key: str
+    run_id: str
+    step: int
+    plan_version: int
+    tool: str
+    args_sha256: str
+    effect: str
+    principal: str | None
+    amount: Decimal | None
+    card_digest: str | None
+    approver: str | None
+    state: State
+    attempts: int
+    output: dict[str, JsonValue] | None
+    detail: str
+    intent_at: datetime
+    outcome_at: datetime | None
+
+    def as_json(self) -> dict[str, JsonValue]:
+        return {
+            "idempotency_key": self.key, "run_id": self.run_id, "step": self.step,
+            "plan_version": self.plan_version, "tool": self.tool,
+            "args_sha256": self.args_sha256, "effect": self.effect,
+            "principal": self.principal,
+            "amount": None if self.amount is None else str(self.amount),
+            "card_digest": self.card_digest, "approver": self.approver,
+            "state": self.state.value, "attempts": self.attempts, "output": self.output,
+            "detail": self.detail, "intent_at": self.intent_at.isoformat(),
+            "outcome_at": None if self.outcome_at is None else self.outcome_at.isoformat(),
+        }
+
+
+_COLUMNS = (
+    "idempotency_key, run_id, step, plan_version, tool, args_sha256, effect, principal, amount, "
+    "card_digest, approver, state, attempts, output, detail, intent_at, outcome_at"
+)
+
+_INSERT = f"""
+INSERT INTO plangate.effects (idempotency_key, run_id, step, plan_version, tool, args_sha256,
+    effect, principal, amount, card_digest, approver, state)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'intent')
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING {_COLUMNS}
+"""
+_LOCKED = f"SELECT {_COLUMNS} FROM plangate.effects WHERE idempotency_key = %s FOR UPDATE"
+_AGAIN = f"""
+UPDATE plangate.effects SET state = 'intent', attempts = attempts + 1, intent_at = now(),
+    outcome_at = NULL, detail = '', card_digest = coalesce(card_digest, %s),
+    approver = coalesce(approver, %s)
+WHERE idempotency_key = %s RETURNING {_COLUMNS}
+"""
+_CONSUMED = "SELECT idempotency_key FROM plangate.effects WHERE card_digest = %s"
+_OUTCOME = """
+UPDATE plangate.effects SET state = %s, output = coalesce(%s, output), detail = %s,
+    outcome_at = coalesce(outcome_at, now())
+WHERE idempotency_key = %s
+"""
+# in the effect's own transaction: done when it commits, nothing when it rolls back
+_DONE_IN_EFFECT = """
+UPDATE plangate.effects SET state = 'done', outcome_at = now()
+WHERE idempotency_key = %s AND state = 'intent'
+"""
+
+
+def _entry(row: dict[str, Any]) -> Entry:
+    return Entry(
+        key=row["idempotency_key"], run_id=row["run_id"], step=row["step"],
+        plan_version=row["plan_version"], tool=row["tool"], args_sha256=row["args_sha256"],
+        effect=row["effect"], principal=row["principal"], amount=row["amount"],
+        card_digest=row["card_digest"], approver=row["approver"], state=State(row["state"]),
+        attempts=row["attempts"], output=row["output"], detail=row["detail"],
+        intent_at=row["intent_at"], outcome_at=row["outcome_at"],
+    )
+
+
+def unavailable(e: Exception, what: str) -> ToolError:
+    """The ledger cannot be written: the tool does not act. ``system_unavailable``: nothing was
+    sent, so the step waits for Postgres as it waits for any system (an outage)."""
+    return ToolError("system_unavailable", f"the effect ledger: {what}: {e}"[:DETAIL_MAX])
+
+
+_LEDGER_DOWN = (PoolTimeout, psycopg.OperationalError,
+                psycopg.errors.IdleInTransactionSessionTimeout)
+
+
+@dataclass(frozen=True)
+class Begun:
+    """What ``begin`` found: ``fresh`` an intent it wrote now (or again, after a failure that
+    left nothing behind); else the row as it stood, for the caller to resolve."""
+
+    entry: Entry
+    fresh: bool
+
+
+async def begin(world: World, intent: Intent) -> Begun:
+    """The call's intent, committed before it acts; or the row its key already has (locked
+    while this transaction decides). A card already consumed by another key, or the key used
+    with other arguments, is refused here: nothing acts."""
+    try:
+        pool = await world.pool()
+        async with pool.connection() as conn, conn.transaction():
+            cur = conn.cursor(row_factory=dict_row)
+            if intent.card_digest is not None:
+                await cur.execute(_CONSUMED, (intent.card_digest,))
+                used = await cur.fetchone()
+                if used is not None and used["idempotency_key"] != intent.key:
+                    raise _consumed(intent, used["idempotency_key"])
+            try:
+                async with conn.transaction():  # a savepoint: a lost race on the card is ours
+                    await cur.execute(_INSERT, (
+                        intent.key, intent.run_id, intent.step, intent.plan_version,
+                        intent.tool, intent.args_sha256, intent.effect, intent.principal,
+                        intent.amount, intent.card_digest, intent.approver,
+                    ))
+                    row = await cur.fetchone()
+            except psycopg.errors.UniqueViolation:
+                raise _consumed(intent, "another call") from None
+            if row is not None:
+                return Begun(_entry(row), fresh=True)
+            await cur.execute(_LOCKED, (intent.key,))
+            row = await cur.fetchone()
+            if row is None:  # taken out between the two statements: the operator's delete
+                raise ToolError("system_unavailable", "the effect ledger lost the row of "
+                                f"{intent.key} while it was read; try again")
+            prior = _entry(row)
+            if prior.args_sha256 != intent.args_sha256 or prior.tool != intent.tool:
+                raise ToolError(
+                    "idempotency_conflict",
+                    f"{intent.tool}: the idempotency key {intent.key} is recorded for "
+                    f"{prior.tool} with other arguments; not called",
+                )
+            if prior.state is State.FAILED:
+                await cur.execute(_AGAIN, (intent.card_digest, intent.approver, intent.key))
+                again = await cur.fetchone()
+                if again is not None:
+                    return Begun(_entry(again), fresh=True)
+            return Begun(prior, fresh=False)
+    except _LEDGER_DOWN as e:
+        raise unavailable(e, "the intent was not recorded") from e
+
+
+def _consumed(intent: Intent, other: str) -> ToolError:
+    return ToolError(
+        "approval_consumed",
+        f"not called: the approval of step {intent.step} ({intent.tool}) was consumed by "
+        f"the effect {other}; an approval pays once",
+    )
+
+
+async def again(world: World, key: str) -> None:
+    """An intent without an outcome whose call certainly did not act (read back: absent):
+    the call goes ahead under it, one attempt more."""
+    try:
+        pool = await world.pool()
+        async with pool.connection() as conn:
+            await conn.execute(
+                "UPDATE plangate.effects SET attempts = attempts + 1, intent_at = now() "
+                "WHERE idempotency_key = %s", (key,),
+            )
+    except _LEDGER_DOWN as e:
+        raise unavailable(e, "the intent was not recorded") from e
+
+
+async def settle(
+    world: World, key: str, state: State, output: dict[str, JsonValue] | None = None,
+    detail: str = "",
+) -> None:
+    """The call's outcome. Raises ``psycopg`` errors: a caller whose tool has acted must not
+    fail for them (the row stays ``intent``: unknown, read back or halted, never acted again)."""
+    pool = await world.pool()
+    data = None if output is None else Jsonb(output, dumps=_dumps)
+    async with pool.connection() as conn:
+        await conn.execute(_OUTCOME, (state.value, data, detail[:DETAIL_MAX], key))
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+async def entries(world: World, run_id: str | None = None, limit: int = 1000) -> list[Entry]:
+    """Rows, newest first: of one run (its workflow id), or of every run."""
+    pool = await world.pool()
+    async with pool.connection() as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        where = "WHERE run_id = %s" if run_id is not None else ""
+        params: Sequence[object] = (run_id, limit) if run_id is not None else (limit,)
+        await cur.execute(
+            f"SELECT {_COLUMNS} FROM plangate.effects {where} "
+            "ORDER BY intent_at DESC, idempotency_key LIMIT %s", params,
+        )
+        return [_entry(r) for r in await cur.fetchall()]
+
+
+# -- the outcome in the effect's own transaction ----------------------------------------------
+
+InEffect = Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]
+_IN_EFFECT: contextvars.ContextVar[InEffect | None] = contextvars.ContextVar(
+    "plangate_ledger_in_effect", default=None
+)
+
+
+def in_effect(key: str) -> contextvars.Token[InEffect | None]:
+    """For the rest of this task (the tool's call), every tool transaction marks ``key`` done
+    before it commits (``world.pg.tool_transaction``): the effect and its outcome are one
+    commit. ``reset`` with the token afterwards."""
+
+    async def mark(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(_DONE_IN_EFFECT, (key,))
+
+    return _IN_EFFECT.set(mark)
+
+
+def reset(token: contextvars.Token[InEffect | None]) -> None:
+    _IN_EFFECT.reset(token)
+
+
+def pending_in_effect() -> InEffect | None:
+    return _IN_EFFECT.get()
