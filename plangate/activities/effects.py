@@ -72,6 +72,17 @@ def intent_of(spec: ToolSpec[Any], call: ToolCall) -> ledger.Intent:
     )
 
 
+async def refuse_consumed(world: World, spec: ToolSpec[Any], call: ToolCall) -> None:
+    """A card pays once: one that the ledger shows consumed by another key is refused before
+    anything else is judged of it (``approval_consumed``, 403)."""
+    grant = call.approval
+    if grant is None:
+        return
+    other = await ledger.consumed_by(world, grant.digest)
+    if other is not None and other != call.idempotency_key:
+        raise ledger.consumed(call.step.n, spec.name, other)
+
+
 @dataclass(frozen=True)
 class Answered:
     """The effect is done already: what it returned (or what its record reads), with its row."""

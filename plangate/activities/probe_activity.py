@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -24,6 +25,7 @@ from plangate.plans.model import Condition
 from plangate.plans.scope import refusals
 from plangate.probes.registry import NoRecord, ProbeContext, ProbeSpec
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from plangate.world import ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.outages import unreachable
@@ -32,6 +34,8 @@ from plangate.world.spans import span
 
 PROBE_ACTIVITY = "probe.evaluate"
 PROBE_TIMEOUT_S = 15.0
+# reads a call's record by its idempotency key (``probes.records``)
+READ_BACK_PROBE = "effect_recorded"
 
 
 def probe_context(
@@ -134,6 +138,17 @@ class ProbeActivities:
                 s.set_attribute("plangate.outcome", outcome.value)
             return done(outcome, verdict.observed, verdict.detail)
 
+    async def _found_by_key(self, req: ProbeRequest, report: ProbeReport) -> None:
+        """A call's record read back by its key: its row in the effect ledger, left open by a
+        call that never answered, is done (``world.ledger.found_by_key``)."""
+        for r in report.results:
+            if r.condition.probe == READ_BACK_PROBE and r.outcome is Outcome.HOLDS:
+                try:
+                    await ledger.found_by_key(self.world, req.idempotency_key, r.observed)
+                except (psycopg.Error, OSError, TimeoutError):  # the read stands; the row waits
+                    activity.logger.warning("the effect ledger did not take a read-back of %s",
+                                            req.idempotency_key, exc_info=True)
+
     async def read(self, req: ProbeRequest) -> ProbeReport:
         """Every condition of ``req``, read at once: a probe that cannot answer is ``UNKNOWN``
         in the report, never raised (the tool's activity reads this way around its call)."""
@@ -151,6 +166,7 @@ class ProbeActivities:
     @activity.defn(name=PROBE_ACTIVITY)
     async def evaluate(self, req: ProbeRequest) -> ProbeReport:
         report = await self.read(req)
+        await self._found_by_key(req, report)
         if any(r.invalid_args for r in report.results):
             names = ", ".join(f"{r.condition.key()}: {r.detail}" for r in report.results
                               if r.invalid_args)

@@ -231,6 +231,8 @@ def _make(
         opened = False
         try:
             refuse_superseded_policy(call, policy.policy_bundle)
+            if recorded:
+                await effects.refuse_consumed(world, spec, call)
             refuse_unproven(spec, call, policy)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)

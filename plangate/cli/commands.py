@@ -482,6 +482,44 @@ async def _cmd_setup(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+async def _cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    import psycopg
+
+    from plangate.cli.services import check_postgres
+    from plangate.world import ledger
+    from plangate.world.clients import World
+
+    if args.limit < 1:
+        raise UsageError(f"--limit: {args.limit} is not a positive count")
+    await check_postgres(settings.world)
+    world = World(settings.world)
+    try:
+        rows = await ledger.entries(world, args.run_id, args.limit)
+    except psycopg.errors.UndefinedTable:
+        print("plangate: ledger: plangate.effects does not exist: start a worker or run "
+              "`plangate setup` first", file=sys.stderr)
+        return EXIT_NOT_SUCCEEDED
+    finally:
+        await world.close()
+    if args.json:
+        print(visible_json(json.dumps([r.as_json() for r in rows], indent=2)))
+        return EXIT_OK
+    if not rows:
+        print("plangate: no effects recorded" + (f" for run {args.run_id}" if args.run_id else ""))
+        return EXIT_OK
+    for r in rows:
+        amount = f" {r.amount}" if r.amount is not None else ""
+        who = f" approved by {r.approver}" if r.approver else ""
+        print(visible(
+            f"{r.intent_at:%Y-%m-%d %H:%M:%S} {r.state.value:<7} {r.effect:<8} {r.tool}{amount} "
+            f"run {r.run_id} v{r.plan_version} step {r.step} attempts {r.attempts}{who} "
+            f"key {r.key}"
+        ))
+    return EXIT_OK
+
+
 async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.servers.codec import (
         DEFAULT_ORIGINS,
@@ -590,6 +628,9 @@ DESCRIPTIONS = {
                     "Web UI and CLI.",
     "setup": "Create plangate's tables (and its extensions') as the configured database role, "
              "then exit.",
+    "ledger": "List the effect ledger: every write, external and money call plangate made "
+              "(plangate.effects), its state (intent, done, failed, unknown), run, step and "
+              "approver; newest first.",
     "mcp": "Serve plans and every tool of the catalogue, guarded, to an MCP client over stdio "
            "or streamable HTTP. No tool approves.",
     "dev": "Start the embedded stack (Temporal, Postgres, S3) and a worker in the foreground, "
@@ -746,6 +787,15 @@ def parser() -> argparse.ArgumentParser:
         "then exit",
     )
     su.set_defaults(fn=_cmd_setup)
+    le = sub.add_parser(
+        "ledger", parents=[common],
+        help="the effect ledger: every write, external and money call plangate made, newest "
+        "first (of one run with RUN)",
+    )
+    le.add_argument("run_id", nargs="?", metavar="RUN", help="a run id (its workflow id)")
+    le.add_argument("--json", action="store_true", help="the rows as a JSON array")
+    le.add_argument("--limit", type=int, default=1000, help="at most this many rows (1000)")
+    le.set_defaults(fn=_cmd_ledger)
     mc = sub.add_parser(
         "mcp", parents=[common],
         help="serve the plan tools (check, run, report, cancel), the catalogue and every tool "

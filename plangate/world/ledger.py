@@ -212,11 +212,27 @@ async def begin(world: World, intent: Intent) -> Begun:
 
 
 def _consumed(intent: Intent, other: str) -> ToolError:
+    return consumed(intent.step, intent.tool, other)
+
+
+def consumed(step: int, tool: str, other: str) -> ToolError:
     return ToolError(
         "approval_consumed",
-        f"not called: the approval of step {intent.step} ({intent.tool}) was consumed by "
-        f"the effect {other}; an approval pays once",
+        f"not called: the approval of step {step} ({tool}) was consumed by the effect "
+        f"{other}; an approval pays once",
     )
+
+
+async def consumed_by(world: World, card_digest: str) -> str | None:
+    """The key of the effect that consumed the card of ``card_digest``, if one did."""
+    try:
+        pool = await world.pool()
+        async with pool.connection() as conn:
+            cur = await conn.execute(_CONSUMED, (card_digest,))
+            row = await cur.fetchone()
+    except _LEDGER_DOWN as e:
+        raise unavailable(e, "the approval's use could not be read") from e
+    return None if row is None else str(row[0])
 
 
 async def again(world: World, key: str) -> None:
@@ -243,6 +259,19 @@ async def settle(
     data = None if output is None else Jsonb(output, dumps=_dumps)
     async with pool.connection() as conn:
         await conn.execute(_OUTCOME, (state.value, data, detail[:DETAIL_MAX], key))
+
+
+async def found_by_key(world: World, key: str, record: JsonValue) -> None:
+    """A call with no outcome whose record was read back by key (``effect_recorded`` held, in
+    the workflow's read-back or after a cancel): it acted. Only a row still open is changed."""
+    pool = await world.pool()
+    data = Jsonb(record if isinstance(record, dict) else {}, dumps=_dumps)
+    async with pool.connection() as conn:
+        await conn.execute(
+            "UPDATE plangate.effects SET state = 'done', output = coalesce(output, %s), "
+            "detail = 'read back by key', outcome_at = now() "
+            "WHERE idempotency_key = %s AND state IN ('intent', 'unknown')", (data, key),
+        )
 
 
 def _dumps(obj: Any) -> str:
