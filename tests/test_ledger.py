@@ -8,26 +8,37 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
+from pydantic import JsonValue
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
+import tests.ledger_tools  # noqa: F401 (declares the tools TOOLS holds)
+from plangate.activities.probe_activity import ProbeActivities
+from plangate.activities.tool_activity import _make, tool_activities
+from plangate.activities.tools.registry import TOOLS, CallContext
 from plangate.client.api import Plangate
 from plangate.plans.model import Effect
+from plangate.records.calls import StepRef, ToolCall, ToolFailure
 from plangate.records.report import RunReport
 from plangate.testing import ended, running_worker
+from plangate.world.clients import World
 from plangate.world.mcp_sessions import IDEMPOTENCY_META
-from plangate.world.settings import Settings
+from plangate.world.settings import PolicySettings, Settings
+from tests.crash_harness import WorkerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = "tests.ledger_tools"
@@ -197,3 +208,147 @@ async def test_the_ledger_lists_a_run_from_the_cli(client, settings, stack, pg, 
     assert f"done    money    pay.blind 12.5 run {handle.id} v1 step 1" in text.stdout
     bad = await cli("--limit", "0")
     assert bad.returncode == 2 and "--limit: 0 is not a positive count" in bad.stderr
+
+
+async def scheduled_call(client: Client, run_id: str, tool: str) -> ToolCall:
+    """The ``ToolCall`` a run handed its tool, as the history holds it."""
+    for e in await events_of(client, run_id, ""):
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            a = e.activity_task_scheduled_event_attributes
+            if a.activity_type.name == tool:
+                (call,) = await client.data_converter.decode(a.input.payloads, [ToolCall])
+                return cast(ToolCall, call)
+    raise AssertionError(f"{run_id} never scheduled {tool}")
+
+
+def as_run(run_id: str) -> ActivityEnvironment:
+    env = ActivityEnvironment()
+    env.info = replace(env.info, workflow_id=run_id)
+    return env
+
+
+async def test_an_approval_pays_once_another_key_is_refused_at_the_call(
+    client, settings, pg, world
+):
+    """The grant a person gave, carried by a call under another key (a worker of someone
+    else's scheduling the tool with it): refused at the call, naming the effect that consumed
+    it; nothing paid, no row for the new key."""
+    s = ledgered(settings)
+    who = account()
+    async with running_worker(client, s) as h:
+        handle = await h.start(pay_plan("pay.blind", who))
+        await approve_when_waiting(Plangate(client, s), handle.id)
+        rep = await ended(handle)
+    assert rep.status == "succeeded" and await payments(pg, who) == 1
+    call = await scheduled_call(client, handle.id, "pay.blind")
+    assert call.approval is not None
+    other = call.model_copy(update={"idempotency_key": call.idempotency_key + "-again"})
+    pay = tool_activities(world, s.catalogue, s.policy)["pay.blind"]
+    with pytest.raises(ApplicationError) as refused:
+        await as_run(handle.id).run(pay, other)
+    assert refused.value.type == "approval_consumed"
+    failure = ToolFailure.model_validate(refused.value.details[0])
+    assert (failure.status, failure.detail) == (403, (
+        "not called: the approval of step 1 (pay.blind) was consumed by the effect "
+        f"{call.idempotency_key}; an approval pays once"
+    ))
+    assert await payments(pg, who) == 1
+    assert [r[0] for r in await rows(pg, handle.id)] == [call.idempotency_key]
+
+
+async def test_the_ledger_unavailable_the_tool_does_not_act(settings, tmp_path):
+    """No intent can be written (Postgres does not answer): the tool is not called, and the
+    failure says nothing was sent (retryable, not an outcome to read back)."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = replace(settings.world, database_url=f"postgresql://nobody@127.0.0.1:{port}/x",
+                   workdir=tmp_path)
+    world = World(dead)
+    called: list[str] = []
+
+    async def pay(args: Any, w: World, ctx: CallContext) -> dict[str, JsonValue]:
+        called.append(ctx.idempotency_key)
+        return {}
+
+    spec = replace(TOOLS["pay.blind"], fn=pay)
+    catalogue = replace(settings.catalogue, extensions=(EXTENSION,))
+    act = _make(spec, world, PolicySettings(), ProbeActivities(world, catalogue))
+    call = ToolCall(step=StepRef(run_id="plan-down", plan_version=1, n=1, tool="pay.blind",
+                                 args={"account": "a_down", "amount_eur": 1.0}),
+                    idempotency_key="plan-down~k/v1/1")
+    try:
+        with pytest.raises(ApplicationError) as failed:
+            await as_run("plan-down").run(act, call)
+    finally:
+        await world.close()
+    assert called == []
+    assert failed.value.type == "system_unavailable"
+    assert "the effect ledger: the intent was not recorded" in str(failed.value)
+    details = ToolFailure.model_validate(failed.value.details[0])
+    assert details.retryable and not details.may_have_acted
+
+
+async def until_paid(pg: Any, *accounts: str) -> None:
+    for _ in range(600):
+        if all([await payments(pg, a) == 1 for a in accounts]):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not paid: {accounts}")
+
+
+async def test_a_worker_killed_between_a_payment_and_its_outcome(
+    client, settings, stack, pg, tmp_path
+):
+    """SIGKILL of the worker after the tool paid and before the ledger took its outcome. A
+    tool without a reader: the step halts ``outcome_unknown``, no second call, and a reset
+    that schedules it again is answered by the ledger's open intent, not by a payment. With a
+    reader: read back by key, once, and the row done."""
+    queue = f"ledger-kill-{uuid.uuid4().hex[:8]}"
+    s = ledgered(settings)
+    s = replace(s, temporal=replace(s.temporal, task_queue=queue))
+    env = {**os.environ, **stack.env(), "PLANGATE_EXTENSIONS": EXTENSION,
+           "PLANGATE_TASK_QUEUE": queue, "PLANGATE_APPROVE_EFFECTS": "money"}
+    api = Plangate(client, s)
+    blind, keyed = account(), account()
+    log = await asyncio.to_thread(open, tmp_path / "workers.log", "a")
+    first, second = WorkerProcess(env, log), WorkerProcess(env, log)
+    try:
+        await first.start()
+        handles = {}
+        for tool, who in (("pay.blind", blind), ("pay.keyed", keyed)):
+            handles[tool] = await api.submit(pay_plan(tool, who, hold_s=600))
+            await approve_when_waiting(api, handles[tool].id)
+        await until_paid(pg, blind, keyed)  # both paid, both holding their answer
+        await first.kill()
+        await second.start()
+        halted = await ended(handles["pay.blind"])
+        read_back = await ended(handles["pay.keyed"])
+        # the halted run, reset to its approval: the tool is scheduled again
+        run_id = handles["pay.blind"].id
+        original = (await handles["pay.blind"].describe()).run_id
+        run = await reset_to(client, run_id, original,
+                             await approval_task(client, run_id, original))
+        again: RunReport = await ended(
+            client.get_workflow_handle(run_id, run_id=run, result_type=RunReport))
+        assert await scheduled_in(client, run_id, run, "pay.blind") == 1
+    finally:
+        await first.kill()
+        await second.kill()
+        log.close()
+    assert halted.status == "halted" and halted.failure is not None
+    assert halted.failure.code == "outcome_unknown"
+    assert "has no reader by idempotency key" in halted.failure.detail
+    assert await scheduled_in(client, run_id, original, "pay.blind") == 1
+    assert again.status == "halted" and again.failure is not None
+    assert again.failure.code == "outcome_unknown"
+    assert "the effect ledger holds its intent" in again.failure.detail
+    assert await payments(pg, blind) == 1
+    assert [(r[1], r[2]) for r in await rows(pg, run_id)] == [("pay.blind", "intent")]
+
+    assert read_back.status == "succeeded", read_back.failure
+    assert "reading the world by idempotency key" in read_back.step(1).reason
+    assert await scheduled_in(client, handles["pay.keyed"].id, "", "pay.keyed") == 1
+    assert await payments(pg, keyed) == 1
+    assert [(r[1], r[2]) for r in await rows(pg, handles["pay.keyed"].id)] == [
+        ("pay.keyed", "done")]
