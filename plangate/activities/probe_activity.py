@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from plangate.activities import metrics
 from plangate.activities.extensions import registry_for
-from plangate.activities.tools.registry import CallContext, ToolSpec
+from plangate.activities.tools.registry import PROBE_READ, CallContext, ToolSpec
 from plangate.plans.model import Condition
 from plangate.plans.scope import refusals
 from plangate.probes.registry import NoRecord, ProbeContext, ProbeSpec
@@ -63,7 +63,7 @@ def probe_context(
         read_tool = tools[reader.tool]
         # acting for nobody: a probe reads as the worker's own role, never the run's principal
         # (world.pg.act_as says why); only the tool re-checks the principal's authority
-        ctx = CallContext("probe", 0, req.idempotency_key)
+        ctx = CallContext(PROBE_READ, 0, req.idempotency_key)
         try:
             return await read_tool.fn(read_tool.args.model_validate(out), world, ctx)
         except ToolError as e:

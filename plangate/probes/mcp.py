@@ -4,6 +4,10 @@ declares them (``probes.mcp_file``): the read tool's arguments are built from th
 structured content, or over its text (the text parsed as JSON when it parses, else the text
 itself is ``$``).
 
+An answer that says nothing is no evidence either way (``Unjudgeable``, so ``unknown``, never
+``holds``): no content, JSON naming a key twice, text that is not JSON asked for a path, a path
+that asks a field of what is no object. Values compare by JSON type (``plans.jsondoc``).
+
 A server that does not answer raises (``ServerDown``): the probe is ``unknown`` and the step
 waits for the server. A read tool that answers with an error never holds: the claim is
 ``violated`` (or, with ``on_error: unknown``, the probe could not answer).
@@ -11,15 +15,14 @@ waits for the server. A read tool that answers with an error never holds: the cl
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue, create_model
 
-from plangate.plans import jsonpath
+from plangate.plans import jsondoc
 from plangate.probes.mcp_file import ArgDecl, CheckDecl, ProbeDecl
 from plangate.probes.mcp_templates import fill, fill_arguments
-from plangate.probes.registry import ProbeContext, ProbeSpec, Verdict
+from plangate.probes.registry import ProbeContext, ProbeSpec, Unjudgeable, Verdict
 from plangate.world.mcp_sessions import McpServers, ToolAnswer
 
 if TYPE_CHECKING:
@@ -46,26 +49,45 @@ def args_model(name: str, args: dict[str, ArgDecl]) -> type[BaseModel]:
     return model
 
 
-def document(answer: ToolAnswer, source: str) -> JsonValue:
-    """What a judgement's ``$`` is: the structured content, or the text (as JSON if it is)."""
-    if source == "structured" or (source == "auto" and answer.structured is not None):
-        if answer.structured is None:
-            raise LookupError("the server sent no structured content")
-        structured: JsonValue = answer.structured
-        return structured
-    try:
-        parsed: JsonValue = json.loads(answer.text)
-        return parsed
-    except ValueError:
-        return answer.text
+def where(server: str, tool: str) -> str:
+    return f"MCP server {server} tool {tool}"
 
 
-def judge(check: CheckDecl, doc: JsonValue, values: dict[str, JsonValue]) -> Verdict:
+def document(answer: ToolAnswer, check: CheckDecl, at: str) -> JsonValue:
+    """What a judgement's ``$`` is: the structured content, or the text (as JSON if it is).
+    An answer that says nothing is refused (``Unjudgeable``: the probe is ``unknown``): no
+    content at all, JSON text naming a key twice (whichever source is judged), and text that is
+    not JSON asked for more than ``$``. ``at``: the server and tool, to name them."""
+    if answer.structured is None and not answer.text.strip():
+        raise Unjudgeable(f"the answer of {at} has no content")
+    structured = check.source == "structured" or (
+        check.source == "auto" and answer.structured is not None)
+    text: JsonValue = answer.text
     try:
-        value = jsonpath.get(doc, check.path)
-        found = True
-    except jsonpath.PathError as e:
-        value, found, missing = None, False, str(e)
+        text = jsondoc.loads(answer.text)
+    except jsondoc.DuplicateKey as e:
+        raise Unjudgeable(f"the answer of {at} {e}") from None
+    except jsondoc.NotJson as e:
+        if not structured and check.path != "$":
+            raise Unjudgeable(f"the answer of {at} {e}: it has no {check.path}") from None
+    if not structured:
+        return text
+    if answer.structured is None:
+        raise Unjudgeable(f"the answer of {at} has no structured content")
+    doc: JsonValue = answer.structured
+    return doc
+
+
+def judge(check: CheckDecl, doc: JsonValue, values: dict[str, JsonValue],
+          at: str = "the read tool") -> Verdict:
+    """``check`` over ``doc``, by JSON type (``plans.jsondoc``): ``false`` never equals ``0``.
+    A path the document cannot answer (a field of a number) is ``Unjudgeable``: absence is
+    only what an object or array says by not holding it."""
+    try:
+        found, value = jsondoc.find(doc, check.path)
+    except jsondoc.WrongShape as e:
+        raise Unjudgeable(f"the answer of {at} does not say: {e}") from None
+    missing = f"{check.path} is absent"
     seen = _observed(value)
     if check.predicate == "present":
         there = found and value is not None
@@ -76,22 +98,12 @@ def judge(check: CheckDecl, doc: JsonValue, values: dict[str, JsonValue]) -> Ver
         return Verdict(False, None, missing)
     want = fill(check.expected, values)
     if check.predicate == "equals":
-        ok = value == want
+        ok = jsondoc.same(value, want)
         return Verdict(ok, seen, "" if ok else f"{check.path} is {seen!r}, not {want!r}")
-    has = _contains(value, want)
+    has = jsondoc.contains(value, want)
     if check.predicate == "contains":
         return Verdict(has, seen, "" if has else f"{check.path} does not contain {want!r}")
     return Verdict(not has, seen, f"{check.path} contains {want!r}" if has else "")
-
-
-def _contains(value: JsonValue, want: JsonValue) -> bool:
-    if isinstance(value, str):
-        return isinstance(want, str) and want in value
-    if isinstance(value, list):
-        return want in value
-    if isinstance(value, dict):
-        return isinstance(want, str) and want in value
-    return False
 
 
 def _observed(value: JsonValue) -> JsonValue:
@@ -111,7 +123,8 @@ def probe_spec(servers: McpServers, server: str, name: str, decl: ProbeDecl) -> 
             if decl.on_error == "unknown":
                 raise LookupError(why)
             return Verdict(False, None, why)
-        return judge(decl.check, document(answer, decl.check.source), values)
+        at = where(server, decl.tool)
+        return judge(decl.check, document(answer, decl.check, at), values, at)
 
     read.__qualname__ = read.__name__ = "probe_" + name.replace(".", "_")
     return ProbeSpec(name, args_model(name, decl.args), f"mcp:{server}", fn=read)

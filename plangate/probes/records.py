@@ -1,6 +1,7 @@
 """Field probes: re-read the record a step touched through its tool's declared reader
 (``ProbeContext.read``) and compare one JSON path. What the tool itself returned is never what
-these judge."""
+these judge. Values compare by JSON type (``plans.jsondoc``: ``false`` is not ``0``), and a path
+the record cannot answer (a field of a number) is no answer: ``unknown``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue, field_validator
 
-from plangate.plans import jsonpath
-from plangate.probes.registry import NoRecord, ProbeArgs, ProbeContext, Verdict, probe
+from plangate.plans import jsondoc, jsonpath
+from plangate.probes.registry import (
+    NoRecord,
+    ProbeArgs,
+    ProbeContext,
+    Unjudgeable,
+    Verdict,
+    probe,
+)
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
@@ -35,9 +43,10 @@ async def _field(ctx: ProbeContext, path: str) -> tuple[bool, Any, str]:
     except NoRecord as e:
         return False, None, f"no record to read: {e}"
     try:
-        return True, jsonpath.get(record, path), ""
-    except jsonpath.PathError as e:
-        return False, None, str(e)
+        found, value = jsondoc.find(record, path)
+    except jsondoc.WrongShape as e:
+        raise Unjudgeable(f"the record of {ctx.tool} does not say: {e}") from None
+    return found, value, "" if found else f"{path} is absent"
 
 
 class RecordedArgs(ProbeArgs):
@@ -70,7 +79,7 @@ async def field_equals(args: CompareArgs, world: World, ctx: ProbeContext) -> Ve
     found, value, why = await _field(ctx, args.path)
     if not found:
         return Verdict(False, None, why)
-    ok = value == args.value
+    ok = jsondoc.same(value, args.value)
     return Verdict(ok, value, "" if ok else f"{args.path} is {value!r}, not {args.value!r}")
 
 
@@ -79,5 +88,5 @@ async def field_not_equals(args: CompareArgs, world: World, ctx: ProbeContext) -
     found, value, why = await _field(ctx, args.path)
     if not found:
         return Verdict(False, None, why)
-    ok = value != args.value
+    ok = not jsondoc.same(value, args.value)
     return Verdict(ok, value, "" if ok else f"{args.path} is {value!r}")

@@ -33,6 +33,11 @@ class Verdict:
     detail: str = ""
 
 
+class Unjudgeable(LookupError):
+    """An answer that says nothing a probe can judge (no content, not JSON, a key named
+    twice): the probe could not answer, so it is ``unknown``, never ``holds``."""
+
+
 class NoRecord(Exception):
     """The reader found no record (``not_found``), or cannot name one yet."""
 

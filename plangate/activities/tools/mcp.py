@@ -14,14 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, JsonValue
 
-from plangate.activities.tools.registry import CallContext, ToolSpec
+from plangate.activities.tools.registry import PROBE_READ, CallContext, ToolSpec
+from plangate.plans import jsondoc
 from plangate.plans.catalogue import Contract, Reader, Term
 from plangate.plans.model import Effect
-from plangate.probes.mcp import args_model, document
+from plangate.probes.mcp import args_model, where
 from plangate.probes.mcp_file import ContractDecl, TermDecl, ToolDecl
 from plangate.probes.mcp_templates import fill_arguments
+from plangate.probes.registry import Unjudgeable
 from plangate.world.errors import ToolError
-from plangate.world.mcp_sessions import McpServers, ServerDown, ServerRefused
+from plangate.world.mcp_sessions import McpServers, ServerDown, ServerRefused, ToolAnswer
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
@@ -36,6 +38,23 @@ def contract(decl: ContractDecl) -> Contract:
 def _term(t: TermDecl) -> Term:
     return Term(t.probe, dict(t.from_args), dict(t.fixed), identifies=t.identifies,
                 when=dict(t.when))
+
+
+def result(answer: ToolAnswer, at: str, for_probe: bool) -> dict[str, JsonValue]:
+    """A call's result: its text, its structured content, and the text as JSON when it is one
+    strict document (``plans.jsondoc``; else null, so a bind from it fails loudly rather than
+    taking the last of two keys). Read for a field probe (the tool is a reader), an answer that
+    is no record is refused, as a probe's own read is (``probes.mcp.document``): no content,
+    a key named twice, neither structured content nor JSON text."""
+    if for_probe and answer.structured is None and not answer.text.strip():
+        raise Unjudgeable(f"the answer of {at} has no content")
+    try:
+        parsed: JsonValue = jsondoc.loads(answer.text)
+    except jsondoc.NotJson as e:
+        if for_probe and (isinstance(e, jsondoc.DuplicateKey) or answer.structured is None):
+            raise Unjudgeable(f"the answer of {at} {e}") from None
+        parsed = None
+    return {"text": answer.text, "structured": answer.structured, "json": parsed}
 
 
 def tool_spec(servers: McpServers, server: str, name: str, decl: ToolDecl) -> ToolSpec[Any]:
@@ -53,9 +72,7 @@ def tool_spec(servers: McpServers, server: str, name: str, decl: ToolDecl) -> To
             raise ToolError("tool_error", f"{name}: {decl.tool}: {e}"[:DETAIL_MAX]) from e
         if answer.is_error:
             raise ToolError("tool_error", f"{name}: {decl.tool}: {answer.text}"[:DETAIL_MAX])
-        parsed = document(answer, "text")  # the text as JSON, when it is JSON
-        return {"text": answer.text, "structured": answer.structured,
-                "json": None if parsed is answer.text else parsed}
+        return result(answer, where(server, decl.tool), for_probe=ctx.run_id == PROBE_READ)
 
     call.__qualname__ = call.__name__ = "tool_" + name.replace(".", "_")
     reader = Reader(decl.reader.tool, dict(decl.reader.args)) if decl.reader else None

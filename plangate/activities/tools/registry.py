@@ -32,6 +32,9 @@ class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+PROBE_READ = "probe"  # the run_id of a reader's call made for a field probe (no run acts)
+
+
 @dataclass(frozen=True)
 class CallContext:
     run_id: str
