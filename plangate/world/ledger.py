@@ -21,9 +21,11 @@ consumed by the first effect that carries it (a unique index on ``card_digest``)
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -31,6 +33,7 @@ from enum import StrEnum
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
@@ -127,11 +130,13 @@ UPDATE plangate.effects SET state = %s, output = coalesce(%s, output), detail = 
     outcome_at = coalesce(outcome_at, now())
 WHERE idempotency_key = %s
 """
-# in the effect's own transaction: done when it commits, nothing when it rolls back
-_DONE_IN_EFFECT = """
-UPDATE plangate.effects SET state = 'done', outcome_at = now()
-WHERE idempotency_key = %s AND state = 'intent'
-"""
+# in the effect's own transaction, as the worker's role (the principal is not granted the
+# ledger): done when it commits, nothing when it rolls back. One round trip: the key is a
+# literal psycopg quotes (the simple protocol takes two statements, not parameters).
+_DONE_IN_EFFECT = sql.SQL(
+    "SET LOCAL ROLE NONE; UPDATE plangate.effects SET state = 'done', outcome_at = now() "
+    "WHERE idempotency_key = {} AND state = 'intent'"
+)
 
 
 def _entry(row: dict[str, Any]) -> Entry:
@@ -164,51 +169,65 @@ class Begun:
     fresh: bool
 
 
+@asynccontextmanager
+async def _autocommit(world: World) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A pooled connection whose statements commit each on its own: an intent or an outcome
+    is one round trip (``world.pg.reading`` says why), and goes back to the pool as it came."""
+    pool = await world.pool()
+    async with pool.connection() as conn:
+        await conn.set_autocommit(True)
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
+                await conn.set_autocommit(False)
+
+
 async def begin(world: World, intent: Intent) -> Begun:
     """The call's intent, committed before it acts; or the row its key already has (locked
     while this transaction decides). A card already consumed by another key, or the key used
     with other arguments, is refused here: nothing acts."""
     try:
-        pool = await world.pool()
-        async with pool.connection() as conn, conn.transaction():
+        async with _autocommit(world) as conn:
             cur = conn.cursor(row_factory=dict_row)
-            if intent.card_digest is not None:
-                await cur.execute(_CONSUMED, (intent.card_digest,))
-                used = await cur.fetchone()
-                if used is not None and used["idempotency_key"] != intent.key:
-                    raise _consumed(intent, used["idempotency_key"])
             try:
-                async with conn.transaction():  # a savepoint: a lost race on the card is ours
-                    await cur.execute(_INSERT, (
-                        intent.key, intent.run_id, intent.step, intent.plan_version,
-                        intent.tool, intent.args_sha256, intent.effect, intent.principal,
-                        intent.amount, intent.card_digest, intent.approver,
-                    ))
-                    row = await cur.fetchone()
-            except psycopg.errors.UniqueViolation:
+                await cur.execute(_INSERT, (
+                    intent.key, intent.run_id, intent.step, intent.plan_version, intent.tool,
+                    intent.args_sha256, intent.effect, intent.principal, intent.amount,
+                    intent.card_digest, intent.approver,
+                ))
+            except psycopg.errors.UniqueViolation:  # the card's index: another key has it
                 raise _consumed(intent, "another call") from None
+            row = await cur.fetchone()
             if row is not None:
                 return Begun(_entry(row), fresh=True)
-            await cur.execute(_LOCKED, (intent.key,))
-            row = await cur.fetchone()
-            if row is None:  # taken out between the two statements: the operator's delete
-                raise ToolError("system_unavailable", "the effect ledger lost the row of "
-                                f"{intent.key} while it was read; try again")
-            prior = _entry(row)
-            if prior.args_sha256 != intent.args_sha256 or prior.tool != intent.tool:
-                raise ToolError(
-                    "idempotency_conflict",
-                    f"{intent.tool}: the idempotency key {intent.key} is recorded for "
-                    f"{prior.tool} with other arguments; not called",
-                )
-            if prior.state is State.FAILED:
-                await cur.execute(_AGAIN, (intent.card_digest, intent.approver, intent.key))
-                again = await cur.fetchone()
-                if again is not None:
-                    return Begun(_entry(again), fresh=True)
-            return Begun(prior, fresh=False)
+            async with conn.transaction():
+                return await _resolve(cur, intent)
     except _LEDGER_DOWN as e:
         raise unavailable(e, "the intent was not recorded") from e
+
+
+async def _resolve(cur: psycopg.AsyncCursor[dict[str, Any]], intent: Intent) -> Begun:
+    """The key is in the ledger already: its row, locked, as it stands (a failure that left
+    nothing behind is tried again under it)."""
+    await cur.execute(_LOCKED, (intent.key,))
+    row = await cur.fetchone()
+    if row is None:  # taken out between the two statements: the operator's delete
+        raise ToolError("system_unavailable", "the effect ledger lost the row of "
+                        f"{intent.key} while it was read; try again")
+    prior = _entry(row)
+    if prior.args_sha256 != intent.args_sha256 or prior.tool != intent.tool:
+        raise ToolError(
+            "idempotency_conflict",
+            f"{intent.tool}: the idempotency key {intent.key} is recorded for {prior.tool} "
+            "with other arguments; not called",
+        )
+    if prior.state is State.FAILED:
+        await cur.execute(_AGAIN, (intent.card_digest, intent.approver, intent.key))
+        again = await cur.fetchone()
+        if again is not None:
+            return Begun(_entry(again), fresh=True)
+    return Begun(prior, fresh=False)
 
 
 def _consumed(intent: Intent, other: str) -> ToolError:
@@ -226,8 +245,7 @@ def consumed(step: int, tool: str, other: str) -> ToolError:
 async def consumed_by(world: World, card_digest: str) -> str | None:
     """The key of the effect that consumed the card of ``card_digest``, if one did."""
     try:
-        pool = await world.pool()
-        async with pool.connection() as conn:
+        async with _autocommit(world) as conn:
             cur = await conn.execute(_CONSUMED, (card_digest,))
             row = await cur.fetchone()
     except _LEDGER_DOWN as e:
@@ -239,8 +257,7 @@ async def again(world: World, key: str) -> None:
     """An intent without an outcome whose call certainly did not act (read back: absent):
     the call goes ahead under it, one attempt more."""
     try:
-        pool = await world.pool()
-        async with pool.connection() as conn:
+        async with _autocommit(world) as conn:
             await conn.execute(
                 "UPDATE plangate.effects SET attempts = attempts + 1, intent_at = now() "
                 "WHERE idempotency_key = %s", (key,),
@@ -255,18 +272,16 @@ async def settle(
 ) -> None:
     """The call's outcome. Raises ``psycopg`` errors: a caller whose tool has acted must not
     fail for them (the row stays ``intent``: unknown, read back or halted, never acted again)."""
-    pool = await world.pool()
     data = None if output is None else Jsonb(output, dumps=_dumps)
-    async with pool.connection() as conn:
+    async with _autocommit(world) as conn:
         await conn.execute(_OUTCOME, (state.value, data, detail[:DETAIL_MAX], key))
 
 
 async def found_by_key(world: World, key: str, record: JsonValue) -> None:
     """A call with no outcome whose record was read back by key (``effect_recorded`` held, in
     the workflow's read-back or after a cancel): it acted. Only a row still open is changed."""
-    pool = await world.pool()
     data = Jsonb(record if isinstance(record, dict) else {}, dumps=_dumps)
-    async with pool.connection() as conn:
+    async with _autocommit(world) as conn:
         await conn.execute(
             "UPDATE plangate.effects SET state = 'done', output = coalesce(output, %s), "
             "detail = 'read back by key', outcome_at = now() "
@@ -306,7 +321,7 @@ def in_effect(key: str) -> contextvars.Token[InEffect | None]:
     commit. ``reset`` with the token afterwards."""
 
     async def mark(conn: psycopg.AsyncConnection[Any]) -> None:
-        await conn.execute(_DONE_IN_EFFECT, (key,))
+        await conn.execute(_DONE_IN_EFFECT.format(sql.Literal(key)))
 
     return _IN_EFFECT.set(mark)
 

@@ -118,6 +118,5 @@ async def tool_transaction(
         await act_as(conn, on_behalf_of)
         yield conn
         mark = ledger.pending_in_effect()
-        if mark is not None:
-            await as_worker(conn)
+        if mark is not None:  # back to the worker's role, then the row: one round trip
             await mark(conn)
