@@ -157,6 +157,11 @@ async def _read_back(
     )
 
 
+async def abandon(world: World, spec: ToolSpec[Any], key: str, why: str) -> None:
+    """An intent whose tool was never called (the activity was cancelled first): ``failed``."""
+    await _settle(world, spec, key, ledger.State.FAILED, None, why)
+
+
 async def close_effect(
     world: World, spec: ToolSpec[Any], key: str, output: dict[str, JsonValue] | None,
     error: ToolError | None = None,
@@ -169,6 +174,13 @@ async def close_effect(
         state, detail = ledger.State.UNKNOWN, error.detail
     else:
         state, detail = ledger.State.FAILED, error.detail
+    await _settle(world, spec, key, state, output, detail)
+
+
+async def _settle(
+    world: World, spec: ToolSpec[Any], key: str, state: ledger.State,
+    output: dict[str, JsonValue] | None, detail: str,
+) -> None:
     try:
         await ledger.settle(world, key, state, output, detail)
     except (psycopg.Error, OSError, TimeoutError):

@@ -228,7 +228,7 @@ def _make(
         )
         beat = asyncio.create_task(_heartbeat())
         checked = after = None
-        opened = False
+        opened = recorded_now = acting = False
         try:
             refuse_superseded_policy(call, policy.policy_bundle)
             if recorded:
@@ -237,12 +237,19 @@ def _make(
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
             if recorded:
-                answered = await effects.open_effect(world, probes, spec, call)
+                # the intent and the check at the call are independent: read while it commits
+                opening = asyncio.ensure_future(effects.open_effect(world, probes, spec, call))
+                try:
+                    if call.check:
+                        checked = await _read(probes, call, call.check, [], None)
+                finally:
+                    answered = await opening
+                    opened = answered is None
                 if answered is not None:
                     return await _from_ledger(probes, spec, call, answered)
-                opened = True
-            if call.check:
+            elif call.check:
                 checked = await _read(probes, call, call.check, [], None)
+            if checked is not None:
                 refuse_unless_held(checked)
             with span(world.tracer, f"step {call.step.n} {spec.name}", {
                 "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
@@ -250,17 +257,24 @@ def _make(
             }):
                 token = ledger.in_effect(call.idempotency_key) if opened else None
                 try:
-                    started = datetime.now(UTC)
+                    started, acting = datetime.now(UTC), True
                     output = bounded(await spec.fn(args, world, ctx))
                     finished = datetime.now(UTC)
                 finally:
                     if token is not None:
                         ledger.reset(token)
-            if opened:
-                await effects.close_effect(world, spec, call.idempotency_key, output)
             refs = reader_refs(spec, output)
-            after = await read_after(probes, spec, call, refs)
+            if opened:  # the outcome, written while the read after is made
+                opened = False
+                closing = effects.close_effect(world, spec, call.idempotency_key, output)
+                after, _ = await asyncio.gather(read_after(probes, spec, call, refs), closing)
+                recorded_now = True
+            else:
+                after = await read_after(probes, spec, call, refs)
         except asyncio.CancelledError:
+            if opened and not acting:  # cancelled before it acted: certainly nothing done
+                await asyncio.shield(effects.abandon(world, spec, call.idempotency_key,
+                                                     "cancelled before the tool was called"))
             raise
         except Exception as e:
             error = classify(e, spec.name)
@@ -281,7 +295,7 @@ def _make(
             refs=refs,
             checked=checked,
             after=after,
-            ledger="recorded" if opened else "",
+            ledger="recorded" if recorded_now else "",
         )
 
     run_tool.__name__ = run_tool.__qualname__ = "tool_" + spec.name.replace(".", "_")
