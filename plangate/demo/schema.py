@@ -86,12 +86,17 @@ async def ensure_demo_schema(world: World) -> None:
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK)
         await conn.execute(DEMO_SCHEMA)
-        # seeded once, so the example runs as written on a fresh stack; never reset
-        await conn.execute(
-            "INSERT INTO demo.customers (account_id, status, billing_contact) "
-            "VALUES (%s, 'closed', %s) ON CONFLICT (account_id) DO NOTHING",
-            (EXAMPLE_ACCOUNT, "ar@contoso.example"),
+        # seeded once, so the example runs as written on a fresh stack; never reset. Read
+        # first: a worker whose role may not insert there meets the row `plangate setup` made
+        cur = await conn.execute(
+            "SELECT 1 FROM demo.customers WHERE account_id = %s", (EXAMPLE_ACCOUNT,)
         )
+        if await cur.fetchone() is None:
+            await conn.execute(
+                "INSERT INTO demo.customers (account_id, status, billing_contact) "
+                "VALUES (%s, 'closed', %s) ON CONFLICT (account_id) DO NOTHING",
+                (EXAMPLE_ACCOUNT, "ar@contoso.example"),
+            )
 
 
 @dataclass(frozen=True)
