@@ -16,7 +16,7 @@ from plangate.client.connection import connect
 from plangate.records.signing import SigningKey
 from plangate.testing import Harness, embedded_stack, running_worker
 from plangate.world.clients import World
-from plangate.world.settings import DEMO_SYSTEMS_VAR, Replanner, Settings
+from plangate.world.settings import APPROVE_EFFECTS_VAR, DEMO_SYSTEMS_VAR, Replanner, Settings
 
 # the approvers a bench answers cards as (bench.approval, bench.replan; bench.fuzz as "fuzz")
 APPROVER_NAMES = ("bench", "fuzz")
@@ -40,7 +40,9 @@ async def bench_stack(
     # Scripted failures are the point of some benchmarks; their tracebacks are noise here.
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     async with embedded_stack("bench") as stack:
-        stack_env = {**stack.env(), DEMO_SYSTEMS_VAR: "1", **env}
+        # approval by effect off unless a benchmark asks (``env``): what they measure runs
+        # money and external steps without a card; the approvals bench asks for its own
+        stack_env = {**stack.env(), DEMO_SYSTEMS_VAR: "1", APPROVE_EFFECTS_VAR: "none", **env}
         # the benchmarks replay the seeds' incidents: the demo systems on, as a user would
         # the approvers a bench answers cards as: the worker knows them, the client signs
         keys = tuple(SigningKey.generate(name) for name in APPROVER_NAMES)

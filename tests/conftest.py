@@ -16,9 +16,11 @@
 - ``state_dir``: an empty directory for a test's own embedded stack (``stack_state``).
 
 The whole session runs with the demo systems (billing, CRM, e-mail) turned on the way a user turns
-them on, ``PLANGATE_DEMO_SYSTEMS=1`` (``TEST_ENV``, in ``os.environ`` too, so in-process and
-subprocess ``plangate`` commands see it), and with no Temporal profile or ``TEMPORAL_*`` variable
-of the developer's own: the tests connect to their own servers.
+them on, ``PLANGATE_DEMO_SYSTEMS=1``, with approval by effect off, ``PLANGATE_APPROVE_EFFECTS=none``
+(``TEST_ENV``, in ``os.environ`` too, so in-process and subprocess ``plangate`` commands see
+them), and with no Temporal profile or ``TEMPORAL_*`` variable of the developer's own: the tests
+connect to their own servers. A test of the defaults starts from ``session_free_env``
+(tests/test_docs.py), a fresh shell's environment.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
 # What every test runs under (see the module docstring). TEMPORAL_CONFIG_FILE names an empty
 # file, so neither a profile in ~/.config/temporalio nor one named by the shell applies.
 TEST_ENV = {"PLANGATE_DEMO_SYSTEMS": "1", "TEMPORAL_CONFIG_FILE": os.devnull}
+# Unset, a money or external step waits for a person: the tests of approval ask for their cards
+# themselves (their settings, a plan's ``approval``), the others run such steps without one.
+TEST_ENV["PLANGATE_APPROVE_EFFECTS"] = "none"
 # The session's approvers (keys made for it): the workers know their public keys, the clients
 # sign answers with them (``--as`` / ``by=`` picks one). Tests of who may answer make their own.
 APPROVER_KEYS = {name: SigningKey.generate(name) for name in APPROVER_NAMES}

@@ -320,8 +320,10 @@ class CrashHarness:
         )
         self.client = client
         self.api = Plangate(client, self.settings)
+        # no cards: the crashes are the point (``bench.crash`` runs it from a shell that sets
+        # no PLANGATE_APPROVE_EFFECTS, whose default holds every credit and e-mail for a person)
         self.env = {
-            **os.environ, **env, "PLANGATE_DEMO_SYSTEMS": "1",
+            **os.environ, **env, "PLANGATE_DEMO_SYSTEMS": "1", "PLANGATE_APPROVE_EFFECTS": "none",
             "PLANGATE_TASK_QUEUE": self.settings.temporal.task_queue, "PYTHONUNBUFFERED": "1",
         }
         self.log_dir = log_dir

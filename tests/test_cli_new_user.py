@@ -261,8 +261,12 @@ async def test_worker_check_needs_an_s3_answer_not_any_answer(stack: Any,
         def log_message(self, *args: Any) -> None:
             pass
 
-    code, out, err = await plangate("worker", "--check", env=stack_env)
-    assert (code, out) == (0, "plangate: Temporal, Postgres and S3 answer\n"), err
+    # PLANGATE_APPROVE_EFFECTS empty, as unset (the session sets none): the worker says its rule
+    code, out, err = await plangate("worker", "--check",
+                                    env={**stack_env, "PLANGATE_APPROVE_EFFECTS": ""})
+    assert (code, out) == (0, "plangate: Temporal, Postgres and S3 answer\n"
+                              "plangate: money and external steps wait for a person (the "
+                              "default; PLANGATE_APPROVE_EFFECTS=none turns it off)\n"), err
     pg = urlsplit(stack.database_url)
     web = ThreadingHTTPServer(("127.0.0.1", 0), NotS3)
     threading.Thread(target=web.serve_forever, daemon=True).start()

@@ -17,4 +17,10 @@ async def test_demo_replays_both_incidents(state_dir, capsys):
     assert "614 rows in staging.inv_present" in out
     assert "credits [(612.4, 'suspense')]" in out  # what the naive executor did
     assert "credits [(612.4, 'account')]" in out  # what plangate did
+    # the deployment's default, said, and the card the credit waited on
+    assert ("plangate demo: money and external steps wait for a person (the default; "
+            "PLANGATE_APPROVE_EFFECTS=none turns it off)") in out
+    (card,) = [line for line in out.splitlines() if "will call billing.issue_credit(" in line]
+    assert card.strip().startswith("card: v2 step 4 will call billing.issue_credit(account_id="
+                                   "'acct_3319f', amount_eur=612.4) [money]: waits for a person")
     assert out.rstrip().endswith("every outcome as expected")

@@ -56,9 +56,10 @@ def _exports(out: str) -> dict[str, str]:
 async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
     state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the quick start's own approver, not the test session's
+    # the quick start's own approver and approval rule, not the test session's
     monkeypatch.delenv("PLANGATE_APPROVERS")
     monkeypatch.delenv("PLANGATE_APPROVER_KEY")
+    monkeypatch.delenv("PLANGATE_APPROVE_EFFECTS")
     environ_before = dict(os.environ)
     out = io.StringIO()
     stop = asyncio.Event()
@@ -91,6 +92,8 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
         assert metrics_url.startswith("http://127.0.0.1:") and metrics_url.endswith("/metrics")
 
         # What a user does next: paste the exports, run a plan against the dev worker.
+        assert ("# money and external steps wait for a person (the default; "
+                "PLANGATE_APPROVE_EFFECTS=none turns it off)") in out.getvalue().splitlines()
         settings = Settings.from_env(exports)
         tag = uuid.uuid4().hex[:8]
         bucket, job = f"dev-{tag}", f"dev-{tag}"

@@ -137,6 +137,20 @@ def test_the_first_plan_is_the_example_and_check_accepts_it(tmp_path):
     assert proc.stdout.strip() == says.strip()
 
 
+def test_every_example_plan_is_valid_where_the_readme_runs_it(tmp_path):
+    """Each plan of ``examples/`` passes ``plangate check --strict`` with the demo systems on,
+    as in a shell with ``plangate dev``'s exports (the README runs them there)."""
+    plans = sorted((ROOT / "examples").glob("*.json"))
+    assert {p.name for p in plans} >= {"saturday.json", "credit.json"}
+    env = session_free_env() | {"PLANGATE_WORKDIR": str(tmp_path / "work"),
+                                "PLANGATE_DEMO_SYSTEMS": "1"}
+    for plan in plans:
+        proc = subprocess.run([str(BIN / "plangate"), "check", "--strict", str(plan)],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert (proc.returncode, proc.stdout.strip()) == (
+            0, f"plangate: plan {plan} is valid"), proc.stderr
+
+
 def test_the_readme_runs_the_demo_as_written():
     """The README's first command, run as a reader runs it: the repository's own .venv (which
     scripts/_venv.sh keeps current), its own embedded stack, every outcome as expected."""

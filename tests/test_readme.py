@@ -12,6 +12,14 @@ process printed, ``.venv/bin/`` being this venv's. What each command must do:
   block shows (halted: 1) and that block as the end of its output (run ids aside);
   otherwise: exit 0 and a succeeded run;
 - ``plangate status <run id> --json``: the report of the last run (``<run id>`` replaced);
+- ``plangate run`` without ``--wait``: exit 0, its run id the last run;
+- ``plangate status <run id>``: asked again until the run's card is published (it comes after
+  the step's first read; exit 1 meanwhile, the run not succeeded); the output block after it
+  among its lines (the run id and digest as ``<run id>`` and ``<digest>``), and nothing
+  credited yet (no row in ``demo.credits`` for the example's account);
+- ``plangate approve ... <digest>``: the ``plangate approve`` line that status printed, which the
+  README's command must be once the digest is filled in;
+- ``plangate watch <run id>``: exit 0, a succeeded run, and exactly one credit;
 - anything else (the snippet that puts the export, ``plangate runs ...``): exit 0.
 
 The getting-started page shows the same commands (checked here, not run twice). Also: one dev
@@ -37,6 +45,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from plangate.demo.schema import EXAMPLE_ACCOUNT
 from plangate.testing import stack_state
 from tests.test_docs import DOCS, FENCE, README, ROOT, section, session_free_env
 
@@ -193,6 +202,25 @@ def job_plan(job: str) -> dict[str, object]:
     ]}
 
 
+def credits(env: dict[str, str]) -> list[tuple[object, ...]]:
+    """The credits of the example's customer, in the dev stack's Postgres."""
+    with psycopg.connect(env["PLANGATE_DATABASE_URL"]) as conn:
+        return conn.execute(
+            "SELECT amount_eur::float, applied_to FROM demo.credits WHERE account_id = %s",
+            (EXAMPLE_ACCOUNT,),
+        ).fetchall()
+
+
+def card_shown(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``plangate status`` of a run, once it shows a card waiting (with its approve line)."""
+    for _ in range(120):
+        proc = sh(command, env)
+        if "    plangate approve " in proc.stdout:  # exit 1 meanwhile: not succeeded (yet)
+            return proc
+        time.sleep(0.5)
+    raise AssertionError(f"{command!r} shows no card: {proc.stdout}{proc.stderr}")
+
+
 def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
     """Every command of "A first plan", in order, as a reader runs them."""
     assert dev.stdout.splitlines()[-1] == READY
@@ -203,6 +231,7 @@ def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
 
     blocks = readme_blocks()
     last_run: str | None = None
+    approve_line: str | None = None
     ran: list[str] = []
     for i, (kind, body) in enumerate(blocks):
         if kind != "bash":
@@ -215,10 +244,34 @@ def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
             if "<run id>" in command:
                 assert last_run, f"{command!r} before any run"
                 command = command.replace("<run id>", last_run)
-            proc = sh(command, env)
+            if "<digest>" in command:
+                assert approve_line, f"{command!r} before a card was shown"
+                digest = approve_line.rsplit(" ", 1)[1]
+                assert command == f".venv/bin/{approve_line}".replace(digest, "<digest>")
+                command = command.replace("<digest>", digest)
+            status_plain = re.search(r"\bplangate status\b", command) and "--json" not in command
+            proc = card_shown(command, env) if status_plain else sh(command, env)
             said = proc.stdout + proc.stderr
             ran.append(command)
-            if re.search(r"\bplangate check\b", command):
+            if status_plain:
+                assert last_run, f"{command!r} before any run"
+                (approve_line,) = [line.strip() for line in proc.stdout.splitlines()
+                                   if line.strip().startswith("plangate approve ")]
+                if shown is not None and j == len(cmds) - 1:
+                    digest = approve_line.rsplit(" ", 1)[1]
+                    out = proc.stdout.replace(last_run, "<run id>").replace(digest, "<digest>")
+                    assert "\n".join(shown.splitlines()) in out, said
+                assert credits(env) == []  # the credit waits for its card
+            elif re.search(r"\bplangate approve\b", command):
+                assert proc.returncode == 0, said
+            elif re.search(r"\bplangate watch\b", command):
+                assert proc.returncode == 0, said
+                assert f"run {last_run}: succeeded" in proc.stdout, said
+                assert credits(env) == [(7.25, "account")]  # approved: made once
+            elif re.search(r"\bplangate run\b(?!.*--wait)", command):
+                assert proc.returncode == 0, said
+                (last_run,) = RUN_ID.findall(proc.stdout)
+            elif re.search(r"\bplangate check\b", command):
                 assert proc.returncode == 0, said
                 comment = re.search(r"#\s*(.+)$", body.splitlines()[0])
                 if comment and len(cmds) == 1:
@@ -244,8 +297,10 @@ def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
                 assert report["run_id"] == last_run and report["status"] == "succeeded"
             else:
                 assert proc.returncode == 0, f"{command!r}: {said}"
-    # the story: a halted run, the export put, a succeeded run, its report, the waiting runs
-    assert len(ran) >= 6, ran
+    # the story: a halted run, the export put, a succeeded run, its report, the waiting runs;
+    # a credit that waits for its card, approved, made once
+    assert len(ran) >= 10, ran
+    assert approve_line is not None and credits(env) == [(7.25, "account")]
 
     # "Truncate the export to its header and the load's post check fails instead (`...`)":
     # the README's snippet with the header alone as its body, then its run again

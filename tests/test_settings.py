@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from plangate.errors import ConfigurationError
+from plangate.plans.model import Effect
 from plangate.records.signing import SigningKey
 from plangate.world.settings import (
     CatalogueSettings,
@@ -118,6 +119,7 @@ def test_the_whole_is_its_parts_parsed_once():
     ("PLANGATE_EXTENSIONS", "not a module"),
     ("PLANGATE_REPLANNER", "gpt"),
     ("PLANGATE_APPROVE_EFFECTS", "lots"),
+    ("PLANGATE_APPROVE_EFFECTS", "none,money"),
     ("PLANGATE_APPROVAL_TTL", "soon"),
     ("PLANGATE_APPROVERS", "erin"),
     ("PLANGATE_SUBMITTERS", "agent:dana"),
@@ -135,6 +137,37 @@ def test_a_value_that_cannot_be_used_is_a_configuration_error_naming_its_variabl
     with pytest.raises(ConfigurationError) as e:
         Settings.from_env({**EVERY, var: value})
     assert var in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unset_money_and_external_wait_for_a_person_and_none_turns_it_off():
+    """The seeds' rule: an external or money effect holds for a person unless the deployment
+    says otherwise, explicitly (``none``); a deployment that writes nothing gets it too."""
+    money, external = Effect.MONEY, Effect.EXTERNAL
+    for unset in ({}, {"PLANGATE_APPROVE_EFFECTS": ""}, {"PLANGATE_APPROVE_EFFECTS": " , "}):
+        assert PolicySettings.from_env(unset).approve_effects == (money, external)
+    assert PolicySettings().approve_effects == (money, external)  # in code, alike
+    assert PolicySettings.from_env({"PLANGATE_APPROVE_EFFECTS": " None "}).approve_effects == ()
+    assert PolicySettings.from_env({"PLANGATE_APPROVE_EFFECTS": "money"}).approve_effects == (
+        money,)
+    # what a worker says at its start
+    assert PolicySettings().approval_rule() == (
+        "money and external steps wait for a person (the default; "
+        "PLANGATE_APPROVE_EFFECTS=none turns it off)")
+    assert PolicySettings.from_env({"PLANGATE_APPROVE_EFFECTS": "none"}).approval_rule() == (
+        "approval by effect off (PLANGATE_APPROVE_EFFECTS=none): a step waits for a person "
+        "only when its plan or its tool asks")
+    assert PolicySettings.from_env({"PLANGATE_APPROVE_EFFECTS": "write,money"}).approval_rule() \
+        == ("write and money steps wait for a person (PLANGATE_APPROVE_EFFECTS=write,money; "
+            "PLANGATE_APPROVE_EFFECTS=none turns it off)")
+
+
+@pytest.mark.parametrize("value", ["none,money", "money, none", "none,none"])
+def test_none_listed_with_effects_is_refused_naming_both(value):
+    with pytest.raises(ConfigurationError) as e:
+        PolicySettings.from_env({"PLANGATE_APPROVE_EFFECTS": value})
+    assert str(e.value) == (
+        "PLANGATE_APPROVE_EFFECTS: 'none' turns approval by effect off and cannot be listed "
+        f"with effects ({value!r})")
 
 
 # -- nothing below the top reads the environment ------------------------------------------------

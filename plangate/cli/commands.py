@@ -391,6 +391,7 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
             encrypted = f" (payloads encrypted with key {keys[0]})" if keys else ""
             print(f"plangate: worker polling {worker.config()['task_queue']} on "
                   f"{settings.temporal.address}{encrypted}")
+            print(f"plangate: {settings.policy.approval_rule()}", flush=True)
             metrics_address = settings.observability.metrics_address
             if metrics_address:
                 from plangate.worker.metrics import url
@@ -407,6 +408,7 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
                 else "Temporal and Postgres")
     print(f"plangate: {services} answer"
           + (" and plangate's tables are there" if args.no_setup else ""))
+    print(f"plangate: {settings.policy.approval_rule()}")
     for line in await _queue_workers(client, settings):
         print(visible(f"plangate: {line}"))
     return EXIT_OK

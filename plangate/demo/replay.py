@@ -77,7 +77,8 @@ class Demo:
 
     async def run(self, body: dict[str, Any]) -> RunReport:
         """The plan, run to its end; each card it waits on answered by the demo's operator
-        (a re-planned money or external step always waits for a person)."""
+        (a money or external step waits for a person, as on any deployment that says nothing
+        else; a re-planned one always does)."""
         p = check_plan(parse_plan(body), self.settings.catalogue, self.settings.world)
         api = Plangate(self.client, self.settings)
         run_id = await api.start(p)
@@ -87,8 +88,12 @@ class Demo:
                 if a.status is CardStatus.PENDING and a.digest not in answered:
                     answered.add(a.digest)
                     c = a.card
-                    print(f"   card: v{a.plan_version} step {a.step} {c.tool} ({c.effect}) "
-                          f"waits for a person; approved by {api.approver_key().name}")
+                    args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
+                    print(visible(
+                        f"   card: v{a.plan_version} step {a.step} will call {c.tool}({args}) "
+                        f"[{c.effect}]: waits for a person; digest {a.digest[:12]}..., "
+                        f"approved by {api.approver_key().name}"
+                    ))
                     await api.approve(run_id, a.step, a.digest)
             last = rep
         return last
@@ -212,6 +217,8 @@ async def _replay(env: dict[str, str]) -> Demo:
     client = await connect(settings)
     demo = Demo(client, settings, world, s3)
     print("plangate demo: the seeds' incidents on real S3, Postgres and Temporal")
+    print(f"plangate demo: {settings.policy.approval_rule()}; the demo's operator answers "
+          "each card it prints")
     async with await build_worker(client, settings, world):
         await demo.saturday()
         await demo.closeout()

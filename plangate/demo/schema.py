@@ -2,7 +2,8 @@
 
 Billing (invoices, subscriptions, credits), the CRM's customer records and an e-mail outbox.
 The tools in ``plangate.demo.billing``, ``.crm`` and ``.email`` act on these tables;
-``seed_acct_3319f`` (re)creates the world the incident ran against.
+``seed_acct_3319f`` (re)creates the world the incident ran against; the schema comes with the
+closed customer ``examples/credit.json`` credits (``EXAMPLE_ACCOUNT``).
 
 Columns beyond the obvious ones carry the idempotency of writes: ``customers.last_write_key``
 (the key of the write that produced the current record), ``invoices.voided_by_key``, and the
@@ -75,11 +76,27 @@ CREATE INDEX IF NOT EXISTS credits_account ON demo.credits (account_id);
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.demo_schema'))"
 
 
+#: The customer of ``examples/credit.json``: closed, so a credit applies to its account (a
+#: credit to an active one is parked in suspense, and its post check fails).
+EXAMPLE_ACCOUNT = "acct_7a01c"
+
+
 async def ensure_demo_schema(world: World) -> None:
     pool = await world.pool()
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK)
         await conn.execute(DEMO_SCHEMA)
+        # seeded once, so the example runs as written on a fresh stack; never reset. Read
+        # first: a worker whose role may not insert there meets the row `plangate setup` made
+        cur = await conn.execute(
+            "SELECT 1 FROM demo.customers WHERE account_id = %s", (EXAMPLE_ACCOUNT,)
+        )
+        if await cur.fetchone() is None:
+            await conn.execute(
+                "INSERT INTO demo.customers (account_id, status, billing_contact) "
+                "VALUES (%s, 'closed', %s) ON CONFLICT (account_id) DO NOTHING",
+                (EXAMPLE_ACCOUNT, "ar@contoso.example"),
+            )
 
 
 @dataclass(frozen=True)

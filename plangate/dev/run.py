@@ -162,6 +162,8 @@ async def run_dev(
         # (the S3 credentials) and reads its settings from there, once
         with environment(env):
             settings = Settings.from_env(os.environ)
+            # said before anything runs: unset, a money or external step waits for a card
+            print(f"# {settings.policy.approval_rule()}", file=out, flush=True)
             obs = settings.observability
             if obs.metrics_address is None:
                 port = choose_port("metrics", metrics_port, fallback=port_fallback)

@@ -55,6 +55,7 @@ from plangate.world.settings.observability import (
 )
 from plangate.world.settings.parse import flag, parse_duration
 from plangate.world.settings.policy import (
+    APPROVE_EFFECTS_VAR,
     APPROVERS_VAR,
     POLICY_BUNDLE_VAR,
     SUBMITTERS_VAR,
@@ -99,11 +100,11 @@ class Settings:
 
 
 __all__ = [
-    "APPROVERS_VAR", "APPROVER_KEY_VAR", "ARTIFACTS_VAR", "CODEC_TOKEN_VAR", "DEMO_SYSTEMS_VAR",
-    "ENCRYPTION_KEYS_VAR", "ENCRYPTION_KEY_BYTES", "EXTENSIONS_VAR", "METRICS_ADDRESS_VAR",
-    "POLICY_BUNDLE_VAR", "SUBMITTERS_VAR", "SUBMITTER_KEY_VAR", "CatalogueSettings",
-    "EncryptionSettings", "Identity", "ModelSettings", "ObservabilitySettings", "PolicySettings",
-    "Replanner", "RunSettings", "Settings", "TemporalSettings", "WorldSettings", "flag",
-    "metrics_address", "parse_duration", "parse_encryption_keys", "parse_submitters",
-    "signing_keys",
+    "APPROVERS_VAR", "APPROVER_KEY_VAR", "APPROVE_EFFECTS_VAR", "ARTIFACTS_VAR", "CODEC_TOKEN_VAR",
+    "DEMO_SYSTEMS_VAR", "ENCRYPTION_KEYS_VAR", "ENCRYPTION_KEY_BYTES", "EXTENSIONS_VAR",
+    "METRICS_ADDRESS_VAR", "POLICY_BUNDLE_VAR", "SUBMITTERS_VAR", "SUBMITTER_KEY_VAR",
+    "CatalogueSettings", "EncryptionSettings", "Identity", "ModelSettings",
+    "ObservabilitySettings", "PolicySettings", "Replanner", "RunSettings", "Settings",
+    "TemporalSettings", "WorldSettings", "flag", "metrics_address", "parse_duration",
+    "parse_encryption_keys", "parse_submitters", "signing_keys",
 ]

@@ -20,13 +20,17 @@ APPROVAL_TTL_VAR = "PLANGATE_APPROVAL_TTL"
 POLICY_BUNDLE_VAR = "PLANGATE_POLICY_BUNDLE"
 APPROVERS_VAR = "PLANGATE_APPROVERS"
 SUBMITTERS_VAR = "PLANGATE_SUBMITTERS"
+# an effect that leaves the organisation or moves money, and cannot be made tolerant of a world
+# that moved, holds for a person unless the deployment says otherwise (``none``)
+DEFAULT_APPROVE_EFFECTS = (Effect.MONEY, Effect.EXTERNAL)
+APPROVE_NONE = "none"
 
 
 @dataclass(frozen=True)
 class PolicySettings:
     # steps of these effects wait for a person's approval of their card (besides those whose
     # plan says ``approval: required``), and how long a card stays valid
-    approve_effects: tuple[Effect, ...] = ()
+    approve_effects: tuple[Effect, ...] = DEFAULT_APPROVE_EFFECTS
     approval_ttl_s: float = 24 * 3600.0
     # the policy bundle the deployment enforces now: a run decided under another one is refused
     # by every tool before it acts (``policy_superseded``, 412); None: not checked
@@ -45,6 +49,18 @@ class PolicySettings:
     def submitter_map(self) -> dict[str, Submitter]:
         return {s.name: s for s in self.submitters}
 
+    def approval_rule(self) -> str:
+        """The rule in force, as a worker says it at its start."""
+        if not self.approve_effects:
+            return (f"approval by effect off ({APPROVE_EFFECTS_VAR}={APPROVE_NONE}): a step "
+                    "waits for a person only when its plan or its tool asks")
+        names = [e.value for e in self.approve_effects]
+        said = " and ".join(names) if len(names) <= 2 else ", ".join(names)
+        how = ("the default" if self.approve_effects == DEFAULT_APPROVE_EFFECTS
+               else f"{APPROVE_EFFECTS_VAR}={','.join(names)}")
+        return (f"{said} steps wait for a person ({how}; {APPROVE_EFFECTS_VAR}={APPROVE_NONE} "
+                "turns it off)")
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> PolicySettings:
         return cls(
@@ -57,11 +73,21 @@ class PolicySettings:
 
 
 def _effects(raw: str) -> tuple[Effect, ...]:
-    """``PLANGATE_APPROVE_EFFECTS``: effects, separated by commas (``money,external``)."""
+    """``PLANGATE_APPROVE_EFFECTS``: effects, separated by commas (``money,external``); unset
+    or empty: money and external; ``none``: no step waits for its effect alone."""
     names = [n.strip().lower() for n in raw.split(",") if n.strip()]
+    if not names:
+        return DEFAULT_APPROVE_EFFECTS
+    if APPROVE_NONE in names:
+        if len(names) > 1:
+            raise ConfigurationError(
+                f"{APPROVE_EFFECTS_VAR}: {APPROVE_NONE!r} turns approval by effect off and "
+                f"cannot be listed with effects ({raw.strip()!r})"
+            )
+        return ()
     bad = [n for n in names if n not in {e.value for e in Effect}]
     if bad:
-        known = ", ".join(e.value for e in Effect)
+        known = ", ".join([*(e.value for e in Effect), APPROVE_NONE])
         raise ConfigurationError(
             f"{APPROVE_EFFECTS_VAR}: unknown effect {bad[0]!r} (known: {known})"
         )
