@@ -10,6 +10,9 @@ about its own guards is read. In the same activity, with those guards, the steps
 starts with make their first read (``first_reads``): the guards cost no local activity of
 their own before the first step acts. A re-planned version's guards are derived by the review
 of the proposal (``replanner.review``), on the worker too.
+
+The run's limits are the deployment's too (``RunSettings``): its outage patience and history
+bound come with the guards, and the run takes the smaller of those and its input's.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from plangate.plans import bindings
 from plangate.plans.guards import first_read, step_conditions
 from plangate.records.calls import ProbeRequest, StepRef
 from plangate.records.proofs import submission_refusal
-from plangate.records.run import GuardRequest, Resolved
+from plangate.records.run import GuardRequest, HistoryBound, Resolved
 from plangate.world.clients import World
-from plangate.world.settings import CatalogueSettings, PolicySettings, WorldSettings
+from plangate.world.settings import CatalogueSettings, PolicySettings, RunSettings, WorldSettings
 
 ACTIVITY_NAME = "guard.resolve"
 
@@ -65,10 +68,16 @@ def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) ->
 
 
 def resolve(
-    req: GuardRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings
+    req: GuardRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings,
+    runs: RunSettings | None = None,
 ) -> Resolved:
-    """``derive``, and the first version checked as ``plangate check`` checks it."""
-    out = derive(req, cat, policy)
+    """``derive``, with the deployment's limits on the run (``runs``); and the first version
+    checked as ``plangate check`` checks it."""
+    runs = runs or RunSettings()
+    out = derive(req, cat, policy).model_copy(update={
+        "outage_patience_s": runs.outage_patience_s,
+        "history": HistoryBound(events=runs.history_events, bytes=runs.history_bytes),
+    })
     if out.refusal is None and req.version == 1:
         problems = plan_problems(req.plan, cat, world)
         if problems:
@@ -104,14 +113,20 @@ def first_reads(req: GuardRequest, out: Resolved) -> dict[int, ProbeRequest]:
 
 
 class GuardActivities:
-    def __init__(self, world: World, cat: CatalogueSettings, policy: PolicySettings) -> None:
+    def __init__(
+        self, world: World, cat: CatalogueSettings, policy: PolicySettings,
+        runs: RunSettings | None = None,
+    ) -> None:
         self.world, self.cat, self.policy = world, cat, policy
+        self.runs = runs or RunSettings()
         self.probes = ProbeActivities(world, cat)
 
     @activity.defn(name=ACTIVITY_NAME)
     async def resolve(self, req: GuardRequest) -> Resolved:
         # path checks resolve symlinks on disk: off the event loop
-        out = await asyncio.to_thread(resolve, req, self.cat, self.world.settings, self.policy)
+        out = await asyncio.to_thread(
+            resolve, req, self.cat, self.world.settings, self.policy, self.runs
+        )
         if out.refusal is not None or not req.reads:
             return out
         asked = first_reads(req, out)

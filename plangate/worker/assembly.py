@@ -62,9 +62,10 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
     """Every plangate activity on ``world``, by the name workflows call it by: each handed the
     parts of ``settings`` it decides from (the catalogue, the policy, the model)."""
     cat, policy = settings.catalogue, settings.policy
+    guards = GuardActivities(world, cat, policy, settings.runs)
     return {
         PROBE_ACTIVITY: ProbeActivities(world, cat).evaluate,
-        GUARD_ACTIVITY: GuardActivities(world, cat, policy).resolve,
+        GUARD_ACTIVITY: guards.resolve,
         **tool_activities(world, cat, policy),
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy).review,

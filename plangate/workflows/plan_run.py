@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -179,7 +179,7 @@ class PlanRunWorkflow:
         """Plan versions until the run ends (None), or until its history is long enough that
         it continues as new: then what the next run of the chain needs to go on."""
         c = inp.carried
-        patience = timedelta(seconds=inp.outage_patience_s)
+        patience = guarding.patience(inp)  # the worker's may be less (``guarding.limited``)
         resumed: Resumed | None = None
         unguarded = GuardedPlan(plan=inp.plan)  # until the worker derives its guards
         if c is None:
@@ -224,8 +224,8 @@ class PlanRunWorkflow:
         guarded, resolved = found
         first_reads = resolved.reads
         ctx = replace(
-            base, guarded=guarded, on_behalf_of=resolved.on_behalf_of,
-            policy_bundle=resolved.policy_bundle,
+            guarding.limited(base, resolved), guarded=guarded,
+            on_behalf_of=resolved.on_behalf_of, policy_bundle=resolved.policy_bundle,
         )
         plan: GuardedPlan | None = guarded
         while plan is not None:
