@@ -12,7 +12,9 @@ their own before the first step acts. A re-planned version's guards are derived 
 of the proposal (``replanner.review``), on the worker too.
 
 The run's limits are the deployment's too (``RunSettings``): its outage patience and history
-bound come with the guards, and the run takes the smaller of those and its input's.
+bound come with the guards, and the run takes the smaller of those and its input's. Who may
+answer a card is asked again where an answer is recorded (``guard.approvers``): a key removed
+from ``PLANGATE_APPROVERS`` since the guards were derived neither approves nor rejects.
 """
 
 from __future__ import annotations
@@ -28,15 +30,27 @@ from plangate.plans import bindings
 from plangate.plans.guards import first_read, step_conditions
 from plangate.records.calls import ProbeRequest, StepRef
 from plangate.records.proofs import submission_refusal
-from plangate.records.run import GuardRequest, HistoryBound, Resolved
+from plangate.records.run import (
+    Approvers,
+    ApproversRequest,
+    GuardRequest,
+    HistoryBound,
+    Resolved,
+)
 from plangate.world.clients import World
 from plangate.world.settings import CatalogueSettings, PolicySettings, RunSettings, WorldSettings
 
 ACTIVITY_NAME = "guard.resolve"
+APPROVERS_ACTIVITY = "guard.approvers"
 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def approver_keys(policy: PolicySettings) -> dict[str, str]:
+    """The approvers whose proofs count: name -> public key, base64."""
+    return {name: _b64(key) for name, key in policy.approvers}
 
 
 def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) -> Resolved:
@@ -49,7 +63,7 @@ def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) ->
     g = guarded(plan, cat, policy, replanned=not first)
     out = Resolved(
         guards=g.guards, systems=g.systems, approval_ttl_s=g.approval_ttl_s,
-        approvers={name: _b64(key) for name, key in policy.approvers},
+        approvers=approver_keys(policy),
         on_behalf_of=on_behalf_of, policy_bundle=bundle,
     )
     if policy.submitters:
@@ -120,6 +134,11 @@ class GuardActivities:
         self.world, self.cat, self.policy = world, cat, policy
         self.runs = runs or RunSettings()
         self.probes = ProbeActivities(world, cat)
+
+    @activity.defn(name=APPROVERS_ACTIVITY)
+    async def approvers(self, req: ApproversRequest) -> Approvers:
+        """This worker's approvers now (its settings, read at its start)."""
+        return Approvers(approvers=approver_keys(self.policy))
 
     @activity.defn(name=ACTIVITY_NAME)
     async def resolve(self, req: GuardRequest) -> Resolved:

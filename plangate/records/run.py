@@ -151,3 +151,13 @@ class Resolved(Model):
             approval_ttl_s=self.approval_ttl_s,
         )
 
+
+class ApproversRequest(Model):
+    """Who may answer a card now (``guard.approvers``): asked by the workflow where it records
+    an answer, so that a key the deployment no longer lists neither approves nor rejects."""
+
+    workflow_id: str
+
+
+class Approvers(Model):
+    approvers: dict[str, str] = Field(default_factory=dict)  # name -> public key, base64

@@ -96,8 +96,8 @@ class PlanRunWorkflow:
 
     # -- answering a card: Updates (refused by their validator: no event in the history) --------
     @workflow.update(name="approve")
-    def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return self._answers.apply(self._report, answer, Decision.APPROVE, "update")
+    async def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
+        return await self._take(answer, Decision.APPROVE)
 
     @approve.validator
     def _validate_approve(self, answer: ApprovalAnswer) -> None:
@@ -106,8 +106,8 @@ class PlanRunWorkflow:
             raise ValueError(why)
 
     @workflow.update(name="reject")
-    def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return self._answers.apply(self._report, answer, Decision.REJECT, "update")
+    async def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
+        return await self._take(answer, Decision.REJECT)
 
     @reject.validator
     def _validate_reject(self, answer: ApprovalAnswer) -> None:
@@ -115,11 +115,21 @@ class PlanRunWorkflow:
         if why is not None:
             raise ValueError(why)
 
+    async def _take(self, answer: ApprovalAnswer, decision: Decision) -> ApprovalReceipt:
+        """An answer the validator let through, recorded unless its approver is no longer
+        one (the Update fails then, nothing recorded)."""
+        why = await self._answers.refusal_now(self._report, answer, decision)
+        if why is not None:
+            raise ApplicationError(why, type="AnswerRefused", non_retryable=True)
+        return self._answers.apply(self._report, answer, decision, "update")
+
     @workflow.signal(name="answer")
-    def answer(self, answer: ApprovalAnswer) -> None:
+    async def answer(self, answer: ApprovalAnswer) -> None:
         """The same answer from a client that can only signal: the same checks, and a refused
         answer is recorded and ignored."""
         why = self._answers.refusal(self._report, answer, answer.decision)
+        if why is None:  # the approver is asked about only for an answer that would count
+            why = await self._answers.refusal_now(self._report, answer, answer.decision)
         if why is not None:
             self._report.refused_answers.append(
                 RefusedAnswer(answer=answer, why=why, at=workflow.now())
