@@ -2,7 +2,8 @@
 for an outage patience of 10^9 s and a history bound of 10^12 events gets the worker's, 0 s
 and 300 events here. Judged by the run: its chain continued as new within the worker's bound
 (each run's history counted), the next run's input carries the worker's limits, and a step
-whose system does not answer halts at once instead of waiting."""
+whose system does not answer halts at once instead of waiting. A plan that asks for a card
+valid 7 days gets the deployment's 24 hours."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import asyncio
 import socket
 import uuid
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
+from plangate.client.api import Plangate
 from plangate.plans.load import parse_plan
 from plangate.records.report import RunReport
 from plangate.records.run import HistoryBound, RunInput
@@ -83,3 +86,27 @@ async def test_a_raw_start_gets_the_deployments_patience_and_history_bound(
     assert last.state == "HALTED"
     assert "WAITING" not in [t.state for t in last.transitions]
     assert "patience left" not in last.reason
+
+
+async def test_a_plan_cannot_make_its_cards_outlive_the_deployments(client, settings, s3):
+    bucket = f"ttl-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    plan = {"goal": "publish", "budget": {"replans_max": 0}, "approval_ttl_s": 7 * 86400,
+            "steps": [{"n": 1, "tool": "s3.put", "approval": "required",
+                       "args": {"bucket": bucket, "key": "k.txt", "body": "figures"}}]}
+    async with running_worker(client, settings) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(plan)
+        for _ in range(300):
+            rep = await api.report(run_id)
+            if rep.approvals:
+                break
+            await asyncio.sleep(0.05)
+        (card,) = rep.approvals
+        await api.cancel(run_id, reason="the card was all this test needed", requester="test")
+        rep = await ended(api.handle(run_id))
+    # the deployment's 24 h (PLANGATE_APPROVAL_TTL), in the card its digest binds
+    assert card.card.expires_at - card.card.issued_at == timedelta(hours=24)
+    assert card.expires_at == card.card.expires_at and card.digest == card.card.digest()
+    assert settings.policy.approval_ttl_s == 24 * 3600
+    assert rep.status == "cancelled" and "Contents" not in s3.list_objects_v2(Bucket=bucket)
