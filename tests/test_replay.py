@@ -19,6 +19,7 @@ from temporalio.worker import Replayer
 
 from plangate.records.interface import ENDED_ERRORS
 from plangate.records.report import Phase, RunReport, StepState
+from plangate.testing import local_activity
 from plangate.worker.assembly import PlangatePlugin
 from plangate.worker.compression import DATA_CONVERTER
 
@@ -49,6 +50,9 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "approved_card_clock": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
     # patch baseline-23: the three patches above asked as one marker
     "approved_baseline_23": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
+    # patch current-approvers: the worker asked who is an approver now where each answer is
+    # recorded; a revoked one's Update failed, then an approval was recorded
+    "approved_current_approvers": ("succeeded", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
     "rejected": ("failed", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
     "cancelled": ("cancelled", E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
     # a wait beside a card, both parked twice; the card approved in a later run
@@ -152,7 +156,7 @@ async def test_every_path_was_recorded():
         e.marker_recorded_event_attributes for e in load(p).events
         if e.event_type == E.EVENT_TYPE_MARKER_RECORDED)) for n, p in recorded.items()
         if n not in ("halted_after_wait", "approved_run_memo", "approved_card_clock",
-                     "approved_baseline_23"))
+                     "approved_baseline_23", "approved_current_approvers"))
     # patch run-memo: the card put in the memo while it waited, then taken out; at the end,
     # the calls' windows
     memo = load(recorded["approved_run_memo"])
@@ -198,6 +202,20 @@ async def test_every_path_was_recorded():
     assert [list(e.workflow_properties_modified_event_attributes.upserted_memo.fields)
             for e in baseline if e.event_type == E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED] == [
         ["plangate.cards"], ["plangate.cards"], ["plangate.windows"]]
+    # patch current-approvers: asked where the first answer is recorded, after the baseline;
+    # the worker asked once per answer; the revoked approver's Update failed, nothing recorded
+    current = load(recorded["approved_current_approvers"]).events
+    assert patch_ids(current) == ["baseline-23", "current-approvers"]
+    asked = [la["activity_type"] for e in current if (la := local_activity(e)) is not None]
+    assert asked.count("guard.approvers") == 2
+    outcomes = [e.workflow_execution_update_completed_event_attributes.outcome for e in current
+                if e.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED]
+    assert [o.HasField("success") for o in outcomes] == [False, True]
+    assert outcomes[0].failure.message == (
+        "'fuzz' is not an approver of this deployment (PLANGATE_APPROVERS)")
+    answered = await ending(load(recorded["approved_current_approvers"]))
+    assert isinstance(answered, RunReport) and answered.approvals[0].answer is not None
+    assert answered.approvals[0].answer.by == "bench"
     # the chain: each run after the first continued from the one before
     runs = [load(recorded[f"continued_as_new_run{i}"]) for i in (1, 2, 3)]
     for before, after in itertools.pairwise(runs):

@@ -127,6 +127,10 @@ def test_the_whole_is_its_parts_parsed_once():
     ("PLANGATE_MAX_CACHED_RUNS", "0"),
     ("PLANGATE_HISTORY_BYTES", "many"),
     ("PLANGATE_OUTAGE_PATIENCE", "0"),
+    # past what plangate allows at all: Temporal ends a run at 51,200 events; a wait is 7 days
+    ("PLANGATE_HISTORY_EVENTS", "1_000_000_000_000"),
+    ("PLANGATE_HISTORY_BYTES", "104857600"),
+    ("PLANGATE_OUTAGE_PATIENCE", "8d"),
     ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://otel"),
     ("PLANGATE_METRICS_ADDRESS", "localhost:9464"),
     ("PLANGATE_ENCRYPTION_KEYS", "k1"),

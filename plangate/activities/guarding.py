@@ -10,6 +10,11 @@ about its own guards is read. In the same activity, with those guards, the steps
 starts with make their first read (``first_reads``): the guards cost no local activity of
 their own before the first step acts. A re-planned version's guards are derived by the review
 of the proposal (``replanner.review``), on the worker too.
+
+The run's limits are the deployment's too (``RunSettings``): its outage patience and history
+bound come with the guards, and the run takes the smaller of those and its input's. Who may
+answer a card is asked again where an answer is recorded (``guard.approvers``): a key removed
+from ``PLANGATE_APPROVERS`` since the guards were derived neither approves nor rejects.
 """
 
 from __future__ import annotations
@@ -25,15 +30,27 @@ from plangate.plans import bindings
 from plangate.plans.guards import first_read, step_conditions
 from plangate.records.calls import ProbeRequest, StepRef
 from plangate.records.proofs import submission_refusal
-from plangate.records.run import GuardRequest, Resolved
+from plangate.records.run import (
+    Approvers,
+    ApproversRequest,
+    GuardRequest,
+    HistoryBound,
+    Resolved,
+)
 from plangate.world.clients import World
-from plangate.world.settings import CatalogueSettings, PolicySettings, WorldSettings
+from plangate.world.settings import CatalogueSettings, PolicySettings, RunSettings, WorldSettings
 
 ACTIVITY_NAME = "guard.resolve"
+APPROVERS_ACTIVITY = "guard.approvers"
 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def approver_keys(policy: PolicySettings) -> dict[str, str]:
+    """The approvers whose proofs count: name -> public key, base64."""
+    return {name: _b64(key) for name, key in policy.approvers}
 
 
 def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) -> Resolved:
@@ -46,7 +63,7 @@ def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) ->
     g = guarded(plan, cat, policy, replanned=not first)
     out = Resolved(
         guards=g.guards, systems=g.systems, approval_ttl_s=g.approval_ttl_s,
-        approvers={name: _b64(key) for name, key in policy.approvers},
+        approvers=approver_keys(policy),
         on_behalf_of=on_behalf_of, policy_bundle=bundle,
     )
     if policy.submitters:
@@ -65,10 +82,16 @@ def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) ->
 
 
 def resolve(
-    req: GuardRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings
+    req: GuardRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings,
+    runs: RunSettings | None = None,
 ) -> Resolved:
-    """``derive``, and the first version checked as ``plangate check`` checks it."""
-    out = derive(req, cat, policy)
+    """``derive``, with the deployment's limits on the run (``runs``); and the first version
+    checked as ``plangate check`` checks it."""
+    runs = runs or RunSettings()
+    out = derive(req, cat, policy).model_copy(update={
+        "outage_patience_s": runs.outage_patience_s,
+        "history": HistoryBound(events=runs.history_events, bytes=runs.history_bytes),
+    })
     if out.refusal is None and req.version == 1:
         problems = plan_problems(req.plan, cat, world)
         if problems:
@@ -104,14 +127,25 @@ def first_reads(req: GuardRequest, out: Resolved) -> dict[int, ProbeRequest]:
 
 
 class GuardActivities:
-    def __init__(self, world: World, cat: CatalogueSettings, policy: PolicySettings) -> None:
+    def __init__(
+        self, world: World, cat: CatalogueSettings, policy: PolicySettings,
+        runs: RunSettings | None = None,
+    ) -> None:
         self.world, self.cat, self.policy = world, cat, policy
+        self.runs = runs or RunSettings()
         self.probes = ProbeActivities(world, cat)
+
+    @activity.defn(name=APPROVERS_ACTIVITY)
+    async def approvers(self, req: ApproversRequest) -> Approvers:
+        """This worker's approvers now (its settings, read at its start)."""
+        return Approvers(approvers=approver_keys(self.policy))
 
     @activity.defn(name=ACTIVITY_NAME)
     async def resolve(self, req: GuardRequest) -> Resolved:
         # path checks resolve symlinks on disk: off the event loop
-        out = await asyncio.to_thread(resolve, req, self.cat, self.world.settings, self.policy)
+        out = await asyncio.to_thread(
+            resolve, req, self.cat, self.world.settings, self.policy, self.runs
+        )
         if out.refusal is not None or not req.reads:
             return out
         asked = first_reads(req, out)

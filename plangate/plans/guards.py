@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from plangate.plans import limits
 from plangate.plans._base import Model
 from plangate.plans.catalogue import Catalogue, Contract, Term, VersionBinding
 from plangate.plans.model import Condition, Effect, Plan, Step
@@ -58,7 +59,8 @@ def guard(
     needs a person when the strongest word says so: the plan's (``approval: required``), the
     deployment's (its effect is in ``approve_effects``) or its tool's own; and, in a
     ``replanned`` version, every money or external step (a card never carries across plan
-    versions). A card lives the plan's ``approval_ttl_s``, else the setting's."""
+    versions). A card lives the shorter of the plan's ``approval_ttl_s`` and the setting's
+    (a plan may ask for less, never more), and never past the language's 7 days."""
     guards: dict[int, StepGuard] = {}
     for s in plan.steps:
         tool = catalogue.tools.get(s.tool)
@@ -77,7 +79,9 @@ def guard(
     return GuardedPlan(
         plan=plan, guards=guards,
         systems={name: p.system for name, p in catalogue.probes.items()},
-        approval_ttl_s=plan.approval_ttl_s or approval_ttl_s,
+        approval_ttl_s=min(
+            plan.approval_ttl_s or approval_ttl_s, approval_ttl_s, limits.MAX_WAIT_TIMEOUT_S
+        ),
     )
 
 

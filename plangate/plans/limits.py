@@ -52,6 +52,17 @@ MIN_WAIT_INTERVAL_S = 1.0
 is a probe activity against a real system and events in the run's history; faster polling
 hammers both and brings no earlier answer worth having."""
 
+MAX_OUTAGE_PATIENCE_S = MAX_WAIT_TIMEOUT_S
+"""How long a step waits for a system that does not answer before it halts: a wait like a
+post condition's, and no longer. The deployment sets it (``PLANGATE_OUTAGE_PATIENCE``); a run's
+input may only ask for less."""
+
+MAX_HISTORY_EVENTS = 51_200
+MAX_HISTORY_BYTES = 50 * MIB
+"""The most a run's history may hold: Temporal ends a run there (terminated, with no report),
+so a bound above it would never make a run continue as new. The deployment sets the bound
+(``PLANGATE_HISTORY_EVENTS``, ``PLANGATE_HISTORY_BYTES``); a run's input may only ask for less."""
+
 
 MIN_INTEGER, MAX_INTEGER = -(2**63), 2**63 - 1
 """Every integer in a plan (a step number, a count, a version, any argument value) is a signed

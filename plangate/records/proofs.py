@@ -3,8 +3,9 @@ that judges those proofs (``answer_refusal``, ``submission_refusal``): the workf
 validator and signal handler, and the tool's activity right before it acts, ask the same
 questions of the same fields.
 
-An approval proof binds the run, its plan version, the step, the card's digest, the decision
-(and a rejection's reason), the approver and the time it was signed. A submission binds the
+An approval proof binds the run, its plan version, the step, the card's digest, the decision,
+its reason (a rejection's; an approval's, normally empty), the approver and the time it was
+signed (with its time zone). A submission binds the
 workflow id, the plan's SHA-256, the principal the run acts for and the time. A refusal says
 what is wrong and never quotes the card's digest (nor any key).
 """
@@ -41,6 +42,7 @@ class ApprovalGrant(Model):
     card: ApprovalCard
     digest: str
     proof: ApprovalProof
+    reason: str = ""  # the approval's, as signed (normally empty)
 
 
 def approval_fields(
@@ -48,10 +50,12 @@ def approval_fields(
     signed_at: datetime,
 ) -> dict[str, object]:
     """What an approval proof signs (the digest covers the card: its plan version, tool,
-    arguments, expiry, the call's idempotency key)."""
+    arguments, expiry, the call's idempotency key). The reason is signed whatever the
+    decision: a reason recorded is always the one its approver signed (an approval's is
+    normally empty, so proofs made before this still verify)."""
     return {
         "run_id": run_id, "step": step, "digest": digest,
-        "decision": decision.value, "reason": reason if decision is Decision.REJECT else "",
+        "decision": decision.value, "reason": reason,
         "approver": approver, "signed_at": signed_at.isoformat(),
     }
 
@@ -102,6 +106,8 @@ def answer_refusal(
         ctx.submitter_key is not None and public == ctx.submitter_key
     ):
         return f"{proof.approver} submitted this run: a submitter never approves its own run"
+    if proof.signed_at.utcoffset() is None:  # never compared with an aware time
+        return f"the proof of {proof.approver} is signed at a time without a time zone"
     fields = approval_fields(
         run_id=card.run_id, step=card.step, digest=ctx.digest, decision=decision, reason=reason,
         approver=proof.approver, signed_at=proof.signed_at,
@@ -109,10 +115,8 @@ def answer_refusal(
     if not signing.verify(public, signing.APPROVAL, fields, proof.signature):
         return (
             f"the proof of {proof.approver} does not verify for this answer (another run, "
-            "step, card, decision or time, or another key)"
+            "step, card, decision, reason or time, or another key)"
         )
-    if proof.signed_at.utcoffset() is None:
-        return "the proof's time has no time zone"
     if not card.issued_at - CLOCK_SKEW <= proof.signed_at <= card.expires_at:
         return f"the proof of {proof.approver} was not signed while the card was valid"
     if now is not None:
@@ -144,7 +148,7 @@ def grant_refusal(
     if not same:
         return "the approved card is not this call (another run, step, tool or arguments)"
     ctx = AnswerContext(card, grant.digest, approvers, submitter, submitter_key)
-    return answer_refusal(grant.proof, Decision.APPROVE, "", ctx, None)
+    return answer_refusal(grant.proof, Decision.APPROVE, grant.reason, ctx, None)
 
 
 # -- submissions ------------------------------------------------------------------------------
@@ -225,6 +229,8 @@ def submission_refusal(
     who = submitters.get(sub.submitter)
     if who is None:
         return f"{sub.submitter!r} is not a submitter of this deployment (PLANGATE_SUBMITTERS)"
+    if sub.signed_at.utcoffset() is None:  # never compared with the run's start
+        return f"the submission of {sub.submitter} is signed at a time without a time zone"
     if not signing.verify(who.public, signing.SUBMISSION, _submission_fields(sub), sub.signature):
         return f"the submission of {sub.submitter} does not verify (another key or a changed run)"
     if sub.workflow_id != workflow_id:

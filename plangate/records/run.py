@@ -26,6 +26,12 @@ class HistoryBound(Model):
     events: int = Field(default=10_240, ge=200)
     bytes: int = Field(default=10 * MIB, ge=64 * 1024)
 
+    def within(self, other: HistoryBound) -> HistoryBound:
+        """The smaller of the two bounds, each field on its own."""
+        return HistoryBound(
+            events=min(self.events, other.events), bytes=min(self.bytes, other.bytes)
+        )
+
 
 class ParkedAt(StrEnum):
     """Where a step stopped for the run to continue as new: points where nothing is in flight."""
@@ -134,9 +140,24 @@ class Resolved(Model):
     refusal_code: str = "not_permitted"
     # ``GuardRequest.reads``, read: each step's first read, by n (absent: the step reads itself)
     reads: dict[int, ProbeReport] = Field(default_factory=dict)
+    # the deployment's limits on the run; its input may ask for less, never more (None: said
+    # by a worker before them, whose runs took the input's)
+    outage_patience_s: float | None = None
+    history: HistoryBound | None = None
 
     def guarded(self, plan: Plan) -> GuardedPlan:
         return GuardedPlan(
             plan=plan, guards=self.guards, systems=self.systems,
             approval_ttl_s=self.approval_ttl_s,
         )
+
+
+class ApproversRequest(Model):
+    """Who may answer a card now (``guard.approvers``): asked by the workflow where it records
+    an answer, so that a key the deployment no longer lists neither approves nor rejects."""
+
+    workflow_id: str
+
+
+class Approvers(Model):
+    approvers: dict[str, str] = Field(default_factory=dict)  # name -> public key, base64

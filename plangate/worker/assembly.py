@@ -35,7 +35,7 @@ from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced
 from plangate.activities.extensions import ExtensionError, registry_for
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
-from plangate.activities.guarding import GuardActivities
+from plangate.activities.guarding import APPROVERS_ACTIVITY, GuardActivities
 from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from plangate.activities.tool_activity import tool_activities
 from plangate.records.placement import announcement, catalogue_queue
@@ -62,9 +62,11 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
     """Every plangate activity on ``world``, by the name workflows call it by: each handed the
     parts of ``settings`` it decides from (the catalogue, the policy, the model)."""
     cat, policy = settings.catalogue, settings.policy
+    guards = GuardActivities(world, cat, policy, settings.runs)
     return {
         PROBE_ACTIVITY: ProbeActivities(world, cat).evaluate,
-        GUARD_ACTIVITY: GuardActivities(world, cat, policy).resolve,
+        GUARD_ACTIVITY: guards.resolve,
+        APPROVERS_ACTIVITY: guards.approvers,
         **tool_activities(world, cat, policy),
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy).review,

@@ -1,6 +1,11 @@
 """Answers to a run's approval cards, by Update or signal: who may answer (the approvers and
 the submitter the worker's guards name), the checks every answer meets, and the answer
-recorded on its card. The step waiting for the card reads it there (``approval``)."""
+recorded on its card. The step waiting for the card reads it there (``approval``).
+
+An Update's validator judges an answer by the approvers the guards named (it cannot ask the
+worker); where the answer is recorded, the worker is asked who is an approver now
+(``guard.approvers``, patch ``current-approvers``), so a key the deployment removed since
+neither approves nor rejects, and nothing of its answer is recorded."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from plangate.records import options
     from plangate.records.approvals import (
         Answered,
         ApprovalAnswer,
@@ -21,7 +27,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from plangate.records.proofs import AnswerContext, answer_refusal
     from plangate.records.report import RunReport
-    from plangate.records.run import Resolved
+    from plangate.records.run import Approvers, ApproversRequest, Resolved
+    from plangate.workflows import summaries
+
+APPROVERS_ACTIVITY = "guard.approvers"
+# An answer is recorded only after the worker named its approver as one still (runs begun
+# before record an answer as their validator or signal handler took it).
+CURRENT_APPROVERS = "current-approvers"
 
 
 class Answers:
@@ -37,6 +49,23 @@ class Answers:
         self.submitter_key = (
             base64.b64decode(resolved.submitter_key) if resolved.submitter_key else None
         )
+
+    async def refusal_now(
+        self, report: RunReport, answer: ApprovalAnswer, decision: Decision
+    ) -> str | None:
+        """``refusal``, judged by the approvers the worker lists now (kept for the answers
+        after it); a run begun before ``CURRENT_APPROVERS`` judges by the guards' alone."""
+        if not workflow.patched(CURRENT_APPROVERS):
+            return self.refusal(report, answer, decision)
+        listed: Approvers = await workflow.execute_local_activity(
+            APPROVERS_ACTIVITY, ApproversRequest(workflow_id=workflow.info().workflow_id),
+            result_type=Approvers, start_to_close_timeout=options.GUARD_TIMEOUT,
+            retry_policy=options.GUARD_RETRY,
+            summary=summaries.approvers(answer.step, report.plan_version),
+        )
+        self.approvers = {n: base64.b64decode(k) for n, k in listed.approvers.items()}
+        # judged again whole: the card may have been answered or expired meanwhile
+        return self.refusal(report, answer, decision)
 
     def refusal(
         self, report: RunReport, answer: ApprovalAnswer, decision: Decision

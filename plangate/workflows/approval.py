@@ -68,7 +68,9 @@ def _grant(s: StepScope, record: ApprovalRecord) -> ApprovalGrant | None:
     answer = record.answer
     if answer is None or answer.proof is None:
         return None
-    return ApprovalGrant(card=record.card, digest=record.digest, proof=answer.proof)
+    return ApprovalGrant(
+        card=record.card, digest=record.digest, proof=answer.proof, reason=answer.reason
+    )
 
 
 async def _settle(s: StepScope) -> None:

@@ -1,21 +1,23 @@
 """A plan version's guards are the worker's own (``guard.resolve``, a local activity that also
-makes the first steps' first reads), never the input's; and a run whose input plangate cannot
+makes the first steps' first reads), never the input's, and so are the run's limits (outage
+patience, history bound: the input may ask for less); and a run whose input plangate cannot
 have made, or whose guards refuse it, acts on nothing."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.guards import GuardedPlan
+    from plangate.plans.limits import MAX_HISTORY_BYTES, MAX_HISTORY_EVENTS, MAX_OUTAGE_PATIENCE_S
     from plangate.plans.model import Plan
     from plangate.records import options
     from plangate.records.codes import CODES
     from plangate.records.report import FailureRecord, RunReport, RunStatus, StepState
-    from plangate.records.run import GuardRequest, Resolved, RunInput
+    from plangate.records.run import GuardRequest, HistoryBound, Resolved, RunInput
     from plangate.workflows import bookkeeping, summaries
     from plangate.workflows.context import VersionContext
     from plangate.workflows.router import Refused
@@ -40,6 +42,26 @@ def forged(inp: RunInput) -> str | None:
             "before it can hand on (continue-as-new)"
         )
     return None
+
+
+def patience(inp: RunInput) -> timedelta:
+    """The input's outage patience, never past plangate's limit (the worker's may be less:
+    ``limited``)."""
+    return timedelta(seconds=min(MAX_OUTAGE_PATIENCE_S, inp.outage_patience_s))
+
+
+def limited(ctx: VersionContext, resolved: Resolved) -> VersionContext:
+    """``ctx`` under the smaller of each limit: the input's and the deployment's (what the
+    worker said with the guards), never past plangate's own. A worker from before these
+    limits said none: its runs keep the input's."""
+    history, waits = ctx.history, ctx.outage_patience
+    if resolved.history is not None:
+        most = HistoryBound(events=MAX_HISTORY_EVENTS, bytes=MAX_HISTORY_BYTES)
+        history = history.within(resolved.history).within(most)
+    if resolved.outage_patience_s is not None:
+        worker = min(MAX_OUTAGE_PATIENCE_S, resolved.outage_patience_s)
+        waits = min(waits, timedelta(seconds=worker))
+    return replace(ctx, history=history, outage_patience=waits)
 
 
 async def resolve(plan: Plan, version: int, ctx: VersionContext, *, first_run: bool) -> Resolved:

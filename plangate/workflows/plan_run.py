@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -96,8 +96,8 @@ class PlanRunWorkflow:
 
     # -- answering a card: Updates (refused by their validator: no event in the history) --------
     @workflow.update(name="approve")
-    def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return self._answers.apply(self._report, answer, Decision.APPROVE, "update")
+    async def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
+        return await self._take(answer, Decision.APPROVE)
 
     @approve.validator
     def _validate_approve(self, answer: ApprovalAnswer) -> None:
@@ -106,8 +106,8 @@ class PlanRunWorkflow:
             raise ValueError(why)
 
     @workflow.update(name="reject")
-    def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return self._answers.apply(self._report, answer, Decision.REJECT, "update")
+    async def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
+        return await self._take(answer, Decision.REJECT)
 
     @reject.validator
     def _validate_reject(self, answer: ApprovalAnswer) -> None:
@@ -115,11 +115,21 @@ class PlanRunWorkflow:
         if why is not None:
             raise ValueError(why)
 
+    async def _take(self, answer: ApprovalAnswer, decision: Decision) -> ApprovalReceipt:
+        """An answer the validator let through, recorded unless its approver is no longer
+        one (the Update fails then, nothing recorded)."""
+        why = await self._answers.refusal_now(self._report, answer, decision)
+        if why is not None:
+            raise ApplicationError(why, type="AnswerRefused", non_retryable=True)
+        return self._answers.apply(self._report, answer, decision, "update")
+
     @workflow.signal(name="answer")
-    def answer(self, answer: ApprovalAnswer) -> None:
+    async def answer(self, answer: ApprovalAnswer) -> None:
         """The same answer from a client that can only signal: the same checks, and a refused
         answer is recorded and ignored."""
         why = self._answers.refusal(self._report, answer, answer.decision)
+        if why is None:  # the approver is asked about only for an answer that would count
+            why = await self._answers.refusal_now(self._report, answer, answer.decision)
         if why is not None:
             self._report.refused_answers.append(
                 RefusedAnswer(answer=answer, why=why, at=workflow.now())
@@ -179,7 +189,7 @@ class PlanRunWorkflow:
         """Plan versions until the run ends (None), or until its history is long enough that
         it continues as new: then what the next run of the chain needs to go on."""
         c = inp.carried
-        patience = timedelta(seconds=inp.outage_patience_s)
+        patience = guarding.patience(inp)  # the worker's may be less (``guarding.limited``)
         resumed: Resumed | None = None
         unguarded = GuardedPlan(plan=inp.plan)  # until the worker derives its guards
         if c is None:
@@ -224,8 +234,8 @@ class PlanRunWorkflow:
         guarded, resolved = found
         first_reads = resolved.reads
         ctx = replace(
-            base, guarded=guarded, on_behalf_of=resolved.on_behalf_of,
-            policy_bundle=resolved.policy_bundle,
+            guarding.limited(base, resolved), guarded=guarded,
+            on_behalf_of=resolved.on_behalf_of, policy_bundle=resolved.policy_bundle,
         )
         plan: GuardedPlan | None = guarded
         while plan is not None:

@@ -117,6 +117,10 @@ def card(n: int, version: int) -> str:
     return f"{step_label(n, version)} issues its approval card"
 
 
+def approvers(n: int, version: int) -> str:
+    return f"who may answer the card of {step_label(n, version)} now"
+
+
 def approval_wait(n: int, version: int, until: datetime) -> str:
     return clip(f"waiting for an approver for {step_label(n, version)} until {clock(until)}")
 

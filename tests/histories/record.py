@@ -27,7 +27,7 @@ import psycopg
 
 from bench._stack import Bench, bench_stack
 from plangate.activities.tool_activity import tool_activities
-from plangate.client.api import Plangate
+from plangate.client.api import AnswerRefused, Plangate
 from plangate.demo.replay import BUCKET, KEY, invoice_csv, saturday_plan
 from plangate.demo.scenarios import closeout_plan
 from plangate.demo.schema import seed_acct_3319f
@@ -170,6 +170,28 @@ async def rejected(b: Bench) -> RunReport:
     return await answered(b, approve=False)
 
 
+async def approved_current_approvers(b: Bench) -> RunReport:
+    """Patch ``current-approvers``: the worker restarts without ``fuzz`` among its approvers
+    while the card waits; fuzz's approval, accepted by the validator, is refused where it
+    would be recorded (the worker asked), then bench's is recorded (asked again)."""
+    async with running_worker(b.client, b.settings) as first:
+        api = Plangate(b.client, first.settings)
+        handle = await api.submit(publish(bucket(b)))
+        card = (await until(b, handle.id, lambda r: bool(r.approvals))).approvals[0]
+    policy = b.settings.policy
+    listed = tuple(a for a in policy.approvers if a[0] != "fuzz")
+    revoked = replace(b.settings, policy=replace(policy, approvers=listed))
+    async with running_worker(b.client, revoked, queue=first.settings.temporal.task_queue):
+        try:
+            await api.approve(handle.id, 1, card.digest, by="fuzz")
+        except AnswerRefused as e:
+            print(f"refused: {e}")
+        else:
+            raise SystemExit("a revoked approver's answer was taken")
+        await api.approve(handle.id, 1, card.digest, by="bench")
+        return await ended(handle)
+
+
 async def cancelled(b: Bench) -> RunReport:
     job = f"cancel-{uuid.uuid4().hex[:6]}"
     api = Plangate(b.client, b.settings)
@@ -284,6 +306,8 @@ SCENARIOS: dict[str, Scenario] = {
     "approved_card_clock": approved,
     # patch baseline-23: the three above in one marker
     "approved_baseline_23": approved,
+    # patch current-approvers: an answer recorded only by an approver the worker lists now
+    "approved_current_approvers": approved_current_approvers,
     "rejected": rejected,
     "cancelled": cancelled,
     "continued_as_new": continued_as_new,

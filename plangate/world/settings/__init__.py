@@ -12,8 +12,8 @@ which hands each part only where it is needed:
     ├── policy         PolicySettings         approvals, policy        guard.resolve, the tools'
     │                                         bundle, approvers,       checks at the call, the
     │                                         submitters               review of a re-plan
-    ├── runs           RunSettings            history bound, outage    each run's input (API)
-    │                                         patience
+    ├── runs           RunSettings            history bound, outage    guard.resolve (the run's
+    │                                         patience                 limits), each run's input
     ├── observability  ObservabilitySettings  traces, metrics          tracing, metrics
     ├── encryption     EncryptionSettings     payload keys, codec      worker.encryption,
     │                                         token                    servers.codec

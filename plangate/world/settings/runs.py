@@ -1,14 +1,23 @@
-"""What a client gives every run it starts (``RunSettings``): the most its history holds before
-it continues as new, and how long a step waits for a system that does not answer. Both travel in
-the run's input (``records.run.RunInput``), so the workflow reads them from there, never from
-settings."""
+"""The deployment's limits on every run (``RunSettings``): the most its history holds before it
+continues as new, and how long a step waits for a system that does not answer. A client puts
+its own in the run's input; the worker's guards (``guard.resolve``) hand the workflow the
+worker's, and the run takes the smaller of each: an input (anyone's raw start) may ask for
+less, never more. Neither exceeds what plangate allows at all (``plans.limits``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from plangate.errors import ConfigurationError
+from plangate.plans.limits import MAX_HISTORY_BYTES, MAX_HISTORY_EVENTS, MAX_OUTAGE_PATIENCE_S
 from plangate.world.settings.parse import at_least, duration
+
+
+def _at_most(name: str, value: float, most: float, shown: str) -> float:
+    if value > most:
+        raise ConfigurationError(f"{name} must be at most {shown}, not {value:,.0f}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -21,8 +30,11 @@ class RunSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RunSettings:
-        return cls(
-            history_events=at_least(env, "PLANGATE_HISTORY_EVENTS", cls.history_events, 200),
-            history_bytes=at_least(env, "PLANGATE_HISTORY_BYTES", cls.history_bytes, 65_536),
-            outage_patience_s=duration(env, "PLANGATE_OUTAGE_PATIENCE", "15m"),
-        )
+        events = at_least(env, "PLANGATE_HISTORY_EVENTS", cls.history_events, 200)
+        size = at_least(env, "PLANGATE_HISTORY_BYTES", cls.history_bytes, 65_536)
+        patience = duration(env, "PLANGATE_OUTAGE_PATIENCE", "15m")
+        # Temporal ends a run at 51,200 events or 50 MiB; a wait is at most 7 days
+        _at_most("PLANGATE_HISTORY_EVENTS", events, MAX_HISTORY_EVENTS, f"{MAX_HISTORY_EVENTS:,}")
+        _at_most("PLANGATE_HISTORY_BYTES", size, MAX_HISTORY_BYTES, f"{MAX_HISTORY_BYTES:,}")
+        _at_most("PLANGATE_OUTAGE_PATIENCE", patience, MAX_OUTAGE_PATIENCE_S, "7d")
+        return cls(history_events=events, history_bytes=size, outage_patience_s=patience)
