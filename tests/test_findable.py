@@ -182,6 +182,8 @@ async def test_the_runs_awaiting_approval_are_found(client, settings, stack, s3,
     target = f"s3://{bucket}/0.txt"
     assert await summaries(client, approved) == [
         "guards of plan v1, 1 step + pre-check step 1",
+        # where the approval is recorded, the worker names its approvers now (issue 34)
+        "who may answer the card of step 1 now",
         f"re-probe step 1: object_content_equals {target}, object_version {target}",
         f"step 1 s3.put -> {target}",  # its post check is read in its own activity
     ]

@@ -273,7 +273,8 @@ async def test_the_ledger_unavailable_the_tool_does_not_act(settings, tmp_path):
 
     spec = replace(TOOLS["pay.blind"], fn=pay)
     catalogue = replace(settings.catalogue, extensions=(EXTENSION,))
-    act = _make(spec, world, PolicySettings(), ProbeActivities(world, catalogue))
+    policy = PolicySettings(approve_effects=())  # nothing waits: the ledger alone refuses
+    act = _make(spec, world, policy, ProbeActivities(world, catalogue))
     call = ToolCall(step=StepRef(run_id="plan-down", plan_version=1, n=1, tool="pay.blind",
                                  args={"account": "a_down", "amount_eur": 1.0}),
                     idempotency_key="plan-down~k/v1/1")

@@ -102,6 +102,8 @@ END $$;
 
 # plangate's own tables, as SCHEMA creates them
 OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+) \(", SCHEMA))
+# those a later plangate added: missing beside the others, the tables are an older plangate's
+LATER_TABLES = frozenset({"plangate.effects"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"
@@ -135,6 +137,11 @@ async def require_schema(world: World) -> None:
                 (list(OWN_TABLES),),
             )
             missing = [row[0] for row in await cur.fetchall()]
+            if missing and len(missing) < len(OWN_TABLES) and set(missing) <= LATER_TABLES:
+                raise SchemaNotReady(
+                    f"plangate's tables are from an older plangate ({', '.join(missing)} "
+                    "missing): run `plangate setup` as the role that owns them"
+                )
             if missing:
                 raise SchemaNotReady(
                     f"plangate's tables {', '.join(missing)} are missing: run `plangate setup` "
