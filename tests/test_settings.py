@@ -131,6 +131,7 @@ def test_the_whole_is_its_parts_parsed_once():
     ("PLANGATE_HISTORY_EVENTS", "1_000_000_000_000"),
     ("PLANGATE_HISTORY_BYTES", "104857600"),
     ("PLANGATE_OUTAGE_PATIENCE", "8d"),
+    ("PLANGATE_APPROVAL_TTL", "8d"),
     ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://otel"),
     ("PLANGATE_METRICS_ADDRESS", "localhost:9464"),
     ("PLANGATE_ENCRYPTION_KEYS", "k1"),
@@ -163,6 +164,13 @@ def test_unset_money_and_external_wait_for_a_person_and_none_turns_it_off():
     assert PolicySettings.from_env({"PLANGATE_APPROVE_EFFECTS": "write,money"}).approval_rule() \
         == ("write and money steps wait for a person (PLANGATE_APPROVE_EFFECTS=write,money; "
             "PLANGATE_APPROVE_EFFECTS=none turns it off)")
+
+
+def test_a_card_lives_at_most_seven_days():
+    assert PolicySettings.from_env({"PLANGATE_APPROVAL_TTL": "7d"}).approval_ttl_s == 604800
+    with pytest.raises(ConfigurationError) as e:
+        PolicySettings.from_env({"PLANGATE_APPROVAL_TTL": "8d"})
+    assert str(e.value) == "PLANGATE_APPROVAL_TTL must be at most 7d, not 691,200"
 
 
 @pytest.mark.parametrize("value", ["none,money", "money, none", "none,none"])

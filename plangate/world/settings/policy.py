@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from plangate.errors import ConfigurationError
+from plangate.plans.limits import MAX_WAIT_TIMEOUT_S
 from plangate.plans.model import Effect
 from plangate.records.proofs import Submitter
 from plangate.records.signing import NAME, public_entries
@@ -65,11 +66,18 @@ class PolicySettings:
     def from_env(cls, env: Mapping[str, str]) -> PolicySettings:
         return cls(
             approve_effects=_effects(env.get(APPROVE_EFFECTS_VAR) or ""),
-            approval_ttl_s=duration(env, APPROVAL_TTL_VAR, "24h"),
+            approval_ttl_s=_ttl(duration(env, APPROVAL_TTL_VAR, "24h")),
             policy_bundle=stripped(env, POLICY_BUNDLE_VAR),
             approvers=public_entries(env.get(APPROVERS_VAR) or "", APPROVERS_VAR),
             submitters=parse_submitters(env.get(SUBMITTERS_VAR) or ""),
         )
+
+
+def _ttl(seconds: float) -> float:
+    """A card lives at most as long as the plan language lets anything wait (7 days)."""
+    if seconds > MAX_WAIT_TIMEOUT_S:
+        raise ConfigurationError(f"{APPROVAL_TTL_VAR} must be at most 7d, not {seconds:,.0f}")
+    return seconds
 
 
 def _effects(raw: str) -> tuple[Effect, ...]:
