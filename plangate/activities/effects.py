@@ -96,7 +96,7 @@ async def open_effect(
 ) -> Answered | None:
     """None: the intent is recorded and the tool may act. ``Answered``: it must not."""
     begun = await ledger.begin(world, intent_of(spec, call))
-    if begun.fresh:
+    if begun.fresh or begun.entry is None:
         return None
     entry = begun.entry
     if entry.state is ledger.State.DONE:

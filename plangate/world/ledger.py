@@ -110,12 +110,12 @@ _COLUMNS = (
     "card_digest, approver, state, attempts, output, detail, intent_at, outcome_at"
 )
 
-_INSERT = f"""
+_INSERT = """
 INSERT INTO plangate.effects (idempotency_key, run_id, step, plan_version, tool, args_sha256,
     effect, principal, amount, card_digest, approver, state)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'intent')
 ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING {_COLUMNS}
+RETURNING 1
 """
 _LOCKED = f"SELECT {_COLUMNS} FROM plangate.effects WHERE idempotency_key = %s FOR UPDATE"
 _AGAIN = f"""
@@ -163,9 +163,9 @@ _LEDGER_DOWN = (PoolTimeout, psycopg.OperationalError,
 @dataclass(frozen=True)
 class Begun:
     """What ``begin`` found: ``fresh`` an intent it wrote now (or again, after a failure that
-    left nothing behind); else the row as it stood, for the caller to resolve."""
+    left nothing behind); else the row as it stood (``entry``), for the caller to resolve."""
 
-    entry: Entry
+    entry: Entry | None
     fresh: bool
 
 
@@ -198,9 +198,8 @@ async def begin(world: World, intent: Intent) -> Begun:
                 ))
             except psycopg.errors.UniqueViolation:  # the card's index: another key has it
                 raise _consumed(intent, "another call") from None
-            row = await cur.fetchone()
-            if row is not None:
-                return Begun(_entry(row), fresh=True)
+            if await cur.fetchone() is not None:
+                return Begun(None, fresh=True)
             async with conn.transaction():
                 return await _resolve(cur, intent)
     except _LEDGER_DOWN as e:
