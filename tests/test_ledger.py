@@ -92,7 +92,7 @@ async def rows(pg: Any, run_id: str) -> list[tuple[str, str, str, str | None]]:
 
 
 async def approve_when_waiting(api: Plangate, run_id: str) -> None:
-    for _ in range(400):
+    for _ in range(1200):  # 60 s: a loaded machine (a second suite beside this one)
         rep = await api.report(run_id)
         pending = [a for a in rep.approvals if a.status == "pending"]
         if pending:
@@ -291,7 +291,7 @@ async def test_the_ledger_unavailable_the_tool_does_not_act(settings, tmp_path):
 
 
 async def until_paid(pg: Any, *accounts: str) -> None:
-    for _ in range(600):
+    for _ in range(1200):
         if all([await payments(pg, a) == 1 for a in accounts]):
             return
         await asyncio.sleep(0.05)
