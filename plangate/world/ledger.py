@@ -21,11 +21,9 @@ consumed by the first effect that carries it (a unique index on ``card_digest``)
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -39,6 +37,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 from pydantic import JsonValue
 
+from plangate.world import pg
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 
@@ -69,21 +68,10 @@ class Intent:
     approver: str | None = None
 
 
-@dataclass(frozen=True)
-class Entry:
-    """A row of the ledger."""
+@dataclass(frozen=True, kw_only=True)
+class Entry(Intent):
+    """A row of the ledger: the intent, and what became of it."""
 
-    key: str
-    run_id: str
-    step: int
-    plan_version: int
-    tool: str
-    args_sha256: str
-    effect: str
-    principal: str | None
-    amount: Decimal | None
-    card_digest: str | None
-    approver: str | None
     state: State
     attempts: int
     output: dict[str, JsonValue] | None
@@ -169,26 +157,12 @@ class Begun:
     fresh: bool
 
 
-@asynccontextmanager
-async def _autocommit(world: World) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A pooled connection whose statements commit each on its own: an intent or an outcome
-    is one round trip (``world.pg.reading`` says why), and goes back to the pool as it came."""
-    pool = await world.pool()
-    async with pool.connection() as conn:
-        await conn.set_autocommit(True)
-        try:
-            yield conn
-        finally:
-            with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
-                await conn.set_autocommit(False)
-
-
 async def begin(world: World, intent: Intent) -> Begun:
     """The call's intent, committed before it acts; or the row its key already has (locked
     while this transaction decides). A card already consumed by another key, or the key used
     with other arguments, is refused here: nothing acts."""
     try:
-        async with _autocommit(world) as conn:
+        async with pg.reading(world) as conn:
             cur = conn.cursor(row_factory=dict_row)
             try:
                 await cur.execute(_INSERT, (
@@ -244,7 +218,7 @@ def consumed(step: int, tool: str, other: str) -> ToolError:
 async def consumed_by(world: World, card_digest: str) -> str | None:
     """The key of the effect that consumed the card of ``card_digest``, if one did."""
     try:
-        async with _autocommit(world) as conn:
+        async with pg.reading(world) as conn:
             cur = await conn.execute(_CONSUMED, (card_digest,))
             row = await cur.fetchone()
     except _LEDGER_DOWN as e:
@@ -256,7 +230,7 @@ async def again(world: World, key: str) -> None:
     """An intent without an outcome whose call certainly did not act (read back: absent):
     the call goes ahead under it, one attempt more."""
     try:
-        async with _autocommit(world) as conn:
+        async with pg.reading(world) as conn:
             await conn.execute(
                 "UPDATE plangate.effects SET attempts = attempts + 1, intent_at = now() "
                 "WHERE idempotency_key = %s", (key,),
@@ -272,7 +246,7 @@ async def settle(
     """The call's outcome. Raises ``psycopg`` errors: a caller whose tool has acted must not
     fail for them (the row stays ``intent``: unknown, read back or halted, never acted again)."""
     data = None if output is None else Jsonb(output, dumps=_dumps)
-    async with _autocommit(world) as conn:
+    async with pg.reading(world) as conn:
         await conn.execute(_OUTCOME, (state.value, data, detail[:DETAIL_MAX], key))
 
 
@@ -280,7 +254,7 @@ async def found_by_key(world: World, key: str, record: JsonValue) -> None:
     """A call with no outcome whose record was read back by key (``effect_recorded`` held, in
     the workflow's read-back or after a cancel): it acted. Only a row still open is changed."""
     data = Jsonb(record if isinstance(record, dict) else {}, dumps=_dumps)
-    async with _autocommit(world) as conn:
+    async with pg.reading(world) as conn:
         await conn.execute(
             "UPDATE plangate.effects SET state = 'done', output = coalesce(output, %s), "
             "detail = 'read back by key', outcome_at = now() "
@@ -308,13 +282,8 @@ async def entries(world: World, run_id: str | None = None, limit: int = 1000) ->
 
 # -- the outcome in the effect's own transaction ----------------------------------------------
 
-InEffect = Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]
-_IN_EFFECT: contextvars.ContextVar[InEffect | None] = contextvars.ContextVar(
-    "plangate_ledger_in_effect", default=None
-)
 
-
-def in_effect(key: str) -> contextvars.Token[InEffect | None]:
+def in_effect(key: str) -> contextvars.Token[pg.BeforeCommit | None]:
     """For the rest of this task (the tool's call), every tool transaction marks ``key`` done
     before it commits (``world.pg.tool_transaction``): the effect and its outcome are one
     commit. ``reset`` with the token afterwards."""
@@ -322,12 +291,8 @@ def in_effect(key: str) -> contextvars.Token[InEffect | None]:
     async def mark(conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.execute(_DONE_IN_EFFECT.format(sql.Literal(key)))
 
-    return _IN_EFFECT.set(mark)
+    return pg.BEFORE_COMMIT.set(mark)
 
 
-def reset(token: contextvars.Token[InEffect | None]) -> None:
-    _IN_EFFECT.reset(token)
-
-
-def pending_in_effect() -> InEffect | None:
-    return _IN_EFFECT.get()
+def reset(token: contextvars.Token[pg.BeforeCommit | None]) -> None:
+    pg.BEFORE_COMMIT.reset(token)

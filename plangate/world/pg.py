@@ -4,7 +4,8 @@ a tool acts in (under the authority of the principal its run acts for)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,7 +14,6 @@ from psycopg import sql
 from psycopg_pool import PoolTimeout
 
 from plangate.plans.scope import table_parts
-from plangate.world import ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 
@@ -89,11 +89,20 @@ async def as_worker(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.execute("SET LOCAL ROLE NONE")
 
 
+# What the current task's tool transactions do last, before they commit (the effect ledger's
+# mark: ``world.ledger.in_effect``); None: nothing.
+BeforeCommit = Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]
+BEFORE_COMMIT: contextvars.ContextVar[BeforeCommit | None] = contextvars.ContextVar(
+    "plangate_before_commit", default=None
+)
+
+
 @asynccontextmanager
 async def reading(world: World) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A pooled connection for a probe's reads, each statement its own transaction (autocommit):
-    a read sees what READ COMMITTED would show it either way, and takes one round trip, not
-    three (BEGIN, the read, COMMIT). The connection goes back to the pool as it came."""
+    """A pooled connection each statement of which is its own transaction (autocommit), for a
+    probe's reads and the effect ledger's rows: a read sees what READ COMMITTED would show it
+    either way, and a statement takes one round trip, not three (BEGIN, it, COMMIT). The
+    connection goes back to the pool as it came."""
     pool = await world.pool()
     async with pool.connection() as conn:
         await conn.set_autocommit(True)
@@ -111,12 +120,12 @@ async def tool_transaction(
 ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """A pooled connection in one transaction that runs as ``on_behalf_of`` (``act_as``) from
     its first statement. Every tool that acts on Postgres opens its transaction here. A call
-    the effect ledger records marks its row done in this same transaction, as the worker's
-    role, just before it commits (``world.ledger.in_effect``)."""
+    the effect ledger records marks its row done in this same transaction, just before it
+    commits (``BEFORE_COMMIT``, set by ``world.ledger.in_effect``)."""
     pool = await world.pool()
     async with pool.connection() as conn, conn.transaction():
         await act_as(conn, on_behalf_of)
         yield conn
-        mark = ledger.pending_in_effect()
-        if mark is not None:  # back to the worker's role, then the row: one round trip
+        mark = BEFORE_COMMIT.get()
+        if mark is not None:
             await mark(conn)
