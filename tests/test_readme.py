@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -153,16 +154,23 @@ def dev_command() -> str:
     return command
 
 
-@pytest.fixture(scope="module")
-def dev() -> Iterator[DevProcess]:
-    """The README's ``plangate dev``, up: its own state directory, free ports."""
-    with stack_state("readme") as state_dir:
+@contextmanager
+def running_dev(name: str) -> Iterator[DevProcess]:
+    """The README's ``plangate dev``, up: its own state directory (``name``), free ports;
+    stopped cleanly at the end."""
+    with stack_state(name) as state_dir:
         proc = DevProcess(dev_command(), state_dir)
         try:
             proc.wait_ready()
             yield proc
         finally:
             assert proc.stop() == 0, proc.errors[-20:]
+
+
+@pytest.fixture(scope="module")
+def dev() -> Iterator[DevProcess]:
+    with running_dev("readme") as proc:
+        yield proc
 
 
 def second_terminal(dev: DevProcess) -> dict[str, str]:

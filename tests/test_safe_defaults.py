@@ -17,11 +17,11 @@ import pytest
 
 from plangate.client.connection import connect
 from plangate.demo.schema import EXAMPLE_ACCOUNT
-from plangate.testing import scheduled, stack_state
+from plangate.testing import scheduled
 from plangate.world.settings import Settings
 from tests.mcp_client import stdio
 from tests.test_docs import ROOT
-from tests.test_readme import RUN_ID, DevProcess, dev_command, second_terminal, sh
+from tests.test_readme import RUN_ID, DevProcess, running_dev, second_terminal, sh
 
 CREDIT = "billing.issue_credit"
 EXAMPLE = ROOT / "examples" / "credit.json"
@@ -31,13 +31,8 @@ RULE = ("# money and external steps wait for a person (the default; "
 
 @pytest.fixture(scope="module")
 def dev() -> Iterator[DevProcess]:
-    with stack_state("defaults") as state_dir:
-        proc = DevProcess(dev_command(), state_dir)
-        try:
-            proc.wait_ready()
-            yield proc
-        finally:
-            assert proc.stop() == 0, proc.errors[-20:]
+    with running_dev("defaults") as proc:
+        yield proc
 
 
 def credits(env: dict[str, str]) -> list[tuple[Any, ...]]:
