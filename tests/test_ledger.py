@@ -353,3 +353,31 @@ async def test_a_worker_killed_between_a_payment_and_its_outcome(
     assert await payments(pg, keyed) == 1
     assert [(r[1], r[2]) for r in await rows(pg, handles["pay.keyed"].id)] == [
         ("pay.keyed", "done")]
+
+
+async def test_a_call_under_another_runs_key_is_not_called(settings, world, pg):
+    """A workflow of someone else's scheduling a tool under a key of another run (to take that
+    run's answer from the ledger, or its key first): refused before the ledger is asked; the
+    tool not called, no row written."""
+    called: list[str] = []
+
+    async def pay(args: Any, w: World, ctx: CallContext) -> dict[str, JsonValue]:
+        called.append(ctx.idempotency_key)
+        return {}
+
+    spec = replace(TOOLS["pay.blind"], fn=pay)
+    catalogue = replace(settings.catalogue, extensions=(EXTENSION,))
+    policy = PolicySettings(approve_effects=())  # nothing waits: the key alone refuses
+    act = _make(spec, world, policy, ProbeActivities(world, catalogue))
+    victim = f"plan-{uuid.uuid4().hex[:12]}"
+    key = f"{victim}~0123456789abcdef/v1/1"
+    call = ToolCall(step=StepRef(run_id=victim, plan_version=1, n=1, tool="pay.blind",
+                                 args={"account": "a_victim", "amount_eur": 1.0}),
+                    idempotency_key=key)
+    with pytest.raises(ApplicationError) as refused:
+        await as_run("plan-rogue").run(act, call)
+    failure = ToolFailure.model_validate(refused.value.details[0])
+    assert (refused.value.type, failure.detail) == ("bad_arguments", (
+        f"pay.blind: not called: the idempotency key {key!r} is not a key of run plan-rogue"))
+    assert called == []
+    assert await rows(pg, victim) == [] and await rows(pg, "plan-rogue") == []

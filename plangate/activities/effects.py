@@ -58,12 +58,12 @@ def _amount(spec: ToolSpec[Any], args: dict[str, JsonValue]) -> Decimal | None:
         return None
 
 
-def intent_of(spec: ToolSpec[Any], call: ToolCall) -> ledger.Intent:
-    """The row a call's intent writes: what the activity was handed and verified, never a
-    plan's description of it."""
+def intent_of(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> ledger.Intent:
+    """The row a call's intent writes: the run Temporal says the call is of (``run_id``), and
+    what the activity was handed and verified, never a plan's description of it."""
     grant = call.approval
     return ledger.Intent(
-        key=call.idempotency_key, run_id=call.step.run_id, step=call.step.n,
+        key=call.idempotency_key, run_id=run_id, step=call.step.n,
         plan_version=call.step.plan_version, tool=spec.name,
         args_sha256=args_sha256(call.step.args), effect=spec.effect.value,
         principal=call.on_behalf_of, amount=_amount(spec, call.step.args),
@@ -91,11 +91,25 @@ class Answered:
     entry: ledger.Entry
 
 
+def refuse_foreign_key(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> None:
+    """A run's keys begin with its workflow id (``workflows.context``): a call whose key is
+    another run's (a workflow of someone else's scheduling the tool) is not called, so it can
+    neither take another run's answer from the ledger nor take its key first."""
+    if not call.idempotency_key.startswith(f"{run_id[:48]}~"):
+        raise ToolError(
+            "bad_arguments",
+            f"{spec.name}: not called: the idempotency key {call.idempotency_key!r} is not a "
+            f"key of run {run_id}",
+        )
+
+
 async def open_effect(
-    world: World, probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall
+    world: World, probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall, run_id: str
 ) -> Answered | None:
-    """None: the intent is recorded and the tool may act. ``Answered``: it must not."""
-    begun = await ledger.begin(world, intent_of(spec, call))
+    """None: the intent is recorded and the tool may act. ``Answered``: it must not.
+    ``run_id``: the workflow Temporal says the call is of."""
+    refuse_foreign_key(spec, call, run_id)
+    begun = await ledger.begin(world, intent_of(spec, call, run_id))
     if begun.fresh or begun.entry is None:
         return None
     entry = begun.entry

@@ -238,7 +238,9 @@ def _make(
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
             if recorded:
                 # the intent and the check at the call are independent: read while it commits
-                opening = asyncio.ensure_future(effects.open_effect(world, probes, spec, call))
+                run_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
+                opening = asyncio.ensure_future(
+                    effects.open_effect(world, probes, spec, call, run_id))
                 try:
                     if call.check:
                         checked = await _read(probes, call, call.check, [], None)

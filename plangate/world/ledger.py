@@ -171,7 +171,7 @@ async def begin(world: World, intent: Intent) -> Begun:
                     intent.card_digest, intent.approver,
                 ))
             except psycopg.errors.UniqueViolation:  # the card's index: another key has it
-                raise _consumed(intent, "another call") from None
+                raise consumed(intent.step, intent.tool, "another call") from None
             if await cur.fetchone() is not None:
                 return Begun(None, fresh=True)
             async with conn.transaction():
@@ -201,10 +201,6 @@ async def _resolve(cur: psycopg.AsyncCursor[dict[str, Any]], intent: Intent) -> 
         if again is not None:
             return Begun(_entry(again), fresh=True)
     return Begun(prior, fresh=False)
-
-
-def _consumed(intent: Intent, other: str) -> ToolError:
-    return consumed(intent.step, intent.tool, other)
 
 
 def consumed(step: int, tool: str, other: str) -> ToolError:
@@ -268,8 +264,7 @@ def _dumps(obj: Any) -> str:
 
 async def entries(world: World, run_id: str | None = None, limit: int = 1000) -> list[Entry]:
     """Rows, newest first: of one run (its workflow id), or of every run."""
-    pool = await world.pool()
-    async with pool.connection() as conn:
+    async with pg.reading(world) as conn:
         cur = conn.cursor(row_factory=dict_row)
         where = "WHERE run_id = %s" if run_id is not None else ""
         params: Sequence[object] = (run_id, limit) if run_id is not None else (limit,)
