@@ -3,11 +3,13 @@
 # site (mkdocs build --strict) and pytest. Extra arguments go to pytest.
 # The services the tests need (Temporal dev server, Postgres, S3) are started by tests/conftest.py.
 # The approval page's browser test needs Debian's chromium and chromium-driver: installed here
-# (apt-get, as root or through sudo) where they are missing.
+# (apt-get, as root or through sudo) where they are missing. The MCP Inspector CLI and the reference
+# filesystem server come from the npm registry (scripts/_node.sh, tests/node/).
 # Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/_browser.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/_node.sh"
 
 failed=()
 

@@ -37,6 +37,7 @@ from mcp_types import (
     RequestParams,
     TextContent,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from plangate.client.api import NoWorkerAnswered, UnknownRun
@@ -63,6 +64,12 @@ Cancel = Callable[[str, str], Awaitable[None]]
 
 
 def client_declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """A task answer only where the client can take one: the Tasks extension declared on a
+    2026-era connection. On a handshake-era connection (2025-11-25 and older) the SDK
+    validates a ``tools/call`` answer as a ``CallToolResult`` whatever the client declared
+    (its 2025-11-25 tasks are types only), so such a client gets the pending-run answer."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
     caps = ctx.session.client_capabilities
     extensions = getattr(caps, "extensions", None) if caps is not None else None
     return isinstance(extensions, Mapping) and TASKS in extensions
