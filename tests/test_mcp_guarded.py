@@ -54,8 +54,9 @@ async def credits(pg: Any, aid: str) -> int:
     return int((await cur.fetchone())[0])
 
 
-def run_of(args: dict[str, Any], request_id: str) -> str:
-    return GuardedCall.of(CREDIT, args, {REQUEST_ID: request_id}).run_id()
+def run_of(args: dict[str, Any], request_id: str, client: str = "token") -> str:
+    """The run id of a call by ``client`` (``http_server``'s one token is the client "token")."""
+    return GuardedCall.of(CREDIT, args, {REQUEST_ID: request_id}).run_id(client)
 
 
 async def test_catalogue_tools_carry_their_schemas_and_effect_hints(client, settings, stack):
@@ -143,7 +144,7 @@ async def test_a_client_without_tasks_gets_the_pending_run_and_can_cancel_it(
             assert out["status"] == "awaiting_approval" and out["state"] == "AWAITING_APPROVAL"
             assert out["awaiting"]["approve_with"].startswith(f"plangate approve {out['run_id']}")
             stopped = await mcp.call_tool("cancel_run", {
-                "run_id": out["run_id"], "reason": "changed my mind", "requester": "agent"})
+                "run_id": out["run_id"], "reason": "changed my mind"})
             assert not stopped.is_error
             rep = await Plangate(client, h.settings).result(out["run_id"])
     assert rep.status == "cancelled" and rep.cancellation is not None

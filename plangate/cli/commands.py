@@ -552,7 +552,8 @@ async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int
 
 async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     try:
-        from plangate.mcp.http import TOKEN_VAR, McpServerRefused, serve_http
+        from plangate.mcp.clients import runs_per_minute
+        from plangate.mcp.http import McpServerRefused, serve_http
         from plangate.mcp.server import serve_stdio
     except ModuleNotFoundError as e:
         if e.name != "mcp" and not (e.name or "").startswith("mcp."):
@@ -562,14 +563,14 @@ async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
         ) from None
     if args.answer_within <= 0:
         raise UsageError("mcp: --answer-within must be a positive number of seconds")
-    options = {"answer_within_s": args.answer_within, "approval_url": args.approval_url}
+    options = {"answer_within_s": args.answer_within, "approval_url": args.approval_url,
+               "runs_per_minute": runs_per_minute(os.environ)}
     if not args.http:
         await serve_stdio(settings, **options)  # stdout carries the protocol: nothing else
         return EXIT_OK
     try:
         await serve_http(settings, host=args.host, port=args.port,
-                         token=os.environ.get(TOKEN_VAR) or None,
-                         insecure_local=args.insecure_local, **options)
+                         env=os.environ, insecure_local=args.insecure_local, **options)
     except McpServerRefused as e:
         raise UsageError(str(e)) from None
     except OSError as e:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -323,12 +323,15 @@ class Plangate:
         start_at: datetime | None = None,
         start_in: timedelta | None = None,
         once: bool = False,
+        fresh_id: bool = False,
+        memo: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a run of the plan (or queue it: ``start_at`` a time, ``start_in`` a delay); the
         run id. A ``Checked`` plan from ``check`` is not checked again; anything else is.
-        ``once``: see ``submit``."""
+        ``once``, ``fresh_id``, ``memo``: see ``submit``."""
         handle = await self.submit(
-            source, run_id=run_id, start_at=start_at, start_in=start_in, once=once
+            source, run_id=run_id, start_at=start_at, start_in=start_in, once=once,
+            fresh_id=fresh_id, memo=memo,
         )
         return handle.id
 
@@ -340,6 +343,8 @@ class Plangate:
         start_at: datetime | None = None,
         start_in: timedelta | None = None,
         once: bool = False,
+        fresh_id: bool = False,
+        memo: Mapping[str, Any] | None = None,
     ) -> WorkflowHandle[Any, RunReport]:
         """``start``, returning the Temporal handle of this very execution. The staleness
         window runs from the plan's ``made_at``, or from submission when it has none.
@@ -347,7 +352,9 @@ class Plangate:
         ``once`` (with a ``run_id`` derived from the request, as ``plangate mcp`` derives it
         from a call's request identity): a run of this id is started at most once, ever; a
         run of it that is running or has ended is answered instead of a new one (Temporal's
-        id reuse and conflict policies, so two racing starts still make one run)."""
+        id reuse and conflict policies, so two racing starts still make one run).
+        ``fresh_id``: refused (``RunIdInUse``) where any run, running or ended, had the id.
+        ``memo``: the run's memo (``plangate mcp`` records there who started it)."""
         from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
@@ -387,9 +394,10 @@ class Plangate:
                 static_details=run_details(plan),
                 result_type=RunReport,
                 id_reuse_policy=(
-                    WorkflowIDReusePolicy.REJECT_DUPLICATE if once
+                    WorkflowIDReusePolicy.REJECT_DUPLICATE if once or fresh_id
                     else WorkflowIDReusePolicy.ALLOW_DUPLICATE
                 ),
+                memo=dict(memo) if memo else None,
                 id_conflict_policy=(
                     WorkflowIDConflictPolicy.USE_EXISTING if once
                     else WorkflowIDConflictPolicy.UNSPECIFIED
@@ -398,6 +406,8 @@ class Plangate:
         except WorkflowAlreadyStartedError:
             if once:  # it ran, or is running: the same request, answered by that run
                 return self.handle(run_id)
+            if fresh_id:
+                raise RunIdInUse(f"a run with id {run_id!r} exists (running or ended)") from None
             raise RunIdInUse(f"a run with id {run_id!r} is already running") from None
 
     async def queue_for(self, plan: Plan) -> str:

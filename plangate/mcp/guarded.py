@@ -75,13 +75,14 @@ class GuardedCall:
             raise ValueError(f"_meta['{REQUEST_ID_META}'] must be a string of 1 to 200 characters")
         return cls(tool, dict(args or {}), rid)
 
-    def run_id(self) -> str:
-        """The run this call is: derived from its request identity, tool and arguments (the
-        same request retried is the same run; another call under a reused identity is another
-        run), or new when the call has no identity."""
+    def run_id(self, client: str) -> str:
+        """The run this call is: derived from the client, its request identity, the tool and
+        its arguments (the same request retried by the same client is the same run; another
+        call under a reused identity, or another client's call, is another run), or new when
+        the call has no identity. Ids beginning ``mcp-`` are this server's alone."""
         if self.request_id is None:
             return f"{RUN_PREFIX}{self.tool}-{uuid.uuid4().hex[:16]}"
-        canonical = json.dumps([self.request_id, self.tool, self.args], sort_keys=True,
+        canonical = json.dumps([client, self.request_id, self.tool, self.args], sort_keys=True,
                                separators=(",", ":"), ensure_ascii=False)
         return f"{RUN_PREFIX}{self.tool}-{hashlib.sha256(canonical.encode()).hexdigest()[:24]}"
 
@@ -132,7 +133,7 @@ def pending_card(rep: RunReport) -> dict[str, Any] | None:
         if a.status.value == "pending":
             return {
                 "step": a.step, "digest": a.digest, "expires_at": a.expires_at.isoformat(),
-                "effect": a.card.effect.value, "tool": a.card.tool,
+                "effect": a.card.effect.value, "tool": a.card.tool, "args": a.card.args,
                 "approve_with": f"plangate approve {rep.run_id} --step {a.step} "
                                 f"--digest {a.digest}",
             }
@@ -140,10 +141,12 @@ def pending_card(rep: RunReport) -> dict[str, Any] | None:
 
 
 def outcome(rep: RunReport) -> dict[str, Any]:
-    """The call's answer: its run, the run's status, the step's state and result."""
+    """The call's answer: its run and tool, the run's status, the step's state and result,
+    and the card it waits on (the exact call a person is asked to approve)."""
     step = _step(rep)
     return {
         "run_id": rep.run_id,
+        "tool": step.tool if step else None,
         "status": rep.status.value,
         "state": step.state.value if step else None,
         "result": step.result if step else None,
@@ -160,10 +163,11 @@ def summary(rep: RunReport) -> str:
         return f"run {rep.run_id}: succeeded ({out['state']})"
     if rep.status is RunStatus.AWAITING_APPROVAL and out["awaiting"]:
         card = out["awaiting"]
+        args = json.dumps(card["args"], sort_keys=True, ensure_ascii=False)
         return (
-            f"run {rep.run_id} waits for a credentialed approver (step {card['step']}, effect "
-            f"{card['effect']}): {card['approve_with']} --as NAME. This client cannot approve; "
-            f"follow the run with run_report."
+            f"run {rep.run_id} waits for a credentialed approver to allow {card['tool']} "
+            f"{args} (step {card['step']}, effect {card['effect']}): {card['approve_with']} "
+            f"--as NAME. This client cannot approve; follow the run with run_report."
         )
     if not rep.status.final:
         return f"run {rep.run_id}: {rep.status.value}; follow it with run_report"

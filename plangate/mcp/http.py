@@ -1,29 +1,32 @@
 """``plangate mcp --http``: the same server over streamable HTTP, access decided before anything
 is bound, as the codec server decides it:
 
-- with ``PLANGATE_MCP_TOKEN`` set (a token of real entropy, ``plangate.servers.tokens``),
+- with ``PLANGATE_MCP_TOKENS`` (a client name and submitter key per token) or
+  ``PLANGATE_MCP_TOKEN`` (one client) set, tokens of real entropy (``plangate.servers.tokens``),
   every request must carry ``Authorization: Bearer <token>`` (401 otherwise, compared in
-  constant time), on any address;
-- without one, only a loopback address, and only when told so (``--insecure-local``): anyone
-  who reaches the server can start guarded runs and read reports.
+  constant time), on any address, and acts as the client its token names
+  (``plangate.mcp.clients``): per request, so a session id another client learnt acts as
+  that other client, never as the session's first;
+- without one, only a loopback address, and only when told so (``--insecure-local``): every
+  process that reaches the server is one client.
 
 On a loopback address the SDK's DNS-rebinding protection is on (Host and Origin checked). The
 log carries the request line and status, never a header (the token)."""
 
 from __future__ import annotations
 
-import hmac
 import socket
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from plangate.errors import ConfigurationError
+from plangate.mcp.clients import CLIENT_SCOPE, TOKEN_VAR, TOKENS_VAR, Clients
 from plangate.servers.tokens import access_refusal
 from plangate.world.settings import Settings
 
-TOKEN_VAR = "PLANGATE_MCP_TOKEN"
 PATH = "/mcp"
 
 
@@ -37,16 +40,21 @@ def refusal(token: str | None, host: str, insecure_local: bool) -> str | None:
 
 
 class BearerOnly:
-    """Refuses (401) every HTTP request that does not carry the bearer token."""
+    """Refuses (401) every HTTP request that does not carry a client's bearer token; the
+    others go on as that client (``scope[CLIENT_SCOPE]``, read by ``server.caller_of``)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, clients: Clients) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self.clients = clients
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            scheme, _, token = given.decode("latin-1").partition(" ")
+            who = self.clients.of_token(token) if scheme == "Bearer" and token else None
+            if who is not None:
+                scope[CLIENT_SCOPE] = who
+            else:
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"text/plain"),
                     (b"www-authenticate", b'Bearer realm="plangate"')]})
@@ -66,8 +74,22 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def clients_of(settings: Settings, env: Mapping[str, str], host: str, insecure_local: bool
+               ) -> Clients:
+    """Who may call a server on ``host``: its token map, or refused (``McpServerRefused``)."""
+    try:
+        clients = Clients.over_http(env, settings.identity.submitter_key)
+    except ConfigurationError as e:
+        raise McpServerRefused(f"mcp: {e}") from None
+    if not clients.tokens:
+        why = refusal(None, host, insecure_local)
+        if why is not None:
+            raise McpServerRefused(why.replace(TOKEN_VAR, TOKENS_VAR))
+    return clients
+
+
 async def serve_http(
-    settings: Settings, *, host: str, port: int, token: str | None, insecure_local: bool,
+    settings: Settings, *, host: str, port: int, env: Mapping[str, str], insecure_local: bool,
     **options: Any,
 ) -> None:
     """Serve until stopped; prints ``plangate mcp: http://HOST:PORT/mcp`` once listening."""
@@ -75,14 +97,12 @@ async def serve_http(
 
     from plangate.mcp.server import build_server
 
-    why = refusal(token, host, insecure_local)
-    if why is not None:
-        raise McpServerRefused(why)
-    app: ASGIApp = build_server(settings, **options).streamable_http_app(
+    clients = clients_of(settings, env, host, insecure_local)
+    app: ASGIApp = build_server(settings, clients=clients, **options).streamable_http_app(
         streamable_http_path=PATH, host=host
     )
-    if token is not None:
-        app = BearerOnly(app, token)
+    if clients.tokens:
+        app = BearerOnly(app, clients)
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
     print(f"plangate mcp: http://{shown}:{sock.getsockname()[1]}{PATH}", flush=True)

@@ -18,22 +18,34 @@ answer a card; approval stays with credentialed approvers (the CLI, the approval
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
 from pydantic import BaseModel
 
-from plangate.client.api import NoWorkerAnswered, Plangate, RunEnded, RunIdInUse, UnknownRun
-from plangate.mcp.guarded import GuardedCall, description, hints
-from plangate.mcp.tasks import CANCELLED_BY, GuardedTasks
+from plangate import __version__
+from plangate.client.api import NoWorkerAnswered, RunEnded, RunIdInUse, UnknownRun
+from plangate.mcp.access import Access
+from plangate.mcp.clients import (
+    CLIENT_SCOPE,
+    DEFAULT_RUNS_PER_MINUTE,
+    Clients,
+    McpClient,
+    NotYourRun,
+    RunsLimited,
+    StartLimit,
+)
+from plangate.mcp.guarded import RUN_PREFIX, GuardedCall, description, hints
+from plangate.mcp.tasks import Caller, GuardedTasks
 from plangate.plans.catalogue import Catalogue, Term, ToolInfo
 from plangate.plans.load import PlanError
 from plangate.plans.problem import Problem as PlanProblem
-from plangate.records.report import RunReport
 from plangate.world.settings import Settings
 
 CATALOGUE_URI = "plangate://catalogue"
@@ -102,22 +114,6 @@ def catalogue_json(cat: Catalogue) -> dict[str, Any]:
     }
 
 
-class _Gateway:
-    """The API client, connected on the first call that needs Temporal (``check_plan`` and
-    the catalogue need none), once."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self._api: Plangate | None = None
-        self._lock = asyncio.Lock()
-
-    async def api(self) -> Plangate:
-        async with self._lock:
-            if self._api is None:
-                self._api = await Plangate.connect(self.settings)
-            return self._api
-
-
 async def _guarded_placeholder() -> None:
     """Never called: the Tasks extension answers every call of a guarded tool."""
 
@@ -135,48 +131,64 @@ DEFAULT_ANSWER_WITHIN_S = 10.0
 DEFAULT_APPROVAL_URL = "http://127.0.0.1:8765/"
 
 
+def caller_of(clients: Clients) -> Caller:
+    """Who sent a request: the client the HTTP layer authenticated it as (its bearer token),
+    else the server's one client (stdio, or a loopback server without tokens). Never a name
+    the request carries."""
+
+    def caller(ctx: ServerRequestContext[Any, Any]) -> McpClient:
+        scope = getattr(ctx.request, "scope", None)
+        who = scope.get(CLIENT_SCOPE) if isinstance(scope, dict) else None
+        if isinstance(who, McpClient):
+            return who
+        if clients.stdio is None:  # tokens required, yet none reached here: refuse
+            raise MCPError(code=INVALID_REQUEST, message="no client identity")
+        return clients.stdio
+
+    return caller
+
+
 def build_server(
     settings: Settings, *, answer_within_s: float = DEFAULT_ANSWER_WITHIN_S,
-    approval_url: str = DEFAULT_APPROVAL_URL,
+    approval_url: str = DEFAULT_APPROVAL_URL, clients: Clients | None = None,
+    runs_per_minute: int = DEFAULT_RUNS_PER_MINUTE,
 ) -> MCPServer:
     """The MCP server of the deployment ``settings`` describe (``plangate mcp`` runs it). A
     guarded call is answered once its run has ended or waits for a person, or after
     ``answer_within_s`` seconds (then as a task, or the run's id and state); a card's input
-    request points a person at ``approval_url`` (the approval page)."""
+    request points a person at ``approval_url`` (the approval page). ``clients``: who may
+    call (default: stdio's one client with the server's submitter key); each starts at most
+    ``runs_per_minute`` runs a minute (0: no limit)."""
     from plangate.activities.catalogue import catalogue
     from plangate.client.checked import check
 
-    gate = _Gateway(settings)
+    clients = clients or Clients.over_stdio(settings.identity.submitter_key)
+    caller = caller_of(clients)
+    access = Access(settings, StartLimit(runs_per_minute))
     known = catalogue(settings.catalogue)
 
-    async def start_guarded(call: GuardedCall, info: ToolInfo) -> str:
+    async def start_guarded(who: McpClient, call: GuardedCall, info: ToolInfo) -> str:
         try:
             done = check(call.plan(info), settings)
         except PlanError as e:
             raise ToolError("call refused: " + "; ".join(e.problems)) from None
-        api = await gate.api()
-        return await api.start(done, run_id=call.run_id(), once=call.request_id is not None)
-
-    async def report(run_id: str) -> RunReport:
-        return await (await gate.api()).report(run_id)
-
-    async def result(run_id: str) -> RunReport:
-        return await (await gate.api()).result(run_id)
-
-    async def cancel(run_id: str, reason: str) -> None:
-        await (await gate.api()).cancel(run_id, reason=reason, requester=CANCELLED_BY)
+        if call.request_id is None:
+            return await access.start(who, done, run_id=call.run_id(who.name))
+        return await access.start(who, done, run_id=call.run_id(who.name), once=True)
 
     tasks = GuardedTasks(
-        known.tools, start=start_guarded, report=report, result=result, cancel=cancel,
+        known.tools, start=start_guarded, access=access, caller=caller,
         answer_within_s=answer_within_s, approval_url=approval_url,
     )
     server: MCPServer = MCPServer(
         name="plangate",
+        version=__version__,
         instructions=(
             "Check a plan (check_plan), start it (run_plan), read its report (run_report), "
             "cancel it (cancel_run); or call one tool of the catalogue, guarded (each call a "
             "one-step run). Every step runs guarded by probes of the real systems; a step "
-            "that needs approval waits for a credentialed person, never for this client."
+            "that needs approval waits for a credentialed person, never for this client. "
+            "Each client sees and cancels only the runs it started."
         ),
         tools=[guarded_tool(info) for _, info in sorted(known.tools.items())],
         extensions=[tasks],
@@ -194,26 +206,32 @@ def build_server(
         return CheckResult(valid=True, problems=[], warnings=done.warnings)
 
     @server.tool()
-    async def run_plan(plan: dict[str, Any], run_id: str | None = None) -> RunStarted:
-        """Start a run of a plan (checked first: a bad plan starts nothing); its run id."""
+    async def run_plan(plan: dict[str, Any], ctx: Context, run_id: str | None = None
+                       ) -> RunStarted:
+        """Start a run of a plan (checked first: a bad plan starts nothing); its run id. A
+        run id you choose must be new (no run, running or ended, had it) and must not begin
+        with mcp- (the ids of guarded calls)."""
+        who = caller(ctx.request_context)
+        if run_id is not None and run_id.startswith(RUN_PREFIX):
+            raise ToolError(f"run_id {run_id!r}: ids beginning {RUN_PREFIX!r} are this "
+                            "server's (guarded calls); choose another, or none")
         try:
             done = check(plan, settings)
         except PlanError as e:
             raise ToolError("plan rejected: " + "; ".join(e.problems)) from None
-        api = await gate.api()
         try:
-            return RunStarted(run_id=await api.start(done, run_id=run_id))
-        except RunIdInUse as e:
+            return RunStarted(run_id=await access.start(who, done, run_id=run_id))
+        except (RunIdInUse, RunsLimited) as e:
             raise ToolError(str(e)) from None
 
     @server.tool()
-    async def run_report(run_id: str) -> dict[str, Any]:
-        """The run report of a queued, running or ended run: the JSON `plangate status --json`
-        prints (its conditions written flat, as in plans)."""
-        api = await gate.api()
+    async def run_report(run_id: str, ctx: Context) -> dict[str, Any]:
+        """The run report of a queued, running or ended run this client started: the JSON
+        `plangate status --json` prints (its conditions written flat, as in plans)."""
         try:
+            api = await access.mine(caller(ctx.request_context), run_id)
             rep = await api.report(run_id)
-        except (UnknownRun, NoWorkerAnswered) as e:
+        except (NotYourRun, UnknownRun, NoWorkerAnswered) as e:
             raise ToolError(str(e)) from None
         # as serialized, not as the model validates: the schema of RunReport would refuse
         # the flat conditions its own serializer writes
@@ -221,15 +239,16 @@ def build_server(
         return report
 
     @server.tool()
-    async def cancel_run(run_id: str, reason: str, requester: str) -> CancelRequested:
-        """Cancel a run: no step is dispatched after it; the reason and requester are recorded
-        in its report and its Temporal history."""
-        api = await gate.api()
+    async def cancel_run(run_id: str, reason: str, ctx: Context) -> CancelRequested:
+        """Cancel a run this client started: no step is dispatched after it; the reason, and
+        this client as the requester, are recorded in its report and its Temporal history."""
+        who = caller(ctx.request_context)
         try:
-            await api.cancel(run_id, reason=reason, requester=requester)
-        except (UnknownRun, RunEnded) as e:
+            api = await access.mine(who, run_id)
+            await api.cancel(run_id, reason=reason, requester=who.requester)
+        except (NotYourRun, UnknownRun, RunEnded) as e:
             raise ToolError(str(e)) from None
-        return CancelRequested(run_id=run_id, reason=reason, requester=requester)
+        return CancelRequested(run_id=run_id, reason=reason, requester=who.requester)
 
     @server.resource(CATALOGUE_URI, name="catalogue", mime_type="application/json",
                      description="the deployment's tools and probes: effect classes, argument "

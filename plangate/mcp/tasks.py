@@ -40,14 +40,16 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from plangate.client.api import NoWorkerAnswered, UnknownRun
-from plangate.mcp.guarded import GuardedCall, call_result, follow, summary
+from plangate.client.api import NoWorkerAnswered, Plangate, UnknownRun
+from plangate.errors import PlangateError
+from plangate.mcp.access import Access
+from plangate.mcp.clients import McpClient, NotYourRun
+from plangate.mcp.guarded import RUN_PREFIX, GuardedCall, call_result, follow, summary
 from plangate.plans.catalogue import ToolInfo
 from plangate.records.report import RunReport, RunStatus
 
 TASKS = "io.modelcontextprotocol/tasks"
 POLL_MS = 500
-CANCELLED_BY = "an MCP client (tasks/cancel)"
 
 
 class TaskParams(RequestParams):
@@ -58,9 +60,8 @@ class UpdateParams(TaskParams):
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
 
 
-Report = Callable[[str], Awaitable[RunReport]]  # a run's report now; or once it has ended
-Start = Callable[[GuardedCall, ToolInfo], Awaitable[str]]
-Cancel = Callable[[str, str], Awaitable[None]]
+Start = Callable[[McpClient, GuardedCall, ToolInfo], Awaitable[str]]
+Caller = Callable[[ServerRequestContext[Any, Any]], McpClient]
 
 
 def client_declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
@@ -130,14 +131,22 @@ class GuardedTasks(Extension):
     identifier = TASKS
 
     def __init__(
-        self, tools: Mapping[str, ToolInfo], *, start: Start, report: Report, result: Report,
-        cancel: Cancel,
+        self, tools: Mapping[str, ToolInfo], *, start: Start, access: Access, caller: Caller,
         answer_within_s: float, approval_url: str,
     ) -> None:
         self.guarded = tools
-        self._start, self._report, self._result, self._cancel = start, report, result, cancel
+        self._start, self._access, self._caller = start, access, caller
         self.answer_within_s = answer_within_s
         self.approval_url = approval_url
+
+    def settings(self) -> dict[str, Any]:
+        """What the server's tasks are: the run itself, kept by Temporal; answered on a
+        2026-era connection to a client that declares the extension."""
+        return {"taskIsRun": True, "protocolVersions": list(MODERN_PROTOCOL_VERSIONS),
+                "inputResponsesApprove": False}
+
+    async def _follow(self, api: Plangate, run_id: str) -> RunReport:
+        return await follow(api.report, api.result, run_id, self.answer_within_s)
 
     def methods(self) -> Sequence[MethodBinding]:
         return [
@@ -153,51 +162,65 @@ class GuardedTasks(Extension):
         info = self.guarded.get(params.name)
         if info is None:
             return await call_next(ctx)
+        who = self._caller(ctx)
         try:
-            call = GuardedCall.of(params.name, params.arguments, params.meta)
+            call = GuardedCall.of(info.name, params.arguments, params.meta)
         except ValueError as e:
             raise MCPError(code=INVALID_PARAMS, message=str(e)) from None
         try:
-            run_id = await self._start(call, info)
-        except ToolError as e:  # the call as a plan was refused: nothing started
-            return CallToolResult(content=[TextContent(type="text", text=str(e))],
-                                  is_error=True)
+            run_id = await self._start(who, call, info)
+        except (ToolError, PlangateError) as e:  # refused before a run began: nothing started
+            return _error(str(e))
+        # From here the run exists: every answer names it, whatever happens next.
         try:
-            rep = await follow(self._report, self._result, run_id, self.answer_within_s)
-        except NoWorkerAnswered as e:  # started, but no worker says how it goes
+            rep = await self._follow(await self._access.api(who), run_id)
+        except Exception as e:  # started, but no worker (or nothing) says how it goes yet
             return CallToolResult(content=[TextContent(
-                type="text", text=f"run {run_id} started; {e}; follow it with run_report")],
-                is_error=True)
+                type="text", text=f"run {run_id} started; {_one_line(e)}; follow it with "
+                f"run_report")], structured_content={"run_id": run_id, "status": "unknown"},
+                is_error=isinstance(e, NoWorkerAnswered))
         if not rep.status.final and client_declares_tasks(ctx):
             return task(rep, "task", self.approval_url)
         return call_result(rep)
 
-    async def _run(self, params: TaskParams) -> RunReport:
-
-        if not params.task_id.startswith("mcp-"):
+    async def _run(self, ctx: ServerRequestContext[Any, Any], params: TaskParams
+                   ) -> tuple[Plangate, RunReport]:
+        """The task's run, where it is a guarded call of this very client; any other id is
+        no task (another client's run is not even said to exist)."""
+        who = self._caller(ctx)
+        if not params.task_id.startswith(RUN_PREFIX):
             raise MCPError(code=INVALID_PARAMS, message=f"no task {params.task_id!r}")
         try:
-            return await self._report(params.task_id)
-        except UnknownRun:
+            api = await self._access.mine(who, params.task_id)
+            return api, await api.report(params.task_id)
+        except (NotYourRun, UnknownRun):
             raise MCPError(code=INVALID_PARAMS, message=f"no task {params.task_id!r}") from None
         except NoWorkerAnswered as e:
             raise MCPError(code=INTERNAL_ERROR, message=str(e)) from None
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
-        return task(await self._run(params), "complete", self.approval_url)
+        return task((await self._run(ctx, params))[1], "complete", self.approval_url)
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
-        await self._run(params)  # a known task; its responses approve nothing (see above)
+        await self._run(ctx, params)  # a known task; its responses approve nothing (see above)
         return {"resultType": "complete"}
 
     async def _cancel_task(self, ctx: ServerRequestContext[Any, Any], params: Any
                            ) -> HandlerResult:
         from plangate.client.api import RunEnded
 
-        rep = await self._run(params)
+        api, rep = await self._run(ctx, params)
         if not rep.status.final:
             with contextlib.suppress(RunEnded):  # it ended meanwhile: its task says how
-                await self._cancel(rep.run_id, "tasks/cancel")
-            rep = await follow(self._report, self._result, rep.run_id,
-                               self.answer_within_s)
+                await api.cancel(rep.run_id, reason="tasks/cancel",
+                                 requester=f"{self._caller(ctx).requester} (tasks/cancel)")
+            rep = await self._follow(api, rep.run_id)
         return task(rep, "complete", self.approval_url)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:300] or type(e).__name__
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
