@@ -23,6 +23,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, Request, RequestParams, Result
 from pydantic import ConfigDict
 
+from plangate.records.signing import SigningKey
+
 TASKS = "io.modelcontextprotocol/tasks"
 REQUEST_ID = "io.plangate/request-id"
 
@@ -45,11 +47,12 @@ class HttpServer:
     url: str
     token: str
 
-    def client(self, *, tasks: bool = False, token: str | None = None) -> Client:
+    def client(self, *, tasks: bool = False, token: str | None = None,
+               mode: str = "auto") -> Client:
         headers = {"Authorization": f"Bearer {self.token if token is None else token}"}
         transport = streamable_http_client(
             self.url, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
-        return Client(transport, read_timeout_seconds=60,
+        return Client(transport, read_timeout_seconds=60, mode=mode,
                       extensions=[TasksClient()] if tasks else None)
 
     def kill(self) -> None:
@@ -58,13 +61,17 @@ class HttpServer:
 
 
 @contextlib.asynccontextmanager
-async def http_server(env: dict[str, str], *args: str) -> AsyncIterator[HttpServer]:
-    """``plangate mcp --http`` on a free loopback port, with a bearer token of its own."""
+async def http_server(env: dict[str, str], *args: str, tokens: str | None = None
+                      ) -> AsyncIterator[HttpServer]:
+    """``plangate mcp --http`` on a free loopback port, with a bearer token of its own (one
+    client, "token"), or the clients ``tokens`` names (``PLANGATE_MCP_TOKENS``)."""
     token = secrets.token_urlsafe(32)
+    access = {"PLANGATE_MCP_TOKEN": token} if tokens is None else \
+        {"PLANGATE_MCP_TOKENS": tokens}
     proc = await asyncio.to_thread(
         subprocess.Popen,
         [sys.executable, "-m", "plangate", "mcp", "--http", "--port", "0", *args],
-        env={**env, "PLANGATE_MCP_TOKEN": token}, stdout=subprocess.PIPE, text=True,
+        env={**env, **access}, stdout=subprocess.PIPE, text=True,
     )
     try:
         assert proc.stdout is not None
@@ -114,6 +121,29 @@ class _TaskRequest(Request[TaskIdParams, str]):
 class TaskAnswer(Result):
     model_config = ConfigDict(extra="allow")
     result_type: str = "complete"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One client of a server started with ``PLANGATE_MCP_TOKENS``: its name, bearer token and
+    submitter key."""
+
+    name: str
+    token: str
+    key: SigningKey
+
+    @classmethod
+    def new(cls, name: str) -> Caller:
+        return cls(name, secrets.token_urlsafe(32), SigningKey.generate(f"{name}-sub"))
+
+    @property
+    def entry(self) -> str:
+        return f"{self.name}:{self.token}:{self.key.text()}"
+
+
+def tokens(*callers: Caller) -> str:
+    """The ``PLANGATE_MCP_TOKENS`` value naming ``callers``."""
+    return ",".join(c.entry for c in callers)
 
 
 async def task_request(mcp: Client, method: str, task_id: str, **params: Any) -> dict[str, Any]:
