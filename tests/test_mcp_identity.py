@@ -35,9 +35,14 @@ def text_of(res: CallToolResult) -> str:
     return text.split(": ", 1)[1] if text.startswith("Error executing tool ") else text
 
 
+def identity(request_id: str) -> Any:
+    """A call's ``_meta`` carrying its request identity."""
+    return {REQUEST_ID: request_id}
+
+
 async def runs_on(client: Any, queue: str, at_least: int) -> dict[str, Any]:
-    """Every run Temporal's visibility lists on the deployment's ``queue`` once it lists ``at_least`` (it is
-    eventually consistent), by id, with its MCP memo (None: not started over MCP)."""
+    """Every run visibility lists on the deployment's ``queue`` once it lists ``at_least``
+    (it is eventually consistent), by id, with its MCP memo (None: not started over MCP)."""
     for _ in range(200):
         ids = [w.id async for w in client.list_workflows(visibility_clause(queue))]
         if len(ids) >= at_least:
@@ -54,9 +59,10 @@ async def until_waiting(mcp: Client, run_id: str) -> dict[str, Any]:
     for _ in range(400):
         res = await mcp.call_tool("run_report", {"run_id": run_id})
         assert not res.is_error, text_of(res)
-        assert res.structured_content is not None
-        if res.structured_content["status"] == "awaiting_approval":
-            return res.structured_content
+        rep: dict[str, Any] | None = res.structured_content
+        assert rep is not None
+        if rep["status"] == "awaiting_approval":
+            return rep
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} never waited for a person")
 
@@ -143,19 +149,19 @@ async def test_another_client_cannot_take_a_call_by_its_run_id(
                 f"run_id {alices_run!r}: ids beginning 'mcp-' are this server's (guarded "
                 "calls); choose another, or none")
             # the same request id from another client is that client's own call, another run
-            same_rid = await evil.call_tool(CREDIT, theirs, meta={REQUEST_ID: rid})
+            same_rid = await evil.call_tool(CREDIT, theirs, meta=identity(rid))
             assert same_rid.structured_content is not None
             evil_run = same_rid.structured_content["run_id"]
             assert evil_run != alices_run
             # alice's call runs her own plan, and says exactly what waits for a person
-            answer = await mcp.call_tool(CREDIT, mine, meta={REQUEST_ID: rid})
+            answer = await mcp.call_tool(CREDIT, mine, meta=identity(rid))
             assert not answer.is_error and answer.structured_content is not None
             out = answer.structured_content
             assert out["run_id"] == alices_run and out["status"] == "awaiting_approval"
             assert (out["awaiting"]["tool"], out["awaiting"]["args"]) == (CREDIT, mine)
             await Plangate(client, h.settings).approve(
                 alices_run, out["awaiting"]["step"], out["awaiting"]["digest"], by="erin")
-            again = await mcp.call_tool(CREDIT, mine, meta={REQUEST_ID: rid})
+            again = await mcp.call_tool(CREDIT, mine, meta=identity(rid))
             assert again.structured_content is not None
             assert again.structured_content["status"] == "succeeded"
             await evil.call_tool("cancel_run", {"run_id": evil_run, "reason": "test over"})
@@ -185,7 +191,7 @@ async def test_an_id_held_by_a_run_that_is_not_this_call_is_refused_and_left_alo
              "args": {"account_id": target, "amount_eur": 999.0}}]}, run_id=run_id)
         async with http_server(env, tokens=tokens(alice)) as srv, \
                 srv.client(token=alice.token) as mcp:
-            refused = await mcp.call_tool(CREDIT, mine, meta={REQUEST_ID: rid})
+            refused = await mcp.call_tool(CREDIT, mine, meta=identity(rid))
         assert refused.is_error
         assert text_of(refused) == (
             f"the run id of this call ({run_id}) is held by a run that is not this client's "
