@@ -5,7 +5,12 @@
    to the git server, its answer) against the same read tool called directly on the git
    server (``mcp-server-git`` over stdio): p50 of each, and their ratio;
 2. a one-step guarded run (``s3.put``) started over MCP, its answer awaited, against the same
-   run started through the Python API (``start`` then ``result``): p50 of each, and their ratio.
+   run started through the Python API (``start`` then ``result``): p50 of each, and their ratio;
+3. what one identity per client adds to a guarded call (over HTTP, a client of 100 in
+   ``PLANGATE_MCP_TOKENS``): the same ``s3.put`` call with a request identity (its run id bound
+   to the client, the run's memo read back and compared) against one without (neither), the
+   per-client limit on in both; and, in-process, the token lookup among 100 and the limit's
+   admission, each per call.
 
 Calls alternate between the two sides of each pair, after warm-ups, on one embedded stack.
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -28,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -136,6 +143,8 @@ async def main(calls: int) -> None:
                         raise SystemExit(f"s3.put did not succeed: {rep.failure}")
 
                 m50, a50 = await pair(calls, over_mcp, over_api)
+            i50, n50 = await identity_pair(calls, env, put)
+    micro_us = identity_micro()
     print(f"calls: {calls} of each, alternating, after 3 warm-ups of each")
     print(f"git_log directly on mcp-server-git (stdio):        p50 {d50:8.1f} ms")
     print(f"git.log guarded through plangate mcp (stdio):       p50 {g50:8.1f} ms")
@@ -143,6 +152,66 @@ async def main(calls: int) -> None:
     print(f"s3.put one-step run through the Python API:         p50 {a50:8.1f} ms")
     print(f"s3.put one-step run over MCP (call to answer):      p50 {m50:8.1f} ms")
     print(f"  over MCP / Python API:                             {m50 / a50:8.2f}x")
+    print(f"s3.put over MCP (HTTP), no request identity:        p50 {n50:8.1f} ms")
+    print(f"s3.put over MCP (HTTP), request identity checked:   p50 {i50:8.1f} ms")
+    print(f"  checked / unchecked:                               {i50 / n50:8.3f}x")
+    print(f"token lookup among 100 + limit admission:           {micro_us:8.1f} us a call "
+          f"({micro_us / 1000 / n50:.4%} of a call)")
+
+
+def identity_micro(n: int = 20_000) -> float:
+    """Microseconds a call spends finding its client among 100 tokens and being admitted
+    under the limit."""
+    from plangate.mcp.clients import Clients, StartLimit
+
+    callers = [(f"c{i}", secrets.token_urlsafe(32)) for i in range(100)]
+    clients = Clients.over_http(
+        {"PLANGATE_MCP_TOKENS": ",".join(f"{c}:{t}" for c, t in callers)}, None)
+    limit = StartLimit(10**9)
+    token = callers[-1][1]
+    began = time.perf_counter()
+    for _ in range(n):
+        who = clients.of_token(token)
+        assert who is not None
+        limit.admit(who)
+    return (time.perf_counter() - began) / n * 1e6
+
+
+async def identity_pair(calls: int, env: dict[str, str], put: Callable[[], dict[str, Any]]
+                        ) -> tuple[float, float]:
+    """p50 (ms) of a guarded ``s3.put`` over HTTP with a request identity, and without."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    callers = [(f"c{i}", secrets.token_urlsafe(32)) for i in range(100)]
+    tokens = ",".join(f"{c}:{t}" for c, t in callers)
+    proc = await asyncio.to_thread(
+        subprocess.Popen,
+        [sys.executable, "-m", "plangate", "mcp", "--http", "--port", "0"],
+        env={**env, "PLANGATE_MCP_TOKENS": tokens, "PLANGATE_MCP_RUNS_PER_MINUTE": "100000"},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.to_thread(proc.stdout.readline)
+        url = line.split(": ", 1)[1].strip()
+        headers = {"Authorization": f"Bearer {callers[-1][1]}"}
+        transport = streamable_http_client(
+            url, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
+        async with Client(transport, read_timeout_seconds=60) as gate:
+            async def call(meta: Any) -> None:
+                res = ok(await gate.call_tool("s3.put", put(), meta=meta), "s3.put")
+                if (res.structured_content or {}).get("status") != "succeeded":
+                    raise SystemExit(f"s3.put did not succeed: {res.structured_content}")
+
+            async def checked() -> None:
+                await call({"io.plangate/request-id": uuid.uuid4().hex})
+
+            async def unchecked() -> None:
+                await call(None)
+
+            return await pair(calls, checked, unchecked)
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 10)
 
 
 if __name__ == "__main__":

@@ -33,12 +33,12 @@ def offering(version: str) -> Iterator[str]:
     if version in MODERN_PROTOCOL_VERSIONS:
         yield "auto"
         return
-    newest = client_session.LATEST_HANDSHAKE_VERSION
-    client_session.LATEST_HANDSHAKE_VERSION = version  # type: ignore[misc]
+    newest = getattr(client_session, "LATEST_HANDSHAKE_VERSION")  # noqa: B009
+    setattr(client_session, "LATEST_HANDSHAKE_VERSION", version)  # noqa: B010
     try:
         yield "legacy"
     finally:
-        client_session.LATEST_HANDSHAKE_VERSION = newest  # type: ignore[misc]
+        setattr(client_session, "LATEST_HANDSHAKE_VERSION", newest)  # noqa: B010
 
 
 async def test_a_waiting_call_on_every_protocol_version_names_its_run(
