@@ -73,10 +73,10 @@ async def until_waiting(mcp: Client, run_id: str) -> dict[str, Any]:
 def test_tokens_name_clients_and_their_keys(tmp_path):
     a, b = Caller.new("alice"), Caller.new("bob")
     server_key = SigningKey.generate("server")
-    bare = f"carol:{Caller.new('carol').token}"
+    bare = f"carol:{Caller.new('carol').token},dave:{Caller.new('dave').token}"
     found = parse_tokens(f"{a.entry}, {b.entry},{bare}", server_key)
     assert {c.name: c.submitter for c in found.values()} == {
-        "alice": "alice-sub", "bob": "bob-sub", "carol": "server"}
+        "alice": "alice-sub", "bob": "bob-sub", "carol": "server", "dave": "server"}
     assert found[a.token].submitter_key == a.key
     listed = tmp_path / "tokens"
     listed.write_text(f"# one client a line\n{a.entry}\n\n{b.entry}  # bob\n")
@@ -90,7 +90,8 @@ def test_tokens_name_clients_and_their_keys(tmp_path):
     ("alice:{t},alice:{u}", "PLANGATE_MCP_TOKENS entry 2: a second client named alice"),
     ("alice:{t},bob:{t}", "PLANGATE_MCP_TOKENS entry 2: bob has the token of alice"),
     ("alice:{t}:{k},bob:{u}:{k}", "PLANGATE_MCP_TOKENS: clients alice and bob submit with one "
-                                  "key (shared); give each client a submitter key of its own"),
+                                  "key (shared), so one principal; give each client a "
+                                  "submitter key of its own"),
 ])
 def test_a_token_map_that_cannot_be_used_is_refused_naming_the_entry(raw, why):
     t, u = Caller.new("x").token, Caller.new("y").token

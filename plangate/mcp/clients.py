@@ -96,6 +96,7 @@ def parse_tokens(raw: str, server_key: SigningKey | None) -> dict[str, McpClient
     token or a key."""
     found: dict[str, McpClient] = {}
     names: set[str] = set()
+    given: list[McpClient] = []
     for where, entry in _entries(raw):
         name, _, rest = entry.partition(":")
         token, _, key_text = rest.partition(":")
@@ -109,26 +110,26 @@ def parse_tokens(raw: str, server_key: SigningKey | None) -> dict[str, McpClient
         weak = weakness(f"{where} (the token of {name})", token)
         if weak is not None:
             raise ConfigurationError(weak)
-        keys = signing_keys(key_text.strip(), where) if key_text.strip() else (server_key,)
-        key = keys[0] if keys else None
+        keys = signing_keys(key_text.strip(), where) if key_text.strip() else ()
         names.add(name)
-        found[token] = McpClient(name, key)
-    _one_key_each(found.values())
+        found[token] = McpClient(name, keys[0] if keys else server_key)
+        if keys:
+            given.append(found[token])
+    _one_key_each(given)
     return found
 
 
 def _one_key_each(clients: Iterable[McpClient]) -> None:
-    """Two clients signing with one key would see each other's runs: refused."""
+    """A key given to two clients would make them one principal to the worker: refused.
+    (Clients given none share the server's, as its own clients.)"""
     by_key: dict[str, str] = {}
     for c in clients:
-        if c.submitter is None:
-            continue
         if c.submitter in by_key:
             raise ConfigurationError(
                 f"{TOKENS_VAR}: clients {by_key[c.submitter]} and {c.name} submit with one key "
-                f"({c.submitter}); give each client a submitter key of its own"
+                f"({c.submitter}), so one principal; give each client a submitter key of its own"
             )
-        by_key[c.submitter] = c.name
+        by_key[str(c.submitter)] = c.name
 
 
 @dataclass(frozen=True)
