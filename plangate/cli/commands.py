@@ -805,14 +805,14 @@ def parser() -> argparse.ArgumentParser:
         "of it, guarded, to an MCP client over stdio or streamable HTTP; no tool approves",
     )
     mc.add_argument("--http", action="store_true",
-                    help="serve streamable HTTP at /mcp instead of stdio (PLANGATE_MCP_TOKEN: "
-                         "the bearer token every request must carry)")
+                    help="serve streamable HTTP at /mcp instead of stdio (PLANGATE_MCP_TOKENS: "
+                         "a bearer token per client; PLANGATE_MCP_TOKEN: one)")
     mc.add_argument("--host", default="127.0.0.1",
                     help="with --http: the address to listen on (default: 127.0.0.1)")
     mc.add_argument("--port", type=int, default=8766,
                     help="with --http: the port (default 8766; 0: any free)")
     mc.add_argument("--insecure-local", action="store_true",
-                    help="with --http and no PLANGATE_MCP_TOKEN: serve a loopback address "
+                    help="with --http and no token: serve a loopback address "
                          "without a token")
     mc.add_argument("--answer-within", type=float, default=10.0, metavar="SECONDS",
                     help="how long a guarded call may take before it is answered as a task "
