@@ -8,6 +8,7 @@ its own cancels, and starts at most so many runs a minute. Judged by the world: 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -276,3 +277,56 @@ async def test_a_client_past_its_limit_starts_nothing_more(client, settings, sta
     assert sorted(m["client"] for m in held.values()) == ["alice", "alice", "bob"]
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
     assert "n2" not in keys
+
+
+def _answer(resp: Any) -> dict[str, Any]:
+    """The JSON-RPC answer of a streamable HTTP response: a JSON body or an SSE stream."""
+    if resp.headers.get("content-type", "").startswith("application/json"):
+        answer: dict[str, Any] = resp.json()
+        return answer
+    for line in resp.text.splitlines():
+        if line.startswith("data:") and '"id"' in line:
+            found: dict[str, Any] = json.loads(line[5:])
+            return found
+    raise AssertionError(f"no JSON-RPC answer in {resp.text!r}")
+
+
+async def test_a_session_id_acts_as_whoever_sends_it(client, settings, stack, world):
+    """Session hijacking: a session id belongs to the session, the identity to each request.
+    Bob sending alice's session id with his own token is bob, and cannot read her run."""
+    import httpx2
+
+    alice, bob = Caller.new("alice"), Caller.new("bob")
+    aid = await account(world)
+    async with running_worker(client, money_waits(settings)) as h:
+        env = server_env(stack, settings, h.settings.temporal.task_queue)
+        async with http_server(env, tokens=tokens(alice, bob)) as srv:
+            async with srv.client(token=alice.token) as mcp:
+                res = await mcp.call_tool(CREDIT, {"account_id": aid, "amount_eur": 3.0})
+            assert res.structured_content is not None
+            run_id = res.structured_content["run_id"]
+            base = {"Accept": "application/json, text/event-stream",
+                    "Content-Type": "application/json"}
+            async with httpx2.AsyncClient(timeout=60) as http:
+                opened = await http.post(srv.url, headers={
+                    **base, "Authorization": f"Bearer {alice.token}"}, json={
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                        "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "1"}}})
+                session = opened.headers["mcp-session-id"]
+                held = {**base, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+                await http.post(srv.url, headers={**held, "Authorization": f"Bearer {alice.token}"},
+                                json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                asks = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                    "name": "run_report", "arguments": {"run_id": run_id}}}
+                as_bob = _answer(await http.post(
+                    srv.url, headers={**held, "Authorization": f"Bearer {bob.token}"}, json=asks))
+                as_alice = _answer(await http.post(
+                    srv.url, headers={**held, "Authorization": f"Bearer {alice.token}"},
+                    json={**asks, "id": 3}))
+        await Plangate(client, h.settings).cancel(run_id, reason="test over")
+    assert as_bob["result"]["isError"] is True
+    assert as_bob["result"]["content"][0]["text"].endswith(
+        f"no run with id {run_id!r} started by MCP client bob")
+    assert as_alice["result"]["isError"] is False
+    assert as_alice["result"]["structuredContent"]["run_id"] == run_id
