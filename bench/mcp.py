@@ -112,7 +112,7 @@ async def main(calls: int) -> None:
                     ok(await git.call_tool("git_log", log_args), "git_log")
 
                 async def guarded() -> None:
-                    res = ok(await gate.call_tool("git.log", log_args), "git.log")
+                    res = ok(await gate.call_tool("git_log", log_args), "git.log")
                     if (res.structured_content or {}).get("status") != "succeeded":
                         raise SystemExit(f"git.log did not succeed: {res.structured_content}")
 
@@ -123,7 +123,7 @@ async def main(calls: int) -> None:
                             "body": "figures"}
 
                 async def over_mcp() -> None:
-                    res = ok(await gate.call_tool("s3.put", put()), "s3.put over MCP")
+                    res = ok(await gate.call_tool("s3_put", put()), "s3.put over MCP")
                     if (res.structured_content or {}).get("status") != "succeeded":
                         raise SystemExit(f"s3.put did not succeed: {res.structured_content}")
 

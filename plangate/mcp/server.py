@@ -8,7 +8,11 @@ re-implemented.
 - ``cancel_run``: cancel a run, with a reason and who asks, recorded in its report and history;
 - the resource ``plangate://catalogue``: the deployment's tools and probes, their effect
   classes, argument schemas and contracts;
-- every tool of the catalogue under its own name, each call a one-step guarded run
+- the resource ``plangate://plan-language`` and the prompt ``plan_language``: the plan
+  language with an example (``plangate.mcp.language``); ``plan`` of ``check_plan`` and
+  ``run_plan`` carries the plan's JSON schema;
+- every tool of the catalogue under a name models accept (``s3.put`` as ``s3_put``:
+  ``plangate.mcp.names``), titled with its catalogue name, each call a one-step guarded run
   (``plangate.mcp.guarded``), answered as a task where it must wait and the client declared
   the Tasks extension (``plangate.mcp.tasks``).
 
@@ -20,15 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 
 from plangate.client.api import NoWorkerAnswered, Plangate, RunEnded, RunIdInUse, UnknownRun
 from plangate.mcp.guarded import GuardedCall, description, hints
+from plangate.mcp.language import LANGUAGE_URI, language_text, plan_schema
+from plangate.mcp.names import served_name, served_names
 from plangate.mcp.tasks import CANCELLED_BY, GuardedTasks
 from plangate.plans.catalogue import Catalogue, Term, ToolInfo
 from plangate.plans.load import PlanError
@@ -37,6 +43,9 @@ from plangate.records.report import RunReport
 from plangate.world.settings import Settings
 
 CATALOGUE_URI = "plangate://catalogue"
+# the plan argument: validated as any object (check_plan names every problem), described by
+# the plan's schema
+PlanArg = Annotated[dict[str, Any], WithJsonSchema(plan_schema())]
 
 
 class Problem(BaseModel):
@@ -86,7 +95,8 @@ def catalogue_json(cat: Catalogue) -> dict[str, Any]:
     return {
         "tools": [
             {
-                "name": name, "effect": t.effect.value, "approval": t.approval,
+                "name": name, "served_as": served_name(name), "effect": t.effect.value,
+                "approval": t.approval, "description": t.description,
                 "args_schema": t.args.model_json_schema(),
                 "contract": {phase: [_term(x) for x in getattr(t.contract, phase)]
                              for phase in ("pre", "post", "done")},
@@ -122,10 +132,12 @@ async def _guarded_placeholder() -> None:
     """Never called: the Tasks extension answers every call of a guarded tool."""
 
 
-def guarded_tool(info: ToolInfo) -> Tool:
-    """The MCP tool of a catalogue tool: its argument model's schema, hints from its effect."""
+def guarded_tool(info: ToolInfo, served: str, settings: Settings) -> Tool:
+    """The MCP tool of a catalogue tool, under its ``served`` name (``plangate.mcp.names``),
+    titled with its catalogue name: its argument model's schema, hints from its effect."""
     tool = Tool.from_function(
-        _guarded_placeholder, name=info.name, description=description(info),
+        _guarded_placeholder, name=served, title=info.name,
+        description=description(info, settings.policy.approve_effects),
         annotations=hints(info), structured_output=False,
     )
     return tool.model_copy(update={"parameters": info.args.model_json_schema()})
@@ -148,6 +160,7 @@ def build_server(
 
     gate = _Gateway(settings)
     known = catalogue(settings.catalogue)
+    served = served_names(known.tools)  # served name -> catalogue name; a clash: NameClash
 
     async def start_guarded(call: GuardedCall, info: ToolInfo) -> str:
         try:
@@ -167,7 +180,8 @@ def build_server(
         await (await gate.api()).cancel(run_id, reason=reason, requester=CANCELLED_BY)
 
     tasks = GuardedTasks(
-        known.tools, start=start_guarded, report=report, result=result, cancel=cancel,
+        {name: known.tools[tool] for name, tool in served.items()},
+        start=start_guarded, report=report, result=result, cancel=cancel,
         answer_within_s=answer_within_s, approval_url=approval_url,
     )
     server: MCPServer = MCPServer(
@@ -176,14 +190,19 @@ def build_server(
             "Check a plan (check_plan), start it (run_plan), read its report (run_report), "
             "cancel it (cancel_run); or call one tool of the catalogue, guarded (each call a "
             "one-step run). Every step runs guarded by probes of the real systems; a step "
-            "that needs approval waits for a credentialed person, never for this client."
+            "that needs approval waits for a credentialed person, never for this client. "
+            f"Catalogue tools are served as s3_put for s3.put (the title is the catalogue "
+            f"name, which plans use). The plan language, with an example: the resource "
+            f"{LANGUAGE_URI} or the prompt plan_language; the tools and their contracts: "
+            f"{CATALOGUE_URI}."
         ),
-        tools=[guarded_tool(info) for _, info in sorted(known.tools.items())],
+        tools=[guarded_tool(known.tools[tool], name, settings)
+               for name, tool in sorted(served.items())],
         extensions=[tasks],
     )
 
     @server.tool()
-    def check_plan(plan: dict[str, Any], strict: bool = False) -> CheckResult:
+    def check_plan(plan: PlanArg, strict: bool = False) -> CheckResult:
         """Validate and lint a plan (goal, steps) for this deployment; starts nothing. Every
         problem names its step and field."""
         try:
@@ -194,7 +213,7 @@ def build_server(
         return CheckResult(valid=True, problems=[], warnings=done.warnings)
 
     @server.tool()
-    async def run_plan(plan: dict[str, Any], run_id: str | None = None) -> RunStarted:
+    async def run_plan(plan: PlanArg, run_id: str | None = None) -> RunStarted:
         """Start a run of a plan (checked first: a bad plan starts nothing); its run id."""
         try:
             done = check(plan, settings)
@@ -236,6 +255,18 @@ def build_server(
                      "schemas, contracts")
     def catalogue_resource() -> dict[str, Any]:
         return catalogue_json(catalogue(settings.catalogue))
+
+    @server.resource(LANGUAGE_URI, name="plan-language", mime_type="text/markdown",
+                     description="the plan language: fields, conditions, bindings, limits, "
+                     "and an example plan")
+    def language_resource() -> str:
+        return language_text()
+
+    @server.prompt(name="plan_language", title="Write a plangate plan")
+    def plan_language() -> str:
+        """The plan language with an example: read it before writing a plan for check_plan
+        and run_plan."""
+        return language_text()
 
     return server
 

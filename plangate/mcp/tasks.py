@@ -150,11 +150,11 @@ class GuardedTasks(Extension):
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any],
         call_next: CallNext,
     ) -> HandlerResult:
-        info = self.guarded.get(params.name)
+        info = self.guarded.get(params.name)  # by its served name; the run names info.name
         if info is None:
             return await call_next(ctx)
         try:
-            call = GuardedCall.of(params.name, params.arguments, params.meta)
+            call = GuardedCall.of(info.name, params.arguments, params.meta)
         except ValueError as e:
             raise MCPError(code=INVALID_PARAMS, message=str(e)) from None
         try:
