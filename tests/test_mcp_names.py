@@ -109,6 +109,10 @@ async def test_the_plan_language_is_served_with_an_example_check_plan_passes(set
         plan = json.loads(example)
         assert plan == EXAMPLE_PLAN
         checked = await mcp.call_tool("check_plan", {"plan": plan, "strict": True})
+        (cat,) = (await mcp.read_resource("plangate://catalogue")).contents
+    assert isinstance(cat, TextResourceContents)
+    put = next(t for t in json.loads(cat.text)["tools"] if t["name"] == "s3.put")
+    assert put["served_as"] == "s3_put" and put["description"].startswith("Writes the object")
     assert not checked.is_error and checked.structured_content == {
         "valid": True, "problems": [], "warnings": []}
 
@@ -183,3 +187,34 @@ def test_plangate_mcp_refuses_to_start_on_a_clash(tmp_path):
         "plangate: mcp: tool 's3_put' and tool 's3.put' would both be served as 's3_put' "
         "(names a model accepts: ^[a-zA-Z0-9_-]{1,64}$); rename one of them")
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+async def test_a_back_door_tool_is_described_by_its_servers_file(tmp_path):
+    """A tool of an MCP servers file: served under a name a model accepts, described by the
+    file's ``description`` (the server is not asked: building the front door connects nothing)."""
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(textwrap.dedent('''
+        servers:
+          git:
+            command: [python, -m, mcp_server_git, --repository, /srv/repo]
+            tools:
+              git.log:
+                tool: git_log
+                effect: read
+                args: {repo_path: string}
+                description: The commit log of the repository at repo_path, newest first.
+    '''))
+    import os
+
+    from plangate.mcp.server import build_server
+    from plangate.world.settings import Settings
+
+    settings = Settings.from_env({**os.environ, "PLANGATE_MCP_SERVERS": str(servers)},
+                                 connects=False)
+    listed = {t.name: t for t in await build_server(settings).list_tools()}
+    log = listed["git_log"]
+    assert log.title == "git.log"
+    assert (log.description or "").startswith(
+        "The commit log of the repository at repo_path, newest first.\n\nplangate tool "
+        "git.log, effect read (changes nothing); each call is a one-step guarded run on "
+        "Temporal. Its contract probes nothing of its own")
