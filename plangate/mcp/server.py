@@ -191,8 +191,8 @@ def build_server(
             "cancel it (cancel_run); or call one tool of the catalogue, guarded (each call a "
             "one-step run). Every step runs guarded by probes of the real systems; a step "
             "that needs approval waits for a credentialed person, never for this client. "
-            f"Catalogue tools are served as s3_put for s3.put (the title is the catalogue "
-            f"name, which plans use). The plan language, with an example: the resource "
+            "Catalogue tools are served as s3_put for s3.put (the title is the catalogue "
+            "name, which plans use). The plan language, with an example: the resource "
             f"{LANGUAGE_URI} or the prompt plan_language; the tools and their contracts: "
             f"{CATALOGUE_URI}."
         ),
