@@ -119,7 +119,7 @@ async def main(calls: int) -> None:
                     ok(await git.call_tool("git_log", log_args), "git_log")
 
                 async def guarded() -> None:
-                    res = ok(await gate.call_tool("git.log", log_args), "git.log")
+                    res = ok(await gate.call_tool("git_log", log_args), "git.log")
                     if (res.structured_content or {}).get("status") != "succeeded":
                         raise SystemExit(f"git.log did not succeed: {res.structured_content}")
 
@@ -130,7 +130,7 @@ async def main(calls: int) -> None:
                             "body": "figures"}
 
                 async def over_mcp() -> None:
-                    res = ok(await gate.call_tool("s3.put", put()), "s3.put over MCP")
+                    res = ok(await gate.call_tool("s3_put", put()), "s3.put over MCP")
                     if (res.structured_content or {}).get("status") != "succeeded":
                         raise SystemExit(f"s3.put did not succeed: {res.structured_content}")
 
@@ -198,7 +198,7 @@ async def identity_pair(calls: int, env: dict[str, str], put: Callable[[], dict[
             url, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
         async with Client(transport, read_timeout_seconds=60) as gate:
             async def call(meta: Any) -> None:
-                res = ok(await gate.call_tool("s3.put", put(), meta=meta), "s3.put")
+                res = ok(await gate.call_tool("s3_put", put(), meta=meta), "s3_put")
                 if (res.structured_content or {}).get("status") != "succeeded":
                     raise SystemExit(f"s3.put did not succeed: {res.structured_content}")
 

@@ -77,7 +77,7 @@ async def test_plan_tools(transport, client, settings, stack, s3):
         assert set(listed) >= PLAN_TOOLS
         # no approve tool: an MCP client never answers a card; the rest are the catalogue's
         assert not [n for n in listed if "approve" in n]
-        assert {"s3.put", "billing.issue_credit"} <= set(listed)
+        assert {"s3_put", "billing_issue_credit"} <= set(listed)
         # who cancels is the authenticated client, never a name the client types
         assert set(listed["cancel_run"].input_schema["properties"]) == {"run_id", "reason"}
         assert listed["run_plan"].input_schema["properties"]["plan"]["type"] == "object"

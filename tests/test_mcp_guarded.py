@@ -36,6 +36,7 @@ from tests.mcp_client import (
 )
 
 CREDIT = "billing.issue_credit"
+SERVED_CREDIT = "billing_issue_credit"  # its name over MCP (plangate.mcp.names)
 
 
 def money_waits(settings: Settings) -> Settings:
@@ -62,15 +63,15 @@ def run_of(args: dict[str, Any], request_id: str, client: str = "token") -> str:
 async def test_catalogue_tools_carry_their_schemas_and_effect_hints(client, settings, stack):
     async with http_server(server_env(stack, settings, "unused")) as srv, srv.client() as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
-    credit, get = tools[CREDIT], tools["s3.get"]
+    credit, get = tools[SERVED_CREDIT], tools["s3_get"]
     assert set(credit.input_schema["properties"]) == {"account_id", "amount_eur"}
     assert credit.input_schema.get("additionalProperties") is False
     assert credit.annotations is not None and get.annotations is not None
     assert (credit.annotations.read_only_hint, credit.annotations.destructive_hint,
             credit.annotations.open_world_hint) == (False, True, True)
     assert (get.annotations.read_only_hint, get.annotations.destructive_hint) == (True, False)
-    assert tools["s3.put"].annotations is not None
-    assert tools["s3.put"].annotations.open_world_hint is False
+    assert tools["s3_put"].annotations is not None
+    assert tools["s3_put"].annotations.open_world_hint is False
 
 
 async def test_a_money_call_waits_for_a_credentialed_person_never_for_the_client(
@@ -83,7 +84,7 @@ async def test_a_money_call_waits_for_a_credentialed_person_never_for_the_client
         queue = h.settings.temporal.task_queue
         async with http_server(server_env(stack, settings, queue)) as srv, \
                 srv.client(tasks=True) as mcp:
-            created = await call_as_task(mcp, CREDIT, args, rid)
+            created = await call_as_task(mcp, SERVED_CREDIT, args, rid)
             assert isinstance(created, TaskCreated), created
             assert created.task_id == run_of(args, rid)
             waiting = await until_task(mcp, created.task_id, "input_required")
@@ -96,7 +97,7 @@ async def test_a_money_call_waits_for_a_credentialed_person_never_for_the_client
                                      inputResponses={key: {"action": "accept"}})
             assert ack["resultType"] == "complete"
             # a retried call is the same run, still waiting: not a second card or credit
-            again = await call_as_task(mcp, CREDIT, args, rid)
+            again = await call_as_task(mcp, SERVED_CREDIT, args, rid)
             assert isinstance(again, TaskCreated) and again.task_id == created.task_id
             await asyncio.sleep(0.5)
             assert (await task_request(mcp, "tasks/get", created.task_id))["status"] == \
@@ -121,7 +122,7 @@ async def test_a_money_call_waits_for_a_credentialed_person_never_for_the_client
             assert result["structuredContent"]["status"] == "succeeded"
             assert result["structuredContent"]["state"] == "DONE"
             # retried after the end: answered by the run, applied no second time
-            final = await call_as_task(mcp, CREDIT, args, rid)
+            final = await call_as_task(mcp, SERVED_CREDIT, args, rid)
             assert isinstance(final, CallToolResult) and not final.is_error
             assert final.structured_content is not None
             assert final.structured_content["run_id"] == created.task_id
@@ -138,7 +139,7 @@ async def test_a_client_without_tasks_gets_the_pending_run_and_can_cancel_it(
     async with running_worker(client, money_waits(settings)) as h:
         env = server_env(stack, settings, h.settings.temporal.task_queue)
         async with http_server(env) as srv, srv.client() as mcp:
-            res = await mcp.call_tool(CREDIT, {"account_id": aid, "amount_eur": 7.0})
+            res = await mcp.call_tool(SERVED_CREDIT, {"account_id": aid, "amount_eur": 7.0})
             assert not res.is_error and res.structured_content is not None
             out = res.structured_content
             assert out["status"] == "awaiting_approval" and out["state"] == "AWAITING_APPROVAL"
@@ -160,7 +161,7 @@ async def call_then_kill(srv: Any, client: Any, args: dict[str, Any], rid: str, 
     in_flight = False
     with contextlib.suppress(Exception):  # the client dies with its server
         async with srv.client() as mcp:
-            call = asyncio.ensure_future(call_as_task(mcp, CREDIT, args, rid))
+            call = asyncio.ensure_future(call_as_task(mcp, SERVED_CREDIT, args, rid))
             for _ in range(200):
                 with contextlib.suppress(RPCError):  # not started yet
                     if (await scheduled(client, run_id)).get(CREDIT):
@@ -198,7 +199,7 @@ async def test_a_crash_between_the_call_and_its_answer_is_answered_by_the_run(
         rep = await api.result(run_id)  # the row released: the run goes on without the server
         assert rep.status == "succeeded"
         async with http_server(env) as srv, srv.client() as mcp:
-            retried = await call_as_task(mcp, CREDIT, args, rid)
+            retried = await call_as_task(mcp, SERVED_CREDIT, args, rid)
     assert isinstance(retried, CallToolResult) and not retried.is_error
     assert retried.structured_content is not None
     assert retried.structured_content["run_id"] == run_id

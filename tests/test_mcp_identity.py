@@ -27,7 +27,7 @@ from plangate.records.run import CancelRequest
 from plangate.records.signing import SigningKey
 from plangate.testing import history_events, running_worker
 from tests.mcp_client import REQUEST_ID, Caller, http_server, server_env, tokens
-from tests.test_mcp_guarded import CREDIT, account, credits, money_waits
+from tests.test_mcp_guarded import CREDIT, SERVED_CREDIT, account, credits, money_waits
 
 
 def text_of(res: CallToolResult) -> str:
@@ -151,19 +151,19 @@ async def test_another_client_cannot_take_a_call_by_its_run_id(
                 f"run_id {alices_run!r}: ids beginning 'mcp-' are this server's (guarded "
                 "calls); choose another, or none")
             # the same request id from another client is that client's own call, another run
-            same_rid = await evil.call_tool(CREDIT, theirs, meta=identity(rid))
+            same_rid = await evil.call_tool(SERVED_CREDIT, theirs, meta=identity(rid))
             assert same_rid.structured_content is not None
             evil_run = same_rid.structured_content["run_id"]
             assert evil_run != alices_run
             # alice's call runs her own plan, and says exactly what waits for a person
-            answer = await mcp.call_tool(CREDIT, mine, meta=identity(rid))
+            answer = await mcp.call_tool(SERVED_CREDIT, mine, meta=identity(rid))
             assert not answer.is_error and answer.structured_content is not None
             out = answer.structured_content
             assert out["run_id"] == alices_run and out["status"] == "awaiting_approval"
             assert (out["awaiting"]["tool"], out["awaiting"]["args"]) == (CREDIT, mine)
             await Plangate(client, h.settings).approve(
                 alices_run, out["awaiting"]["step"], out["awaiting"]["digest"], by="erin")
-            again = await mcp.call_tool(CREDIT, mine, meta=identity(rid))
+            again = await mcp.call_tool(SERVED_CREDIT, mine, meta=identity(rid))
             assert again.structured_content is not None
             assert again.structured_content["status"] == "succeeded"
             await evil.call_tool("cancel_run", {"run_id": evil_run, "reason": "test over"})
@@ -193,7 +193,7 @@ async def test_an_id_held_by_a_run_that_is_not_this_call_is_refused_and_left_alo
              "args": {"account_id": target, "amount_eur": 999.0}}]}, run_id=run_id)
         async with http_server(env, tokens=tokens(alice)) as srv, \
                 srv.client(token=alice.token) as mcp:
-            refused = await mcp.call_tool(CREDIT, mine, meta=identity(rid))
+            refused = await mcp.call_tool(SERVED_CREDIT, mine, meta=identity(rid))
         assert refused.is_error
         assert text_of(refused) == (
             f"the run id of this call ({run_id}) is held by a run that is not this client's "
@@ -215,11 +215,11 @@ async def test_a_client_reads_and_cancels_only_its_own_runs(client, settings, st
         async with http_server(env, tokens=tokens(alice, bob)) as srv, \
                 http_server(elsewhere, tokens=tokens(alice, bob)) as srv2:
             async with srv2.client(token=alice.token) as mcp2:  # alice, on another queue
-                there = await mcp2.call_tool(CREDIT, args)
+                there = await mcp2.call_tool(SERVED_CREDIT, args)
             assert there.structured_content is not None
             other_queue = there.structured_content["run_id"]
             async with srv.client(token=alice.token) as mcp, srv.client(token=bob.token) as b:
-                res = await mcp.call_tool(CREDIT, args)
+                res = await mcp.call_tool(SERVED_CREDIT, args)
                 assert res.structured_content is not None
                 run_id = res.structured_content["run_id"]
                 for tool, params in (("run_report", {}), ("cancel_run", {"reason": "mine"})):
@@ -302,7 +302,7 @@ async def test_a_session_id_acts_as_whoever_sends_it(client, settings, stack, wo
         env = server_env(stack, settings, h.settings.temporal.task_queue)
         async with http_server(env, tokens=tokens(alice, bob)) as srv:
             async with srv.client(token=alice.token) as mcp:
-                res = await mcp.call_tool(CREDIT, {"account_id": aid, "amount_eur": 3.0})
+                res = await mcp.call_tool(SERVED_CREDIT, {"account_id": aid, "amount_eur": 3.0})
             assert res.structured_content is not None
             run_id = res.structured_content["run_id"]
             base = {"Accept": "application/json, text/event-stream",

@@ -19,7 +19,7 @@ from plangate import __version__
 from plangate.client.api import Plangate
 from plangate.testing import running_worker
 from tests.mcp_client import TASKS, TaskCreated, call_as_task, http_server, server_env
-from tests.test_mcp_guarded import CREDIT, account, credits, money_waits
+from tests.test_mcp_guarded import CREDIT, SERVED_CREDIT, account, credits, money_waits
 from tests.test_mcp_identity import runs_on
 
 VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
@@ -61,7 +61,7 @@ async def test_a_waiting_call_on_every_protocol_version_names_its_run(
                             extensions = mcp.server_capabilities.extensions or {}
                             modern = version in MODERN_PROTOCOL_VERSIONS
                             assert (TASKS in extensions) == modern, (version, extensions)
-                            got = await call_as_task(mcp, CREDIT, args,
+                            got = await call_as_task(mcp, SERVED_CREDIT, args,
                                                      f"req-{uuid.uuid4().hex[:8]}")
                     where = (version, tasks)
                     if modern and tasks:

@@ -86,7 +86,7 @@ async def test_with_no_settings_a_credit_waits_for_a_card_from_the_cli_and_over_
 
     # an MCP client: the same credit as a tool call, answered with the card it waits on
     async with stdio(env) as mcp:
-        answer = await mcp.call_tool(CREDIT, step["args"])
+        answer = await mcp.call_tool("billing_issue_credit", step["args"])  # served name
     assert not answer.is_error, answer.content
     said = answer.structured_content
     assert said is not None and said["status"] == "awaiting_approval", said

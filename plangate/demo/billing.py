@@ -163,6 +163,7 @@ async def list_invoices(args: AccountArgs, world: World, call: CallContext) -> d
 
 @tool("billing.get_invoice", InvoiceArgs, Effect.READ, reader=INVOICE_READER)
 async def get_invoice(args: InvoiceArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
+    """invoice_id, account_id, amount_eur, status, version."""
     async with transaction(world, call, f"read invoice {args.invoice_id}") as cur:
         return invoice_json(await _invoice(cur, args.invoice_id, lock=False))
 

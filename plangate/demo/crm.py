@@ -72,6 +72,7 @@ async def _read(cur: AsyncCursor[Row], account_id: str, lock: bool) -> Row:
 
 @tool("customer.get", CustomerArgs, Effect.READ, reader=CUSTOMER_READER)
 async def customer_get(args: CustomerArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
+    """account_id, status, archived, archived_at, billing_contact, version."""
     async with transaction(world, call, f"read customer {args.account_id}") as cur:
         return customer_json(await _read(cur, args.account_id, lock=False))
 

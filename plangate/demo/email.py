@@ -64,6 +64,7 @@ def message_json(row: Row) -> dict[str, JsonValue]:
 async def get_message(
     args: GetMessageArgs, world: World, call: CallContext
 ) -> dict[str, JsonValue]:
+    """A queued message, by ``message_id`` or by the idempotency key that sent it."""
     table = sql.Identifier("demo", "outbox")
     row = await read_by_key_or_id(
         world, call, table, _MESSAGE, "message_id", args.idempotency_key, args.message_id, "message"

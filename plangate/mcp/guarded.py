@@ -20,14 +20,14 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import JsonValue
 
-from plangate.plans.catalogue import ToolInfo
+from plangate.plans.catalogue import Term, ToolInfo
 from plangate.plans.model import Effect
 from plangate.records.report import RunReport, RunStatus, StepReport
 
@@ -38,10 +38,11 @@ RUN_PREFIX = "mcp-"
 def hints(info: ToolInfo) -> ToolAnnotations:
     """The MCP hints of a tool, from its effect class alone: a read changes nothing; a write
     may replace what is there; an external or money effect leaves the organisation. None is
-    idempotent by its arguments alone (plangate's idempotency is by the request identity)."""
+    idempotent by its arguments alone (plangate's idempotency is by the request identity).
+    The title is the catalogue's name: the name plans, reports and approval cards use."""
     read = info.effect is Effect.READ
     return ToolAnnotations(
-        title=f"{info.name} ({info.effect.value}, guarded)",
+        title=info.name,
         read_only_hint=read,
         destructive_hint=not read,
         idempotent_hint=read,
@@ -49,15 +50,56 @@ def hints(info: ToolInfo) -> ToolAnnotations:
     )
 
 
-def description(info: ToolInfo) -> str:
-    contract = ", ".join(
-        f"{phase}: {t.probe}" for phase in ("pre", "post") for t in getattr(info.contract, phase)
-    )
-    waits = " Every call waits for a credentialed person." if info.approval else ""
+_EFFECT_WORDS = {
+    Effect.READ: "read (changes nothing)",
+    Effect.WRITE: "write (changes data inside the organisation)",
+    Effect.EXTERNAL: "external (leaves the organisation: a message, a vendor request)",
+    Effect.MONEY: "money (moves money)",
+}
+
+
+def _term(t: Term) -> str:
+    bound = [f"{k}=<{v}>" for k, v in t.from_args.items()]
+    bound += [f"{k}={json.dumps(v)}" for k, v in t.fixed.items()]
+    when = " ".join(f"{k}={json.dumps(v)}" for k, v in t.when.items())
+    return f"{t.probe}({', '.join(bound)})" + (f" when {when}" if when else "")
+
+
+def contract_words(info: ToolInfo) -> str:
+    """The tool's contract as a sentence: what is read before the call and after it (``<x>``
+    is the call's argument x), each a fresh read-only probe of the real system."""
+    parts = []
+    if info.contract.pre:
+        parts.append("before the call it checks " + "; ".join(map(_term, info.contract.pre)))
+    if info.contract.post:
+        after = "after the call it reads back " + "; ".join(map(_term, info.contract.post))
+        if info.reader is not None and any(t.probe.startswith("field_")
+                                           for t in info.contract.post):
+            after += f" (the record re-read through {info.reader.tool})"
+        parts.append(after)
+    if not parts:
+        return "Its contract probes nothing of its own (a plan may add pre and post probes)."
+    return "Contract: " + "; ".join(parts) + "."
+
+
+def description(info: ToolInfo, approve_effects: Collection[Effect] = ()) -> str:
+    """What a model reads to choose the tool: what it does (its docstring, or the MCP servers
+    file's ``description``), its effect class, its contract in words, whether a call waits for
+    a person (``approve_effects``: the effects this deployment holds for one), and how a
+    retried call is answered instead of applied again."""
+    what = " ".join(info.description.split()) or f"The catalogue tool {info.name}."
+    if info.approval or info.effect in approve_effects:
+        waits = ("Every call waits for a credentialed person's approval: the answer is then "
+                 "the pending run (its run_id, the card, the approve line), not the result; "
+                 "this client cannot approve.")
+    else:
+        waits = ("The deployment's policy may hold a call for a credentialed person; the "
+                 "answer is then the pending run (its run_id and the card).")
     return (
-        f"{info.name}, effect {info.effect.value}, run as a one-step guarded run on Temporal "
-        f"(contract {contract or 'none'}; the deployment may hold it for approval).{waits} "
-        f"Pass _meta['{REQUEST_ID_META}'] so a retried call is answered, not applied again."
+        f"{what}\n\nplangate tool {info.name}, effect {_EFFECT_WORDS[info.effect]}; each call "
+        f"is a one-step guarded run on Temporal. {contract_words(info)} {waits} "
+        f"Pass _meta['{REQUEST_ID_META}'] (a string you choose) so a retried call is answered "
+        f"by its first run, never applied again."
     )
 
 

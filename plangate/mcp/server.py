@@ -8,7 +8,11 @@ re-implemented.
 - ``cancel_run``: cancel a run, with a reason and who asks, recorded in its report and history;
 - the resource ``plangate://catalogue``: the deployment's tools and probes, their effect
   classes, argument schemas and contracts;
-- every tool of the catalogue under its own name, each call a one-step guarded run
+- the resource ``plangate://plan-language`` and the prompt ``plan_language``: the plan
+  language with an example (``plangate.mcp.language``); ``plan`` of ``check_plan`` and
+  ``run_plan`` carries the plan's JSON schema;
+- every tool of the catalogue under a name models accept (``s3.put`` as ``s3_put``:
+  ``plangate.mcp.names``), titled with its catalogue name, each call a one-step guarded run
   (``plangate.mcp.guarded``), answered as a task where it must wait and the client declared
   the Tasks extension (``plangate.mcp.tasks``).
 
@@ -19,7 +23,7 @@ answer a card; approval stays with credentialed approvers (the CLI, the approval
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
@@ -27,7 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 
 from plangate import __version__
 from plangate.client.api import NoWorkerAnswered, RunEnded, RunIdInUse, UnknownRun
@@ -42,6 +46,8 @@ from plangate.mcp.clients import (
     StartLimit,
 )
 from plangate.mcp.guarded import RUN_PREFIX, GuardedCall, description, hints
+from plangate.mcp.language import LANGUAGE_URI, language_text, plan_schema
+from plangate.mcp.names import served_name, served_names
 from plangate.mcp.tasks import Caller, GuardedTasks
 from plangate.plans.catalogue import Catalogue, Term, ToolInfo
 from plangate.plans.load import PlanError
@@ -49,6 +55,9 @@ from plangate.plans.problem import Problem as PlanProblem
 from plangate.world.settings import Settings
 
 CATALOGUE_URI = "plangate://catalogue"
+# the plan argument: validated as any object (check_plan names every problem), described by
+# the plan's schema
+PlanArg = Annotated[dict[str, Any], WithJsonSchema(plan_schema())]
 
 
 class Problem(BaseModel):
@@ -98,7 +107,8 @@ def catalogue_json(cat: Catalogue) -> dict[str, Any]:
     return {
         "tools": [
             {
-                "name": name, "effect": t.effect.value, "approval": t.approval,
+                "name": name, "served_as": served_name(name), "effect": t.effect.value,
+                "approval": t.approval, "description": t.description,
                 "args_schema": t.args.model_json_schema(),
                 "contract": {phase: [_term(x) for x in getattr(t.contract, phase)]
                              for phase in ("pre", "post", "done")},
@@ -118,10 +128,12 @@ async def _guarded_placeholder() -> None:
     """Never called: the Tasks extension answers every call of a guarded tool."""
 
 
-def guarded_tool(info: ToolInfo) -> Tool:
-    """The MCP tool of a catalogue tool: its argument model's schema, hints from its effect."""
+def guarded_tool(info: ToolInfo, served: str, settings: Settings) -> Tool:
+    """The MCP tool of a catalogue tool, under its ``served`` name (``plangate.mcp.names``),
+    titled with its catalogue name: its argument model's schema, hints from its effect."""
     tool = Tool.from_function(
-        _guarded_placeholder, name=info.name, description=description(info),
+        _guarded_placeholder, name=served, title=info.name,
+        description=description(info, settings.policy.approve_effects),
         annotations=hints(info), structured_output=False,
     )
     return tool.model_copy(update={"parameters": info.args.model_json_schema()})
@@ -166,6 +178,7 @@ def build_server(
     caller = caller_of(clients)
     access = Access(settings, StartLimit(runs_per_minute))
     known = catalogue(settings.catalogue)
+    served = served_names(known.tools)  # served name -> catalogue name; a clash: NameClash
 
     async def start_guarded(who: McpClient, call: GuardedCall, info: ToolInfo) -> str:
         try:
@@ -177,7 +190,8 @@ def build_server(
         return await access.start(who, done, run_id=call.run_id(who.name), once=True)
 
     tasks = GuardedTasks(
-        known.tools, start=start_guarded, access=access, caller=caller,
+        {name: known.tools[tool] for name, tool in served.items()},
+        start=start_guarded, access=access, caller=caller,
         answer_within_s=answer_within_s, approval_url=approval_url,
     )
     server: MCPServer = MCPServer(
@@ -188,14 +202,18 @@ def build_server(
             "cancel it (cancel_run); or call one tool of the catalogue, guarded (each call a "
             "one-step run). Every step runs guarded by probes of the real systems; a step "
             "that needs approval waits for a credentialed person, never for this client. "
-            "Each client sees and cancels only the runs it started."
+            "Catalogue tools are served as s3_put for s3.put (the title is the catalogue "
+            "name, which plans use). The plan language, with an example: the resource "
+            f"{LANGUAGE_URI} or the prompt plan_language; the tools and their contracts: "
+            f"{CATALOGUE_URI}. Each client sees and cancels only the runs it started."
         ),
-        tools=[guarded_tool(info) for _, info in sorted(known.tools.items())],
+        tools=[guarded_tool(known.tools[tool], name, settings)
+               for name, tool in sorted(served.items())],
         extensions=[tasks],
     )
 
     @server.tool()
-    def check_plan(plan: dict[str, Any], strict: bool = False) -> CheckResult:
+    def check_plan(plan: PlanArg, strict: bool = False) -> CheckResult:
         """Validate and lint a plan (goal, steps) for this deployment; starts nothing. Every
         problem names its step and field."""
         try:
@@ -206,7 +224,7 @@ def build_server(
         return CheckResult(valid=True, problems=[], warnings=done.warnings)
 
     @server.tool()
-    async def run_plan(plan: dict[str, Any], ctx: Context, run_id: str | None = None
+    async def run_plan(plan: PlanArg, ctx: Context, run_id: str | None = None
                        ) -> RunStarted:
         """Start a run of a plan (checked first: a bad plan starts nothing); its run id. A
         run id you choose must be new (no run, running or ended, had it) and must not begin
@@ -255,6 +273,18 @@ def build_server(
                      "schemas, contracts")
     def catalogue_resource() -> dict[str, Any]:
         return catalogue_json(catalogue(settings.catalogue))
+
+    @server.resource(LANGUAGE_URI, name="plan-language", mime_type="text/markdown",
+                     description="the plan language: fields, conditions, bindings, limits, "
+                     "and an example plan")
+    def language_resource() -> str:
+        return language_text()
+
+    @server.prompt(name="plan_language", title="Write a plangate plan")
+    def plan_language() -> str:
+        """The plan language with an example: read it before writing a plan for check_plan
+        and run_plan."""
+        return language_text()
 
     return server
 

@@ -159,7 +159,7 @@ class GuardedTasks(Extension):
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any],
         call_next: CallNext,
     ) -> HandlerResult:
-        info = self.guarded.get(params.name)
+        info = self.guarded.get(params.name)  # by its served name; the run names info.name
         if info is None:
             return await call_next(ctx)
         who = self._caller(ctx)

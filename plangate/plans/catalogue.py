@@ -97,6 +97,9 @@ class ToolInfo:
     approval: bool = False
     # the argument that holds the amount it moves (money): recorded in the effect ledger
     amount: str | None = None
+    # what it does, in words, for a person or a model choosing it (its function's docstring,
+    # the MCP servers file's ``description``); no check reads it
+    description: str = ""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,11 @@ recorded; ``model_backed``, the real re-planner activity on the real OpenAI clie
 - ``Reply``: full control (status, content, finish_reason, tool calls, a raw body, a delay);
   ``Reply.calling(name, arguments)`` asks the client to call one of its tools.
 
-With the script used up it answers 500 (``no scripted response left``). ``GET /v1/models`` lists
+A request whose ``tools`` the real API would refuse is answered 400 as the API answers it, and
+takes no scripted response: a function name that does not match ``^[a-zA-Z0-9_-]{1,64}$``
+(``Invalid 'tools[0].function.name': string does not match pattern...``), or parameters that
+are not a JSON schema of type object. With the script used up it answers 500 (``no scripted
+response left``). ``GET /v1/models`` lists
 the one model. Anything else is 404. The server is stdlib only: a ``ThreadingHTTPServer`` on
 127.0.0.1 with a free port, served from a daemon thread.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -42,6 +47,41 @@ _ERROR_TYPES = {
     404: "not_found_error",
     429: "rate_limit_error",
 }
+
+
+# what OpenAI accepts as a function name (and so every provider that copies its API)
+FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the real API would answer a request 400, and the field it names."""
+
+    message: str
+    param: str
+
+
+def refused_tools(body: Any) -> Refusal | None:
+    """The first tool of a chat/completions request the real API refuses, as it words it."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    for i, t in enumerate(tools if isinstance(tools, list) else []):
+        fn = t.get("function") if isinstance(t, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
+            why = ("string too long. Expected a string with maximum length 64, but got a "
+                   f"string with length {len(name)} instead ({name!r})"
+                   if isinstance(name, str) and len(name) > 64 else
+                   "string does not match pattern. Expected a string that matches the "
+                   f"pattern '^[a-zA-Z0-9_-]+$', got {name!r}")
+            return Refusal(f"Invalid 'tools[{i}].function.name': {why}.",
+                           f"tools[{i}].function.name")
+        params = fn.get("parameters", {"type": "object"}) if isinstance(fn, dict) else None
+        if not isinstance(params, dict) or params.get("type") != "object":
+            got = params.get("type") if isinstance(params, dict) else None
+            return Refusal(f"Invalid schema for function '{name}': schema must be a JSON "
+                           f"Schema of 'type: \"object\"', got 'type: \"{got}\"'.",
+                           f"tools[{i}].function.parameters")
+    return None
 
 
 @dataclass(frozen=True)
@@ -196,9 +236,10 @@ class FakeOpenAI:
         }
 
 
-def _error(status: int, message: str) -> dict[str, Any]:
+def _error(status: int, message: str, param: str | None = None, code: str | None = None
+           ) -> dict[str, Any]:
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
@@ -246,6 +287,11 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 fake._record(rec, answer=False)
                 self._send(404, _error(404, f"no route {self.path}"))
+                return
+            refusal = refused_tools(rec.body)
+            if refusal is not None:  # as the real API: refused before any model runs
+                fake._record(rec, answer=False)
+                self._send(400, _error(400, refusal.message, refusal.param, "invalid_value"))
                 return
             reply = fake._record(rec, answer=True)
             if reply is None:

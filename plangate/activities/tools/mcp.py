@@ -78,5 +78,5 @@ def tool_spec(servers: McpServers, server: str, name: str, decl: ToolDecl) -> To
     reader = Reader(decl.reader.tool, dict(decl.reader.args)) if decl.reader else None
     return ToolSpec(
         name, args_model(name, decl.args), Effect(decl.effect), contract(decl.contract),
-        reader, approval=decl.approval, fn=call,
+        reader, approval=decl.approval, description=decl.description, fn=call,
     )

@@ -11,6 +11,7 @@ tools of the modules it turns on (``declared_in``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -75,7 +76,7 @@ def tool(
             )
         TOOLS[name] = ToolSpec(
             name, args, effect, contract or Contract(), reader, writes, version, reads,
-            approval, amount, fn=fn,
+            approval, amount, description=inspect.getdoc(fn) or "", fn=fn,
         )
         return fn
 

@@ -51,6 +51,8 @@ class PutArgs(ToolArgs):
     reads=(Reads("bucket", "bucket"),),
 )
 async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
+    """Downloads the object ``bucket``/``key`` to the local file ``dest`` (in the work
+    directory); with ``if_match``, only while the object still has that ETag."""
     from plangate.activities.tools import _s3
 
     return await _s3.s3_get(args, world, call)
@@ -87,6 +89,8 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
     ),
 )
 async def s3_put(args: PutArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
+    """Writes the object ``bucket``/``key`` from ``body`` (text) or the local file ``source``;
+    ``if_none_match`` "*" creates it only if absent, ``if_match`` replaces only that ETag."""
     from plangate.activities.tools import _s3
 
     return await _s3.s3_put(args, world, call)

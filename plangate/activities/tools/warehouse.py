@@ -92,6 +92,8 @@ def _statement_contract() -> Contract:
 async def warehouse_load(
     args: LoadArgs, world: World, call: CallContext
 ) -> dict[str, JsonValue]:
+    """Loads the CSV file ``source`` (in the work directory) into the table ``target``
+    (schema.table), replacing its rows; fewer than ``min_rows`` rows roll the load back."""
     from plangate.activities.tools import _warehouse
 
     return await _warehouse.warehouse_load(args, world, call)
@@ -114,6 +116,8 @@ async def warehouse_load(
 async def warehouse_run_sql(
     args: RunSqlArgs, world: World, call: CallContext
 ) -> dict[str, JsonValue]:
+    """Runs one of the deployment's registered statements (``statement``) with its
+    parameters (``params``), bound, never SQL text from the caller."""
     from plangate.activities.tools import _warehouse
 
     return await _warehouse.warehouse_run_sql(args, world, call)
