@@ -97,6 +97,10 @@ class ToolInfo:
     approval: bool = False
     # the argument that holds the amount it moves (money): recorded in the effect ledger
     amount: str | None = None
+    # the arguments that name a file in plangate's work directory, judged against it by check
+    # (None: plangate's own naming, ``dest``, ``source`` and ``path``). A tool of an MCP
+    # server's has none: its paths are that server's, whatever their names
+    local_paths: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,9 @@ class ProbeInfo:
     args: type[BaseModel]
     system: str  # "s3", "postgres", "file", "record" (reads the step's record via a reader)
     reads: tuple[Reads, ...] = ()  # the arguments that name what it reads (plans.scope)
+    # the arguments that name a local file (None: ``dest`` and ``source``, and ``path`` too for
+    # a "file" probe); an MCP server's probe has none
+    local_paths: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,9 @@ def tool_spec(servers: McpServers, server: str, name: str, decl: ToolDecl) -> To
 
     call.__qualname__ = call.__name__ = "tool_" + name.replace(".", "_")
     reader = Reader(decl.reader.tool, dict(decl.reader.args)) if decl.reader else None
+    # its arguments are the server's: a `path` names the server's file, never one of
+    # plangate's work directory, so none is confined to it (checking._paths)
     return ToolSpec(
         name, args_model(name, decl.args), Effect(decl.effect), contract(decl.contract),
-        reader, approval=decl.approval, fn=call,
+        reader, approval=decl.approval, local_paths=(), fn=call,
     )
