@@ -3,7 +3,8 @@
 examples/mcp-filesystem.yaml, on a real worker. Its `write_file(path, content)` takes a path of
 its own: plangate confines the local paths of its own tools to its work directory, never a
 back-door tool's arguments. The write guarded (its post condition read back through the
-server's `read_text_file`), the file on disk, and the same plan again skipped as done with no
+server's `read_text_file`, a field probe through the tool's reader, whose ENOENT the file
+declares `not_found`), the file on disk, and the same plan again skipped as done with no
 write."""
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def with_file(settings: Settings, path: Path) -> Settings:
 def write_plan(path: Path, content: str) -> dict[str, Any]:
     return {"goal": "file the review's minutes", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "files.write", "on_unmet": "halt",
-         "args": {"path": str(path), "content": content}}]}
+         "args": {"path": str(path), "content": content},
+         # read through the tool's reader (files.read: read_text_file), not its answer
+         "post": [{"probe": "field_equals", "path": "$.structured.content",
+                   "value": content}]}]}
 
 
 async def reads_in_history(client: Client, run_id: str) -> list[tuple[str, str, str]]:
@@ -149,20 +153,24 @@ async def test_the_servers_write_is_guarded_read_back_and_skipped_again(
         assert report.status == "succeeded", (report.failure, [x.reason for x in report.steps])
         step = report.step(1)
         assert step.state == StepState.DONE
-        # before the write: the file absent, the server's read an error: violated, no pass
+        # before the write: the file absent, the server's read an error: violated, no pass;
+        # through the reader, its ENOENT is the file's not_found: no record, violated
         before = [(c.condition.probe, c.outcome.value, c.detail) for r in step.checks
                   if r.phase == "skip+pre" for c in r.results]
-        assert [b[:2] for b in before] == [("files.holds", "violated")], before
-        assert "read_text_file answered with an error" in before[0][2]
-        assert "ENOENT" in before[0][2]
-        # after it: a fresh read through read_text_file
+        assert [b[:2] for b in before] == [("files.holds", "violated"),
+                                           ("field_equals", "violated")], before
+        assert "read_text_file answered with an error: ENOENT" in before[0][2]
+        assert before[1][2].startswith("no record to read: files.read: read_text_file: ENOENT")
+        # after it: fresh reads through read_text_file, the probe's and the reader's
         post = [(c.condition.probe, c.outcome.value) for r in step.checks if r.phase == "post"
                 for c in r.results]
-        assert post == [("files.holds", "holds")]
+        assert post == [("files.holds", "holds"), ("field_equals", "holds")]
         assert (await scheduled(client, report.run_id))["files.write"] == 1
         # in the history: read before the call (violated), and the instant after it (holds)
         assert await reads_in_history(client, report.run_id) == [
-            ("guard.resolve", "files.holds", "violated"), ("files.write", "files.holds", "holds")]
+            ("guard.resolve", "files.holds", "violated"),
+            ("guard.resolve", "field_equals", "violated"),
+            ("files.write", "files.holds", "holds"), ("files.write", "field_equals", "holds")]
 
         # the world: the file the server wrote, with the content
         assert target.read_text() == CONTENT
@@ -176,7 +184,7 @@ async def test_the_servers_write_is_guarded_read_back_and_skipped_again(
         second = await scheduled(client, again.run_id)
         assert "files.write" not in second, second
         assert await reads_in_history(client, again.run_id) == [
-            ("guard.resolve", "files.holds", "holds")]
+            ("guard.resolve", "files.holds", "holds"), ("guard.resolve", "field_equals", "holds")]
     now = target.stat()
     assert (now.st_ino, now.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     assert target.read_text() == CONTENT
