@@ -186,8 +186,8 @@ def _paths(
     the same rule the tools and probes apply at run time after binding. Which arguments are
     local paths is the catalogue's (``local_paths``): an MCP server's tool or probe has none. A
     condition's ``path`` is a local path only for a file probe (for field probes it is a JSON
-    path). ``args_fit``:
-    the step's arguments fit its tool (else their problems are named already)."""
+    path). ``args_fit``: the step's arguments fit its tool (else their problems are named
+    already)."""
     tool = cat.tools.get(step.tool)
     local = _PATH_ARGS if tool is None or tool.local_paths is None else tool.local_paths
     found = [(f"args.{name}", step.args.get(name)) for name in local if args_fit]
