@@ -21,6 +21,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from plangate.activities.catalogue import plan_problems
+from plangate.client.api import Plangate
+from plangate.client.checked import Checked
+from plangate.plans.load import parse_plan
 from plangate.plans.model import Plan
 from plangate.records.report import StepState
 from plangate.testing import history_events, local_activity, running_worker, scheduled
@@ -188,3 +191,27 @@ async def test_the_servers_write_is_guarded_read_back_and_skipped_again(
     now = target.stat()
     assert (now.st_ino, now.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     assert target.read_text() == CONTENT
+
+
+async def test_the_worker_confines_its_own_tools_paths_whatever_the_client_checked(
+        client, settings, tmp_path, shared, server_bin):
+    """A start that skipped the client's check (a Checked built by hand): the worker's guard
+    judges the paths again from its own catalogue, and refuses s3.get's before any call."""
+    s = with_file(settings, servers_file(tmp_path, [str(server_bin), str(shared)]))
+    dest = shared / "export.csv"
+    outside = str(dest)
+    plan = {"goal": "fetch beside the server's files", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.get", "effect": "read",
+         "args": {"bucket": "drops", "key": "k.csv", "dest": outside}}]}
+    async with running_worker(client, s) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(Checked(parse_plan(plan), [], h.settings))
+        rep = await api.result(run_id)
+        calls = await scheduled(client, run_id)
+    assert rep.status == "failed" and rep.failure is not None
+    assert rep.failure.code == "bad_plan"
+    assert (f"step 1, field args.dest: {outside!r} is outside the work directory "
+            f"{s.world.workdir}") in rep.failure.detail, rep.failure.detail
+    assert set(calls) == {"guard.resolve"}  # s3.get never scheduled
+    assert not dest.exists()
+
