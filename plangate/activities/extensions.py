@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from plangate.world.clients import World
 
 EnsureSchema = Callable[["World"], Awaitable[None]]
-StartCheck = Callable[["World"], Awaitable[None]]
+# raises when the world does not offer what was registered; else what it found, to be said
+StartCheck = Callable[["World"], Awaitable[Sequence[str] | None]]
 ENTRY_POINT_GROUP = "plangate.extensions"
 DEMO_SYSTEMS = "plangate.demo.systems"
 

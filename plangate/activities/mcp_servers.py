@@ -7,7 +7,7 @@ says changes anything."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plangate.activities.tools.mcp import tool_spec
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from plangate.world.clients import World
 
 log = logging.getLogger(__name__)
-StartCheck = Callable[["World"], Awaitable[None]]
+StartCheck = Callable[["World"], Awaitable[Sequence[str] | None]]
 
 
 class ServersRefused(Exception):
@@ -43,22 +43,28 @@ def specs(
     tools = {name: tool_spec(servers, server, name, t) for server, name, t in f.tools()}
     probes = {name: probe_spec(servers, server, name, p) for server, name, p in f.probes()}
 
-    async def check(world: World) -> None:
-        await offered(f, servers, world)
+    async def check(world: World) -> list[str]:
+        return await offered(f, servers, world)
 
     return tools, probes, check
 
 
-async def offered(f: McpFile, servers: McpServers, world: World) -> None:
+async def offered(f: McpFile, servers: McpServers, world: World) -> list[str]:
     """Every server tool the file names is listed by its server (else ``ServersRefused``,
-    naming them). A server that does not answer now is left to the runs: its steps wait."""
+    naming them). A server that does not answer now is left to the runs: its steps wait.
+    A line per server saying what it lists (``plangate worker`` logs them, ``--check`` prints
+    them)."""
     sessions = servers.on(world)
+    lines: list[str] = []
     for name, s in f.servers.items():
+        where = servers.addresses[name].where
         try:
             listed = await sessions.list_tools(name)
         except ServerDown as e:
             log.warning("MCP server %s did not answer at start (%s); its steps wait for it",
                         name, e)
+            lines.append(f"MCP server {name} ({where}) did not answer ({e}): its steps will "
+                         "wait for it")
             continue
         wanted = {t.tool for t in s.tools.values()} | {p.tool for p in s.probes.values()}
         missing = sorted(wanted - set(listed))
@@ -75,3 +81,7 @@ async def offered(f: McpFile, servers: McpServers, world: World) -> None:
                 f"MCP server {name} says the read tool of probe(s) {', '.join(writers)} is not "
                 "read-only: a probe only reads"
             )
+        used = ", ".join(f"{t} ({d.tool})" for t, d in s.tools.items())
+        lines.append(f"MCP server {name} ({where}) lists {len(listed)} tools: "
+                     f"{', '.join(sorted(listed))}; guarded here: {used or 'none'}")
+    return lines

@@ -375,17 +375,21 @@ async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.activities.bootstrap import SchemaNotReady, require_schema
+    from plangate.activities.extensions import registry_for
     from plangate.cli.services import check_worker_services
-    from plangate.worker.assembly import build_worker
+    from plangate.worker.assembly import build_worker, start_checks
     from plangate.world.clients import World
 
     # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
     client = await check_worker_services(settings)
     world = World(settings.world)
+    found: list[str] = []
     try:
         if args.no_setup:  # its role may not create plangate's tables: they must be there
             await require_schema(world)
-        if not args.check:
+        if args.check:  # the worker's own start checks: the MCP servers it guards connected
+            found = await start_checks(registry_for(settings.catalogue), world)
+        else:
             worker = await build_worker(client, settings, world, bootstrap=not args.no_setup)
             keys = settings.encryption.key_ids
             encrypted = f" (payloads encrypted with key {keys[0]})" if keys else ""
@@ -409,6 +413,8 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     print(f"plangate: {services} answer"
           + (" and plangate's tables are there" if args.no_setup else ""))
     print(f"plangate: {settings.policy.approval_rule()}")
+    for line in found:
+        print(visible(f"plangate: {line}"))
     for line in await _queue_workers(client, settings):
         print(visible(f"plangate: {line}"))
     return EXIT_OK
@@ -551,26 +557,44 @@ async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int
 
 
 async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.mcp import startup
+
     try:
         from plangate.mcp.clients import runs_per_minute
-        from plangate.mcp.http import McpServerRefused, serve_http
+        from plangate.mcp.http import McpServerRefused, clients_of, serve_http
         from plangate.mcp.server import serve_stdio
+
+        if args.http:
+            import uvicorn  # noqa: F401  (loaded by serve_http: missing, say so now)
     except ModuleNotFoundError as e:
-        if e.name != "mcp" and not (e.name or "").startswith("mcp."):
+        if not startup.of_the_extra(e):
             raise
         raise UsageError(
-            "mcp: the MCP SDK is not installed (pip install 'plangate[mcp]')"
+            f"mcp: the MCP SDK is not installed ({e.name} is missing): "
+            "pip install 'plangate[mcp]'"
         ) from None
     if args.answer_within <= 0:
         raise UsageError("mcp: --answer-within must be a positive number of seconds")
     options = {"answer_within_s": args.answer_within, "approval_url": args.approval_url,
                "runs_per_minute": runs_per_minute(os.environ)}
+    warning = startup.approver_warning(settings)
     if not args.http:
-        await serve_stdio(settings, **options)  # stdout carries the protocol: nothing else
+        # stderr: stdout carries the protocol, nothing else
+        print(startup.startup_line(settings, startup.STDIO), file=sys.stderr, flush=True)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
+        await serve_stdio(settings, **options)
         return EXIT_OK
+    try:  # refused: no line of a server
+        clients = clients_of(settings, os.environ, args.host, args.insecure_local)
+    except McpServerRefused as e:
+        raise UsageError(str(e)) from None
+    print(startup.startup_line(settings, clients.scheme), file=sys.stderr, flush=True)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     try:
-        await serve_http(settings, host=args.host, port=args.port,
-                         env=os.environ, insecure_local=args.insecure_local, **options)
+        await serve_http(settings, host=args.host, port=args.port, clients=clients,
+                         **options)
     except McpServerRefused as e:
         raise UsageError(str(e)) from None
     except OSError as e:
@@ -767,8 +791,9 @@ def parser() -> argparse.ArgumentParser:
                    help="do not create plangate's tables (`plangate setup` did, as their "
                    "owner): only check that they are there")
     w.add_argument("--check", action="store_true",
-                   help="check that the services answer (and, with --no-setup, the tables), "
-                   "then exit without polling: a health check")
+                   help="check that the services answer (and, with --no-setup, the tables) "
+                   "and that the MCP servers it guards list what their file declares, as the "
+                   "worker checks at start, then exit without polling: a health check")
     w.set_defaults(fn=_cmd_worker)
     cs = sub.add_parser(
         "codec-server", parents=[common],

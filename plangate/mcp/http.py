@@ -89,15 +89,14 @@ def clients_of(settings: Settings, env: Mapping[str, str], host: str, insecure_l
 
 
 async def serve_http(
-    settings: Settings, *, host: str, port: int, env: Mapping[str, str], insecure_local: bool,
-    **options: Any,
+    settings: Settings, *, host: str, port: int, clients: Clients, **options: Any,
 ) -> None:
-    """Serve until stopped; prints ``plangate mcp: http://HOST:PORT/mcp`` once listening."""
+    """Serve ``clients`` (``clients_of``) until stopped; prints ``plangate mcp:
+    http://HOST:PORT/mcp`` once listening."""
     import uvicorn
 
     from plangate.mcp.server import build_server
 
-    clients = clients_of(settings, env, host, insecure_local)
     app: ASGIApp = build_server(settings, clients=clients, **options).streamable_http_app(
         streamable_http_path=PATH, host=host
     )

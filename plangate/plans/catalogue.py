@@ -100,6 +100,10 @@ class ToolInfo:
     # what it does, in words, for a person or a model choosing it (its function's docstring,
     # the MCP servers file's ``description``); no check reads it
     description: str = ""
+    # the arguments that name a file in plangate's work directory, judged against it by check
+    # (None: plangate's own naming, ``dest``, ``source`` and ``path``). A tool of an MCP
+    # server's has none: its paths are that server's, whatever their names
+    local_paths: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,9 @@ class ProbeInfo:
     args: type[BaseModel]
     system: str  # "s3", "postgres", "file", "record" (reads the step's record via a reader)
     reads: tuple[Reads, ...] = ()  # the arguments that name what it reads (plans.scope)
+    # the arguments that name a local file (None: ``dest`` and ``source``, and ``path`` too for
+    # a "file" probe); an MCP server's probe has none
+    local_paths: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

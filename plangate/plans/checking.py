@@ -5,7 +5,8 @@ plan, tests and benchmarks all call ``problems`` (or ``check``). Every problem n
 and the field. Arguments that hold a ``${name}`` are type-checked when the reference is
 resolved, just before dispatch; here we check that an earlier step the step depends on binds
 the name. Local paths are judged by ``paths`` (the world's confinement, handed in), where tools
-may read and write by ``scope``.
+may read and write by ``scope``. Which arguments are local paths is the catalogue's word
+(``local_paths``), never the plan's: an MCP server's tool has none.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from plangate.plans.scope import Scope, refusals
 # A local path's problem (outside the work directory, a directory), or None.
 PathCheck = Callable[[str], str | None]
 
+# where a tool or probe does not say (``local_paths``): plangate's own naming
 _PATH_ARGS = ("dest", "source", "path")
 _LOCAL_ARGS = ("dest", "source")  # local files in any condition (object_content_equals)
 
@@ -181,14 +183,21 @@ def _paths(
     step: Step, paths: PathCheck, cat: Catalogue, args_fit: bool = True
 ) -> Iterator[Problem]:
     """Local paths (of the step, and of its conditions) name files inside the work directory;
-    the same rule the tools and probes apply at run time after binding. A condition's ``path``
-    is a local path only for a file probe (for field probes it is a JSON path). ``args_fit``:
-    the step's arguments fit its tool (else their problems are named already)."""
-    found = [(f"args.{name}", step.args.get(name)) for name in _PATH_ARGS if args_fit]
+    the same rule the tools and probes apply at run time after binding. Which arguments are
+    local paths is the catalogue's (``local_paths``): an MCP server's tool or probe has none. A
+    condition's ``path`` is a local path only for a file probe (for field probes it is a JSON
+    path). ``args_fit``: the step's arguments fit its tool (else their problems are named
+    already)."""
+    tool = cat.tools.get(step.tool)
+    local = _PATH_ARGS if tool is None or tool.local_paths is None else tool.local_paths
+    found = [(f"args.{name}", step.args.get(name)) for name in local if args_fit]
     for phase, conds in (("pre", step.pre), ("post", step.post)):
         for i, c in enumerate(conds):
             spec = cat.probes.get(c.probe)
-            names = _PATH_ARGS if spec is not None and spec.system == "file" else _LOCAL_ARGS
+            if spec is not None and spec.local_paths is not None:
+                names = spec.local_paths
+            else:
+                names = _PATH_ARGS if spec is not None and spec.system == "file" else _LOCAL_ARGS
             found += [(f"{phase}[{i}].{name}", c.args.get(name)) for name in names]
     for field, value in found:
         if isinstance(value, str) and not any(bindings.references(value)):

@@ -127,4 +127,5 @@ def probe_spec(servers: McpServers, server: str, name: str, decl: ProbeDecl) -> 
         return judge(decl.check, document(answer, decl.check, at), values, at)
 
     read.__qualname__ = read.__name__ = "probe_" + name.replace(".", "_")
-    return ProbeSpec(name, args_model(name, decl.args), f"mcp:{server}", fn=read)
+    # its arguments are the server's: none is a path in plangate's work directory
+    return ProbeSpec(name, args_model(name, decl.args), f"mcp:{server}", local_paths=(), fn=read)

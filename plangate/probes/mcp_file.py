@@ -103,6 +103,9 @@ class ToolDecl(_Strict):
     reader: ReaderDecl | None = None
     approval: bool = False
     description: str = ""
+    # an error answer whose text holds this says the record is absent (``not_found``: a field
+    # probe reading through this tool as a reader is then violated, not unknown), e.g. ENOENT
+    not_found: str | None = Field(default=None, min_length=1)
 
     _normal = field_validator("args", mode="before")(_args)
 

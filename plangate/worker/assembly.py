@@ -20,6 +20,7 @@ update from anyone who reaches Temporal does not act.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -33,7 +34,7 @@ from temporalio.worker import Worker
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced
-from plangate.activities.extensions import ExtensionError, registry_for
+from plangate.activities.extensions import ExtensionError, Registry, registry_for
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
 from plangate.activities.guarding import APPROVERS_ACTIVITY, GuardActivities
 from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
@@ -50,6 +51,8 @@ from plangate.worker.encryption import data_converter, encrypts_with
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import EncryptionSettings, Settings
+
+log = logging.getLogger(__name__)
 
 WORKFLOWS: list[type] = [PlanRunWorkflow, ReplanWorkflow]
 MAX_CONCURRENT_ACTIVITIES = 32
@@ -144,6 +147,22 @@ def refusing_plain(client: Client, encryption: EncryptionSettings) -> Client:
     return Client(**config)
 
 
+async def start_checks(registry: Registry, world: World) -> list[str]:
+    """What a worker checks at start, connected, before it takes work (the MCP servers it
+    guards list what their file declares: ``registry.checks``); ``plangate worker --check``
+    makes the same checks. What each found, a line each; ``ExtensionError`` naming the check
+    when the world does not offer what the deployment declares."""
+    lines: list[str] = []
+    for what, check in registry.checks.items():
+        try:
+            lines += await check(world) or ()
+        except ExtensionError:
+            raise
+        except Exception as e:  # the world does not offer what the deployment declares
+            raise ExtensionError(f"{what}: {e}") from e
+    return lines
+
+
 async def build_worker(
     client: Client,
     settings: Settings,
@@ -182,13 +201,8 @@ async def build_worker(
         world.workdir.mkdir(parents=True, exist_ok=True)
         if bootstrap:
             await ensure_schema(world, settings.catalogue)
-        for what, check in registry.checks.items():
-            try:
-                await check(world)
-            except ExtensionError:
-                raise
-            except Exception as e:  # the world does not offer what the deployment declares
-                raise ExtensionError(f"{what}: {e}") from e
+        for line in await start_checks(registry, world):
+            log.info("%s", line)
         acts = {**activities(world, settings), **doubles}
         mine = announced(settings.catalogue)
         names = CatalogueNames(

@@ -5,7 +5,8 @@
 
 A server that does not answer is ``unavailable`` (raised from ``ServerDown``, a
 ``ConnectionError``: the step's probes then wait for the server); an answer with ``isError``, or
-a protocol error, is ``tool_error`` with the server's message (permanent: the server said no).
+a protocol error, is ``tool_error`` with the server's message (permanent: the server said no),
+or ``not_found`` where its text holds what the file says an absent record's answer holds.
 """
 
 from __future__ import annotations
@@ -71,12 +72,18 @@ def tool_spec(servers: McpServers, server: str, name: str, decl: ToolDecl) -> To
         except ServerRefused as e:
             raise ToolError("tool_error", f"{name}: {decl.tool}: {e}"[:DETAIL_MAX]) from e
         if answer.is_error:
-            raise ToolError("tool_error", f"{name}: {decl.tool}: {answer.text}"[:DETAIL_MAX])
+            # the file's word for "no such record" (a reader's absent record), else a failure
+            absent = decl.not_found is not None and decl.not_found in answer.text
+            code = "not_found" if absent else "tool_error"
+            raise ToolError(code, f"{name}: {decl.tool}: {answer.text}"[:DETAIL_MAX])
         return result(answer, where(server, decl.tool), for_probe=ctx.run_id == PROBE_READ)
 
     call.__qualname__ = call.__name__ = "tool_" + name.replace(".", "_")
     reader = Reader(decl.reader.tool, dict(decl.reader.args)) if decl.reader else None
+    # its arguments are the server's: a `path` names the server's file, never one of
+    # plangate's work directory, so none is confined to it (checking._paths)
     return ToolSpec(
         name, args_model(name, decl.args), Effect(decl.effect), contract(decl.contract),
-        reader, approval=decl.approval, description=decl.description, fn=call,
+        reader, approval=decl.approval, description=decl.description, local_paths=(),
+        fn=call,
     )

@@ -67,7 +67,12 @@ def tool(
     reads: tuple[Reads, ...] = (),
     approval: bool = False,
     amount: str | None = None,
+    local_paths: tuple[str, ...] | None = None,
 ) -> Callable[[ToolFn[A]], ToolFn[A]]:
+    """``local_paths``: the arguments that name a file in the work directory, which ``check``
+    confines to it (None: ``dest``, ``source`` and ``path``; ``()``: none, e.g. a remote
+    system's paths)."""
+
     def register(fn: ToolFn[A]) -> ToolFn[A]:
         if name in TOOLS:
             raise ValueError(
@@ -76,7 +81,8 @@ def tool(
             )
         TOOLS[name] = ToolSpec(
             name, args, effect, contract or Contract(), reader, writes, version, reads,
-            approval, amount, description=inspect.getdoc(fn) or "", fn=fn,
+            approval, amount, description=inspect.getdoc(fn) or "", local_paths=local_paths,
+            fn=fn,
         )
         return fn
 
