@@ -140,10 +140,10 @@ class GuardedTasks(Extension):
         self.approval_url = approval_url
 
     def settings(self) -> dict[str, Any]:
-        """What the server's tasks are: the run itself, kept by Temporal; answered on a
-        2026-era connection to a client that declares the extension."""
-        return {"taskIsRun": True, "protocolVersions": list(MODERN_PROTOCOL_VERSIONS),
-                "inputResponsesApprove": False}
+        """Nothing: the extension's capability is an empty object. A client may hold it to
+        that (the MCP Inspector's ext-tasks does, strictly): with any key there it takes the
+        server for one without tasks, then rejects the task it is answered with."""
+        return {}
 
     async def _follow(self, api: Plangate, run_id: str) -> RunReport:
         return await follow(api.report, api.result, run_id, self.answer_within_s)
