@@ -18,9 +18,17 @@ from typing import Any, ClassVar, Literal
 import httpx2
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, Request, RequestParams, Result
+from mcp_types import (
+    CallToolResult,
+    ElicitRequestParams,
+    ElicitResult,
+    Request,
+    RequestParams,
+    Result,
+)
 from pydantic import ConfigDict
 
 from plangate.records.signing import SigningKey
@@ -38,7 +46,8 @@ def stdio(env: dict[str, str], *args: str, tasks: bool = False) -> Client:
     """The official client, launching ``python -m plangate mcp`` over stdio."""
     return Client(StdioServerParameters(command=sys.executable,
                                         args=["-m", "plangate", "mcp", *args], env=env),
-                  read_timeout_seconds=60, extensions=[TasksClient()] if tasks else None)
+                  read_timeout_seconds=60, extensions=[TasksClient()] if tasks else None,
+                  elicitation_callback=url_elicitation if tasks else None)
 
 
 @dataclass
@@ -53,7 +62,8 @@ class HttpServer:
         transport = streamable_http_client(
             self.url, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
         return Client(transport, read_timeout_seconds=60, mode=mode,
-                      extensions=[TasksClient()] if tasks else None)
+                      extensions=[TasksClient()] if tasks else None,
+                      elicitation_callback=url_elicitation if tasks else None)
 
     def kill(self) -> None:
         self.process.kill()
@@ -85,6 +95,13 @@ async def http_server(env: dict[str, str], *args: str, tokens: str | None = None
                 proc.wait(10)
         if proc.poll() is None:
             proc.kill()
+
+
+async def url_elicitation(context: ClientRequestContext, params: ElicitRequestParams
+                          ) -> ElicitResult:
+    """Declares elicitation (URL mode among it): a task's input requests are sent only to a
+    client that did; the tests answer those requests themselves (``tasks/update``)."""
+    return ElicitResult(action="decline")
 
 
 class TaskCreated(Result):

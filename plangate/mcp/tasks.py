@@ -9,7 +9,10 @@ Temporal run, so it outlives this server process and ``tasks/get`` answers after
 - ``input_required`` while a card waits: its ``inputRequests`` hold one URL-mode elicitation
   per pending card, pointing a person at the approval page. The client's ``tasks/update`` is
   acknowledged and ignored: a response carries no approver's signature, so nothing an MCP
-  client sends approves anything (the worker would refuse it at the call regardless);
+  client sends approves anything (the worker would refuse it at the call regardless). Only
+  to a client that declared URL-mode elicitation: any other is sent no elicitation (the spec
+  forbids it; the MCP Inspector CLI waited forever on one it could not answer) and sees the
+  waiting run ``working``, the approve line in its ``statusMessage``;
 - ``completed`` once the run has ended, its ``result`` the call's answer (``isError`` when the
   run did not succeed, as the extension asks: ``failed`` is for protocol errors only);
 - ``cancelled`` when the run was cancelled; ``tasks/cancel`` cancels the run, by the same
@@ -76,25 +79,35 @@ def client_declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
     return isinstance(extensions, Mapping) and TASKS in extensions
 
 
+def client_takes_url_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client declared URL-mode elicitation (its ``capabilities.elicitation.url``):
+    the only clients a task's input request may be sent to."""
+    caps = ctx.session.client_capabilities
+    elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+    return getattr(elicitation, "url", None) is not None
+
+
 def _stamp(rep: RunReport) -> str:
     at = rep.submitted_at or rep.begun_at or datetime.now(UTC)
     return at.isoformat().replace("+00:00", "Z")
 
 
-def task_status(rep: RunReport) -> str:
+def task_status(rep: RunReport, asks: bool = True) -> str:
     if rep.status is RunStatus.CANCELLED:
         return "cancelled"
     if rep.status.final:
         return "completed"
-    if rep.status is RunStatus.AWAITING_APPROVAL:
+    if rep.status is RunStatus.AWAITING_APPROVAL and asks:
         return "input_required"
     return "working"
 
 
-def task(rep: RunReport, result_type: str, approval_url: str) -> dict[str, Any]:
+def task(rep: RunReport, result_type: str, approval_url: str, asks: bool = True
+         ) -> dict[str, Any]:
     """The run as a task (``resultType`` "task" when a call creates it, "complete" when
-    ``tasks/get`` reads it)."""
-    status = task_status(rep)
+    ``tasks/get`` reads it); a card's input request only where ``asks`` (the client takes
+    URL-mode elicitation)."""
+    status = task_status(rep, asks)
     out: dict[str, Any] = {
         "resultType": result_type, "taskId": rep.run_id, "status": status,
         "statusMessage": summary(rep), "createdAt": _stamp(rep),
@@ -140,10 +153,10 @@ class GuardedTasks(Extension):
         self.approval_url = approval_url
 
     def settings(self) -> dict[str, Any]:
-        """What the server's tasks are: the run itself, kept by Temporal; answered on a
-        2026-era connection to a client that declares the extension."""
-        return {"taskIsRun": True, "protocolVersions": list(MODERN_PROTOCOL_VERSIONS),
-                "inputResponsesApprove": False}
+        """Nothing: the extension's capability is an empty object. A client may hold it to
+        that (the MCP Inspector's ext-tasks does, strictly): with any key there it takes the
+        server for one without tasks, then rejects the task it is answered with."""
+        return {}
 
     async def _follow(self, api: Plangate, run_id: str) -> RunReport:
         return await follow(api.report, api.result, run_id, self.answer_within_s)
@@ -180,7 +193,7 @@ class GuardedTasks(Extension):
                 f"run_report")], structured_content={"run_id": run_id, "status": "unknown"},
                 is_error=isinstance(e, NoWorkerAnswered))
         if not rep.status.final and client_declares_tasks(ctx):
-            return task(rep, "task", self.approval_url)
+            return task(rep, "task", self.approval_url, client_takes_url_elicitation(ctx))
         return call_result(rep)
 
     async def _run(self, ctx: ServerRequestContext[Any, Any], params: TaskParams
@@ -199,7 +212,8 @@ class GuardedTasks(Extension):
             raise MCPError(code=INTERNAL_ERROR, message=str(e)) from None
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
-        return task((await self._run(ctx, params))[1], "complete", self.approval_url)
+        return task((await self._run(ctx, params))[1], "complete", self.approval_url,
+                    client_takes_url_elicitation(ctx))
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
         await self._run(ctx, params)  # a known task; its responses approve nothing (see above)
@@ -215,7 +229,7 @@ class GuardedTasks(Extension):
                 await api.cancel(rep.run_id, reason="tasks/cancel",
                                  requester=f"{self._caller(ctx).requester} (tasks/cancel)")
             rep = await self._follow(api, rep.run_id)
-        return task(rep, "complete", self.approval_url)
+        return task(rep, "complete", self.approval_url, client_takes_url_elicitation(ctx))
 
 
 def _one_line(e: BaseException) -> str:
