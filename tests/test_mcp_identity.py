@@ -330,3 +330,32 @@ async def test_a_session_id_acts_as_whoever_sends_it(client, settings, stack, wo
         f"no run with id {run_id!r} started by MCP client bob")
     assert as_alice["result"]["isError"] is False
     assert as_alice["result"]["structuredContent"]["run_id"] == run_id
+
+
+@pytest.mark.parametrize(("env", "line"), [
+    ({"PLANGATE_MCP_RUNS_PER_MINUTE": "x"},
+     "plangate: mcp: PLANGATE_MCP_RUNS_PER_MINUTE must be a whole number of at least 0, not 'x'"),
+    ({"PLANGATE_MCP_TOKENS": "a:short"},
+     "plangate: mcp: PLANGATE_MCP_TOKENS entry 1 (the token of a) is too weak: about 10 bits of "
+     "entropy by a conservative estimate, at least 128 are needed (a short or repetitive token "
+     "can be guessed); make one with: python3 -c 'import secrets; print(secrets.token_urlsafe("
+     "32))'"),
+    ({"PLANGATE_MCP_TOKENS": "a:{t},b:{t}"}, "plangate: mcp: PLANGATE_MCP_TOKENS entry 2: b has "
+                                             "the token of a"),
+    ({"PLANGATE_MCP_TOKENS": "a:{t}", "PLANGATE_MCP_TOKEN": "{t}"},
+     "plangate: mcp: set PLANGATE_MCP_TOKENS or PLANGATE_MCP_TOKEN, not both"),
+])
+def test_an_identity_setting_that_cannot_be_used_stops_the_server(tmp_path, env, line):
+    """As users run it: one line naming what is wrong, exit 2, nothing served."""
+    import subprocess
+    import sys
+
+    t = Caller.new("x").token
+    done = subprocess.run(
+        [sys.executable, "-m", "plangate", "mcp", "--http", "--port", "0"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+             **{k: v.format(t=t) for k, v in env.items()}},
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [line]
+    assert done.stdout == "" and t not in done.stderr

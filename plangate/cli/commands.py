@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from plangate.errors import ConfigurationError
 from plangate.plans.load import PlanError, shown
 from plangate.plans.problem import Problem
 from plangate.plans.visible import visible, visible_json
@@ -575,8 +576,12 @@ async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
         ) from None
     if args.answer_within <= 0:
         raise UsageError("mcp: --answer-within must be a positive number of seconds")
+    try:
+        per_minute = runs_per_minute(os.environ)
+    except ConfigurationError as e:
+        raise UsageError(f"mcp: {e}") from None
     options = {"answer_within_s": args.answer_within, "approval_url": args.approval_url,
-               "runs_per_minute": runs_per_minute(os.environ)}
+               "runs_per_minute": per_minute}
     warning = startup.approver_warning(settings)
     if not args.http:
         # stderr: stdout carries the protocol, nothing else
