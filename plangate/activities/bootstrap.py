@@ -70,6 +70,7 @@ CREATE TABLE IF NOT EXISTS plangate.effects (
 CREATE UNIQUE INDEX IF NOT EXISTS effects_card ON plangate.effects (card_digest)
     WHERE card_digest IS NOT NULL;
 CREATE INDEX IF NOT EXISTS effects_run ON plangate.effects (run_id);
+CREATE INDEX IF NOT EXISTS effects_principal ON plangate.effects (principal, intent_at);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one

@@ -45,6 +45,9 @@ CODES: dict[str, Code] = {
     "outcome_unknown": Code(
         500, False, "an earlier call under this key may have acted", may_have_acted=True
     ),
+    # the deployment's policy forbids the call (a Cedar forbid, or no permit; or a limit on
+    # running totals): refused before the tool acts, nothing was sent
+    "policy_denied": Code(403, False, "the deployment's policy forbids this call"),
     # the plan a run was started with does not pass the deployment's own check
     "bad_plan": Code(400, False, "the plan does not pass this deployment's check"),
     # the worker's disk (its work directory) is full: the write failed part way and left

@@ -17,13 +17,19 @@ A row's state:
 A key already ``done`` is answered from here and the tool is not called again; an ``intent``
 or ``unknown`` key is the caller's to resolve (``activities.effects``). An approval's card is
 consumed by the first effect that carries it (a unique index on ``card_digest``).
+
+Running totals (``Totals``): what a principal's effects add up to in the last hour and day,
+calls in flight (``intent``) and those that may have acted (``unknown``) included, failed ones
+not. ``begin`` with a ``gate`` decides a new call against them under a lock per principal, in
+the transaction that records its intent: calls of one principal are admitted one at a time,
+each seeing every call admitted before it, so a limit holds under concurrency.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -149,6 +155,66 @@ _LEDGER_DOWN = (PoolTimeout, psycopg.OperationalError,
 
 
 @dataclass(frozen=True)
+class Totals:
+    """A principal's effects before a call, over the last hour and day: all its calls, and its
+    calls of the call's tool (``tool_*``); amounts where the tool declares one."""
+
+    amount_hour: Decimal = Decimal(0)
+    amount_day: Decimal = Decimal(0)
+    calls_hour: int = 0
+    calls_day: int = 0
+    tool_amount_hour: Decimal = Decimal(0)
+    tool_amount_day: Decimal = Decimal(0)
+    tool_calls_hour: int = 0
+    tool_calls_day: int = 0
+
+
+# A new call is admitted or refused here (raising a ``ToolError``), seeing ``Totals``.
+Gate = Callable[[Totals], Awaitable[None]]
+
+_HOUR = "intent_at > now() - interval '1 hour'"
+_TOTALS = f"""
+SELECT coalesce(sum(amount) FILTER (WHERE {_HOUR}), 0) AS amount_hour,
+    coalesce(sum(amount), 0) AS amount_day,
+    count(*) FILTER (WHERE {_HOUR}) AS calls_hour, count(*) AS calls_day,
+    coalesce(sum(amount) FILTER (WHERE tool = %(tool)s AND {_HOUR}), 0) AS tool_amount_hour,
+    coalesce(sum(amount) FILTER (WHERE tool = %(tool)s), 0) AS tool_amount_day,
+    count(*) FILTER (WHERE tool = %(tool)s AND {_HOUR}) AS tool_calls_hour,
+    count(*) FILTER (WHERE tool = %(tool)s) AS tool_calls_day
+FROM plangate.effects
+WHERE principal IS NOT DISTINCT FROM %(principal)s AND state <> 'failed'
+    AND intent_at > now() - interval '1 day'
+"""
+# one lock per principal (a transaction's): its calls are admitted one at a time
+_ADMIT_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+_KNOWN = "SELECT 1 FROM plangate.effects WHERE idempotency_key = %s"
+
+
+async def totals(world: World, principal: str | None, tool: str) -> Totals:
+    """The principal's ``Totals`` now (read, not admitted: ``begin`` with a gate admits)."""
+    try:
+        async with pg.reading(world) as conn:
+            return await _totals(conn.cursor(row_factory=dict_row), principal, tool)
+    except _LEDGER_DOWN as e:
+        raise unavailable(e, "the running totals could not be read") from e
+
+
+async def _totals(cur: psycopg.AsyncCursor[dict[str, Any]], principal: str | None, tool: str
+                  ) -> Totals:
+    await cur.execute(_TOTALS, {"principal": principal, "tool": tool})
+    row = await cur.fetchone()
+    if row is None:
+        return Totals()
+    return Totals(
+        amount_hour=Decimal(row["amount_hour"]), amount_day=Decimal(row["amount_day"]),
+        calls_hour=int(row["calls_hour"]), calls_day=int(row["calls_day"]),
+        tool_amount_hour=Decimal(row["tool_amount_hour"]),
+        tool_amount_day=Decimal(row["tool_amount_day"]),
+        tool_calls_hour=int(row["tool_calls_hour"]), tool_calls_day=int(row["tool_calls_day"]),
+    )
+
+
+@dataclass(frozen=True)
 class Begun:
     """What ``begin`` found: ``fresh`` an intent it wrote now (or again, after a failure that
     left nothing behind); else the row as it stood (``entry``), for the caller to resolve."""
@@ -157,19 +223,19 @@ class Begun:
     fresh: bool
 
 
-async def begin(world: World, intent: Intent) -> Begun:
+async def begin(world: World, intent: Intent, gate: Gate | None = None) -> Begun:
     """The call's intent, committed before it acts; or the row its key already has (locked
     while this transaction decides). A card already consumed by another key, or the key used
-    with other arguments, is refused here: nothing acts."""
+    with other arguments, is refused here: nothing acts. ``gate``: a call whose key is new is
+    first admitted by it against the principal's totals, under the principal's lock; refused,
+    nothing is recorded (a key already recorded was admitted when it was)."""
+    if gate is not None:
+        return await _admitted(world, intent, gate)
     try:
         async with pg.reading(world) as conn:
             cur = conn.cursor(row_factory=dict_row)
             try:
-                await cur.execute(_INSERT, (
-                    intent.key, intent.run_id, intent.step, intent.plan_version, intent.tool,
-                    intent.args_sha256, intent.effect, intent.principal, intent.amount,
-                    intent.card_digest, intent.approver,
-                ))
+                await cur.execute(_INSERT, _row(intent))
             except psycopg.errors.UniqueViolation:  # the card's index: another key has it
                 raise consumed(intent.step, intent.tool, "another call") from None
             if await cur.fetchone() is not None:
@@ -178,6 +244,31 @@ async def begin(world: World, intent: Intent) -> Begun:
                 return await _resolve(cur, intent)
     except _LEDGER_DOWN as e:
         raise unavailable(e, "the intent was not recorded") from e
+
+
+async def _admitted(world: World, intent: Intent, gate: Gate) -> Begun:
+    try:
+        async with pg.reading(world) as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            async with conn.transaction():
+                await cur.execute(_ADMIT_LOCK, (f"plangate.effects/{intent.principal or ''}",))
+                await cur.execute(_KNOWN, (intent.key,))
+                if await cur.fetchone() is not None:
+                    return await _resolve(cur, intent)
+                await gate(await _totals(cur, intent.principal, intent.tool))
+                try:
+                    await cur.execute(_INSERT, _row(intent))
+                except psycopg.errors.UniqueViolation:  # the card's index: another key has it
+                    raise consumed(intent.step, intent.tool, "another call") from None
+                return Begun(None, fresh=True)
+    except _LEDGER_DOWN as e:
+        raise unavailable(e, "the intent was not recorded") from e
+
+
+def _row(intent: Intent) -> tuple[object, ...]:
+    return (intent.key, intent.run_id, intent.step, intent.plan_version, intent.tool,
+            intent.args_sha256, intent.effect, intent.principal, intent.amount,
+            intent.card_digest, intent.approver)
 
 
 async def _resolve(cur: psycopg.AsyncCursor[dict[str, Any]], intent: Intent) -> Begun:
