@@ -87,26 +87,27 @@ def schema_text(types_: Mapping[str, CedarType]) -> str:
 def decimal(value: Decimal | float | int) -> dict[str, Any]:
     """A Cedar decimal (its JSON form), four places, rounded away from zero."""
     try:
-        d = Decimal(str(value)).quantize(_PLACES, rounding=ROUND_UP)
+        exact = Decimal(str(value))
+        if abs(exact) > _DECIMAL_MAX:
+            raise ValueProblem(f"{value!r} is beyond what Cedar's decimal holds")
+        d = exact.quantize(_PLACES, rounding=ROUND_UP)
     except InvalidOperation:
         raise ValueProblem(f"{value!r} is not a number Cedar's decimal holds") from None
-    if abs(d) > _DECIMAL_MAX:
+    if abs(d) > _DECIMAL_MAX:  # rounded up past the end
         raise ValueProblem(f"{value!r} is beyond what Cedar's decimal holds")
     return {"__extn": {"fn": "decimal", "arg": str(d)}}
 
 
 def cents(value: Decimal | float | int) -> int:
-    """Whole cents of an amount, rounded away from zero."""
-    c = Decimal(str(value)) * 100
-    whole = int(c.to_integral_value(rounding=ROUND_UP))
-    if not -_LONG <= whole < _LONG:
-        raise ValueProblem(f"{value!r}: {whole} cents is beyond a 64-bit Long")
-    return whole
+    """Whole cents of an amount, rounded away from zero (beyond a Long, a decision forbids)."""
+    return int((Decimal(str(value)) * 100).to_integral_value(rounding=ROUND_UP))
 
 
 def long(value: int) -> int:
     if not -_LONG <= value < _LONG:
-        raise ValueProblem(f"{value} is beyond a 64-bit Long")
+        digits = str(value)
+        shown = digits if len(digits) <= 24 else f"a number of {len(digits)} digits"
+        raise ValueProblem(f"{shown} is beyond a 64-bit Long")
     return value
 
 
@@ -130,14 +131,20 @@ def cedar_args(
         if unbound(v):
             left.append(name)
             continue
-        if t == "Bool" and isinstance(v, bool):
-            out[name] = v
-        elif t == "Long" and isinstance(v, int) and not isinstance(v, bool):
-            out[name] = long(v)
-        elif t == "decimal" and isinstance(v, int | float) and not isinstance(v, bool):
-            out[name] = decimal(v)
-        elif t == "String" and isinstance(v, str):
-            out[name] = v
-        else:
-            raise ValueProblem(f"args.{name}: {type(v).__name__}, not the {t} its tool takes")
+        try:
+            out[name] = _value(v, t)
+        except ValueProblem as e:
+            raise ValueProblem(f"args.{name}: {e}") from None
     return out, left
+
+
+def _value(v: JsonValue, t: CedarType) -> Any:
+    if t == "Bool" and isinstance(v, bool):
+        return v
+    if t == "Long" and isinstance(v, int) and not isinstance(v, bool):
+        return long(v)
+    if t == "decimal" and isinstance(v, int | float) and not isinstance(v, bool):
+        return decimal(v)
+    if t == "String" and isinstance(v, str):
+        return v
+    raise ValueProblem(f"a {type(v).__name__}, not the {t} its tool takes")
