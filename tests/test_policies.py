@@ -217,6 +217,10 @@ def test_a_bad_file_is_named_at_file_line_column():
     assert problems(("types.cedar", "\n\n  permit(principal, action, resource)\n"
                      "  when { context.approvals };\n")) == [
         "types.cedar:3:3: unexpected type: expected Bool but saw Long"]
+    with pytest.raises(PolicyFileError) as e:
+        bundle_of([("bytes.cedar", b"permit(principal, action, resource);\n  \xff")],
+                  policy_settings(policies=Path("/p")), Scope(), DEMO)
+    assert str(e.value) == "bytes.cedar:2:3: not UTF-8 text"
     assert problems(("open.cedar", "permit(principal, action, resource)")) == [
         "open.cedar:1:36: unexpected end of input"]
 

@@ -199,8 +199,8 @@ def read_file(
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line, col = line_col(data[: e.start].decode("utf-8", "replace"), e.start)
-        return [], [PolicyProblem(name, line, col, "not UTF-8 text")]
+        before = data[: e.start].decode("utf-8")
+        return [], [PolicyProblem(name, *line_col(before, len(before)), "not UTF-8 text")]
     chunks = split(text)
 
     def at(offset: int, message: str) -> PolicyProblem:
