@@ -353,3 +353,15 @@ def test_without_policies_everything_else_is_permitted_as_before():
         "permit_with_people", ("plangate:approve-effects", "plangate:permit-all"), 1)
     read = PolicyRequest(tool="billing.get_invoice", effect=Effect.READ, now=MONDAY_10)
     assert said(b.decide(read)) == ("permit", ("plangate:permit-all",), 0)
+
+
+def test_the_tools_own_totals_are_seen_apart_from_the_principals():
+    b = bundle(("base.cedar", EXAMPLES['Default deny: start from "permit all"']),
+               ("rate.cedar", '@id("three-credits-an-hour")\n'
+                "forbid(principal, action, resource) when { context.totals.tool_calls_hour >= 3 "
+                "};\n"))
+    busy = Totals(calls_hour=9, amount_cents_hour=900_000)
+    assert said(b.decide(credit(10, totals=busy))) == ("permit", ("base",), 0)
+    third = Totals(calls_hour=3, tool_calls_hour=3)
+    assert said(b.decide(credit(10, totals=third))) == (
+        "forbid", ("three-credits-an-hour",), 0)

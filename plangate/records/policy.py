@@ -36,14 +36,19 @@ class ResourceRef(Model):
 
 
 class Totals(Model):
-    """Running sums and counts for the principal, provided by the caller (the effect ledger,
-    calls in flight included). Amounts in cents (hundredths of the tool's amount unit)."""
+    """The principal's calls before this one over the last hour and day, provided by the caller
+    (the effect ledger's totals, calls in flight included): all its calls, and its calls of
+    this call's tool (``tool_*``). Amounts in cents (hundredths of the tool's amount unit)."""
 
     model_config = _FROZEN
     amount_cents_hour: int = 0
     amount_cents_day: int = 0
     calls_hour: int = 0
     calls_day: int = 0
+    tool_amount_cents_hour: int = 0
+    tool_amount_cents_day: int = 0
+    tool_calls_hour: int = 0
+    tool_calls_day: int = 0
 
 
 class PolicyRequest(Model):

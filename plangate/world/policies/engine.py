@@ -183,16 +183,13 @@ def _context(bundle: Bundle, r: PolicyRequest) -> dict[str, Any]:
     if now.tzinfo is None:
         raise ValueProblem("now has no time zone")
     utc = now.timestamp()
-    t = r.totals
     return {
         "tool": r.tool, "args": args, "amount_cents": long(r.amount_cents),
         "observed": _observed(r.observed),
         "now": {"epoch_s": long(int(utc)), "hour": now.hour, "minute": now.minute,
                 "weekday": now.isoweekday()},
         "approvals": long(r.approvals),
-        "totals": {"amount_cents_hour": long(t.amount_cents_hour),
-                   "amount_cents_day": long(t.amount_cents_day),
-                   "calls_hour": long(t.calls_hour), "calls_day": long(t.calls_day)},
+        "totals": {k: long(v) for k, v in r.totals.model_dump().items()},
         "approval_asked": r.approval_asked,
     }
 
