@@ -9,6 +9,8 @@ built-in base it had, so ``except ValueError`` still catches what it caught.
     │   │                                                                  records.signing
     │   ├── MetricsError           no Prometheus endpoint at that address  worker.metrics
     │   ├── TracingUnavailable     traces asked for, the exporter missing  worker.tracing
+    │   ├── PoliciesUnusable       PLANGATE_POLICIES unusable; PolicyFileError: each file's
+    │   │                          problem at FILE:LINE:COLUMN             world.policies
     │   └── CodecServerRefused     a codec server that would hold keys open
     │                                                                      servers.codec
     ├── ServiceUnreachable         Temporal, Postgres or S3 did not answer (or let us in)

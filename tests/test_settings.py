@@ -64,6 +64,7 @@ PARTS: dict[type[Any], dict[str, str]] = {
         "PLANGATE_APPROVE_EFFECTS": "money", "PLANGATE_APPROVAL_TTL": "2h",
         "PLANGATE_POLICY_BUNDLE": "p-1", "PLANGATE_APPROVERS": APPROVER.public_entry(),
         "PLANGATE_SUBMITTERS": f"{SUBMITTER.public_entry()}:dana",
+        "PLANGATE_POLICIES": "/etc/plangate/policies", "PLANGATE_POLICY_MODE": "shadow",
     },
     RunSettings: {
         "PLANGATE_HISTORY_EVENTS": "500", "PLANGATE_HISTORY_BYTES": "100000",
@@ -121,6 +122,7 @@ def test_the_whole_is_its_parts_parsed_once():
     ("PLANGATE_APPROVE_EFFECTS", "lots"),
     ("PLANGATE_APPROVE_EFFECTS", "none,money"),
     ("PLANGATE_APPROVAL_TTL", "soon"),
+    ("PLANGATE_POLICY_MODE", "log"),
     ("PLANGATE_APPROVERS", "erin"),
     ("PLANGATE_SUBMITTERS", "agent:dana"),
     ("PLANGATE_HISTORY_EVENTS", "5"),

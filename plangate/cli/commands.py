@@ -43,7 +43,9 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from plangate.client.api import Plangate
+    from plangate.plans.catalogue import Catalogue
     from plangate.records.signing import SigningKey
+    from plangate.world.policies import Bundle
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports of a Unix tool whose reader left
@@ -68,7 +70,8 @@ exit codes:
        an address it cannot listen on;
        dev on a state directory another plangate dev runs on;
        codec-server without a strong PLANGATE_CODEC_TOKEN, unless on loopback with
-       --insecure-local)
+       --insecure-local; policy files that do not validate (policy check, worker): each
+       problem as FILE:LINE:COLUMN)
   130  interrupted (Ctrl-C)
   141  stdout closed by its reader (| head): the command stops quietly
 Errors are one line on stderr; --debug adds the traceback."""
@@ -378,10 +381,14 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from plangate.activities.bootstrap import SchemaNotReady, require_schema
     from plangate.activities.extensions import registry_for
     from plangate.cli.services import check_worker_services
-    from plangate.worker.assembly import build_worker, start_checks
+    from plangate.worker.assembly import build_worker, policy_check, start_checks
     from plangate.world.clients import World
 
-    # Temporal, Postgres and S3 first: a worker that could do no work says which is missing.
+    # its policies first (no service needed to refuse a bad file), then Temporal, Postgres and
+    # S3: a worker that could do no work says which is missing. The bundle is said when
+    # PLANGATE_POLICIES is set (unset: the built-ins, the approval rule says them)
+    bundle = policy_check(settings)
+    policies = [bundle] if settings.policy.policies else []
     client = await check_worker_services(settings)
     world = World(settings.world)
     found: list[str] = []
@@ -397,6 +404,8 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
             print(f"plangate: worker polling {worker.config()['task_queue']} on "
                   f"{settings.temporal.address}{encrypted}")
             print(f"plangate: {settings.policy.approval_rule()}", flush=True)
+            for line in policies:
+                print(f"plangate: {line}", flush=True)
             metrics_address = settings.observability.metrics_address
             if metrics_address:
                 from plangate.worker.metrics import url
@@ -414,7 +423,7 @@ async def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     print(f"plangate: {services} answer"
           + (" and plangate's tables are there" if args.no_setup else ""))
     print(f"plangate: {settings.policy.approval_rule()}")
-    for line in found:
+    for line in [*policies, *found]:
         print(visible(f"plangate: {line}"))
     for line in await _queue_workers(client, settings):
         print(visible(f"plangate: {line}"))
@@ -640,6 +649,14 @@ DESCRIPTIONS = {
     "key new": "Make a new signing key in a file only you can read (never overwritten) and "
                "print the public line a deployment lists.",
     "key show": "Print the public line and the approval page's login token of a key file.",
+    "policy": "Check a directory of Cedar policies against plangate's schema, or explain the "
+              "decision the deployment's policies make about each step of a plan.",
+    "policy check": "Validate every *.cedar file of DIR against plangate's schema: each problem "
+                    "as FILE:LINE:COLUMN: message (exit 2); else print the bundle's digest and "
+                    "each policy's id and place (exit 0).",
+    "policy explain": "Decide each step of a plan as written (arguments bound only when it "
+                      "runs are said so) with the deployment's policies or --policies DIR, "
+                      "naming the policies that decided; starts nothing, needs no server.",
     "status": "Print the run report of a queued, running or ended run: each step, each card "
               "with the commands that answer it, the failure.",
     "watch": "Follow a run to its end: a live table on a terminal, a line per change "
@@ -864,9 +881,96 @@ def parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--state-dir", default=".plangate/demo")
     m.set_defaults(fn=_cmd_demo)
+    po = sub.add_parser(
+        "policy", help="check a directory of Cedar policies; explain a plan's decisions",
+    )
+    pp = po.add_subparsers(dest="policy_command", required=True, metavar="{check,explain}")
+    pc = pp.add_parser("check", help="validate the *.cedar files of DIR against plangate's "
+                       "schema: each problem as FILE:LINE:COLUMN: message (exit 2), else the "
+                       "bundle and the policies' ids")
+    pc.add_argument("dir", metavar="DIR")
+    pc.set_defaults(fn=_cmd_policy, connects=False)
+    pe = pp.add_parser("explain", help="the decision for each step of a plan as written, and "
+                       "the policies that made it; starts nothing")
+    pe.add_argument("plan", metavar="PLAN")
+    pe.add_argument("--policies", metavar="DIR",
+                    help="the policies to decide with (default: PLANGATE_POLICIES)")
+    pe.set_defaults(fn=_cmd_policy, connects=False)
     _describe(sub)
     _describe(kk, "key ")
+    _describe(pp, "policy ")
     return p
+
+
+async def _cmd_policy(args: argparse.Namespace, settings: Settings) -> int:
+    """``policy check DIR``: the files validated against plangate's schema (each problem
+    ``FILE:LINE:COLUMN: message``, exit 2), else the bundle and every policy's id; ``policy
+    explain PLAN``: the decision for each step as written, and the policies that made it."""
+    from dataclasses import replace
+
+    from plangate.activities.catalogue import catalogue
+    from plangate.world.policies import PoliciesUnusable, load_bundle
+
+    directory = args.dir if args.policy_command == "check" else args.policies
+    policy = settings.policy
+    if directory is not None:
+        policy = replace(policy, policies=Path(directory))
+    cat = catalogue(settings.catalogue)
+    try:
+        bundle = load_bundle(policy, settings.world.scope, cat)
+    except PoliciesUnusable as e:
+        for line in e.lines():
+            print(visible(line), file=sys.stderr)
+        return EXIT_USAGE
+    where = str(policy.policies) if policy.policies else "built-in policies only"
+    if args.policy_command == "check":
+        print(visible(f"plangate: policies in {where} are valid: bundle {bundle.bundle} "
+                      f"({bundle.mode})"))
+        width = max(len(i) for i in bundle.ids)
+        for pid, p in bundle.policies.items():
+            place = ("built-in" if pid.startswith("plangate:")
+                     else f"{Path(where) / p.file}:{p.line}:{p.column}")
+            print(visible(f"  {pid:<{width}}  {place}"))
+        return EXIT_OK
+    return _explain(args, settings, bundle, cat, where)
+
+
+def _explain(args: argparse.Namespace, settings: Settings, bundle: Bundle, cat: Catalogue,
+             where: str) -> int:
+    import json
+    from datetime import UTC
+
+    from plangate.client.checked import check
+    from plangate.records.policy import PolicyRequest
+    from plangate.world.policies import cents, resources_of
+    from plangate.world.policies.schema import unbound
+
+    plan = check(Path(args.plan), settings).plan
+    now = datetime.now(UTC)
+    print(visible(f"plangate: bundle {bundle.bundle} ({where}; {bundle.mode}), decided at "
+                  f"{now.isoformat(timespec='seconds')} with no approvals and no totals"))
+    for step in plan.steps:
+        info = cat.tools.get(step.tool)
+        effect = cat.effect_of(step.tool, step.effect)
+        args_ = dict(step.args)
+        amount = args_.get(info.amount) if info and info.amount else None
+        request = PolicyRequest(
+            principal=plan.on_behalf_of or "", tool=step.tool, effect=effect,
+            resources=resources_of(step.tool, info, args_), args=args_,
+            amount_cents=cents(amount) if isinstance(amount, int | float) else 0,
+            now=now, approval_asked=step.approval == "required" or bool(info and info.approval),
+        )
+        d = bundle.decide(request)
+        print(visible(f"step {step.n} {step.tool} ({effect.value}): {d.outcome.value}: "
+                      f"{d.reason}"))
+        print(visible(f"  args: {json.dumps(args_, sort_keys=True)}"))
+        left = sorted(k for k, v in args_.items() if unbound(v))
+        if left:
+            print(visible(f"  not bound until the run, so not seen by the policies here: "
+                          f"{', '.join(left)}"))
+        for e in d.errors:
+            print(visible(f"  error: {e}"))
+    return EXIT_OK
 
 
 async def _cmd_key(args: argparse.Namespace, settings: Settings) -> int:
@@ -996,7 +1100,12 @@ def _failed(e: Exception, args: argparse.Namespace, debug: bool) -> int:
     from plangate.errors import ServiceUnreachable
     from plangate.worker.metrics import MetricsError
     from plangate.worker.tracing import TracingUnavailable
+    from plangate.world.policies import PoliciesUnusable
 
+    if isinstance(e, PoliciesUnusable):  # each problem at FILE:LINE:COLUMN, a line each
+        for line in e.lines():
+            print(visible(f"plangate: {line}"), file=sys.stderr)
+        return EXIT_USAGE
     if isinstance(e, PlanError):
         _print_problems(args, e.problems)
         return EXIT_USAGE

@@ -33,7 +33,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from plangate.activities.bootstrap import ensure_schema
-from plangate.activities.catalogue import announced
+from plangate.activities.catalogue import announced, catalogue
 from plangate.activities.extensions import ExtensionError, Registry, registry_for
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
 from plangate.activities.guarding import APPROVERS_ACTIVITY, GuardActivities
@@ -50,6 +50,7 @@ from plangate.worker.compression import DATA_CONVERTER
 from plangate.worker.encryption import data_converter, encrypts_with
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
+from plangate.world.policies import load_bundle
 from plangate.world.settings import EncryptionSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,17 @@ def refusing_plain(client: Client, encryption: EncryptionSettings) -> Client:
     return Client(**config)
 
 
+def policy_check(settings: Settings) -> str:
+    """The deployment's policy bundle loaded and validated, as a worker does before it opens a
+    connection: a line saying what is in force. ``PoliciesUnusable`` (``PolicyFileError``:
+    each problem at ``FILE:LINE:COLUMN``) when ``PLANGATE_POLICIES`` cannot be used."""
+    policy = settings.policy
+    b = load_bundle(policy, settings.world.scope, catalogue(settings.catalogue))
+    where = (f"{len(b.policies)} policies, {policy.policies}" if policy.policies
+             else "built-in policies only; PLANGATE_POLICIES unset")
+    return f"policy bundle {b.bundle} ({where}; {b.mode})"
+
+
 async def start_checks(registry: Registry, world: World) -> list[str]:
     """What a worker checks at start, connected, before it takes work (the MCP servers it
     guards list what their file declares: ``registry.checks``); ``plangate worker --check``
@@ -179,11 +191,13 @@ async def build_worker(
     not patched. ``client`` must encrypt with the deployment's key when ``settings`` names keys
     (``connect`` makes such a client); the worker then polls with ``refusing_plain(client)``.
 
-    The deployment's tools and probes are resolved first: an extension that cannot load or
-    that clashes (``ExtensionError``) stops the worker before it opens a connection. A world
+    The deployment's tools and probes are resolved first, then its policies: an extension that
+    cannot load or that clashes (``ExtensionError``), or a policy file that does not validate
+    (``PolicyFileError``), stops the worker before it opens a connection. A world
     made here is closed again when the worker cannot be built: an open connection pool left
     behind would keep the process from ending."""
     registry = registry_for(settings.catalogue)
+    log.info("%s", policy_check(settings))  # a bad policy file stops it here, named
     encryption = settings.encryption
     if not encrypts_with(client.data_converter, encryption):
         # the worker would write the deployment's runs in clear

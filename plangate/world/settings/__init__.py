@@ -11,7 +11,8 @@ which hands each part only where it is needed:
     ├── model          ModelSettings          re-planner, model        replanner, plangate plan
     ├── policy         PolicySettings         approvals, policy        guard.resolve, the tools'
     │                                         bundle, approvers,       checks at the call, the
-    │                                         submitters               review of a re-plan
+    │                                         submitters, Cedar        review of a re-plan,
+    │                                         policies and their mode  world.policies
     ├── runs           RunSettings            history bound, outage    guard.resolve (the run's
     │                                         patience                 limits), each run's input
     ├── observability  ObservabilitySettings  traces, metrics          tracing, metrics
@@ -57,7 +58,9 @@ from plangate.world.settings.parse import flag, parse_duration
 from plangate.world.settings.policy import (
     APPROVE_EFFECTS_VAR,
     APPROVERS_VAR,
+    POLICIES_VAR,
     POLICY_BUNDLE_VAR,
+    POLICY_MODE_VAR,
     SUBMITTERS_VAR,
     PolicySettings,
     parse_submitters,
@@ -102,7 +105,8 @@ class Settings:
 __all__ = [
     "APPROVERS_VAR", "APPROVER_KEY_VAR", "APPROVE_EFFECTS_VAR", "ARTIFACTS_VAR", "CODEC_TOKEN_VAR",
     "DEMO_SYSTEMS_VAR", "ENCRYPTION_KEYS_VAR", "ENCRYPTION_KEY_BYTES", "EXTENSIONS_VAR",
-    "METRICS_ADDRESS_VAR", "POLICY_BUNDLE_VAR", "SUBMITTERS_VAR", "SUBMITTER_KEY_VAR",
+    "METRICS_ADDRESS_VAR", "POLICIES_VAR", "POLICY_BUNDLE_VAR", "POLICY_MODE_VAR",
+    "SUBMITTERS_VAR", "SUBMITTER_KEY_VAR",
     "CatalogueSettings", "EncryptionSettings", "Identity", "ModelSettings",
     "ObservabilitySettings", "PolicySettings", "Replanner", "RunSettings", "Settings",
     "TemporalSettings", "WorldSettings", "flag", "metrics_address", "parse_duration",

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import get_args
 
 from plangate.errors import ConfigurationError
 from plangate.plans.limits import MAX_WAIT_TIMEOUT_S
 from plangate.plans.model import Effect
+from plangate.records.policy import PolicyMode
 from plangate.records.proofs import Submitter
 from plangate.records.signing import NAME, public_entries
 from plangate.world.settings.parse import duration, entries, stripped
@@ -21,6 +24,8 @@ APPROVAL_TTL_VAR = "PLANGATE_APPROVAL_TTL"
 POLICY_BUNDLE_VAR = "PLANGATE_POLICY_BUNDLE"
 APPROVERS_VAR = "PLANGATE_APPROVERS"
 SUBMITTERS_VAR = "PLANGATE_SUBMITTERS"
+POLICIES_VAR = "PLANGATE_POLICIES"
+POLICY_MODE_VAR = "PLANGATE_POLICY_MODE"
 # an effect that leaves the organisation or moves money, and cannot be made tolerant of a world
 # that moved, holds for a person unless the deployment says otherwise (``none``)
 DEFAULT_APPROVE_EFFECTS = (Effect.MONEY, Effect.EXTERNAL)
@@ -41,6 +46,11 @@ class PolicySettings:
     approvers: tuple[tuple[str, bytes], ...] = ()
     # who may submit runs and as which principals; (): anyone who reaches Temporal may
     submitters: tuple[Submitter, ...] = ()
+    # a directory of Cedar policies (``*.cedar``) that decide each call (plangate.world.policies,
+    # docs/policy.md); None: the built-in policies alone (these settings), as before
+    policies: Path | None = None
+    # shadow: every decision made and recorded, nothing refused for it
+    policy_mode: PolicyMode = "enforce"
 
     @property
     def approver_map(self) -> dict[str, bytes]:
@@ -70,7 +80,26 @@ class PolicySettings:
             policy_bundle=stripped(env, POLICY_BUNDLE_VAR),
             approvers=public_entries(env.get(APPROVERS_VAR) or "", APPROVERS_VAR),
             submitters=parse_submitters(env.get(SUBMITTERS_VAR) or ""),
+            policies=_directory(stripped(env, POLICIES_VAR)),
+            policy_mode=_mode(stripped(env, POLICY_MODE_VAR)),
         )
+
+
+def _directory(raw: str | None) -> Path | None:
+    """``PLANGATE_POLICIES``: the directory's path (read and validated when a worker or
+    ``plangate policy`` loads it, not here)."""
+    return Path(raw).expanduser() if raw else None
+
+
+def _mode(raw: str | None) -> PolicyMode:
+    modes: tuple[PolicyMode, ...] = get_args(PolicyMode)
+    value = (raw or "enforce").lower()
+    for mode in modes:
+        if mode == value:
+            return mode
+    raise ConfigurationError(
+        f"{POLICY_MODE_VAR} must be {' or '.join(modes)}, not {raw!r}"
+    )
 
 
 def _ttl(seconds: float) -> float:
