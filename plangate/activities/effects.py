@@ -104,12 +104,14 @@ def refuse_foreign_key(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> None
 
 
 async def open_effect(
-    world: World, probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall, run_id: str
+    world: World, probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall, run_id: str,
+    gate: ledger.Gate | None = None,
 ) -> Answered | None:
     """None: the intent is recorded and the tool may act. ``Answered``: it must not.
-    ``run_id``: the workflow Temporal says the call is of."""
+    ``run_id``: the workflow Temporal says the call is of. ``gate``: a new call is admitted
+    by it first, against the principal's running totals (``ledger.begin``)."""
     refuse_foreign_key(spec, call, run_id)
-    begun = await ledger.begin(world, intent_of(spec, call, run_id))
+    begun = await ledger.begin(world, intent_of(spec, call, run_id), gate)
     if begun.fresh or begun.entry is None:
         return None
     entry = begun.entry

@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from datetime import UTC, datetime
 
 from temporalio import activity
 
-from plangate.activities.catalogue import guarded, plan_problems
+from plangate.activities.catalogue import catalogue, guarded, plan_problems
+from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.plans import bindings
-from plangate.plans.guards import first_read, step_conditions
+from plangate.plans.guards import StepGuard, first_read, step_conditions
+from plangate.plans.model import Plan
 from plangate.records.calls import ProbeRequest, StepRef
+from plangate.records.policy import Outcome, PolicyRequest
 from plangate.records.proofs import submission_refusal
 from plangate.records.run import (
     Approvers,
@@ -38,6 +42,8 @@ from plangate.records.run import (
     Resolved,
 )
 from plangate.world.clients import World
+from plangate.world.errors import ToolError
+from plangate.world.policies import Bundle, cents, resources_of
 from plangate.world.settings import CatalogueSettings, PolicySettings, RunSettings, WorldSettings
 
 ACTIVITY_NAME = "guard.resolve"
@@ -53,19 +59,33 @@ def approver_keys(policy: PolicySettings) -> dict[str, str]:
     return {name: _b64(key) for name, key in policy.approvers}
 
 
-def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) -> Resolved:
+def derive(
+    req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings,
+    cedar: Bundle | None = None,
+) -> Resolved:
     """The guards, approvers, submitter and policy of the plan version, from this worker's
-    catalogue and policy; the refusal when the run's submission does not let it act."""
+    catalogue and policy; the refusal when the run's submission does not let it act.
+    ``cedar``: the deployment's Cedar policies in force (``PLANGATE_POLICIES``): each step
+    decided as written, the run decided under their bundle."""
     plan = req.plan
     first = req.version == 1
     on_behalf_of = plan.on_behalf_of if first else req.on_behalf_of
     bundle = (plan.policy_bundle or policy.policy_bundle) if first else req.policy_bundle
     g = guarded(plan, cat, policy, replanned=not first)
+    guards = g.guards
+    refusal: str | None = None
+    if cedar is not None:
+        bundle = cedar.bundle
+        guards, refused = decided(plan, guards, cat, cedar, on_behalf_of)
+        if refused is not None:
+            refusal = f"step {refused[0]}: {refused[1]}"
     out = Resolved(
-        guards=g.guards, systems=g.systems, approval_ttl_s=g.approval_ttl_s,
+        guards=guards, systems=g.systems, approval_ttl_s=g.approval_ttl_s,
         approvers=approver_keys(policy),
         on_behalf_of=on_behalf_of, policy_bundle=bundle,
     )
+    if refusal is not None:
+        return out.model_copy(update={"refusal": refusal, "refusal_code": "policy_denied"})
     if policy.submitters:
         why = submission_refusal(
             req.submission, policy.submitter_map, workflow_id=req.workflow_id,
@@ -81,14 +101,45 @@ def derive(req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings) ->
     return out
 
 
+def decided(
+    plan: Plan, guards: dict[int, StepGuard], cat: CatalogueSettings, cedar: Bundle,
+    principal: str | None,
+) -> tuple[dict[int, StepGuard], tuple[int, str] | None]:
+    """Each step decided by the policies as written (a ``${name}`` not bound yet is left out;
+    the call decides again, bound): forbidden, the plan is refused (the step and why);
+    permitted with people, the step waits for a card. Totals are the call's to weigh (the
+    ledger's, at the call)."""
+    tools = catalogue(cat).tools
+    out = dict(guards)
+    for step in plan.steps:
+        info = tools.get(step.tool)
+        g = guards.get(step.n)
+        if info is None or g is None:
+            continue
+        amount = step.args.get(info.amount) if info.amount else None
+        d = cedar.decide(PolicyRequest(
+            principal=principal or "", tool=step.tool, effect=g.effect,
+            resources=resources_of(step.tool, info, step.args), args=dict(step.args),
+            amount_cents=cents(amount) if isinstance(amount, int | float) else 0,
+            now=datetime.now(UTC), approval_asked=g.approval,
+        ))
+        if d.refuses:
+            named = ", ".join(d.policies) or "no policy permits it (default deny)"
+            return out, (step.n, f"{step.tool} is forbidden by the deployment's policy "
+                         f"({named}, bundle {d.bundle}): {d.reason}"[:2000])
+        if d.enforced and d.outcome is Outcome.PERMIT_WITH_PEOPLE and not g.approval:
+            out[step.n] = g.model_copy(update={"approval": True})
+    return out, None
+
+
 def resolve(
     req: GuardRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings,
-    runs: RunSettings | None = None,
+    runs: RunSettings | None = None, cedar: Bundle | None = None,
 ) -> Resolved:
     """``derive``, with the deployment's limits on the run (``runs``); and the first version
     checked as ``plangate check`` checks it."""
     runs = runs or RunSettings()
-    out = derive(req, cat, policy).model_copy(update={
+    out = derive(req, cat, policy, cedar).model_copy(update={
         "outage_patience_s": runs.outage_patience_s,
         "history": HistoryBound(events=runs.history_events, bytes=runs.history_bytes),
     })
@@ -129,11 +180,12 @@ def first_reads(req: GuardRequest, out: Resolved) -> dict[int, ProbeRequest]:
 class GuardActivities:
     def __init__(
         self, world: World, cat: CatalogueSettings, policy: PolicySettings,
-        runs: RunSettings | None = None,
+        runs: RunSettings | None = None, book: PolicyBook | None = None,
     ) -> None:
         self.world, self.cat, self.policy = world, cat, policy
         self.runs = runs or RunSettings()
         self.probes = ProbeActivities(world, cat)
+        self.book = book or PolicyBook(policy, world.settings.scope, catalogue(cat))
 
     @activity.defn(name=APPROVERS_ACTIVITY)
     async def approvers(self, req: ApproversRequest) -> Approvers:
@@ -143,8 +195,14 @@ class GuardActivities:
     @activity.defn(name=ACTIVITY_NAME)
     async def resolve(self, req: GuardRequest) -> Resolved:
         # path checks resolve symlinks on disk: off the event loop
+        cedar = None
+        if self.book.on:
+            try:
+                cedar = await asyncio.to_thread(self.book.current)
+            except ToolError as e:  # the policies in force cannot be read: nothing runs
+                return Resolved(guards={}, refusal=e.detail, refusal_code="policy_denied")
         out = await asyncio.to_thread(
-            resolve, req, self.cat, self.world.settings, self.policy, self.runs
+            resolve, req, self.cat, self.world.settings, self.policy, self.runs, cedar
         )
         if out.refusal is not None or not req.reads:
             return out

@@ -25,7 +25,8 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from plangate.activities import effects, metrics
+from plangate.activities import effects, metrics, policing
+from plangate.activities.catalogue import catalogue as catalogue_of
 from plangate.activities.extensions import registry_for
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import CallContext, ToolSpec
@@ -217,9 +218,11 @@ async def read_after(
 
 
 def _make(
-    spec: ToolSpec[Any], world: World, policy: PolicySettings, probes: ProbeActivities
+    spec: ToolSpec[Any], world: World, policy: PolicySettings, probes: ProbeActivities,
+    book: policing.PolicyBook | None = None,
 ) -> Callable[[ToolCall], Any]:
     recorded = effects.ledgered(spec)
+    cedar_on = book is not None and book.on
 
     async def run_tool(call: ToolCall) -> ToolResult:
         ctx = CallContext(
@@ -230,13 +233,36 @@ def _make(
         checked = after = None
         opened = recorded_now = acting = False
         try:
-            refuse_superseded_policy(call, policy.policy_bundle)
+            cedar = book.current() if book is not None and cedar_on else None
+            if cedar is not None:
+                policing.refuse_superseded(call, cedar)
+            else:
+                refuse_superseded_policy(call, policy.policy_bundle)
             if recorded:
                 await effects.refuse_consumed(world, spec, call)
             refuse_unproven(spec, call, policy)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
-            if recorded:
+            submitter = call.submission.submitter if call.submission is not None else None
+            if cedar is not None:
+                # the policies read what the check at the call saw: it comes first, and a
+                # call it refuses is decided no further
+                if call.check:
+                    checked = await _read(probes, call, call.check, [], None)
+                    refuse_unless_held(checked)
+                if recorded:
+                    run_id = activity.info().workflow_id or ""
+                    answered = await effects.open_effect(
+                        world, probes, spec, call, run_id,
+                        gate=policing.gate_for(spec, call, cedar, checked, submitter))
+                    opened = answered is None
+                    if answered is not None:
+                        return await _from_ledger(probes, spec, call, answered)
+                else:
+                    given = 1 if call.approval is not None else 0
+                    policing.enforce(spec, call, cedar.decide(policing.request_at_call(
+                        spec, call, checked, submitter, given)))
+            elif recorded:
                 # the intent and the check at the call are independent: read while it commits
                 run_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
                 opening = asyncio.ensure_future(
@@ -251,7 +277,7 @@ def _make(
                     return await _from_ledger(probes, spec, call, answered)
             elif call.check:
                 checked = await _read(probes, call, call.check, [], None)
-            if checked is not None:
+            if checked is not None and cedar is None:
                 refuse_unless_held(checked)
             with span(world.tracer, f"step {call.step.n} {spec.name}", {
                 "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
@@ -325,4 +351,5 @@ def tool_activities(
     ``world`` under ``policy``."""
     probes = ProbeActivities(world, catalogue)
     tools = registry_for(catalogue).tools
-    return {name: _make(spec, world, policy, probes) for name, spec in tools.items()}
+    book = policing.PolicyBook(policy, world.settings.scope, catalogue_of(catalogue))
+    return {name: _make(spec, world, policy, probes, book) for name, spec in tools.items()}

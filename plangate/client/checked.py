@@ -65,10 +65,28 @@ def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Ch
             if p.step not in e.partial.stand_ins and p not in seen
         ]
         raise PlanError([*e.problems, *more]) from None
+    refused = policy_refusal(plan, settings)
+    if refused is not None:
+        raise PlanError([Problem.at(refused[0], None, refused[1])])
     warnings = lint(plan, catalogue(settings.catalogue))
     if strict and warnings:
         raise PlanError([w.strict() for w in warnings])
     return Checked(plan, warnings, settings)
+
+
+def policy_refusal(plan: Plan, settings: Settings) -> tuple[int, str] | None:
+    """Where this client knows the deployment's Cedar policies (``PLANGATE_POLICIES``): why
+    they forbid a step of ``plan`` as written, and which (the worker decides again at the start
+    and at each call, bound), or None."""
+    if settings.policy.policies is None:
+        return None
+    from plangate.activities.catalogue import catalogue, guarded
+    from plangate.activities.guarding import decided
+    from plangate.world.policies import load_bundle
+
+    cedar = load_bundle(settings.policy, settings.world.scope, catalogue(settings.catalogue))
+    guards = guarded(plan, settings.catalogue, settings.policy).guards
+    return decided(plan, guards, settings.catalogue, cedar, plan.on_behalf_of)[1]
 
 
 def checked(source: Checked | PlanSource, settings: Settings) -> Checked:

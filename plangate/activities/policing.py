@@ -1,0 +1,152 @@
+"""The deployment's Cedar policies where a call acts (``PLANGATE_POLICIES``, docs/policy.md).
+
+The worker holds the bundle in force (``PolicyBook``): read when it starts, read again when a
+policy file changes, so a change while a run waits is in force at its next call. At the call
+the tool's activity decides again, from what it was handed and verified and what its check at
+the call observed, never from what the workflow says of the decision:
+
+- the bundle the run was decided under is not the one in force: 412 ``policy_superseded``;
+- forbidden (a forbid, or no permit): 403 ``policy_denied``, nothing sent;
+- permitted with people: the call needs that many distinct approvers' proofs
+  (403 ``approval_missing`` otherwise);
+- a write, external or money call is decided against the principal's running totals under
+  the effect ledger's lock per principal, in the transaction that records its intent, so a
+  limit holds for calls started at once (``world.ledger.begin(gate=)``).
+
+In shadow mode (``PLANGATE_POLICY_MODE=shadow``) every decision is made and nothing is refused
+for it. Without ``PLANGATE_POLICIES`` nothing here runs: the settings decide as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue
+
+from plangate.activities.tools.registry import ToolSpec
+from plangate.errors import ConfigurationError
+from plangate.plans.catalogue import Catalogue
+from plangate.plans.scope import Scope
+from plangate.records.calls import ProbeReport, ToolCall
+from plangate.records.policy import Decision, PolicyRequest, Totals
+from plangate.world import ledger
+from plangate.world.errors import ToolError
+from plangate.world.policies import Bundle, cents, load_bundle, resources_of
+from plangate.world.settings import PolicySettings
+
+
+def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    try:
+        return tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size)
+                            for p in directory.glob("*.cedar")))
+    except OSError:
+        return ()
+
+
+class PolicyBook:
+    """The bundle in force on this worker: None without ``PLANGATE_POLICIES``."""
+
+    def __init__(self, policy: PolicySettings, scope: Scope, catalogue: Catalogue) -> None:
+        self.policy, self.scope, self.catalogue = policy, scope, catalogue
+        self._lock = threading.Lock()
+        self._seen: tuple[tuple[str, int, int], ...] | None = None
+        self._bundle: Bundle | None = None
+        self._broken: str | None = None
+
+    @property
+    def on(self) -> bool:
+        return self.policy.policies is not None
+
+    def current(self) -> Bundle:
+        """The bundle now (read again when a file changed). ``ToolError`` ``policy_denied``
+        when the files in force cannot be read: no call is decided by a bundle nobody wrote."""
+        directory = self.policy.policies
+        if directory is None:
+            raise RuntimeError("no PLANGATE_POLICIES")  # callers ask ``on`` first
+        seen = _signature(directory)
+        with self._lock:
+            if seen != self._seen:
+                try:
+                    self._bundle, self._broken = load_bundle(
+                        self.policy, self.scope, self.catalogue), None
+                except ConfigurationError as e:
+                    self._bundle, self._broken = None, str(e).splitlines()[0]
+                self._seen = seen
+            if self._bundle is None:
+                raise ToolError("policy_denied",
+                                f"not called: the policies in force cannot be read: {self._broken}")
+            return self._bundle
+
+
+def request_at_call(
+    spec: ToolSpec[Any], call: ToolCall, checked: ProbeReport | None, submitter: str | None,
+    approvals: int, totals: ledger.Totals | None = None,
+) -> PolicyRequest:
+    """What the policies may read of this call, as the activity knows it."""
+    args: dict[str, JsonValue] = dict(call.step.args)
+    amount = args.get(spec.amount) if spec.amount else None
+    return PolicyRequest(
+        principal=call.on_behalf_of or "", submitter=submitter or "", tool=spec.name,
+        effect=spec.effect, resources=resources_of(spec.name, spec, args), args=args,
+        amount_cents=cents(amount) if isinstance(amount, int | float) else 0,
+        observed={} if checked is None else {r.condition.key(): r.observed
+                                             for r in checked.results},
+        now=datetime.now(UTC), approvals=approvals,
+        totals=Totals() if totals is None else in_cents(totals),
+        approval_asked=call.approval_required,
+    )
+
+
+def in_cents(t: ledger.Totals) -> Totals:
+    def c(d: Decimal) -> int:
+        return cents(d)
+
+    return Totals(
+        amount_cents_hour=c(t.amount_hour), amount_cents_day=c(t.amount_day),
+        calls_hour=t.calls_hour, calls_day=t.calls_day,
+        tool_amount_cents_hour=c(t.tool_amount_hour),
+        tool_amount_cents_day=c(t.tool_amount_day),
+        tool_calls_hour=t.tool_calls_hour, tool_calls_day=t.tool_calls_day,
+    )
+
+
+def enforce(spec: ToolSpec[Any], call: ToolCall, decision: Decision) -> None:
+    """Refuse the call where ``decision`` (in force, enforced) says so."""
+    if decision.refuses:
+        named = ", ".join(decision.policies) or "no policy permits it (default deny)"
+        raise ToolError("policy_denied", f"not called: {spec.name} forbidden by the "
+                        f"deployment's policy ({named}): {decision.reason}"[:500],
+                        {"bundle": decision.bundle, "policies": list(decision.policies)})
+    given = 1 if call.approval is not None else 0
+    missing = decision.approvals_missing(given)
+    if decision.enforced and missing > 0:
+        raise ToolError("approval_missing", (
+            f"not called: the deployment's policy ({', '.join(decision.policies)}) asks "
+            f"{decision.approvers} distinct approvers of {spec.name}; {given} approved"))
+
+
+def refuse_superseded(call: ToolCall, bundle: Bundle) -> None:
+    """A run decided under another bundle than the one in force: 412, nothing sent."""
+    if call.policy_bundle != bundle.bundle:
+        raise ToolError(
+            "policy_superseded",
+            f"the run was decided under policy bundle {call.policy_bundle!r}; this "
+            f"deployment now enforces {bundle.bundle!r}",
+            {"policy_bundle": call.policy_bundle, "current": bundle.bundle},
+        )
+
+
+def gate_for(spec: ToolSpec[Any], call: ToolCall, bundle: Bundle, checked: ProbeReport | None,
+             submitter: str | None) -> ledger.Gate:
+    """The ledger's gate: the decision against the principal's totals, under its lock."""
+
+    async def gate(totals: ledger.Totals) -> None:
+        given = 1 if call.approval is not None else 0
+        decided = bundle.decide(request_at_call(spec, call, checked, submitter, given, totals))
+        enforce(spec, call, decided)
+
+    return gate

@@ -1,0 +1,184 @@
+"""The deployment's Cedar policies decide every call of a run (issue 36): a credit over the cap
+is refused at ``check``, by the worker at a start that skipped the client's check, and by the
+tool's activity scheduled directly; an hourly limit holds for ten runs started at once
+(calls in flight counted: exactly five credits, never six); a policy file changed while a run
+waits is in force at its call (412 ``policy_superseded``, nothing sent). Real Cedar, the real
+worker, Postgres rows and the Temporal history."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from psycopg import sql
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from plangate.activities.catalogue import catalogue
+from plangate.activities.tool_activity import tool_activities
+from plangate.client.api import Plangate
+from plangate.client.checked import check
+from plangate.demo.schema import Account, seed_account
+from plangate.plans.load import PlanError
+from plangate.records.calls import StepRef, ToolCall, ToolFailure
+from plangate.testing import running_worker, scheduled
+from plangate.world.clients import World
+from plangate.world.policies import load_bundle
+from plangate.world.settings import Settings
+
+CREDIT = "billing.issue_credit"
+BASE = '@id("base")\npermit(principal, action, resource);\n'
+CAP = ('@id("credit-cap")\nforbid(principal, action == Plangate::Action::"money", resource)\n'
+       'when { resource.tool == "billing.issue_credit" && context.amount_cents > 100000 };\n')
+HOURLY = ('@id("hourly-limit")\n'
+          'forbid(principal, action == Plangate::Action::"money", resource)\n'
+          'when { context.totals.amount_cents_hour + context.amount_cents > 500000 };\n')
+
+
+def with_policies(settings: Settings, directory: Path) -> Settings:
+    return replace(settings, policy=replace(settings.policy, policies=directory))
+
+
+def policies(tmp_path: Path, *texts: str) -> Path:
+    d = tmp_path / "policies"
+    d.mkdir(exist_ok=True)
+    for i, text in enumerate(texts):
+        (d / f"p{i}.cedar").write_text(text)
+    return d
+
+
+def credit_plan(aid: str, amount: float, principal: str | None = None) -> dict[str, Any]:
+    plan: dict[str, Any] = {"goal": f"credit {aid}", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": CREDIT, "args": {"account_id": aid, "amount_eur": amount}}]}
+    if principal is not None:
+        plan["on_behalf_of"] = principal
+    return plan
+
+
+async def account(world: World) -> str:
+    aid = f"acct_{uuid.uuid4().hex[:8]}"
+    await seed_account(world, Account(aid, f"ar@{aid}.example", status="closed"))
+    return aid
+
+
+async def credits(pg: Any, aid: str) -> int:
+    cur = await pg.execute("SELECT count(*) FROM demo.credits WHERE account_id = %s", (aid,))
+    row = await cur.fetchone()
+    return int(row[0])
+
+
+async def test_a_credit_over_the_cap_is_refused_at_check_start_and_call(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path
+) -> None:
+    directory = policies(tmp_path, BASE, CAP)
+    strict = with_policies(settings, directory)
+    aid = await account(world)
+    plan = credit_plan(aid, 1500.0)
+    with pytest.raises(PlanError) as refused:
+        check(plan, strict)
+    assert str(refused.value).startswith(
+        "step 1: billing.issue_credit is forbidden by the deployment's policy (credit-cap, "
+        "bundle cedar:")
+    async with running_worker(client, strict) as h:
+        # a client that does not know the policies (its own settings): the worker refuses
+        lax = Plangate(client, replace(h.settings, policy=settings.policy))
+        run_id = await lax.start(plan)
+        rep = await lax.result(run_id)
+    assert rep.failure is not None and rep.failure.code == "policy_denied"
+    assert "credit-cap" in rep.failure.detail
+    assert CREDIT not in await scheduled(client, run_id)
+    # the tool's activity scheduled directly, as a workflow of anyone's might
+    bundle = load_bundle(strict.policy, strict.world.scope, catalogue(strict.catalogue))
+    act = tool_activities(world, strict.catalogue, strict.policy)[CREDIT]
+    run = f"plan-{uuid.uuid4().hex[:12]}"
+    call = ToolCall(step=StepRef(run_id=run, plan_version=1, n=1, tool=CREDIT,
+                                 args={"account_id": aid, "amount_eur": 1500.0}),
+                    idempotency_key=f"{run}~{uuid.uuid4().hex[:16]}/v1/1",
+                    policy_bundle=bundle.bundle)
+    env = ActivityEnvironment()
+    env.info = replace(env.info, workflow_id=run)
+    with pytest.raises(ApplicationError) as at_call:
+        await env.run(act, call)
+    failure = ToolFailure.model_validate(at_call.value.details[0])
+    assert (at_call.value.type, failure.status) == ("policy_denied", 403)
+    assert failure.detail.startswith(
+        "not called: billing.issue_credit forbidden by the deployment's policy (credit-cap)")
+    assert await credits(pg, aid) == 0
+    cur = await pg.execute("SELECT count(*) FROM plangate.effects WHERE run_id = %s", (run,))
+    assert (await cur.fetchone())[0] == 0  # refused before its intent was recorded
+
+
+MakeRole = Callable[[], Awaitable[str]]
+
+
+@pytest.fixture
+async def principal(pg: Any) -> AsyncIterator[str]:
+    """A role the credits are made as (``on_behalf_of``), with what ``billing.issue_credit``
+    needs; dropped afterwards."""
+    role = f"payer_{uuid.uuid4().hex[:8]}"
+    r = sql.Identifier(role)
+    await pg.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(r))
+    for grant in ("GRANT USAGE ON SCHEMA demo TO {}",
+                  "GRANT SELECT, UPDATE ON demo.customers TO {}",
+                  "GRANT SELECT, INSERT ON demo.credits TO {}",
+                  "GRANT USAGE ON ALL SEQUENCES IN SCHEMA demo TO {}"):
+        await pg.execute(sql.SQL(grant).format(r))
+    yield role
+    await pg.execute(sql.SQL("DROP OWNED BY {}").format(r))
+    await pg.execute(sql.SQL("DROP ROLE {}").format(r))
+
+
+async def test_an_hourly_limit_holds_for_runs_started_at_once(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path, principal: str
+) -> None:
+    strict = with_policies(settings, policies(tmp_path, BASE, CAP, HOURLY))
+    aid = await account(world)
+    async with running_worker(client, strict) as h:
+        api = Plangate(client, h.settings)
+        runs = await asyncio.gather(*(api.start(credit_plan(aid, 1000.0, principal))
+                                      for _ in range(10)))
+        reports = await asyncio.gather(*(api.result(r) for r in runs))
+    assert await credits(pg, aid) == 5
+    ended = sorted((r.status.value, r.failure.code if r.failure else "") for r in reports)
+    assert ended == [("halted", "policy_denied")] * 5 + [("succeeded", "")] * 5, ended
+    cur = await pg.execute(
+        "SELECT state, count(*), sum(amount) FROM plangate.effects WHERE principal = %s "
+        "GROUP BY state", (principal,))
+    assert await cur.fetchall() == [("done", 5, 5000)]
+
+
+async def test_a_policy_changed_while_a_run_waits_is_in_force_at_its_call(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path
+) -> None:
+    """The run is decided under one bundle; a file changes before its call: 412, nothing sent
+    (the worker reads the directory again at the call)."""
+    directory = policies(tmp_path, BASE)
+    strict = with_policies(settings, directory)
+    aid = await account(world)
+    gate = f"gate-{uuid.uuid4().hex[:8]}"
+    plan = {"goal": f"credit {aid} later", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
+         "post": [{"probe": "job_state", "job_id": gate, "want": "go",
+                   "wait": {"timeout_s": 3600, "interval_s": 1}}]},
+        {"n": 2, "tool": CREDIT, "depends_on": [1],
+         "args": {"account_id": aid, "amount_eur": 5.0}}]}
+    async with running_worker(client, strict) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(plan)
+        for _ in range(400):  # step 1 waits for the gate
+            rep = await api.report(run_id)
+            if rep.steps and rep.steps[0].state.value == "WAITING":
+                break
+            await asyncio.sleep(0.05)
+        (directory / "p9.cedar").write_text(CAP)  # a new file: another bundle in force
+        await pg.execute("INSERT INTO plangate.jobs (job_id, state) VALUES (%s, 'go')", (gate,))
+        rep = await api.result(run_id)
+    assert rep.failure is not None
+    assert (rep.failure.code, rep.failure.step) == ("policy_superseded", 2)
+    assert await credits(pg, aid) == 0
