@@ -3,6 +3,11 @@ plangate unguarded and a hand-written Temporal workflow (``bench._bare_workflow`
 ``execute_activity`` a step) doing the same Postgres write, on one dev server and one worker
 process, alternating.
 
+Two more kinds run the guarded chain on workers of the same stack whose deployments have Cedar
+policies (``POLICIES``): guarded+policy (each call decided at the worker's guards and at the
+call) and guarded+totals (its policy reads the running totals: each write decided against them
+under the effect ledger's lock, in the intent's transaction).
+
 Per step, each kind's time is (a 31-step chain - a 1-step chain) / 30 from the client's start to
 its result, so what every run pays once (start, first and last workflow task) is left out;
 medians over ``--pairs`` rounds. Then, from one history of each chain: events, bytes (the
@@ -25,11 +30,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -44,9 +51,24 @@ from bench._cpu import StackCpu
 from bench._stack import Bench, bench_stack
 from bench.guard_cost import TABLE, plan
 from plangate.activities.tools._statements import SET_JOB as SET_JOB_SQL
-from plangate.testing import history_events
+from plangate.testing import Harness, history_events, running_worker
 
-KINDS = ("guarded", "unguarded", "hand-written")
+# "guarded (worker 2)": the guarded chain on a second worker like the policed kinds' and with no
+# policies: what they are compared with (a worker beside the stack's own costs ~0.8 ms a step
+# of its own in this one process)
+KINDS = ("guarded", "guarded (worker 2)", "guarded+policy", "guarded+totals", "unguarded",
+         "hand-written")
+# the deployment's Cedar policies of the two policed kinds: a permissive base and a cap, every
+# call decided at the worker's guards and at the call; the second's cap reads the running
+# totals, so each write is decided against them under the ledger's lock
+BASE = '@id("base")\npermit(principal, action, resource);\n'
+POLICIES = {
+    "guarded+policy": (BASE, '@id("cap")\nforbid(principal, action, resource)\n'
+                             'when { context.amount_cents > 100000 };\n'),
+    "guarded+totals": (BASE, '@id("hourly")\nforbid(principal, action, resource)\n'
+                             'when { context.totals.amount_cents_hour + context.amount_cents '
+                             '> 500000 };\n'),
+}
 LOCAL_MARKER = "core_local_activity"
 PATCH_MARKER = "core_patch"
 
@@ -115,6 +137,14 @@ def shape(events: list[HistoryEvent]) -> Shape:
                  sum(by_kind.values()), by_kind)
 
 
+def policed(b: Bench, texts: tuple[str, ...]) -> Any:
+    """The bench's settings with a policy directory holding ``texts``."""
+    directory = Path(tempfile.mkdtemp(prefix="bench-policies-"))
+    for i, text in enumerate(texts):
+        (directory / f"p{i}.cedar").write_text(text)
+    return replace(b.settings, policy=replace(b.settings.policy, policies=directory))
+
+
 async def main(pairs: int, steps: int) -> None:
     async with bench_stack() as b:
         async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as conn:
@@ -122,8 +152,12 @@ async def main(pairs: int, steps: int) -> None:
             await conn.execute(f"INSERT INTO {TABLE} VALUES (1)")
         queue = f"bare-{uuid.uuid4().hex[:8]}"
         writes = Writes(b)
+        ruled = {kind: policed(b, texts) for kind, texts in POLICIES.items()}
         async with Worker(b.client, task_queue=queue, workflows=[BareChain],
-                          activities=[writes.set_job]):
+                          activities=[writes.set_job]), \
+                running_worker(b.client, ruled["guarded+policy"], world=b.world) as capped, \
+                running_worker(b.client, ruled["guarded+totals"], world=b.world) as totalled, \
+                running_worker(b.client, b.settings, world=b.world) as second:
 
             async def hand(n: int) -> str:
                 run_id = f"bare-{uuid.uuid4().hex[:12]}"
@@ -134,16 +168,19 @@ async def main(pairs: int, steps: int) -> None:
                     raise SystemExit(f"{run_id} wrote {done} of {n}")
                 return run_id
 
-            def plangate(guarded: bool) -> Callable[[int], Awaitable[str]]:
+            def plangate(guarded: bool, h: Harness = b) -> Callable[[int], Awaitable[str]]:
                 async def go(n: int) -> str:
-                    rep = await b.run(plan(n, guarded))
+                    rep = await h.run(plan(n, guarded))
                     if rep.status != "succeeded" or any(s.state != "DONE" for s in rep.steps):
                         raise SystemExit(f"{rep.run_id} did not run every step: {rep.status}")
                     return rep.run_id
                 return go
 
             runs: dict[str, Callable[[int], Awaitable[str]]] = {
-                "guarded": plangate(True), "unguarded": plangate(False), "hand-written": hand}
+                "guarded": plangate(True), "guarded+policy": plangate(True, capped),
+                "guarded+totals": plangate(True, totalled),
+                "guarded (worker 2)": plangate(True, second),
+                "unguarded": plangate(False), "hand-written": hand}
 
             cpu = StackCpu(b.settings.temporal.address, b.database_url)
             spent: dict[str, dict[str, float]] = {k: defaultdict(float) for k in KINDS}
@@ -182,9 +219,9 @@ def cpu_report(pairs: int, steps: int, spent: dict[str, dict[str, float]]) -> No
     print(f"CPU per step, by process (summed over the rounds, {steps}-step - 1-step runs):")
     for kind in KINDS:
         parts = "  ".join(f"{part} {ms / per * 1000:5.2f} ms" for part, ms in spent[kind].items())
-        print(f"  {kind:<13} {parts}")
+        print(f"  {kind:<18} {parts}")
     hand = spent["hand-written"]
-    for kind in ("guarded", "unguarded"):
+    for kind in KINDS[:-1]:
         ratios = ", ".join(f"{part} {spent[kind][part] / hand[part]:.2f}"
                            for part in hand if hand[part] > 0)
         print(f"  {kind} / hand-written: {ratios}")
@@ -197,11 +234,14 @@ def report(pairs: int, steps: int, per_step: dict[str, list[float]],
           f"(t{steps} - t1) / {steps - 1}, client start -> result")
     for kind in KINDS:
         runs = ", ".join(f"{x:.1f}" for x in per_step[kind])
-        print(f"  {kind:<13} median {med[kind]:6.1f} ms a step  (rounds: {runs})")
+        print(f"  {kind:<18} median {med[kind]:6.1f} ms a step  (rounds: {runs})")
     hand = med["hand-written"]
     print(f"  guarded / hand-written:   {med['guarded'] / hand:.2f}")
     print(f"  unguarded / hand-written: {med['unguarded'] / hand:.2f}")
     print(f"  guarded / unguarded:      {med['guarded'] / med['unguarded']:.2f}")
+    second = med["guarded (worker 2)"]
+    print(f"  guarded+policy / guarded (worker 2): {med['guarded+policy'] / second:.3f}")
+    print(f"  guarded+totals / guarded (worker 2): {med['guarded+totals'] / second:.3f}")
     print(f"per step, from the histories ({steps}-step chain - 1-step chain) / {steps - 1}:")
     per: dict[str, tuple[float, float, float]] = {}
     for kind in KINDS:
@@ -210,7 +250,7 @@ def report(pairs: int, steps: int, per_step: dict[str, list[float]],
         per[kind] = ((long.events - short.events) / n, (long.bytes - short.bytes) / n,
                      (long.actions - short.actions) / n)
         ev, by, ac = per[kind]
-        print(f"  {kind:<13} {ev:5.2f} events  {by / 1024:6.2f} KiB  {ac:5.2f} actions  "
+        print(f"  {kind:<18} {ev:5.2f} events  {by / 1024:6.2f} KiB  {ac:5.2f} actions  "
               f"(whole {steps}-step run: {long.events} events, {long.bytes / 1024:.1f} KiB, "
               f"{long.actions} actions: {dict(long.by_kind)})")
     g, h = per["guarded"], per["hand-written"]

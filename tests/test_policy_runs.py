@@ -182,3 +182,22 @@ async def test_a_policy_changed_while_a_run_waits_is_in_force_at_its_call(
     assert rep.failure is not None
     assert (rep.failure.code, rep.failure.step) == ("policy_superseded", 2)
     assert await credits(pg, aid) == 0
+
+
+@pytest.mark.parametrize(("texts", "totals", "observed"), [
+    ((BASE, CAP), False, False),
+    ((BASE, HOURLY), True, False),
+    ((BASE, '@id("seen")\nforbid(principal, action, resource)\n'
+            'when { context.observed.contains({condition: "job_state(job_id=j)", '
+            'value: "failed"}) };\n'), False, True),
+])
+def test_a_call_waits_for_what_its_policies_read(
+    settings: Settings, tmp_path: Path, texts: tuple[str, ...], totals: bool, observed: bool
+) -> None:
+    """Only a bundle that reads the running totals takes the ledger's lock at the call, and
+    only one that reads what the check at the call observed waits for it."""
+    from plangate.activities.policing import reads_observed, reads_totals
+
+    s = with_policies(settings, policies(tmp_path, *texts))
+    bundle = load_bundle(s.policy, s.world.scope, catalogue(s.catalogue))
+    assert (reads_totals(bundle), reads_observed(bundle)) == (totals, observed)

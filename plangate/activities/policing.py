@@ -19,6 +19,7 @@ for it. Without ``PLANGATE_POLICIES`` nothing here runs: the settings decide as 
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -80,6 +81,31 @@ class PolicyBook:
                 raise ToolError("policy_denied",
                                 f"not called: the policies in force cannot be read: {self._broken}")
             return self._bundle
+
+
+_READING: dict[str, frozenset[str]] = {}
+
+
+def _reading(bundle: Bundle) -> frozenset[str]:
+    """Which of ``observed`` and ``totals`` any policy of ``bundle`` names. Cedar has no
+    computed attribute names, so a policy that reads one names it: a string search of the
+    policies' JSON form may say yes wrongly (a string literal), never no wrongly."""
+    found = _READING.get(bundle.digest)
+    if found is None:
+        text = json.dumps([p.est for p in bundle.policies.values()])
+        found = _READING[bundle.digest] = frozenset(
+            a for a in ("observed", "totals") if f'"{a}"' in text)
+    return found
+
+
+def reads_observed(bundle: Bundle) -> bool:
+    """Whether the decision waits for the check at the call (its ``context.observed``)."""
+    return "observed" in _reading(bundle)
+
+
+def reads_totals(bundle: Bundle) -> bool:
+    """Whether the decision is made against the running totals, under the ledger's lock."""
+    return "totals" in _reading(bundle)
 
 
 def request_at_call(

@@ -244,24 +244,31 @@ def _make(
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
             submitter = call.submission.submitter if call.submission is not None else None
-            if cedar is not None:
-                # the policies read what the check at the call saw: it comes first, and a
-                # call it refuses is decided no further
+            given = 1 if call.approval is not None else 0
+            totals = cedar is not None and recorded and policing.reads_totals(cedar)
+            late = cedar is not None and (totals or policing.reads_observed(cedar))
+            if cedar is not None and not late:  # decided now: the call then goes as ever
+                policing.enforce(spec, call, cedar.decide(policing.request_at_call(
+                    spec, call, None, submitter, given)))
+            if cedar is not None and late:
+                # the policies read what the check at the call saw (or the totals, which the
+                # intent's transaction holds still): the check first, a call it refuses is
+                # decided no further
                 if call.check:
                     checked = await _read(probes, call, call.check, [], None)
                     refuse_unless_held(checked)
+                if not totals:
+                    policing.enforce(spec, call, cedar.decide(policing.request_at_call(
+                        spec, call, checked, submitter, given)))
                 if recorded:
                     run_id = activity.info().workflow_id or ""
-                    answered = await effects.open_effect(
-                        world, probes, spec, call, run_id,
-                        gate=policing.gate_for(spec, call, cedar, checked, submitter))
+                    gate = policing.gate_for(spec, call, cedar, checked, submitter) \
+                        if totals else None
+                    answered = await effects.open_effect(world, probes, spec, call, run_id,
+                                                         gate=gate)
                     opened = answered is None
                     if answered is not None:
                         return await _from_ledger(probes, spec, call, answered)
-                else:
-                    given = 1 if call.approval is not None else 0
-                    policing.enforce(spec, call, cedar.decide(policing.request_at_call(
-                        spec, call, checked, submitter, given)))
             elif recorded:
                 # the intent and the check at the call are independent: read while it commits
                 run_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
@@ -277,7 +284,7 @@ def _make(
                     return await _from_ledger(probes, spec, call, answered)
             elif call.check:
                 checked = await _read(probes, call, call.check, [], None)
-            if checked is not None and cedar is None:
+            if checked is not None and not late:
                 refuse_unless_held(checked)
             with span(world.tracer, f"step {call.step.n} {spec.name}", {
                 "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
