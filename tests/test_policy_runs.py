@@ -112,6 +112,53 @@ async def test_a_credit_over_the_cap_is_refused_at_check_start_and_call(
     assert await credits(pg, aid) == 0
     cur = await pg.execute("SELECT count(*) FROM plangate.effects WHERE run_id = %s", (run,))
     assert (await cur.fetchone())[0] == 0  # refused before its intent was recorded
+    # each refusal kept where it is counted: at the worker's guards, and at the call
+    assert await kept(pg, run_id) == [("forbid", ["credit-cap"], True, False)]
+    assert await kept(pg, run) == [("forbid", ["credit-cap"], True, True)]
+
+
+async def kept(pg: Any, run_id: str) -> list[tuple[Any, ...]]:
+    cur = await pg.execute(
+        "SELECT outcome, policies, enforced, at_call FROM plangate.policy_decisions "
+        "WHERE run_id = %s ORDER BY id", (run_id,))
+    return [tuple(r) for r in await cur.fetchall()]
+
+
+async def test_shadow_mode_refuses_nothing_and_the_report_lists_what_it_would_have(
+    client: Client, settings: Settings, stack: Any, world: World, pg: Any, tmp_path: Path
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    directory = policies(tmp_path, BASE, CAP)
+    shadow = replace(settings, policy=replace(settings.policy, policies=directory,
+                                              policy_mode="shadow"))
+    aid = await account(world)
+    async with running_worker(client, shadow) as h:
+        api = Plangate(client, h.settings)
+        rep = await api.result(await api.start(credit_plan(aid, 1500.0)))
+        queue = h.settings.temporal.task_queue
+    assert rep.status.value == "succeeded" and await credits(pg, aid) == 1
+    assert await kept(pg, rep.run_id) == [("forbid", ["credit-cap"], False, False),
+                                          ("forbid", ["credit-cap"], False, True)]
+    env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": queue,
+           "PLANGATE_POLICIES": str(directory), "PLANGATE_POLICY_MODE": "shadow"}
+    def report(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "plangate", "report", "--since", "1h",
+                               *extra], env=env, capture_output=True, text=True, timeout=120)
+
+    done = await asyncio.to_thread(report, "--json")
+    assert done.returncode == 0, done.stderr
+    mine = [w for w in json.loads(done.stdout)["policy"]["would_refuse"]
+            if w["run_id"] == rep.run_id]
+    assert [(w["step"], w["tool"], w["policies"], w["at_call"]) for w in mine] == [
+        (1, CREDIT, ["credit-cap"], True), (1, CREDIT, ["credit-cap"], False)]
+    text = await asyncio.to_thread(report)
+    assert text.returncode == 0, text.stderr
+    assert f"  would refuse: {rep.run_id} step 1 {CREDIT} (at the call; credit-cap; cedar:" \
+        in text.stdout
 
 
 MakeRole = Callable[[], Awaitable[str]]

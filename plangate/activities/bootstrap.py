@@ -9,6 +9,8 @@ demo systems are on).
   its data-row count), written in the load's own transaction, read by ``table_loaded_from``;
 - ``plangate.effects``: the effect ledger (``world.ledger``), a row per call of a ``write``,
   ``external`` or ``money`` tool, written by the tool's activity.
+- ``plangate.policy_decisions``: every decision of the deployment's Cedar policies that was not
+  a plain permit (``world.decisions``): refusals, and in shadow mode what would have been.
 
 A worker creates them when it starts (``ensure_schema``), unless its role may not: then
 ``plangate setup`` creates them once, as their owner, and the worker, started with
@@ -71,6 +73,23 @@ CREATE UNIQUE INDEX IF NOT EXISTS effects_card ON plangate.effects (card_digest)
     WHERE card_digest IS NOT NULL;
 CREATE INDEX IF NOT EXISTS effects_run ON plangate.effects (run_id);
 CREATE INDEX IF NOT EXISTS effects_principal ON plangate.effects (principal, intent_at);
+CREATE TABLE IF NOT EXISTS plangate.policy_decisions (
+    id bigserial PRIMARY KEY,
+    run_id text NOT NULL,
+    plan_version integer NOT NULL,
+    step integer NOT NULL,
+    tool text NOT NULL,
+    principal text,
+    bundle text NOT NULL,
+    outcome text NOT NULL,
+    policies text[] NOT NULL,
+    approvers integer NOT NULL DEFAULT 0,
+    enforced boolean NOT NULL,
+    at_call boolean NOT NULL,
+    reason text NOT NULL DEFAULT '',
+    decided_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS policy_decisions_at ON plangate.policy_decisions (decided_at);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
@@ -104,7 +123,7 @@ END $$;
 # plangate's own tables, as SCHEMA creates them
 OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+) \(", SCHEMA))
 # those a later plangate added: missing beside the others, the tables are an older plangate's
-LATER_TABLES = frozenset({"plangate.effects"})
+LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"

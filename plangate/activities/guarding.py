@@ -32,7 +32,7 @@ from plangate.plans import bindings
 from plangate.plans.guards import StepGuard, first_read, step_conditions
 from plangate.plans.model import Plan
 from plangate.records.calls import ProbeRequest, StepRef
-from plangate.records.policy import Outcome, PolicyRequest
+from plangate.records.policy import Decision, Outcome, PolicyRequest
 from plangate.records.proofs import submission_refusal
 from plangate.records.run import (
     Approvers,
@@ -41,6 +41,7 @@ from plangate.records.run import (
     HistoryBound,
     Resolved,
 )
+from plangate.world import decisions
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.policies import Bundle, cents, resources_of
@@ -61,7 +62,7 @@ def approver_keys(policy: PolicySettings) -> dict[str, str]:
 
 def derive(
     req: GuardRequest, cat: CatalogueSettings, policy: PolicySettings,
-    cedar: Bundle | None = None,
+    cedar: Bundle | None = None, kept: list[tuple[int, str, Decision]] | None = None,
 ) -> Resolved:
     """The guards, approvers, submitter and policy of the plan version, from this worker's
     catalogue and policy; the refusal when the run's submission does not let it act.
@@ -76,7 +77,7 @@ def derive(
     refusal: str | None = None
     if cedar is not None:
         bundle = cedar.bundle
-        guards, refused = decided(plan, guards, cat, cedar, on_behalf_of)
+        guards, refused = decided(plan, guards, cat, cedar, on_behalf_of, kept)
         if refused is not None:
             refusal = f"step {refused[0]}: {refused[1]}"
     out = Resolved(
@@ -103,12 +104,12 @@ def derive(
 
 def decided(
     plan: Plan, guards: dict[int, StepGuard], cat: CatalogueSettings, cedar: Bundle,
-    principal: str | None,
+    principal: str | None, kept: list[tuple[int, str, Decision]] | None = None,
 ) -> tuple[dict[int, StepGuard], tuple[int, str] | None]:
     """Each step decided by the policies as written (a ``${name}`` not bound yet is left out;
     the call decides again, bound): forbidden, the plan is refused (the step and why);
     permitted with people, the step waits for a card. Totals are the call's to weigh (the
-    ledger's, at the call)."""
+    ledger's, at the call). ``kept``: each decision that was not a plain permit is added."""
     tools = catalogue(cat).tools
     out = dict(guards)
     for step in plan.steps:
@@ -123,6 +124,8 @@ def decided(
             amount_cents=cents(amount) if isinstance(amount, int | float) else 0,
             now=datetime.now(UTC), approval_asked=g.approval,
         ))
+        if kept is not None and decisions.worth_keeping(d):
+            kept.append((step.n, step.tool, d))
         if d.refuses:
             named = ", ".join(d.policies) or "no policy permits it (default deny)"
             return out, (step.n, f"{step.tool} is forbidden by the deployment's policy "
@@ -135,11 +138,12 @@ def decided(
 def resolve(
     req: GuardRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings,
     runs: RunSettings | None = None, cedar: Bundle | None = None,
+    kept: list[tuple[int, str, Decision]] | None = None,
 ) -> Resolved:
     """``derive``, with the deployment's limits on the run (``runs``); and the first version
     checked as ``plangate check`` checks it."""
     runs = runs or RunSettings()
-    out = derive(req, cat, policy, cedar).model_copy(update={
+    out = derive(req, cat, policy, cedar, kept).model_copy(update={
         "outage_patience_s": runs.outage_patience_s,
         "history": HistoryBound(events=runs.history_events, bytes=runs.history_bytes),
     })
@@ -201,9 +205,13 @@ class GuardActivities:
                 cedar = await asyncio.to_thread(self.book.current)
             except ToolError as e:  # the policies in force cannot be read: nothing runs
                 return Resolved(guards={}, refusal=e.detail, refusal_code="policy_denied")
+        kept: list[tuple[int, str, Decision]] = []
         out = await asyncio.to_thread(
-            resolve, req, self.cat, self.world.settings, self.policy, self.runs, cedar
+            resolve, req, self.cat, self.world.settings, self.policy, self.runs, cedar, kept
         )
+        for n, tool, d in kept:
+            await decisions.record(self.world, d, run_id=req.workflow_id, plan_version=req.version,
+                                   step=n, tool=tool, principal=out.on_behalf_of, at_call=False)
         if out.refusal is not None or not req.reads:
             return out
         asked = first_reads(req, out)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue
+from temporalio import activity
 
 from plangate.activities.tools.registry import ToolSpec
 from plangate.errors import ConfigurationError
@@ -34,7 +35,8 @@ from plangate.plans.catalogue import Catalogue
 from plangate.plans.scope import Scope
 from plangate.records.calls import ProbeReport, ToolCall
 from plangate.records.policy import Decision, PolicyRequest, Totals
-from plangate.world import ledger
+from plangate.world import decisions, ledger
+from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.policies import Bundle, cents, load_bundle, resources_of
 from plangate.world.settings import PolicySettings
@@ -140,6 +142,15 @@ def in_cents(t: ledger.Totals) -> Totals:
     )
 
 
+async def judged(world: World, spec: ToolSpec[Any], call: ToolCall, decision: Decision) -> None:
+    """Keep the decision where it is counted (``world.decisions``), then ``enforce`` it."""
+    await decisions.record(
+        world, decision, run_id=activity.info().workflow_id or call.step.run_id,
+        plan_version=call.step.plan_version, step=call.step.n, tool=spec.name,
+        principal=call.on_behalf_of, at_call=True)
+    enforce(spec, call, decision)
+
+
 def enforce(spec: ToolSpec[Any], call: ToolCall, decision: Decision) -> None:
     """Refuse the call where ``decision`` (in force, enforced) says so."""
     if decision.refuses:
@@ -166,13 +177,13 @@ def refuse_superseded(call: ToolCall, bundle: Bundle) -> None:
         )
 
 
-def gate_for(spec: ToolSpec[Any], call: ToolCall, bundle: Bundle, checked: ProbeReport | None,
-             submitter: str | None) -> ledger.Gate:
+def gate_for(world: World, spec: ToolSpec[Any], call: ToolCall, bundle: Bundle,
+             checked: ProbeReport | None, submitter: str | None) -> ledger.Gate:
     """The ledger's gate: the decision against the principal's totals, under its lock."""
 
     async def gate(totals: ledger.Totals) -> None:
         given = 1 if call.approval is not None else 0
         decided = bundle.decide(request_at_call(spec, call, checked, submitter, given, totals))
-        enforce(spec, call, decided)
+        await judged(world, spec, call, decided)
 
     return gate

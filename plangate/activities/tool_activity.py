@@ -248,8 +248,8 @@ def _make(
             totals = cedar is not None and recorded and policing.reads_totals(cedar)
             late = cedar is not None and (totals or policing.reads_observed(cedar))
             if cedar is not None and not late:  # decided now: the call then goes as ever
-                policing.enforce(spec, call, cedar.decide(policing.request_at_call(
-                    spec, call, None, submitter, given)))
+                await policing.judged(world, spec, call, cedar.decide(
+                    policing.request_at_call(spec, call, None, submitter, given)))
             if cedar is not None and late:
                 # the policies read what the check at the call saw (or the totals, which the
                 # intent's transaction holds still): the check first, a call it refuses is
@@ -258,11 +258,11 @@ def _make(
                     checked = await _read(probes, call, call.check, [], None)
                     refuse_unless_held(checked)
                 if not totals:
-                    policing.enforce(spec, call, cedar.decide(policing.request_at_call(
-                        spec, call, checked, submitter, given)))
+                    await policing.judged(world, spec, call, cedar.decide(
+                        policing.request_at_call(spec, call, checked, submitter, given)))
                 if recorded:
                     run_id = activity.info().workflow_id or ""
-                    gate = policing.gate_for(spec, call, cedar, checked, submitter) \
+                    gate = policing.gate_for(world, spec, call, cedar, checked, submitter) \
                         if totals else None
                     answered = await effects.open_effect(world, probes, spec, call, run_id,
                                                          gate=gate)

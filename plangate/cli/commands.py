@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from plangate.errors import ConfigurationError
 from plangate.plans.load import PlanError, shown
@@ -338,6 +338,9 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     runs = await reporting.finished_runs(client, since, queue)
     tools = staleness.per_tool(runs)
     table = reporting.text(tools, len(runs), since)
+    decided = await _policy_decisions(settings, since)
+    if decided is not None:
+        table += reporting.policy_lines(decided, since)
     if args.html:
         try:
             html = page(tools, len(runs), since)
@@ -347,11 +350,29 @@ async def _cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         # on stderr: stdout stays the report (JSON with --json)
         print(visible(f"plangate: HTML report written to {where}"), file=sys.stderr)
     if args.json:
-        print(visible_json(json.dumps({"since": since.isoformat(), "runs": len(runs),
-                                       "tools": [t.json() for t in tools]}, indent=2)))
+        out: dict[str, object] = {"since": since.isoformat(), "runs": len(runs),
+                                  "tools": [t.json() for t in tools]}
+        if decided is not None:
+            out["policy"] = reporting.policy_json(decided)
+        print(visible_json(json.dumps(out, indent=2)))
     else:
         print("\n".join(visible(line) for line in table))
     return EXIT_OK
+
+
+async def _policy_decisions(settings: Settings, since: datetime) -> list[Any] | None:
+    """The policy decisions kept since ``since`` where the deployment has Cedar policies
+    (``PLANGATE_POLICIES``); None elsewhere."""
+    if settings.policy.policies is None:
+        return None
+    from plangate.world import decisions
+    from plangate.world.clients import World
+
+    world = World(settings.world)
+    try:
+        return list(await decisions.listed(world, since))
+    finally:
+        await world.close()
 
 
 async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
@@ -19,9 +20,13 @@ from plangate.client.api import ended_report
 from plangate.client.staleness import Finished, ToolStaleness, duration, plain
 from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause
+from plangate.records.policy import Outcome
 from plangate.records.report import RunReport
 from plangate.records.windows import WINDOWS_MEMO, RunWindows, own
 from plangate.world.settings import parse_duration
+
+if TYPE_CHECKING:
+    from plangate.world.decisions import Recorded
 
 FETCH_AT_ONCE = 32
 PAGE = 1000  # the most a visibility page holds (the server's default limit)
@@ -189,3 +194,31 @@ def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
     if any(t.irreversible for t in tools):
         lines.append("! irreversible effect (money, external): the stale executions that matter")
     return lines
+
+
+def policy_lines(rows: list[Recorded], since: datetime) -> list[str]:
+    """The deployment's policy decisions since ``since`` (``world.decisions``): refusals,
+    calls that asked for people, and each call shadow mode would have refused."""
+    stamp = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    refused = [r for r in rows if r.outcome is Outcome.FORBID and r.enforced]
+    shadow = [r for r in rows if r.would_refuse]
+    people = [r for r in rows if r.outcome is Outcome.PERMIT_WITH_PEOPLE]
+    lines = [f"policy decisions since {stamp}: {len(refused)} refused (policy_denied), "
+             f"{len(shadow)} would have been refused (shadow), {len(people)} asked for people"]
+    for r in shadow:
+        where = "at the call" if r.at_call else "at the guards"
+        lines.append(f"  would refuse: {r.run_id} step {r.step} {r.tool} ({where}; "
+                     f"{', '.join(r.policies) or 'default deny'}; {r.bundle})")
+    return lines
+
+
+def policy_json(rows: list[Recorded]) -> dict[str, object]:
+    return {
+        "refused": sum(1 for r in rows if r.outcome is Outcome.FORBID and r.enforced),
+        "asked_for_people": sum(1 for r in rows if r.outcome is Outcome.PERMIT_WITH_PEOPLE),
+        "would_refuse": [
+            {"run_id": r.run_id, "plan_version": r.plan_version, "step": r.step,
+             "tool": r.tool, "policies": list(r.policies), "bundle": r.bundle,
+             "at_call": r.at_call, "decided_at": r.decided_at.isoformat()}
+            for r in rows if r.would_refuse],
+    }
