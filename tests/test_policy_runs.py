@@ -248,3 +248,44 @@ def test_a_call_waits_for_what_its_policies_read(
     s = with_policies(settings, policies(tmp_path, *texts))
     bundle = load_bundle(s.policy, s.world.scope, catalogue(s.catalogue))
     assert (reads_totals(bundle), reads_observed(bundle)) == (totals, observed)
+
+
+PERSON = ('@id("person-over-100") @approvers("1")\n'
+          'permit(principal, action == Plangate::Action::"money", resource)\n'
+          'when { context.amount_cents > 10000 };\n')
+
+
+async def test_a_threshold_sends_a_card_naming_its_policy(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path
+) -> None:
+    """Over 100 EUR needs a person (the policy alone: approval by effect is off in the test
+    deployment), at most 100 runs without; the card and the step's report name the policy."""
+    from plangate.client.view import card_lines
+
+    strict = with_policies(settings, policies(tmp_path, BASE, PERSON))
+    small, large = await account(world), await account(world)
+    async with running_worker(client, strict) as h:
+        api = Plangate(client, h.settings)
+        quick = await api.result(await api.start(credit_plan(small, 50.0)))
+        waits = await api.start(credit_plan(large, 500.0))
+        for _ in range(400):
+            rep = await api.report(waits)
+            if rep.status.value == "awaiting_approval":
+                break
+            await asyncio.sleep(0.05)
+        assert rep.status.value == "awaiting_approval"
+        assert await credits(pg, large) == 0
+        (card,) = rep.approvals
+        assert card.card.policy is not None
+        assert (card.card.policy.outcome, card.card.policy.approvers) == ("permit_with_people", 1)
+        assert "person-over-100" in card.card.policy.policies
+        assert any(line.startswith("    asked by the policy ") and "person-over-100" in line
+                   for line in card_lines(rep))
+        await api.approve(waits, card.step, card.digest, by="erin")
+        done = await api.result(waits)
+    assert quick.status.value == "succeeded" and quick.approvals == []
+    assert quick.steps[0].policy is not None and quick.steps[0].policy.outcome == "permit"
+    assert done.status.value == "succeeded"
+    assert done.steps[0].policy is not None
+    assert done.steps[0].policy.outcome == "permit_with_people"
+    assert (await credits(pg, small), await credits(pg, large)) == (1, 1)

@@ -29,7 +29,7 @@ from plangate.activities.catalogue import catalogue, guarded, plan_problems
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.plans import bindings
-from plangate.plans.guards import StepGuard, first_read, step_conditions
+from plangate.plans.guards import PolicyMark, StepGuard, first_read, step_conditions
 from plangate.plans.model import Plan
 from plangate.records.calls import ProbeRequest, StepRef
 from plangate.records.policy import Decision, Outcome, PolicyRequest
@@ -126,6 +126,10 @@ def decided(
         ))
         if kept is not None and decisions.worth_keeping(d):
             kept.append((step.n, step.tool, d))
+        out[step.n] = g = g.model_copy(update={"policy": PolicyMark(
+            bundle=d.bundle, outcome=d.outcome.value, policies=d.policies,
+            approvers=d.approvers, decided_at=d.decided_at, enforced=d.enforced,
+            reason=d.reason[:300])})
         if d.refuses:
             named = ", ".join(d.policies) or "no policy permits it (default deny)"
             return out, (step.n, f"{step.tool} is forbidden by the deployment's policy "

@@ -127,6 +127,11 @@ def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
             out.append(f"    observed {claim}: {seen}")
         if c.on_behalf_of or c.policy_bundle:
             out.append(f"    on behalf of {c.on_behalf_of or '-'}, policy {c.policy_bundle or '-'}")
+        if c.policy is not None:
+            p = c.policy
+            asks = f"{p.approvers} distinct approver{'s' if p.approvers != 1 else ''}"
+            out.append(f"    asked by the policy {', '.join(p.policies) or '-'}: {asks} "
+                       f"({p.bundle})")
         out.append(f"    digest {a.digest}")
         if a.answer is not None:
             x = a.answer

@@ -9,6 +9,7 @@ The functions here bind a step's guards from its resolved arguments: pure, workf
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -24,6 +25,20 @@ Phase = Literal["pre", "post"]
 DEFAULT_APPROVAL_TTL_S = 24 * 3600.0
 
 
+class PolicyMark(Model):
+    """What the deployment's Cedar policies decided of a step when its version's guards were
+    derived (``records.policy.Decision``, as a step's report and its card show it)."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+    bundle: str
+    outcome: str  # permit, forbid, permit_with_people
+    policies: tuple[str, ...] = ()  # the determining policies' ids
+    approvers: int = 0  # distinct approvers asked for (permit_with_people)
+    decided_at: datetime
+    enforced: bool = True  # False in shadow mode
+    reason: str = ""
+
+
 class StepGuard(Model):
     model_config = ConfigDict(frozen=True, defer_build=True)
     effect: Effect  # the effect the step runs as: never weaker than its tool's
@@ -32,6 +47,7 @@ class StepGuard(Model):
     reads_by_key: bool = False  # ... by the call's idempotency key: an unknown outcome is readable
     approval: bool = False  # a person approves its card before the call
     version: VersionBinding | None = None  # its write carries the version its probe observed
+    policy: PolicyMark | None = None  # the policies' decision (only with PLANGATE_POLICIES)
 
 
 class GuardedPlan(Model):

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field, JsonValue
 
 from plangate.plans._base import Model
+from plangate.plans.guards import PolicyMark
 from plangate.plans.model import Effect
 
 
@@ -35,11 +36,16 @@ class ApprovalCard(Model):
     # the call's idempotency key: an approval is of this one call, never of a repeat of it
     # under another key (cards published before it have none, and digest as they did)
     idempotency_key: str | None = None
+    # what the deployment's Cedar policies decided of the call (PLANGATE_POLICIES): why it
+    # waits, naming the policies (cards without one digest as they did)
+    policy: PolicyMark | None = None
 
     def canonical(self) -> bytes:
         data = self.model_dump(mode="json")
         if self.idempotency_key is None:
             del data["idempotency_key"]
+        if self.policy is None:
+            del data["policy"]
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
     def digest(self) -> str:

@@ -12,6 +12,7 @@ from enum import StrEnum
 from pydantic import Field, JsonValue, PrivateAttr
 
 from plangate.plans._base import Model
+from plangate.plans.guards import PolicyMark
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalRecord, RefusedAnswer
 from plangate.records.calls import ProbeResult
@@ -207,6 +208,7 @@ class StepReport(Model):
     refusals: list[Refusal] = Field(default_factory=list)
     transitions: list[Transition] = Field(default_factory=list)
     ledger: LedgerLink | None = None  # a write, external or money call's row in the ledger
+    policy: PolicyMark | None = None  # what the deployment's Cedar policies decided of it
 
 
 class FailureRecord(Model):

@@ -91,7 +91,7 @@ def _publish(s: StepScope, p: Prepared, checked: Checked) -> ApprovalRecord:
         effect=s.effect, args=p.args, observed=observed(checked.results),
         on_behalf_of=ctx.on_behalf_of, policy_bundle=ctx.policy_bundle, issued_at=now,
         expires_at=now + timedelta(seconds=ctx.guarded.approval_ttl_s),
-        idempotency_key=p.key,
+        idempotency_key=p.key, policy=s.guard.policy,
     )
     record = ApprovalRecord(
         step=s.n, plan_version=ctx.version, digest=card.digest(), expires_at=card.expires_at,

@@ -98,6 +98,7 @@ def refuse(
         for s in plan.plan.steps:
             shown = bookkeeping.step_shown(r, s, version, made_at)
             shown.effect, shown.state = plan.guard(s.n).effect, StepState.VOID
+            shown.policy = plan.guard(s.n).policy
     status = CODES[code].status
     r.failure = FailureRecord(
         step=0, tool="", plan_version=version, code=code, status=status, retryable=False,

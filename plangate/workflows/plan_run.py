@@ -311,6 +311,7 @@ class PlanRunWorkflow:
             for s in plan.plan.steps:
                 shown = bookkeeping.step_shown(self._report, s, version, made_at)
                 shown.effect = plan.guard(s.n).effect
+                shown.policy = plan.guard(s.n).policy
         return VersionContext(
             run_id=self._report.run_id, guarded=plan, version=version,
             plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
