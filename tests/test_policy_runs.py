@@ -200,35 +200,51 @@ async def test_an_hourly_limit_holds_for_runs_started_at_once(
     assert await cur.fetchall() == [("done", 5, 5000)]
 
 
-async def test_a_policy_changed_while_a_run_waits_is_in_force_at_its_call(
-    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path
+NO_MONEY = ('@id("no-money")\nforbid(principal, action == Plangate::Action::"money", '
+            'resource);\n')
+
+
+@pytest.mark.parametrize(("change", "credited"), [("forbid", 0), ("lift", 1)])
+async def test_policies_changed_while_a_card_waits_decide_its_call_again(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path, change: str,
+    credited: int,
 ) -> None:
-    """The run is decided under one bundle; a file changes before its call: 412, nothing sent
-    (the worker reads the directory again at the call)."""
-    directory = policies(tmp_path, BASE)
+    """A 500 EUR credit waits for its card (person-over-100). The files change; the card is
+    approved; the call meets another bundle in force: 412, nothing sent, the version decided
+    again under the new bundle: now forbidden, the run halts (0 credits); now permitted
+    without a person, it runs once (1 credit), without another card."""
+    directory = policies(tmp_path, BASE, PERSON)
     strict = with_policies(settings, directory)
     aid = await account(world)
-    gate = f"gate-{uuid.uuid4().hex[:8]}"
-    plan = {"goal": f"credit {aid} later", "budget": {"replans_max": 0}, "steps": [
-        {"n": 1, "tool": "warehouse.run_sql", "args": {"statement": "select_one"},
-         "post": [{"probe": "job_state", "job_id": gate, "want": "go",
-                   "wait": {"timeout_s": 3600, "interval_s": 1}}]},
-        {"n": 2, "tool": CREDIT, "depends_on": [1],
-         "args": {"account_id": aid, "amount_eur": 5.0}}]}
     async with running_worker(client, strict) as h:
         api = Plangate(client, h.settings)
-        run_id = await api.start(plan)
-        for _ in range(400):  # step 1 waits for the gate
+        run_id = await api.start(credit_plan(aid, 500.0))
+        for _ in range(400):
             rep = await api.report(run_id)
-            if rep.steps and rep.steps[0].state.value == "WAITING":
+            if rep.status.value == "awaiting_approval":
                 break
             await asyncio.sleep(0.05)
-        (directory / "p9.cedar").write_text(CAP)  # a new file: another bundle in force
-        await pg.execute("INSERT INTO plangate.jobs (job_id, state) VALUES (%s, 'go')", (gate,))
+        (card,) = rep.approvals
+        before = card.card.policy_bundle
+        if change == "forbid":
+            (directory / "p9.cedar").write_text(NO_MONEY)
+        else:
+            (directory / "p1.cedar").unlink()  # person-over-100 gone: the base alone
+        await api.approve(run_id, card.step, card.digest, by="erin")
         rep = await api.result(run_id)
-    assert rep.failure is not None
-    assert (rep.failure.code, rep.failure.step) == ("policy_superseded", 2)
-    assert await credits(pg, aid) == 0
+    assert await credits(pg, aid) == credited
+    (step,) = rep.steps
+    assert step.policy is not None and step.policy.bundle != before
+    assert rep.metrics.answers_412 == 1
+    if change == "forbid":
+        assert rep.status.value == "halted"
+        assert rep.failure is not None and rep.failure.code == "policy_denied"
+        assert "no-money" in rep.failure.detail
+    else:
+        assert rep.status.value == "succeeded" and len(rep.approvals) == 1
+        assert step.policy.outcome == "permit"
+    calls = (await scheduled(client, run_id)).get(CREDIT)
+    assert calls == (2 if change == "lift" else 1)  # the refused call and, lifted, the one
 
 
 @pytest.mark.parametrize(("texts", "totals", "observed"), [

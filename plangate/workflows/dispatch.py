@@ -8,13 +8,17 @@ import asyncio
 
 from temporalio import workflow
 
+# a 412 policy_superseded is decided again under the policies in force (``_redecided``)
+POLICY_REDECIDED = "policy-redecided"
+
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Condition
-    from plangate.records.calls import Outcome, ToolCall
+    from plangate.records.calls import Outcome, ToolCall, ToolFailure
+    from plangate.records.codes import CODES
     from plangate.records.report import CancelOutcome, Phase, StepState
-    from plangate.workflows import bookkeeping, calls, reads, summaries
+    from plangate.workflows import bookkeeping, calls, guarding, reads, summaries
     from plangate.workflows.probing import check_before, probe
-    from plangate.workflows.router import Kind, Refused, route
+    from plangate.workflows.router import Answer, Decision, Kind, Refused, route
     from plangate.workflows.step import (
         Checked,
         Failed,
@@ -50,6 +54,10 @@ async def execute(
         await _read_after_cancel(s, p)
         raise
     match answer:
+        case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED) if (
+            _cedar_superseded(tf) and workflow.patched(POLICY_REDECIDED)
+        ):
+            return await _redecided(s, answer, tf)
         case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED):
             # a moved version, a changed policy: read the world again, then re-plan; never a
             # blind retry. A refusal at the call carries what it read: when what failed there
@@ -106,6 +114,44 @@ async def execute(
                 successor = reads.successor_read(s, result.output)
             verified = await verify(s, p, result.refs, successor, output=result.output, first=first)
             return verified or Finished(StepState.DONE, p.args, result.output)
+
+
+def _cedar_superseded(tf: ToolFailure) -> bool:
+    """A 412 because the deployment's Cedar policies changed (their bundle a digest): what is
+    decided again. A bundle that is a label (``PLANGATE_POLICY_BUNDLE``) has no decision to
+    make again: re-evaluated, then re-planned or halted, as before."""
+    current = tf.data.get("current") if isinstance(tf.data, dict) else None
+    return tf.code == "policy_superseded" and isinstance(current, str) \
+        and current.startswith("cedar:")
+
+
+async def _redecided(s: StepScope, answer: calls.CallFailed, tf: ToolFailure) -> Failed:
+    """The policies in force are not those the version was decided under (412, nothing
+    sent): the worker decides the version again under them (``guard.resolve``) and the step
+    follows the new decision: forbidden, it halts (``policy_denied``); otherwise it is tried
+    again with the new guards (a card where people are now asked for, none where they are no
+    longer). A worker that decides under the same bundle again (a label, not Cedar's digest)
+    changes nothing: re-planned or halted, as any 412."""
+    ctx = s.ctx
+    s.rep.attempts += tf.attempt
+    bookkeeping.count_answer(ctx.report, s.rep, answer.refused, tf.status, tf.code)
+    resolved = await guarding.resolve(ctx.guarded.plan, ctx.version, ctx, first_run=False)
+    now = resolved.guards.get(s.n)
+    if now is not None:
+        s.rep.policy = now.policy
+    if resolved.refusal is not None:
+        code = resolved.refusal_code
+        d = Decision(Answer.HALT, f"re-decided under the policies in force: {code}")
+        return Failed(d, s.failure(code, False, resolved.refusal, status=CODES[code].status))
+    if resolved.policy_bundle == ctx.policy_bundle:
+        d = route(s.situation(Kind.TOOL_ERROR, refused=Refused.SUPERSEDED))
+        return Failed(d, s.failure(tf.code, False, tf.detail, status=tf.status))
+    ctx.policy_bundle = resolved.policy_bundle
+    ctx.guarded = resolved.guarded(ctx.guarded.plan)
+    s.guard = ctx.guard(s.n)
+    s.effect = s.guard.effect
+    d = Decision(Answer.RETRY, f"re-decided under policy bundle {ctx.policy_bundle}")
+    return Failed(d, s.failure(tf.code, False, tf.detail, status=tf.status))
 
 
 async def _read_after_cancel(s: StepScope, p: Prepared) -> None:
