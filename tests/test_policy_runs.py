@@ -305,3 +305,48 @@ async def test_a_threshold_sends_a_card_naming_its_policy(
     assert done.steps[0].policy is not None
     assert done.steps[0].policy.outcome == "permit_with_people"
     assert (await credits(pg, small), await credits(pg, large)) == (1, 1)
+
+
+TWO = ('@id("two-over-10000") @approvers("2")\n'
+       'permit(principal, action == Plangate::Action::"money", resource)\n'
+       'when { context.amount_cents > 1000000 };\n')
+
+
+async def test_two_people_are_two_distinct_approvers(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path
+) -> None:
+    """Over 10,000 EUR waits for two distinct approvers: one approval is not enough (the card
+    waits on, nothing credited), the same approver again is refused, a second one lets it
+    run; the tool's activity verifies both proofs."""
+    from plangate.client.api import AnswerRefused
+    from plangate.client.view import card_lines
+
+    strict = with_policies(settings, policies(tmp_path, BASE, TWO))
+    aid = await account(world)
+    async with running_worker(client, strict) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(credit_plan(aid, 20000.0))
+        for _ in range(400):
+            rep = await api.report(run_id)
+            if rep.status.value == "awaiting_approval":
+                break
+            await asyncio.sleep(0.05)
+        (card,) = rep.approvals
+        assert card.needed == 2
+        await api.approve(run_id, card.step, card.digest, by="erin")
+        rep = await api.report(run_id)
+        assert rep.status.value == "awaiting_approval" and rep.approvals[0].status == "pending"
+        assert [a.by for a in rep.approvals[0].approvals] == ["erin"]
+        assert any("approved by erin" in line and "(1 of 2)" in line for line in card_lines(rep))
+        assert await credits(pg, aid) == 0
+        with pytest.raises(AnswerRefused) as again:
+            await api.approve(run_id, card.step, card.digest, by="erin")
+        assert str(again.value) == ("erin approved the card of step 1 already: it waits for 2 "
+                                    "distinct approvers")
+        await api.approve(run_id, card.step, card.digest, by="frank")
+        done = await api.result(run_id)
+    assert done.status.value == "succeeded", done.failure
+    (record,) = done.approvals
+    assert record.status == "approved" and record.answer is not None
+    assert ([a.by for a in record.approvals], record.answer.by) == (["erin"], "frank")
+    assert await credits(pg, aid) == 1

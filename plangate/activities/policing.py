@@ -35,6 +35,7 @@ from plangate.plans.catalogue import Catalogue
 from plangate.plans.scope import Scope
 from plangate.records.calls import ProbeReport, ToolCall
 from plangate.records.policy import Decision, PolicyRequest, Totals
+from plangate.records.proofs import distinct_approvers
 from plangate.world import decisions, ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
@@ -158,7 +159,7 @@ def enforce(spec: ToolSpec[Any], call: ToolCall, decision: Decision) -> None:
         raise ToolError("policy_denied", f"not called: {spec.name} forbidden by the "
                         f"deployment's policy ({named}): {decision.reason}"[:500],
                         {"bundle": decision.bundle, "policies": list(decision.policies)})
-    given = 1 if call.approval is not None else 0
+    given = distinct_approvers(call.approval)
     missing = decision.approvals_missing(given)
     if decision.enforced and missing > 0:
         raise ToolError("approval_missing", (
@@ -182,7 +183,7 @@ def gate_for(world: World, spec: ToolSpec[Any], call: ToolCall, bundle: Bundle,
     """The ledger's gate: the decision against the principal's totals, under its lock."""
 
     async def gate(totals: ledger.Totals) -> None:
-        given = 1 if call.approval is not None else 0
+        given = distinct_approvers(call.approval)
         decided = bundle.decide(request_at_call(spec, call, checked, submitter, given, totals))
         await judged(world, spec, call, decided)
 

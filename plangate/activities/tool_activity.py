@@ -41,7 +41,7 @@ from plangate.records.calls import (
     ToolFailure,
     ToolResult,
 )
-from plangate.records.proofs import grant_refusal, submission_refusal
+from plangate.records.proofs import distinct_approvers, grant_refusal, submission_refusal
 from plangate.world import ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
@@ -244,7 +244,7 @@ def _make(
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
             submitter = call.submission.submitter if call.submission is not None else None
-            given = 1 if call.approval is not None else 0
+            given = distinct_approvers(call.approval)
             totals = cedar is not None and recorded and policing.reads_totals(cedar)
             late = cedar is not None and (totals or policing.reads_observed(cedar))
             if cedar is not None and not late:  # decided now: the call then goes as ever

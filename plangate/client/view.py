@@ -133,6 +133,9 @@ def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
             out.append(f"    asked by the policy {', '.join(p.policies) or '-'}: {asks} "
                        f"({p.bundle})")
         out.append(f"    digest {a.digest}")
+        for given in a.approvals:  # where the policy asks several distinct approvers
+            out.append(f"    approved by {given.by} at {given.at.isoformat()} "
+                       f"({a.approvals.index(given) + 1} of {a.needed})")
         if a.answer is not None:
             x = a.answer
             said = f": {x.reason}" if x.reason else ""

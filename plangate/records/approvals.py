@@ -110,6 +110,18 @@ class ApprovalRecord(Model):
     card: ApprovalCard
     status: CardStatus = CardStatus.PENDING
     answer: Answered | None = None
+    # approvals taken before the last one needed, where the policy asks several distinct
+    # approvers (``needed``): the card waits on until the last
+    approvals: list[Answered] = Field(default_factory=list)
+
+    @property
+    def needed(self) -> int:
+        """How many distinct approvers approve this card (the policy's word; else one)."""
+        policy = self.card.policy
+        return max(1, policy.approvers) if policy is not None else 1
+
+    def approved_by(self) -> list[str]:
+        return [a.by for a in self.approvals]
 
 
 class ApprovalReceipt(Model):

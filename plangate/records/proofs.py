@@ -43,6 +43,8 @@ class ApprovalGrant(Model):
     digest: str
     proof: ApprovalProof
     reason: str = ""  # the approval's, as signed (normally empty)
+    # where the policy asks several distinct approvers: the others' proofs (and reasons)
+    others: list[tuple[ApprovalProof, str]] = Field(default_factory=list)
 
 
 def approval_fields(
@@ -148,7 +150,18 @@ def grant_refusal(
     if not same:
         return "the approved card is not this call (another run, step, tool or arguments)"
     ctx = AnswerContext(card, grant.digest, approvers, submitter, submitter_key)
-    return answer_refusal(grant.proof, Decision.APPROVE, grant.reason, ctx, None)
+    for proof, reason in [(grant.proof, grant.reason), *grant.others]:
+        why = answer_refusal(proof, Decision.APPROVE, reason, ctx, None)
+        if why is not None:
+            return why
+    return None
+
+
+def distinct_approvers(grant: ApprovalGrant | None) -> int:
+    """How many distinct approvers a grant's proofs name (each verified by ``grant_refusal``)."""
+    if grant is None:
+        return 0
+    return len({grant.proof.approver, *(p.approver for p, _ in grant.others)})
 
 
 # -- submissions ------------------------------------------------------------------------------

@@ -84,6 +84,10 @@ class Answers:
             return f"the card of step {answer.step} expired at {record.expires_at.isoformat()}"
         if decision is Decision.REJECT and not answer.reason.strip():
             return "a rejection needs a reason"
+        if record.approvals and answer.proof is not None \
+                and answer.proof.approver in record.approved_by():
+            return (f"{answer.proof.approver} approved the card of step {answer.step} already: "
+                    f"it waits for {record.needed} distinct approvers")
         # an answer counts only with an approver's proof
         ctx = AnswerContext(
             record.card, record.digest, self.approvers, self.submitter, self.submitter_key
@@ -103,9 +107,14 @@ class Answers:
         now = workflow.now()
         proof = answer.proof
         by = proof.approver if proof is not None else answer.by  # the proven name, not a claim
-        record.answer = Answered(
-            decision=decision, by=by, reason=answer.reason, at=now, proof=proof
-        )
+        given = Answered(decision=decision, by=by, reason=answer.reason, at=now, proof=proof)
+        if decision is Decision.APPROVE and len(record.approvals) + 1 < record.needed:
+            # one of several distinct approvers the policy asks: the card waits on
+            record.approvals.append(given)
+            return ApprovalReceipt(
+                step=answer.step, digest=record.digest, decision=decision, at=now, via=via
+            )
+        record.answer = given
         record.status = (
             CardStatus.APPROVED if decision is Decision.APPROVE else CardStatus.REJECTED
         )

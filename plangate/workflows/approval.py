@@ -68,8 +68,10 @@ def _grant(s: StepScope, record: ApprovalRecord) -> ApprovalGrant | None:
     answer = record.answer
     if answer is None or answer.proof is None:
         return None
+    others = [(a.proof, a.reason) for a in record.approvals if a.proof is not None]
     return ApprovalGrant(
-        card=record.card, digest=record.digest, proof=answer.proof, reason=answer.reason
+        card=record.card, digest=record.digest, proof=answer.proof, reason=answer.reason,
+        others=others,
     )
 
 
