@@ -17,12 +17,12 @@ from plangate.world.errors import ToolError
 
 
 def intent(principal: str, amount: int | None = 1000, tool: str = "billing.issue_credit",
-           key: str | None = None) -> ledger.Intent:
+           key: str | None = None, resource: str = "table:demo.credits") -> ledger.Intent:
     run = f"plan-{uuid.uuid4().hex[:12]}"
     return ledger.Intent(
         key=key or f"{run}~{uuid.uuid4().hex[:16]}/v1/1", run_id=run, step=1, plan_version=1,
         tool=tool, args_sha256=uuid.uuid4().hex, effect="money", principal=principal,
-        amount=None if amount is None else Decimal(amount),
+        amount=None if amount is None else Decimal(amount), resource=resource,
     )
 
 
@@ -55,7 +55,7 @@ async def test_totals_count_calls_in_flight_and_leave_out_failed_ones(world, pg)
     principal = f"p-{uuid.uuid4().hex[:8]}"
     done, open_, failed, other_tool = (
         intent(principal, 100), intent(principal, 20), intent(principal, 3),
-        intent(principal, 4, tool="pay.other"))
+        intent(principal, 4, tool="pay.other", resource="tool:pay.other"))
     for i in (done, open_, failed, other_tool):
         assert (await ledger.begin(world, i)).fresh
     await ledger.settle(world, done.key, ledger.State.DONE, {})
@@ -69,6 +69,11 @@ async def test_totals_count_calls_in_flight_and_leave_out_failed_ones(world, pg)
     assert (t.amount_day, t.calls_day) == (Decimal(1124), 4)
     assert (t.tool_amount_hour, t.tool_calls_hour) == (Decimal(120), 2)
     assert (t.tool_amount_day, t.tool_calls_day) == (Decimal(1120), 3)
+    assert (t.resource_amount_hour, t.resource_calls_hour) == (Decimal(0), 0)  # none named
+    by = await ledger.totals(world, principal, "billing.issue_credit", "tool:pay.other")
+    assert (by.resource_amount_hour, by.resource_calls_day) == (Decimal(4), 1)
+    here = await ledger.totals(world, principal, "billing.issue_credit", "table:demo.credits")
+    assert (here.resource_amount_hour, here.resource_amount_day) == (Decimal(120), Decimal(1120))
     assert await ledger.totals(world, f"p-{uuid.uuid4().hex[:8]}", "x") == ledger.Totals()
 
 

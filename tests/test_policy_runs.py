@@ -195,9 +195,9 @@ async def test_an_hourly_limit_holds_for_runs_started_at_once(
     ended = sorted((r.status.value, r.failure.code if r.failure else "") for r in reports)
     assert ended == [("halted", "policy_denied")] * 5 + [("succeeded", "")] * 5, ended
     cur = await pg.execute(
-        "SELECT state, count(*), sum(amount) FROM plangate.effects WHERE principal = %s "
-        "GROUP BY state", (principal,))
-    assert await cur.fetchall() == [("done", 5, 5000)]
+        "SELECT state, count(*), sum(amount), resource FROM plangate.effects "
+        "WHERE principal = %s GROUP BY state, resource", (principal,))
+    assert await cur.fetchall() == [("done", 5, 5000, "table:demo.credits")]
 
 
 NO_MONEY = ('@id("no-money")\nforbid(principal, action == Plangate::Action::"money", '

@@ -72,6 +72,8 @@ CREATE TABLE IF NOT EXISTS plangate.effects (
 CREATE UNIQUE INDEX IF NOT EXISTS effects_card ON plangate.effects (card_digest)
     WHERE card_digest IS NOT NULL;
 CREATE INDEX IF NOT EXISTS effects_run ON plangate.effects (run_id);
+-- what the call names (a policy's running totals per resource): added after the table
+ALTER TABLE plangate.effects ADD COLUMN IF NOT EXISTS resource text;
 CREATE INDEX IF NOT EXISTS effects_principal ON plangate.effects (principal, intent_at);
 CREATE TABLE IF NOT EXISTS plangate.policy_decisions (
     id bigserial PRIMARY KEY,
@@ -170,9 +172,12 @@ async def require_schema(world: World) -> None:
             for table in OWN_TABLES:
                 await conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 0").format(ident(table)))
             await conn.execute("SELECT owner FROM plangate.jobs LIMIT 0")
-        except psycopg.errors.UndefinedColumn:
+            await conn.execute("SELECT resource FROM plangate.effects LIMIT 0")
+        except psycopg.errors.UndefinedColumn as e:
+            which = ("plangate.effects has no resource" if "resource" in str(e)
+                     else "plangate.jobs has no owner")
             raise SchemaNotReady(
-                "plangate's tables are from an older plangate (plangate.jobs has no owner): run "
+                f"plangate's tables are from an older plangate ({which}): run "
                 "`plangate setup` as the role that owns them"
             ) from None
         except psycopg.errors.InsufficientPrivilege as e:

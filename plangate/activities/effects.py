@@ -35,6 +35,7 @@ from plangate.records.calls import Outcome, ProbeRequest, ToolCall
 from plangate.world import ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
+from plangate.world.policies import resources_of
 
 LEDGERED = frozenset({Effect.WRITE, Effect.EXTERNAL, Effect.MONEY})
 
@@ -69,7 +70,15 @@ def intent_of(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> ledger.Intent
         principal=call.on_behalf_of, amount=_amount(spec, call.step.args),
         card_digest=grant.digest if grant is not None else None,
         approver=grant.proof.approver if grant is not None else None,
+        resource=resource_of(spec, call),
     )
+
+
+def resource_of(spec: ToolSpec[Any], call: ToolCall) -> str:
+    """What the call names first (``kind:name``: a bucket, a table, or the tool itself), the
+    key the ledger's running totals are kept by resource under."""
+    first = resources_of(spec.name, spec, call.step.args)[0]
+    return f"{first.kind}:{first.name}"
 
 
 async def refuse_consumed(world: World, spec: ToolSpec[Any], call: ToolCall) -> None:

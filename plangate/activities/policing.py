@@ -140,6 +140,9 @@ def in_cents(t: ledger.Totals) -> Totals:
         tool_amount_cents_hour=c(t.tool_amount_hour),
         tool_amount_cents_day=c(t.tool_amount_day),
         tool_calls_hour=t.tool_calls_hour, tool_calls_day=t.tool_calls_day,
+        resource_amount_cents_hour=c(t.resource_amount_hour),
+        resource_amount_cents_day=c(t.resource_amount_day),
+        resource_calls_hour=t.resource_calls_hour, resource_calls_day=t.resource_calls_day,
     )
 
 

@@ -49,6 +49,10 @@ class Totals(Model):
     tool_amount_cents_day: int = 0
     tool_calls_hour: int = 0
     tool_calls_day: int = 0
+    resource_amount_cents_hour: int = 0  # ... of what this call names (its first resource)
+    resource_amount_cents_day: int = 0
+    resource_calls_hour: int = 0
+    resource_calls_day: int = 0
 
 
 class PolicyRequest(Model):

@@ -72,6 +72,7 @@ class Intent:
     amount: Decimal | None = None
     card_digest: str | None = None
     approver: str | None = None
+    resource: str | None = None  # what it names, ``kind:name`` (a policy's totals by resource)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +94,8 @@ class Entry(Intent):
             "principal": self.principal,
             "amount": None if self.amount is None else str(self.amount),
             "card_digest": self.card_digest, "approver": self.approver,
-            "state": self.state.value, "attempts": self.attempts, "output": self.output,
+            "resource": self.resource, "state": self.state.value, "attempts": self.attempts,
+            "output": self.output,
             "detail": self.detail, "intent_at": self.intent_at.isoformat(),
             "outcome_at": None if self.outcome_at is None else self.outcome_at.isoformat(),
         }
@@ -101,13 +103,13 @@ class Entry(Intent):
 
 _COLUMNS = (
     "idempotency_key, run_id, step, plan_version, tool, args_sha256, effect, principal, amount, "
-    "card_digest, approver, state, attempts, output, detail, intent_at, outcome_at"
+    "card_digest, approver, resource, state, attempts, output, detail, intent_at, outcome_at"
 )
 
 _INSERT = """
 INSERT INTO plangate.effects (idempotency_key, run_id, step, plan_version, tool, args_sha256,
-    effect, principal, amount, card_digest, approver, state)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'intent')
+    effect, principal, amount, card_digest, approver, resource, state)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'intent')
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING 1
 """
@@ -138,7 +140,8 @@ def _entry(row: dict[str, Any]) -> Entry:
         key=row["idempotency_key"], run_id=row["run_id"], step=row["step"],
         plan_version=row["plan_version"], tool=row["tool"], args_sha256=row["args_sha256"],
         effect=row["effect"], principal=row["principal"], amount=row["amount"],
-        card_digest=row["card_digest"], approver=row["approver"], state=State(row["state"]),
+        card_digest=row["card_digest"], approver=row["approver"], resource=row["resource"],
+        state=State(row["state"]),
         attempts=row["attempts"], output=row["output"], detail=row["detail"],
         intent_at=row["intent_at"], outcome_at=row["outcome_at"],
     )
@@ -156,8 +159,9 @@ _LEDGER_DOWN = (PoolTimeout, psycopg.OperationalError,
 
 @dataclass(frozen=True)
 class Totals:
-    """A principal's effects before a call, over the last hour and day: all its calls, and its
-    calls of the call's tool (``tool_*``); amounts where the tool declares one."""
+    """A principal's effects before a call, over the last hour and day: all its calls, its
+    calls of the call's tool (``tool_*``) and of what the call names (``resource_*``); amounts
+    where the tool declares one."""
 
     amount_hour: Decimal = Decimal(0)
     amount_day: Decimal = Decimal(0)
@@ -167,6 +171,10 @@ class Totals:
     tool_amount_day: Decimal = Decimal(0)
     tool_calls_hour: int = 0
     tool_calls_day: int = 0
+    resource_amount_hour: Decimal = Decimal(0)
+    resource_amount_day: Decimal = Decimal(0)
+    resource_calls_hour: int = 0
+    resource_calls_day: int = 0
 
 
 # A new call is admitted or refused here (raising a ``ToolError``), seeing ``Totals``.
@@ -180,7 +188,12 @@ SELECT coalesce(sum(amount) FILTER (WHERE {_HOUR}), 0) AS amount_hour,
     coalesce(sum(amount) FILTER (WHERE tool = %(tool)s AND {_HOUR}), 0) AS tool_amount_hour,
     coalesce(sum(amount) FILTER (WHERE tool = %(tool)s), 0) AS tool_amount_day,
     count(*) FILTER (WHERE tool = %(tool)s AND {_HOUR}) AS tool_calls_hour,
-    count(*) FILTER (WHERE tool = %(tool)s) AS tool_calls_day
+    count(*) FILTER (WHERE tool = %(tool)s) AS tool_calls_day,
+    coalesce(sum(amount) FILTER (WHERE resource = %(resource)s AND {_HOUR}), 0)
+        AS resource_amount_hour,
+    coalesce(sum(amount) FILTER (WHERE resource = %(resource)s), 0) AS resource_amount_day,
+    count(*) FILTER (WHERE resource = %(resource)s AND {_HOUR}) AS resource_calls_hour,
+    count(*) FILTER (WHERE resource = %(resource)s) AS resource_calls_day
 FROM plangate.effects
 WHERE principal IS NOT DISTINCT FROM %(principal)s AND state <> 'failed'
     AND intent_at > now() - interval '1 day'
@@ -190,18 +203,19 @@ _ADMIT_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 _KNOWN = "SELECT 1 FROM plangate.effects WHERE idempotency_key = %s"
 
 
-async def totals(world: World, principal: str | None, tool: str) -> Totals:
+async def totals(world: World, principal: str | None, tool: str, resource: str | None = None
+                 ) -> Totals:
     """The principal's ``Totals`` now (read, not admitted: ``begin`` with a gate admits)."""
     try:
         async with pg.reading(world) as conn:
-            return await _totals(conn.cursor(row_factory=dict_row), principal, tool)
+            return await _totals(conn.cursor(row_factory=dict_row), principal, tool, resource)
     except _LEDGER_DOWN as e:
         raise unavailable(e, "the running totals could not be read") from e
 
 
-async def _totals(cur: psycopg.AsyncCursor[dict[str, Any]], principal: str | None, tool: str
-                  ) -> Totals:
-    await cur.execute(_TOTALS, {"principal": principal, "tool": tool})
+async def _totals(cur: psycopg.AsyncCursor[dict[str, Any]], principal: str | None, tool: str,
+                  resource: str | None) -> Totals:
+    await cur.execute(_TOTALS, {"principal": principal, "tool": tool, "resource": resource})
     row = await cur.fetchone()
     if row is None:
         return Totals()
@@ -211,6 +225,10 @@ async def _totals(cur: psycopg.AsyncCursor[dict[str, Any]], principal: str | Non
         tool_amount_hour=Decimal(row["tool_amount_hour"]),
         tool_amount_day=Decimal(row["tool_amount_day"]),
         tool_calls_hour=int(row["tool_calls_hour"]), tool_calls_day=int(row["tool_calls_day"]),
+        resource_amount_hour=Decimal(row["resource_amount_hour"]),
+        resource_amount_day=Decimal(row["resource_amount_day"]),
+        resource_calls_hour=int(row["resource_calls_hour"]),
+        resource_calls_day=int(row["resource_calls_day"]),
     )
 
 
@@ -255,7 +273,7 @@ async def _admitted(world: World, intent: Intent, gate: Gate) -> Begun:
                 await cur.execute(_KNOWN, (intent.key,))
                 if await cur.fetchone() is not None:
                     return await _resolve(cur, intent)
-                await gate(await _totals(cur, intent.principal, intent.tool))
+                await gate(await _totals(cur, intent.principal, intent.tool, intent.resource))
                 try:
                     await cur.execute(_INSERT, _row(intent))
                 except psycopg.errors.UniqueViolation:  # the card's index: another key has it
@@ -268,7 +286,7 @@ async def _admitted(world: World, intent: Intent, gate: Gate) -> Begun:
 def _row(intent: Intent) -> tuple[object, ...]:
     return (intent.key, intent.run_id, intent.step, intent.plan_version, intent.tool,
             intent.args_sha256, intent.effect, intent.principal, intent.amount,
-            intent.card_digest, intent.approver)
+            intent.card_digest, intent.approver, intent.resource)
 
 
 async def _resolve(cur: psycopg.AsyncCursor[dict[str, Any]], intent: Intent) -> Begun:
