@@ -350,3 +350,41 @@ async def test_two_people_are_two_distinct_approvers(
     assert record.status == "approved" and record.answer is not None
     assert ([a.by for a in record.approvals], record.answer.by) == (["erin"], "frank")
     assert await credits(pg, aid) == 1
+
+
+def test_a_replanned_step_is_decided_by_the_policies_too(settings: Settings, tmp_path: Path
+                                                       ) -> None:
+    """The review of a re-planned proposal decides its steps under the bundle in force: a
+    forbidden one is a problem of the proposal (nothing of it runs), one the policy asks a
+    person for waits for a card naming the policy."""
+    from plangate.plans.load import parse_plan
+    from plangate.records.replan import ReplanBudget, ReplanRequest, ReviewRequest
+    from plangate.records.report import FailureRecord
+    from plangate.replanner.review import review
+
+    s = with_policies(settings, policies(tmp_path, BASE, CAP, PERSON))
+    cedar = load_bundle(s.policy, s.world.scope, catalogue(s.catalogue))
+    def proposal(amount: float) -> ReviewRequest:
+        """A proposal keeping the failed plan's own money step (a re-plan adds none)."""
+        plan = parse_plan(credit_plan("acct_x", amount))
+        request = ReplanRequest(
+            goal="credit", completed=[], remaining=plan.steps,
+            budget=ReplanBudget(replans_used=1, replans_max=2),
+            failure=FailureRecord(step=1, tool=CREDIT, plan_version=1, code="not_found",
+                                  retryable=False))
+        return ReviewRequest(plan=plan, request=request)
+
+    refused = review(proposal(1500.0), s.catalogue, s.world, s.policy, cedar)
+    assert refused.plan is None
+    assert [p.split(" (credit-cap, bundle ")[0] for p in refused.problems] == [
+        "step 1: billing.issue_credit is forbidden by the deployment's policy"]
+    waits = review(proposal(500.0), s.catalogue, s.world, s.policy, cedar).plan
+    assert waits is not None and waits.guard(1).approval
+    mark = waits.guard(1).policy
+    assert mark is not None and "person-over-100" in mark.policies
+    # a re-planned money step waits for a person whatever the amount (plangate's own rule, a
+    # built-in policy of the bundle): the decision names it
+    small = review(proposal(50.0), s.catalogue, s.world, s.policy, cedar).plan
+    assert small is not None
+    mark = small.guard(1).policy
+    assert mark is not None and "plangate:approval-asked" in mark.policies

@@ -10,22 +10,36 @@ import asyncio
 from temporalio import activity
 
 from plangate.activities.catalogue import catalogue, guarded, plan_problems
+from plangate.activities.guarding import decided
+from plangate.activities.policing import PolicyBook
 from plangate.records.replan import Review, ReviewRequest
 from plangate.replanner.mandate import mandate_problems
+from plangate.world.errors import ToolError
+from plangate.world.policies import Bundle
 from plangate.world.settings import CatalogueSettings, PolicySettings, WorldSettings
 
 ACTIVITY_NAME = "replanner.review"
 
 
 def review(
-    req: ReviewRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings
+    req: ReviewRequest, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings,
+    cedar: Bundle | None = None,
 ) -> Review:
+    """``cedar``: the deployment's Cedar policies in force decide each step of the proposal as
+    its guards are derived (``activities.guarding.decided``): a forbidden step is a problem of
+    the proposal, a step permitted with people waits for a card."""
     found = plan_problems(req.plan, cat, world, bound=set(req.request.bound), strict=True)
     if not found:
         found = mandate_problems(req.plan, req.request, catalogue(cat))
     if found:
         return Review(problems=found)
-    return Review(plan=guarded(req.plan, cat, policy, replanned=True))
+    g = guarded(req.plan, cat, policy, replanned=True)
+    if cedar is not None:
+        guards, refused = decided(req.plan, g.guards, cat, cedar, req.plan.on_behalf_of)
+        if refused is not None:
+            return Review(problems=[f"step {refused[0]}: {refused[1]}"])
+        g = g.model_copy(update={"guards": guards})
+    return Review(plan=g)
 
 
 class ReviewActivities:
@@ -33,8 +47,15 @@ class ReviewActivities:
         self, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings
     ) -> None:
         self.cat, self.world, self.policy = cat, world, policy
+        self.book = PolicyBook(policy, world.scope, catalogue(cat))
 
     @activity.defn(name=ACTIVITY_NAME)
     async def review(self, req: ReviewRequest) -> Review:
+        cedar = None
+        if self.book.on:
+            try:
+                cedar = await asyncio.to_thread(self.book.current)
+            except ToolError as e:  # the policies in force cannot be read: nothing runs
+                return Review(problems=[e.detail])
         # path checks resolve symlinks on disk: off the event loop
-        return await asyncio.to_thread(review, req, self.cat, self.world, self.policy)
+        return await asyncio.to_thread(review, req, self.cat, self.world, self.policy, cedar)
