@@ -83,8 +83,8 @@ async def test_a_credit_over_the_cap_is_refused_at_check_start_and_call(
     with pytest.raises(PlanError) as refused:
         check(plan, strict)
     assert str(refused.value).startswith(
-        "step 1: billing.issue_credit is forbidden by the deployment's policy (credit-cap, "
-        "bundle cedar:")
+        "step 1: policy_denied (403): billing.issue_credit is forbidden by the deployment's "
+        "policy (credit-cap, bundle cedar:")
     async with running_worker(client, strict) as h:
         # a client that does not know the policies (its own settings): the worker refuses
         lax = Plangate(client, replace(h.settings, policy=settings.policy))

@@ -67,7 +67,7 @@ def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Ch
         raise PlanError([*e.problems, *more]) from None
     refused = policy_refusal(plan, settings)
     if refused is not None:
-        raise PlanError([Problem.at(refused[0], None, refused[1])])
+        raise PlanError([Problem.at(refused[0], None, f"policy_denied (403): {refused[1]}")])
     warnings = lint(plan, catalogue(settings.catalogue))
     if strict and warnings:
         raise PlanError([w.strict() for w in warnings])
