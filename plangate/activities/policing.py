@@ -35,7 +35,6 @@ from plangate.plans.catalogue import Catalogue
 from plangate.plans.scope import Scope
 from plangate.records.calls import ProbeReport, ToolCall
 from plangate.records.policy import Decision, PolicyRequest, Totals
-from plangate.records.proofs import distinct_approvers
 from plangate.world import decisions, ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
@@ -146,23 +145,30 @@ def in_cents(t: ledger.Totals) -> Totals:
     )
 
 
-async def judged(world: World, spec: ToolSpec[Any], call: ToolCall, decision: Decision) -> None:
-    """Keep the decision where it is counted (``world.decisions``), then ``enforce`` it."""
+async def judged(
+    world: World, spec: ToolSpec[Any], call: ToolCall, decision: Decision, given: int
+) -> None:
+    """Keep the decision where it is counted, then ``enforce`` it."""
+    await keep(world, spec, call, decision)
+    enforce(spec, call, decision, given)
+
+
+async def keep(world: World, spec: ToolSpec[Any], call: ToolCall, decision: Decision) -> None:
+    """The decision in ``world.decisions`` (a plain permit is not kept)."""
     await decisions.record(
         world, decision, run_id=activity.info().workflow_id or call.step.run_id,
         plan_version=call.step.plan_version, step=call.step.n, tool=spec.name,
         principal=call.on_behalf_of, at_call=True)
-    enforce(spec, call, decision)
 
 
-def enforce(spec: ToolSpec[Any], call: ToolCall, decision: Decision) -> None:
-    """Refuse the call where ``decision`` (in force, enforced) says so."""
+def enforce(spec: ToolSpec[Any], call: ToolCall, decision: Decision, given: int) -> None:
+    """Refuse the call where ``decision`` (in force, enforced) says so. ``given``: how many
+    distinct approvers' proofs the activity verified for this call."""
     if decision.refuses:
         named = ", ".join(decision.policies) or "no policy permits it (default deny)"
         raise ToolError("policy_denied", f"not called: {spec.name} forbidden by the "
                         f"deployment's policy ({named}): {decision.reason}"[:500],
                         {"bundle": decision.bundle, "policies": list(decision.policies)})
-    given = distinct_approvers(call.approval)
     missing = decision.approvals_missing(given)
     if decision.enforced and missing > 0:
         raise ToolError("approval_missing", (
@@ -181,13 +187,15 @@ def refuse_superseded(call: ToolCall, bundle: Bundle) -> None:
         )
 
 
-def gate_for(world: World, spec: ToolSpec[Any], call: ToolCall, bundle: Bundle,
-             checked: ProbeReport | None, submitter: str | None) -> ledger.Gate:
-    """The ledger's gate: the decision against the principal's totals, under its lock."""
+def gate_for(spec: ToolSpec[Any], call: ToolCall, bundle: Bundle, checked: ProbeReport | None,
+             submitter: str | None, given: int, made: list[Decision]) -> ledger.Gate:
+    """The ledger's gate: the decision against the principal's totals, under its lock. What
+    it decided is put in ``made``, for the caller to keep once the lock is let go (keeping it
+    takes a connection of its own)."""
 
     async def gate(totals: ledger.Totals) -> None:
-        given = distinct_approvers(call.approval)
         decided = bundle.decide(request_at_call(spec, call, checked, submitter, given, totals))
-        await judged(world, spec, call, decided)
+        made.append(decided)
+        enforce(spec, call, decided, given)
 
     return gate

@@ -18,6 +18,7 @@ import errno
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +42,7 @@ from plangate.records.calls import (
     ToolFailure,
     ToolResult,
 )
+from plangate.records.policy import Decision
 from plangate.records.proofs import distinct_approvers, grant_refusal, submission_refusal
 from plangate.world import ledger
 from plangate.world.clients import World
@@ -106,13 +108,24 @@ def refuse_superseded_policy(call: ToolCall, current: str | None) -> None:
         )
 
 
-def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings) -> None:
+@dataclass(frozen=True)
+class Proven:
+    """What ``refuse_unproven`` verified of a call: its submitter (None where the deployment
+    lists none, so nothing was verified) and how many distinct approvers' proofs hold for it
+    (what a Cedar decision asking people is weighed against, never the grant's own count)."""
+
+    submitter: str | None = None
+    approvers: int = 0
+
+
+def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings) -> Proven:
     """What protects the call, decided here, where it acts, from this worker's own policy and
     catalogue, whatever the workflow says: a deployment that lists submitters acts only for a
     run one of them signed, as a principal that submitter may use (403 ``not_permitted``); a
     call that waits for a person (the plan's word, passed on, or the tool's, the deployment's,
     or a re-planned money or external step) acts only on a card that is this very call, with
-    an approval signed by an approver the deployment knows now (403 ``approval_missing``)."""
+    an approval signed by an approver the deployment knows now (403 ``approval_missing``).
+    A grant a call carries without needing one is verified too, and counts only if it holds."""
     workflow_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
     submitter: str | None = None
     submitter_key: bytes | None = None
@@ -130,15 +143,16 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings)
         said=False, effect=spec.effect, approve_effects=policy.approve_effects,
         tool_says=spec.approval, replanned=call.step.plan_version > 1,
     )
-    if not need:
-        return
+    if not need and call.approval is None:
+        return Proven(submitter)
     why = grant_refusal(
         call.approval, policy.approver_map, run_id=workflow_id, step=call.step.n,
         plan_version=call.step.plan_version, tool=spec.name, args=call.step.args,
         idempotency_key=call.idempotency_key, submitter=submitter, submitter_key=submitter_key,
     )
-    if why is not None:
+    if why is not None and need:
         raise ToolError("approval_missing", f"not called: {why}")
+    return Proven(submitter, 0 if why is not None else distinct_approvers(call.approval))
 
 
 def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:
@@ -240,16 +254,15 @@ def _make(
                 refuse_superseded_policy(call, policy.policy_bundle)
             if recorded:
                 await effects.refuse_consumed(world, spec, call)
-            refuse_unproven(spec, call, policy)
+            proven = refuse_unproven(spec, call, policy)
             args = spec.args.model_validate(call.step.args)
             refuse_out_of_scope(spec, call.step.args, world.settings.scope)
-            submitter = call.submission.submitter if call.submission is not None else None
-            given = distinct_approvers(call.approval)
+            submitter, given = proven.submitter, proven.approvers
             totals = cedar is not None and recorded and policing.reads_totals(cedar)
             late = cedar is not None and (totals or policing.reads_observed(cedar))
             if cedar is not None and not late:  # decided now: the call then goes as ever
                 await policing.judged(world, spec, call, cedar.decide(
-                    policing.request_at_call(spec, call, None, submitter, given)))
+                    policing.request_at_call(spec, call, None, submitter, given)), given)
             if cedar is not None and late:
                 # the policies read what the check at the call saw (or the totals, which the
                 # intent's transaction holds still): the check first, a call it refuses is
@@ -259,13 +272,19 @@ def _make(
                     refuse_unless_held(checked)
                 if not totals:
                     await policing.judged(world, spec, call, cedar.decide(
-                        policing.request_at_call(spec, call, checked, submitter, given)))
+                        policing.request_at_call(spec, call, checked, submitter, given)),
+                        given)
                 if recorded:
                     run_id = activity.info().workflow_id or ""
-                    gate = policing.gate_for(world, spec, call, cedar, checked, submitter) \
-                        if totals else None
-                    answered = await effects.open_effect(world, probes, spec, call, run_id,
-                                                         gate=gate)
+                    made: list[Decision] = []
+                    gate = policing.gate_for(spec, call, cedar, checked, submitter, given,
+                                             made) if totals else None
+                    try:
+                        answered = await effects.open_effect(world, probes, spec, call, run_id,
+                                                             gate=gate)
+                    finally:  # kept once the ledger's lock is let go
+                        for decided in made:
+                            await policing.keep(world, spec, call, decided)
                     opened = answered is None
                     if answered is not None:
                         return await _from_ledger(probes, spec, call, answered)
@@ -352,11 +371,12 @@ async def _from_ledger(
 
 
 def tool_activities(
-    world: World, catalogue: CatalogueSettings, policy: PolicySettings
+    world: World, catalogue: CatalogueSettings, policy: PolicySettings,
+    book: policing.PolicyBook | None = None,
 ) -> dict[str, Callable[[ToolCall], Any]]:
     """Every tool of the deployment's ``catalogue`` as an activity, by its name, acting on
     ``world`` under ``policy``."""
     probes = ProbeActivities(world, catalogue)
     tools = registry_for(catalogue).tools
-    book = policing.PolicyBook(policy, world.settings.scope, catalogue_of(catalogue))
+    book = book or policing.PolicyBook(policy, world.settings.scope, catalogue_of(catalogue))
     return {name: _make(spec, world, policy, probes, book) for name, spec in tools.items()}

@@ -20,6 +20,8 @@ from plangate.plans._base import Model
 from plangate.plans.model import Effect
 
 _FROZEN = ConfigDict(frozen=True, defer_build=True, extra="forbid")
+# how a Cedar bundle's name begins (then the digest's first 16 hex): never a label's
+CEDAR_BUNDLE = "cedar:"
 
 # what a call names: a bucket (``name`` the bucket, ``key`` the object), a table (``name``
 # ``schema.table``), a job of the run's own, or the tool itself when it names nothing else (an

@@ -44,10 +44,11 @@ def review(
 
 class ReviewActivities:
     def __init__(
-        self, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings
+        self, cat: CatalogueSettings, world: WorldSettings, policy: PolicySettings,
+        book: PolicyBook | None = None,
     ) -> None:
         self.cat, self.world, self.policy = cat, world, policy
-        self.book = PolicyBook(policy, world.scope, catalogue(cat))
+        self.book = book or PolicyBook(policy, world.scope, catalogue(cat))
 
     @activity.defn(name=ACTIVITY_NAME)
     async def review(self, req: ReviewRequest) -> Review:

@@ -37,6 +37,7 @@ from plangate.activities.catalogue import announced, catalogue
 from plangate.activities.extensions import ExtensionError, Registry, registry_for
 from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
 from plangate.activities.guarding import APPROVERS_ACTIVITY, GuardActivities
+from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
 from plangate.activities.tool_activity import tool_activities
 from plangate.records.placement import announcement, catalogue_queue
@@ -66,14 +67,16 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
     """Every plangate activity on ``world``, by the name workflows call it by: each handed the
     parts of ``settings`` it decides from (the catalogue, the policy, the model)."""
     cat, policy = settings.catalogue, settings.policy
-    guards = GuardActivities(world, cat, policy, settings.runs)
+    # one view of the policies in force, read again when a file changes, for every decider
+    book = PolicyBook(policy, world.settings.scope, catalogue(cat))
+    guards = GuardActivities(world, cat, policy, settings.runs, book)
     return {
         PROBE_ACTIVITY: ProbeActivities(world, cat).evaluate,
         GUARD_ACTIVITY: guards.resolve,
         APPROVERS_ACTIVITY: guards.approvers,
-        **tool_activities(world, cat, policy),
+        **tool_activities(world, cat, policy, book),
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
-        REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy).review,
+        REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy, book).review,
     }
 
 

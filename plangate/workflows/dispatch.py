@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Condition
     from plangate.records.calls import Outcome, ToolCall, ToolFailure
     from plangate.records.codes import CODES
+    from plangate.records.policy import CEDAR_BUNDLE
     from plangate.records.report import CancelOutcome, Phase, StepState
     from plangate.workflows import bookkeeping, calls, guarding, reads, summaries
     from plangate.workflows.probing import check_before, probe
@@ -122,7 +123,7 @@ def _cedar_superseded(tf: ToolFailure) -> bool:
     make again: re-evaluated, then re-planned or halted, as before."""
     current = tf.data.get("current") if isinstance(tf.data, dict) else None
     return tf.code == "policy_superseded" and isinstance(current, str) \
-        and current.startswith("cedar:")
+        and current.startswith(CEDAR_BUNDLE)
 
 
 async def _redecided(s: StepScope, answer: calls.CallFailed, tf: ToolFailure) -> Failed:

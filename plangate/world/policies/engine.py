@@ -29,6 +29,7 @@ from pydantic import JsonValue
 from plangate.plans.catalogue import Catalogue, ToolInfo
 from plangate.plans.scope import Scope, table_parts, targets
 from plangate.records.policy import (
+    CEDAR_BUNDLE,
     Decision,
     Outcome,
     PolicyMode,
@@ -117,7 +118,7 @@ def bundle_of(
     est = {"staticPolicies": {p.id: p.est for p in found}, "templates": {},
            "templateLinks": []}
     b = Bundle(
-        bundle=f"cedar:{digest[:16]}", digest=digest, mode=policy.policy_mode,
+        bundle=f"{CEDAR_BUNDLE}{digest[:16]}", digest=digest, mode=policy.policy_mode,
         policies={p.id: p for p in found}, arg_types=types_, schema=schema,
         _set=cedarpy.PolicySet.from_json_str(json.dumps(est)),
         _schema=cedarpy.Schema.from_str(schema),
