@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -221,6 +222,21 @@ async def scheduled_call(client: Client, run_id: str, tool: str) -> ToolCall:
     raise AssertionError(f"{run_id} never scheduled {tool}")
 
 
+def blind_pay(world: World, settings: Settings) -> tuple[Callable[[ToolCall], Any], list[str]]:
+    """``pay.blind``'s activity on ``world``, nothing waiting for a person, and the keys its
+    tool was called under (none: it never acted)."""
+    called: list[str] = []
+
+    async def pay(args: Any, w: World, ctx: CallContext) -> dict[str, JsonValue]:
+        called.append(ctx.idempotency_key)
+        return {}
+
+    spec = replace(TOOLS["pay.blind"], fn=pay)
+    catalogue = replace(settings.catalogue, extensions=(EXTENSION,))
+    policy = PolicySettings(approve_effects=())
+    return _make(spec, world, policy, ProbeActivities(world, catalogue)), called
+
+
 def as_run(run_id: str) -> ActivityEnvironment:
     env = ActivityEnvironment()
     env.info = replace(env.info, workflow_id=run_id)
@@ -265,16 +281,7 @@ async def test_the_ledger_unavailable_the_tool_does_not_act(settings, tmp_path):
     dead = replace(settings.world, database_url=f"postgresql://nobody@127.0.0.1:{port}/x",
                    workdir=tmp_path)
     world = World(dead)
-    called: list[str] = []
-
-    async def pay(args: Any, w: World, ctx: CallContext) -> dict[str, JsonValue]:
-        called.append(ctx.idempotency_key)
-        return {}
-
-    spec = replace(TOOLS["pay.blind"], fn=pay)
-    catalogue = replace(settings.catalogue, extensions=(EXTENSION,))
-    policy = PolicySettings(approve_effects=())  # nothing waits: the ledger alone refuses
-    act = _make(spec, world, policy, ProbeActivities(world, catalogue))
+    act, called = blind_pay(world, settings)  # nothing waits: the ledger alone refuses
     call = ToolCall(step=StepRef(run_id="plan-down", plan_version=1, n=1, tool="pay.blind",
                                  args={"account": "a_down", "amount_eur": 1.0}),
                     idempotency_key="plan-down~k/v1/1")
@@ -359,16 +366,7 @@ async def test_a_call_under_another_runs_key_is_not_called(settings, world, pg):
     """A workflow of someone else's scheduling a tool under a key of another run (to take that
     run's answer from the ledger, or its key first): refused before the ledger is asked; the
     tool not called, no row written."""
-    called: list[str] = []
-
-    async def pay(args: Any, w: World, ctx: CallContext) -> dict[str, JsonValue]:
-        called.append(ctx.idempotency_key)
-        return {}
-
-    spec = replace(TOOLS["pay.blind"], fn=pay)
-    catalogue = replace(settings.catalogue, extensions=(EXTENSION,))
-    policy = PolicySettings(approve_effects=())  # nothing waits: the key alone refuses
-    act = _make(spec, world, policy, ProbeActivities(world, catalogue))
+    act, called = blind_pay(world, settings)  # nothing waits: the key alone refuses
     victim = f"plan-{uuid.uuid4().hex[:12]}"
     key = f"{victim}~0123456789abcdef/v1/1"
     call = ToolCall(step=StepRef(run_id=victim, plan_version=1, n=1, tool="pay.blind",

@@ -62,10 +62,11 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
-def servers_file(tmp_path: Path, command: list[str], more: dict[str, Any] | None = None) -> Path:
+def servers_file(tmp_path: Path, command: list[str], more: dict[str, Any] | None = None,
+                 example: Path = EXAMPLE, server_name: str = "git") -> Path:
     """The example file, its server started by ``command``, with ``more`` tools added."""
-    declared = yaml.safe_load(EXAMPLE.read_text())
-    server = declared["servers"]["git"]
+    declared = yaml.safe_load(example.read_text())
+    server = declared["servers"][server_name]
     server["command"] = command
     server["tools"].update(more or {})
     path = tmp_path / f"mcp-{uuid.uuid4().hex[:6]}.yaml"

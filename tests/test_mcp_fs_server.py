@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
@@ -28,6 +27,7 @@ from plangate.plans.model import Plan
 from plangate.records.report import StepState
 from plangate.testing import history_events, local_activity, running_worker, scheduled
 from plangate.world.settings import Settings
+from tests import test_mcp_back as back
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "mcp-filesystem.yaml"
@@ -54,13 +54,7 @@ def shared(tmp_path: Path) -> Path:
 
 
 def servers_file(tmp_path: Path, command: list[str], more: dict[str, Any] | None = None) -> Path:
-    declared = yaml.safe_load(EXAMPLE.read_text())
-    server = declared["servers"]["files"]
-    server["command"] = command
-    server["tools"].update(more or {})
-    path = tmp_path / f"mcp-fs-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(declared, sort_keys=False))
-    return path
+    return back.servers_file(tmp_path, command, more, EXAMPLE, "files")
 
 
 def with_file(settings: Settings, path: Path) -> Settings:

@@ -24,13 +24,13 @@ from plangate.activities.catalogue import catalogue
 from plangate.activities.tool_activity import tool_activities
 from plangate.client.api import Plangate
 from plangate.client.checked import check
-from plangate.demo.schema import Account, seed_account
 from plangate.plans.load import PlanError
 from plangate.records.calls import StepRef, ToolCall, ToolFailure
 from plangate.testing import running_worker, scheduled
 from plangate.world.clients import World
 from plangate.world.policies import load_bundle
 from plangate.world.settings import Settings
+from tests.test_mcp_guarded import account, credits
 
 CREDIT = "billing.issue_credit"
 BASE = '@id("base")\npermit(principal, action, resource);\n'
@@ -59,18 +59,6 @@ def credit_plan(aid: str, amount: float, principal: str | None = None) -> dict[s
     if principal is not None:
         plan["on_behalf_of"] = principal
     return plan
-
-
-async def account(world: World) -> str:
-    aid = f"acct_{uuid.uuid4().hex[:8]}"
-    await seed_account(world, Account(aid, f"ar@{aid}.example", status="closed"))
-    return aid
-
-
-async def credits(pg: Any, aid: str) -> int:
-    cur = await pg.execute("SELECT count(*) FROM demo.credits WHERE account_id = %s", (aid,))
-    row = await cur.fetchone()
-    return int(row[0])
 
 
 async def test_a_credit_over_the_cap_is_refused_at_check_start_and_call(
@@ -219,11 +207,8 @@ async def test_policies_changed_while_a_card_waits_decide_its_call_again(
     async with running_worker(client, strict) as h:
         api = Plangate(client, h.settings)
         run_id = await api.start(credit_plan(aid, 500.0))
-        for _ in range(400):
-            rep = await api.report(run_id)
-            if rep.status.value == "awaiting_approval":
-                break
-            await asyncio.sleep(0.05)
+        await api.wait_for_card(run_id)
+        rep = await api.report(run_id)
         (card,) = rep.approvals
         before = card.card.policy_bundle
         if change == "forbid":
@@ -284,11 +269,8 @@ async def test_a_threshold_sends_a_card_naming_its_policy(
         api = Plangate(client, h.settings)
         quick = await api.result(await api.start(credit_plan(small, 50.0)))
         waits = await api.start(credit_plan(large, 500.0))
-        for _ in range(400):
-            rep = await api.report(waits)
-            if rep.status.value == "awaiting_approval":
-                break
-            await asyncio.sleep(0.05)
+        await api.wait_for_card(waits)
+        rep = await api.report(waits)
         assert rep.status.value == "awaiting_approval"
         assert await credits(pg, large) == 0
         (card,) = rep.approvals
@@ -326,11 +308,8 @@ async def test_two_people_are_two_distinct_approvers(
     async with running_worker(client, strict) as h:
         api = Plangate(client, h.settings)
         run_id = await api.start(credit_plan(aid, 20000.0))
-        for _ in range(400):
-            rep = await api.report(run_id)
-            if rep.status.value == "awaiting_approval":
-                break
-            await asyncio.sleep(0.05)
+        await api.wait_for_card(run_id)
+        rep = await api.report(run_id)
         (card,) = rep.approvals
         assert card.needed == 2
         await api.approve(run_id, card.step, card.digest, by="erin")
