@@ -44,7 +44,7 @@ def identity(request_id: str) -> Any:
 async def runs_on(client: Any, queue: str, at_least: int) -> dict[str, Any]:
     """Every run visibility lists on the deployment's ``queue`` once it lists ``at_least``
     (it is eventually consistent), by id, with its MCP memo (None: not started over MCP)."""
-    for _ in range(200):
+    for _ in range(1200):  # 60 s at most: visibility lags further under load
         ids = [w.id async for w in client.list_workflows(visibility_clause(queue))]
         if len(ids) >= at_least:
             break
@@ -57,7 +57,7 @@ async def runs_on(client: Any, queue: str, at_least: int) -> dict[str, Any]:
 
 
 async def until_waiting(mcp: Client, run_id: str) -> dict[str, Any]:
-    for _ in range(400):
+    for _ in range(1200):  # 60 s at most
         res = await mcp.call_tool("run_report", {"run_id": run_id})
         assert not res.is_error, text_of(res)
         rep: dict[str, Any] | None = res.structured_content
