@@ -122,6 +122,28 @@ def test_explain_decides_each_step_as_written(tmp_path):
         "(plangate:approve-effects, plangate:permit-all)")
 
 
+def test_explain_explains_a_step_the_deployment_forbids(tmp_path):
+    """With the deployment's policies in PLANGATE_POLICIES (which make plangate check refuse
+    the plan), explain still says why, step by step: that is what it is for."""
+    cap = ('@id("cap")\nforbid(principal, action == Plangate::Action::"money", resource)\n'
+           "when { context.amount_cents > 100000 };\n")
+    policies = directory(tmp_path / "p", **{"base.cedar": BASE, "cap.cedar": cap})
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"goal": "credit", "steps": [
+        {"n": 1, "tool": "billing.issue_credit", "effect": "money",
+         "args": {"account_id": "acct_7a01c", "amount_eur": 1500}}]}))
+    env = fresh_env(PLANGATE_DEMO_SYSTEMS="1", PLANGATE_APPROVE_EFFECTS="none",
+                    PLANGATE_POLICIES=str(policies))
+    checked = plangate("check", str(plan), env=env, cwd=tmp_path)
+    assert checked.returncode == 2
+    assert "step 1: policy_denied (403): billing.issue_credit is forbidden by the " \
+        "deployment's policy (cap, bundle cedar:" in checked.stderr
+    done = plangate("policy", "explain", str(plan), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == \
+        "step 1 billing.issue_credit (money): forbid: forbidden by cap"
+
+
 def test_a_worker_refuses_a_bad_policy_directory_naming_the_file_and_line(tmp_path):
     bad = directory(tmp_path / "bad", **{"base.cedar": BASE, "limits.cedar": BAD})
     # no Temporal, Postgres or S3 here: the policies are refused before any is reached

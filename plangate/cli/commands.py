@@ -959,6 +959,7 @@ async def _cmd_policy(args: argparse.Namespace, settings: Settings) -> int:
 def _explain(args: argparse.Namespace, settings: Settings, bundle: Bundle, cat: Catalogue,
              where: str) -> int:
     import json
+    from dataclasses import replace
     from datetime import UTC
 
     from plangate.client.checked import check
@@ -966,7 +967,10 @@ def _explain(args: argparse.Namespace, settings: Settings, bundle: Bundle, cat: 
     from plangate.world.policies import cents, resources_of
     from plangate.world.policies.schema import unbound
 
-    plan = check(Path(args.plan), settings).plan
+    # checked as plangate check checks it, but for the policies: a forbidden step is what is
+    # explained here, not a reason to explain nothing
+    unruled = replace(settings, policy=replace(settings.policy, policies=None))
+    plan = check(Path(args.plan), unruled).plan
     now = datetime.now(UTC)
     print(visible(f"plangate: bundle {bundle.bundle} ({where}; {bundle.mode}), decided at "
                   f"{now.isoformat(timespec='seconds')} with no approvals and no totals"))
