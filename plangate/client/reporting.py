@@ -4,7 +4,7 @@ staleness report (``plangate.client.staleness``) as text, JSON or an HTML page."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -200,11 +200,11 @@ def policy_lines(rows: list[Recorded], since: datetime) -> list[str]:
     """The deployment's policy decisions since ``since`` (``world.decisions``): refusals,
     calls that asked for people, and each call shadow mode would have refused."""
     stamp = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    refused = [r for r in rows if r.outcome is Outcome.FORBID and r.enforced]
+    refused = _steps(r for r in rows if r.outcome is Outcome.FORBID and r.enforced)
     shadow = [r for r in rows if r.would_refuse]
-    people = [r for r in rows if r.outcome is Outcome.PERMIT_WITH_PEOPLE]
-    lines = [f"policy decisions since {stamp}: {len(refused)} refused (policy_denied), "
-             f"{len(shadow)} would have been refused (shadow), {len(people)} asked for people"]
+    people = _steps(r for r in rows if r.outcome is Outcome.PERMIT_WITH_PEOPLE)
+    lines = [f"policy decisions since {stamp}: {refused} steps refused (policy_denied), "
+             f"{_steps(shadow)} would have been refused (shadow), {people} asked for people"]
     for r in shadow:
         where = "at the call" if r.at_call else "at the guards"
         lines.append(f"  would refuse: {r.run_id} step {r.step} {r.tool} ({where}; "
@@ -212,10 +212,16 @@ def policy_lines(rows: list[Recorded], since: datetime) -> list[str]:
     return lines
 
 
+def _steps(rows: Iterable[Recorded]) -> int:
+    """How many steps ``rows`` decided (a step is decided at its guards and at its call)."""
+    return len({(r.run_id, r.plan_version, r.step) for r in rows})
+
+
 def policy_json(rows: list[Recorded]) -> dict[str, object]:
     return {
-        "refused": sum(1 for r in rows if r.outcome is Outcome.FORBID and r.enforced),
-        "asked_for_people": sum(1 for r in rows if r.outcome is Outcome.PERMIT_WITH_PEOPLE),
+        "refused": _steps(r for r in rows if r.outcome is Outcome.FORBID and r.enforced),
+        "asked_for_people": _steps(r for r in rows
+                                   if r.outcome is Outcome.PERMIT_WITH_PEOPLE),
         "would_refuse": [
             {"run_id": r.run_id, "plan_version": r.plan_version, "step": r.step,
              "tool": r.tool, "policies": list(r.policies), "bundle": r.bundle,
