@@ -203,8 +203,8 @@ def policy_lines(rows: list[Recorded], since: datetime) -> list[str]:
     refused = _steps(r for r in rows if r.outcome is Outcome.FORBID and r.enforced)
     shadow = [r for r in rows if r.would_refuse]
     people = _steps(r for r in rows if r.outcome is Outcome.PERMIT_WITH_PEOPLE)
-    lines = [f"policy decisions since {stamp}: {refused} steps refused (policy_denied), "
-             f"{_steps(shadow)} would have been refused (shadow), {people} asked for people"]
+    lines = [f"policy decisions since {stamp}, in steps: refused (policy_denied) {refused}, "
+             f"would have been refused (shadow) {_steps(shadow)}, asked for people {people}"]
     for r in shadow:
         where = "at the call" if r.at_call else "at the guards"
         lines.append(f"  would refuse: {r.run_id} step {r.step} {r.tool} ({where}; "
