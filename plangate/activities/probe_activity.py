@@ -19,7 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from plangate.activities import metrics
-from plangate.activities.extensions import registry_for
+from plangate.activities.extensions import Registry, registry_for
 from plangate.activities.tools.registry import PROBE_READ, CallContext, ToolSpec
 from plangate.plans.model import Condition
 from plangate.plans.scope import refusals
@@ -78,9 +78,13 @@ def probe_context(
 
 
 class ProbeActivities:
-    def __init__(self, world: World, catalogue: CatalogueSettings) -> None:
+    def __init__(
+        self, world: World, catalogue: CatalogueSettings, registry: Registry | None = None
+    ) -> None:
+        """``registry``: the tools and probes to read with, where not the deployment's own
+        (a team's guarded activities and their readers: ``plangate.temporal``)."""
         self.world = world
-        registry = registry_for(catalogue)
+        registry = registry or registry_for(catalogue)
         self.tools, self.probes = registry.tools, registry.probes
         self.scope = world.settings.scope
 

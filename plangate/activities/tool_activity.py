@@ -235,125 +235,133 @@ def _make(
     spec: ToolSpec[Any], world: World, policy: PolicySettings, probes: ProbeActivities,
     book: policing.PolicyBook | None = None,
 ) -> Callable[[ToolCall], Any]:
-    recorded = effects.ledgered(spec)
-    cedar_on = book is not None and book.on
-
     async def run_tool(call: ToolCall) -> ToolResult:
-        ctx = CallContext(
-            call.step.run_id, call.step.n, call.idempotency_key,
-            on_behalf_of=call.on_behalf_of, policy_bundle=call.policy_bundle,
-        )
-        beat = asyncio.create_task(_heartbeat())
-        checked = after = None
-        opened = recorded_now = acting = False
-        try:
-            cedar = book.current() if book is not None and cedar_on else None
-            if cedar is not None:
-                policing.refuse_superseded(call, cedar)
-            else:
-                refuse_superseded_policy(call, policy.policy_bundle)
-            if recorded:
-                await effects.refuse_consumed(world, spec, call)
-            proven = refuse_unproven(spec, call, policy)
-            args = spec.args.model_validate(call.step.args)
-            refuse_out_of_scope(spec, call.step.args, world.settings.scope)
-            submitter, given = proven.submitter, proven.approvers
-            totals = cedar is not None and recorded and policing.reads_totals(cedar)
-            late = cedar is not None and (totals or policing.reads_observed(cedar))
-            if cedar is not None and not late:  # decided now: the call then goes as ever
-                await policing.judged(world, spec, call, cedar.decide(
-                    policing.request_at_call(spec, call, None, submitter, given)), given)
-            if cedar is not None and late:
-                # the policies read what the check at the call saw (or the totals, which the
-                # intent's transaction holds still): the check first, a call it refuses is
-                # decided no further
-                if call.check:
-                    checked = await _read(probes, call, call.check, [], None)
-                    refuse_unless_held(checked)
-                if not totals:
-                    await policing.judged(world, spec, call, cedar.decide(
-                        policing.request_at_call(spec, call, checked, submitter, given)),
-                        given)
-                if recorded:
-                    run_id = activity.info().workflow_id or ""
-                    made: list[Decision] = []
-                    gate = policing.gate_for(spec, call, cedar, checked, submitter, given,
-                                             made) if totals else None
-                    try:
-                        answered = await effects.open_effect(world, probes, spec, call, run_id,
-                                                             gate=gate)
-                    finally:  # kept once the ledger's lock is let go
-                        for decided in made:
-                            await policing.keep(world, spec, call, decided)
-                    opened = answered is None
-                    if answered is not None:
-                        return await _from_ledger(probes, spec, call, answered)
-            elif recorded:
-                # the intent and the check at the call are independent: read while it commits
-                run_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
-                opening = asyncio.ensure_future(
-                    effects.open_effect(world, probes, spec, call, run_id))
-                try:
-                    if call.check:
-                        checked = await _read(probes, call, call.check, [], None)
-                finally:
-                    answered = await opening
-                    opened = answered is None
-                if answered is not None:
-                    return await _from_ledger(probes, spec, call, answered)
-            elif call.check:
-                checked = await _read(probes, call, call.check, [], None)
-            if checked is not None and not late:
-                refuse_unless_held(checked)
-            with span(world.tracer, f"step {call.step.n} {spec.name}", {
-                "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
-                "plangate.plan_version": call.step.plan_version, "plangate.tool": spec.name,
-            }):
-                token = ledger.in_effect(call.idempotency_key) if opened else None
-                try:
-                    started, acting = datetime.now(UTC), True
-                    output = bounded(await spec.fn(args, world, ctx))
-                    finished = datetime.now(UTC)
-                finally:
-                    if token is not None:
-                        ledger.reset(token)
-            refs = reader_refs(spec, output)
-            if opened:  # the outcome, written while the read after is made
-                opened = False
-                closing = effects.close_effect(world, spec, call.idempotency_key, output)
-                after, _ = await asyncio.gather(read_after(probes, spec, call, refs), closing)
-                recorded_now = True
-            else:
-                after = await read_after(probes, spec, call, refs)
-        except asyncio.CancelledError:
-            if opened and not acting:  # cancelled before it acted: certainly nothing done
-                await asyncio.shield(effects.abandon(world, spec, call.idempotency_key,
-                                                     "cancelled before the tool was called"))
-            raise
-        except Exception as e:
-            error = classify(e, spec.name)
-            if opened:
-                await effects.close_effect(world, spec, call.idempotency_key, None, error)
-            metrics.tool_call(spec.name, error.status)
-            raise as_application_error(error) from e
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
-        metrics.tool_call(spec.name, 200)
-        return ToolResult(
-            output=output,
-            started_at=started,
-            finished_at=finished,
-            attempt=activity.info().attempt,
-            refs=refs,
-            checked=checked,
-            after=after,
-            ledger="recorded" if recorded_now else "",
-        )
+        return await perform(spec, world, policy, probes, book, call)
 
     run_tool.__name__ = run_tool.__qualname__ = "tool_" + spec.name.replace(".", "_")
     return activity.defn(name=spec.name)(run_tool)
+
+
+async def perform(
+    spec: ToolSpec[Any], world: World, policy: PolicySettings, probes: ProbeActivities,
+    book: policing.PolicyBook | None, call: ToolCall,
+) -> ToolResult:
+    """One call of ``spec`` in its activity, every check at the call made first (the body of
+    every tool's activity, and of a team's guarded activity: ``plangate.temporal``)."""
+    recorded = effects.ledgered(spec)
+    cedar_on = book is not None and book.on
+    ctx = CallContext(
+        call.step.run_id, call.step.n, call.idempotency_key,
+        on_behalf_of=call.on_behalf_of, policy_bundle=call.policy_bundle,
+    )
+    beat = asyncio.create_task(_heartbeat())
+    checked = after = None
+    opened = recorded_now = acting = False
+    try:
+        cedar = book.current() if book is not None and cedar_on else None
+        if cedar is not None:
+            policing.refuse_superseded(call, cedar)
+        else:
+            refuse_superseded_policy(call, policy.policy_bundle)
+        if recorded:
+            await effects.refuse_consumed(world, spec, call)
+        proven = refuse_unproven(spec, call, policy)
+        args = spec.args.model_validate(call.step.args)
+        refuse_out_of_scope(spec, call.step.args, world.settings.scope)
+        submitter, given = proven.submitter, proven.approvers
+        totals = cedar is not None and recorded and policing.reads_totals(cedar)
+        late = cedar is not None and (totals or policing.reads_observed(cedar))
+        if cedar is not None and not late:  # decided now: the call then goes as ever
+            await policing.judged(world, spec, call, cedar.decide(
+                policing.request_at_call(spec, call, None, submitter, given)), given)
+        if cedar is not None and late:
+            # the policies read what the check at the call saw (or the totals, which the
+            # intent's transaction holds still): the check first, a call it refuses is
+            # decided no further
+            if call.check:
+                checked = await _read(probes, call, call.check, [], None)
+                refuse_unless_held(checked)
+            if not totals:
+                await policing.judged(world, spec, call, cedar.decide(
+                    policing.request_at_call(spec, call, checked, submitter, given)),
+                    given)
+            if recorded:
+                run_id = activity.info().workflow_id or ""
+                made: list[Decision] = []
+                gate = policing.gate_for(spec, call, cedar, checked, submitter, given,
+                                         made) if totals else None
+                try:
+                    answered = await effects.open_effect(world, probes, spec, call, run_id,
+                                                         gate=gate)
+                finally:  # kept once the ledger's lock is let go
+                    for decided in made:
+                        await policing.keep(world, spec, call, decided)
+                opened = answered is None
+                if answered is not None:
+                    return await _from_ledger(probes, spec, call, answered)
+        elif recorded:
+            # the intent and the check at the call are independent: read while it commits
+            run_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
+            opening = asyncio.ensure_future(
+                effects.open_effect(world, probes, spec, call, run_id))
+            try:
+                if call.check:
+                    checked = await _read(probes, call, call.check, [], None)
+            finally:
+                answered = await opening
+                opened = answered is None
+            if answered is not None:
+                return await _from_ledger(probes, spec, call, answered)
+        elif call.check:
+            checked = await _read(probes, call, call.check, [], None)
+        if checked is not None and not late:
+            refuse_unless_held(checked)
+        with span(world.tracer, f"step {call.step.n} {spec.name}", {
+            "plangate.run_id": call.step.run_id, "plangate.step": call.step.n,
+            "plangate.plan_version": call.step.plan_version, "plangate.tool": spec.name,
+        }):
+            token = ledger.in_effect(call.idempotency_key) if opened else None
+            try:
+                started, acting = datetime.now(UTC), True
+                output = bounded(await spec.fn(args, world, ctx))
+                finished = datetime.now(UTC)
+            finally:
+                if token is not None:
+                    ledger.reset(token)
+        refs = reader_refs(spec, output)
+        if opened:  # the outcome, written while the read after is made
+            opened = False
+            closing = effects.close_effect(world, spec, call.idempotency_key, output)
+            after, _ = await asyncio.gather(read_after(probes, spec, call, refs), closing)
+            recorded_now = True
+        else:
+            after = await read_after(probes, spec, call, refs)
+    except asyncio.CancelledError:
+        if opened and not acting:  # cancelled before it acted: certainly nothing done
+            await asyncio.shield(effects.abandon(world, spec, call.idempotency_key,
+                                                 "cancelled before the tool was called"))
+        raise
+    except Exception as e:
+        error = classify(e, spec.name)
+        if opened:
+            await effects.close_effect(world, spec, call.idempotency_key, None, error)
+        metrics.tool_call(spec.name, error.status)
+        raise as_application_error(error) from e
+    finally:
+        beat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beat
+    metrics.tool_call(spec.name, 200)
+    return ToolResult(
+        output=output,
+        started_at=started,
+        finished_at=finished,
+        attempt=activity.info().attempt,
+        refs=refs,
+        checked=checked,
+        after=after,
+        ledger="recorded" if recorded_now else "",
+    )
 
 
 async def _from_ledger(

@@ -764,9 +764,12 @@ class Plangate:
         desc = await self._description(run_id)
         status = desc.status
         handle = self.handle(run_id)
-        if status == WorkflowExecutionStatus.COMPLETED:
+        # a team's workflow guarded by plangate.temporal: its result is its own, its report the
+        # guard's (the report query, answered by its worker)
+        own = desc.workflow_type == PLAN_RUN
+        if status == WorkflowExecutionStatus.COMPLETED and own:
             return await handle.result()
-        if status == WorkflowExecutionStatus.FAILED:
+        if status == WorkflowExecutionStatus.FAILED and own:
             ended = await self._failed_report(run_id)
             if ended is not None:  # the run's own report, read with no worker
                 return ended

@@ -1,0 +1,4 @@
+"""A team's own Temporal project (activities, workflows, a worker), guarded by plangate by
+adding one plugin and a guard table (``guards.yaml``): nothing here is written for plangate
+but ``issue_credit``'s use of the call's key (``plangate.temporal.call_key``), which any
+payment API's idempotency key would take."""

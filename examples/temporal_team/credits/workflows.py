@@ -1,0 +1,42 @@
+"""The team's workflows, as any Temporal team writes them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from credits.activities import (
+        Credit,
+        CreditRequest,
+        archive_object,
+        count_rows,
+        issue_credit,
+    )
+
+
+@workflow.defn
+class ArchiveWorkflow:
+    @workflow.run
+    async def run(self, bucket: str, key: str) -> str:
+        return await workflow.execute_activity(
+            archive_object, args=[bucket, key], start_to_close_timeout=timedelta(seconds=30))
+
+
+@workflow.defn
+class CreditWorkflow:
+    @workflow.run
+    async def run(self, req: CreditRequest) -> Credit:
+        return await workflow.execute_activity(
+            issue_credit, req, start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=2)))
+
+
+@workflow.defn
+class CountWorkflow:
+    @workflow.run
+    async def run(self, n: int) -> int:
+        return await workflow.execute_activity(
+            count_rows, n, start_to_close_timeout=timedelta(seconds=30))

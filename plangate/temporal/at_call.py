@@ -1,0 +1,123 @@
+"""The guard at the call: an activity inbound interceptor on the team's worker decides every
+guarded activity again where it acts (``activities.tool_activity.perform``, as for a plan's
+tool): the approval verified against this very call, the principal and the policies, the pre
+conditions read the instant before, the effect ledger's intent and outcome under the call's
+key. A call that did not come through the workflow interceptor (a workflow without it, a
+worker of someone else's) carries no guard header and is refused (403 ``not_permitted``).
+Activities the table does not name pass untouched.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel, JsonValue
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
+
+from plangate.activities.tool_activity import as_application_error, perform
+from plangate.activities.tools.registry import CallContext
+from plangate.records.calls import ToolFailure
+from plangate.temporal.calls import HEADER, header_of, wire_json
+from plangate.temporal.guards import Guarded, jsonable
+from plangate.temporal.table import UnboundCheck, arguments
+from plangate.world.clients import World
+from plangate.world.errors import ToolError
+
+_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("plangate_call_key",
+                                                                  default=None)
+
+
+def call_key() -> str | None:
+    """The idempotency key of the guarded call this activity runs for (None outside one): what
+    a team's activity passes to a system that dedupes by key, and records for its reader."""
+    return _KEY.get()
+
+
+class GuardAtCall(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, guarded: Guarded) -> None:
+        super().__init__(next)
+        self.g = guarded
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        name = info.activity_type
+        spec = self.g.specs.get(name)
+        if spec is None or info.is_local or self.g.table.get(name) is None:
+            return await super().execute_activity(input)
+        try:
+            return await self._guarded(input, name)
+        except ToolError as e:
+            raise _final(as_application_error(e)) from e
+        except ApplicationError as e:
+            final = _final(e)
+            if final is e:
+                raise
+            raise final from e
+
+    async def _guarded(self, input: ExecuteActivityInput, name: str) -> Any:
+        info = activity.info()
+        world, probes, book = self.g.ready()
+        guard = self.g.table.activities[name]
+        raw = input.headers.get(HEADER)
+        if raw is None:
+            raise ToolError(
+                "not_permitted",
+                f"{name}: not called: plangate guards {name} on this worker and this call did "
+                f"not come through its guard (workflow {info.workflow_type} runs without "
+                "plangate.temporal's workflow interceptor)",
+            )
+        header = header_of(raw)
+        args = arguments(wire_json(activity.payload_converter(), input.args), guard.params)
+        try:
+            call = self.g.call_of(name, header.n, header.key, args, info.workflow_id or "")
+        except UnboundCheck as e:
+            raise ToolError("bad_arguments", f"{name}: not called: {e}") from None
+        call = call.model_copy(update={"policy_bundle": header.policy_bundle,
+                                       "approval": header.grant})
+        answered: list[Any] = []
+        raised: list[BaseException] = []
+
+        async def invoke(_: BaseModel, __: World, ctx: CallContext) -> dict[str, JsonValue]:
+            token = _KEY.set(ctx.idempotency_key)
+            try:
+                value = await super(GuardAtCall, self).execute_activity(input)
+            except Exception as e:
+                # the team's own failure: the ledger keeps the outcome unknown (it may have
+                # acted) and the team's error reaches its workflow as it was raised
+                raised.append(e)
+                raise ToolError("internal", f"{name}: {type(e).__name__}: {e}"[:500]) from e
+            finally:
+                _KEY.reset(token)
+            answered.append(value)
+            return {"result": jsonable(value)}
+
+        spec = replace(self.g.specs[name], fn=invoke)
+        policy = replace(self.g.settings.policy, submitters=())  # no plan submitted it
+        try:
+            result = await perform(spec, world, policy, probes, book, call)
+        except ApplicationError:
+            if raised:
+                raise raised[0] from None
+            raise
+        if answered:
+            return answered[0]
+        # the ledger answered: the effect was made under this key before, its answer kept
+        return result.output.get("result")
+
+
+def _final(e: ApplicationError) -> ApplicationError:
+    """A refusal that asking again cannot change is non-retryable whatever the team's retry
+    policy says (its types are plangate's, which that policy does not know)."""
+    details = e.details[0] if e.details else None
+    try:
+        failure = ToolFailure.model_validate(details)
+    except Exception:
+        return e
+    if failure.retryable or e.non_retryable:
+        return e
+    return ApplicationError(e.message, *e.details, type=e.type, non_retryable=True,
+                            category=e.category)

@@ -1,0 +1,135 @@
+"""``PlangatePlugin``: plangate's guard on a team's own Temporal client and worker, as
+Temporal's and pydantic-ai's integrations are added (``plugins=[...]``).
+
+It adds, and replaces nothing: a worker interceptor (the workflow side wraps each guarded
+activity call; the activity side decides each again at the call), plangate's local activities
+(``plangate.guard.*``), ``plangate`` passed through the workflow sandbox (the team's sandbox
+settings otherwise kept), and while the worker runs, plangate's world (its Postgres, with the
+effect ledger's tables made, and S3). The team's data converter, interceptors and workflows
+are the team's: nothing of plangate's is sent in a payload of theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    Interceptor,
+    WorkerConfig,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+    WorkflowRunner,
+)
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from plangate.activities.bootstrap import ensure_schema
+from plangate.client.api import Plangate
+from plangate.temporal.at_call import GuardAtCall
+from plangate.temporal.guards import GuardActivities, Guarded, activity_name
+from plangate.temporal.table import GuardTable
+from plangate.temporal.workflow_guard import workflow_interceptor
+from plangate.world.clients import World
+from plangate.world.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class GuardInterceptor(Interceptor):
+    def __init__(self, guarded: Guarded) -> None:
+        self.guarded = guarded
+        self._workflow: type[WorkflowInboundInterceptor] | None = None
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return GuardAtCall(next, self.guarded)
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        if self._workflow is None:
+            self._workflow = workflow_interceptor(self.guarded.table.activities)
+        return self._workflow
+
+
+def _passthrough(runner: WorkflowRunner | None) -> WorkflowRunner:
+    if runner is None:
+        return SandboxedWorkflowRunner(
+            restrictions=SandboxedWorkflowRunner().restrictions.with_passthrough_modules(
+                "plangate"))
+    if isinstance(runner, SandboxedWorkflowRunner):
+        return SandboxedWorkflowRunner(
+            restrictions=runner.restrictions.with_passthrough_modules("plangate"),
+            runner_class=runner.runner_class,
+        )
+    return runner
+
+
+class PlangatePlugin(SimplePlugin):
+    """``table``: the guard table (a ``GuardTable``, a mapping, or a YAML/JSON file's path).
+    ``settings``: the deployment's (default: read from the environment, as ``plangate worker``
+    reads them). ``principal``: the name this worker's calls act as, which the deployment's
+    policies decide on. ``workflow_guard=False``: the activity side alone (every guarded
+    activity refused unless a guarded workflow of another worker scheduled it)."""
+
+    def __init__(
+        self,
+        table: GuardTable | str | Path | dict[str, Any],
+        *,
+        settings: Settings | None = None,
+        principal: str | None = None,
+        workflow_guard: bool = True,
+    ) -> None:
+        self.table = table if isinstance(table, GuardTable) else GuardTable.load(table)
+        self.settings = settings or Settings.from_env(os.environ)
+        self.guarded = Guarded(self.table, self.settings, principal)
+        self.checks = GuardActivities(self.guarded)
+        interceptor = GuardInterceptor(self.guarded)
+        if not workflow_guard:
+            interceptor.workflow_interceptor_class = (  # type: ignore[method-assign]
+                lambda input: None)
+        super().__init__(
+            "plangate.PlangatePlugin",
+            interceptors=[interceptor],
+            activities=[self.checks.check, self.checks.read, self.checks.approvers],
+            workflow_runner=_passthrough,
+            run_context=self._running,
+        )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        acts: Sequence[Callable[..., Any]] = config.get("activities") or ()
+        named = {n: fn for fn in acts if (n := activity_name(fn)) is not None}
+        self.guarded.bind(named)
+        missing = sorted(set(self.table.activities) - set(named))
+        if missing:
+            log.warning("the guard table names activities this worker does not have: %s "
+                        "(guarded where another worker runs them)", ", ".join(missing))
+        return super().configure_worker(config)
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        world = World(self.settings.world)
+        try:
+            await ensure_schema(world, self.settings.catalogue)
+            self.guarded.open(world)
+            self.guarded.visible = await _registered(self.settings)
+            yield
+        finally:
+            await world.close()
+
+
+async def _registered(settings: Settings) -> bool:
+    """Whether plangate's search attributes are registered (the runs are then listed by
+    ``plangate runs``); a deployment that cannot say lists them not."""
+    try:
+        api = await Plangate.connect(settings)
+        return await api.search_attributes_registered()
+    except Exception:  # listing is a convenience: the guard holds without it
+        log.warning("plangate could not tell whether its search attributes are registered: "
+                    "guarded runs are not listed by plangate runs", exc_info=True)
+        return False

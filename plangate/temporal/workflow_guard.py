@@ -1,0 +1,430 @@
+"""The guard in a team's workflow: a workflow outbound interceptor that wraps each call of a
+guarded activity, and the run's face to plangate (its report query, the approve and reject
+Updates, the answer and cancel signals), registered by the inbound interceptor.
+
+A guarded call: its guards derived and its pre conditions read by the worker
+(``plangate.guard.check``, a local activity, as a plan step's first read); a card published
+where the effect class or the policy asks for a person, answered only with an approver's
+proof, the world read again after it; the activity dispatched with its idempotency key and the
+approval (the activity interceptor verifies both); its post conditions judged by a fresh read
+(``plangate.guard.read``). A check that fails raises ``GuardRefused`` into the workflow.
+Deterministic: the world is read only by the local activities, whose answers the history holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Collection
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+from temporalio.worker import (
+    ExecuteWorkflowInput,
+    StartActivityInput,
+    WorkflowInboundInterceptor,
+    WorkflowOutboundInterceptor,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from plangate.plans.model import Effect
+    from plangate.records import visibility
+    from plangate.records.approvals import (
+        ApprovalAnswer,
+        ApprovalCard,
+        ApprovalRecord,
+        CardStatus,
+        Decision,
+    )
+    from plangate.records.calls import Outcome, ProbeReport, StepRef
+    from plangate.records.codes import CODES
+    from plangate.records.interface import (
+        ANSWER_SIGNAL,
+        APPROVE_UPDATE,
+        CANCEL_SIGNAL,
+        REJECT_UPDATE,
+        REPORT_QUERY,
+    )
+    from plangate.records.proofs import ApprovalGrant
+    from plangate.records.report import (
+        Cancellation,
+        CheckRecord,
+        FailureRecord,
+        LedgerLink,
+        Phase,
+        RunReport,
+        RunStatus,
+        StepReport,
+        StepState,
+        StepTimings,
+    )
+    from plangate.records.run import CancelRequest
+    from plangate.temporal.calls import (
+        APPROVERS_ACTIVITY,
+        CHECK_ACTIVITY,
+        GUARD_VERSION,
+        HEADER,
+        READ_ACTIVITY,
+        Checked,
+        CheckRequest,
+        GuardHeader,
+        ReadRequest,
+        header_payload,
+        wire_json,
+    )
+    from plangate.temporal.errors import GuardRefused
+    from plangate.workflows.answers import Answers
+    from plangate.workflows.context import key_tag
+
+LOCAL = timedelta(seconds=30)
+LOCAL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5)
+CARD_SETTLE = timedelta(milliseconds=1)
+APPROVAL_CARDS = 3  # cards in a row the world may move under before the call gives up
+LEDGERED = (Effect.WRITE, Effect.EXTERNAL, Effect.MONEY)
+
+
+class GuardedRun:
+    """One workflow execution's guarded calls, as a plangate run report."""
+
+    def __init__(self, names: Collection[str]) -> None:
+        self.names = frozenset(names)
+        self.report = RunReport(run_id="", goal="")  # the run's, once it begins (``run``)
+        self.answers = Answers()
+        self.n = 0
+        self.halted: ApplicationError | None = None
+        self.cancelled: CancelRequest | None = None
+        self.visible = False
+        self.shown: visibility.Values | None = None
+
+    # -- the run's face ---------------------------------------------------------------------
+    def install(self) -> None:
+        """Its query, Updates and signals, under plangate's names (where the team's workflow
+        has none of its own by that name)."""
+        if workflow.get_query_handler(REPORT_QUERY) is None:
+            workflow.set_query_handler(REPORT_QUERY, self._report)
+        for name, decision in ((APPROVE_UPDATE, Decision.APPROVE),
+                               (REJECT_UPDATE, Decision.REJECT)):
+            if workflow.get_update_handler(name) is None:
+                workflow.set_update_handler(name, self._answer_handler(decision),
+                                            validator=self._validator(decision))
+        if workflow.get_signal_handler(ANSWER_SIGNAL) is None:
+            workflow.set_signal_handler(ANSWER_SIGNAL, self._answer_signal)
+        if workflow.get_signal_handler(CANCEL_SIGNAL) is None:
+            workflow.set_signal_handler(CANCEL_SIGNAL, self._cancel)
+
+    def _report(self) -> dict[str, Any]:
+        return self.report.model_dump(mode="json")
+
+    def _validator(self, decision: Decision) -> Callable[[dict[str, Any]], None]:
+        def validate(answer: dict[str, Any]) -> None:
+            why = self.answers.refusal(self.report, ApprovalAnswer.model_validate(answer),
+                                       decision)
+            if why is not None:
+                raise ApplicationError(why, type="answer_refused", non_retryable=True)
+        return validate
+
+    def _answer_handler(self, decision: Decision) -> Callable[[dict[str, Any]], Any]:
+        async def handle(answer: dict[str, Any]) -> dict[str, Any]:
+            a = ApprovalAnswer.model_validate(answer)
+            why = await self._refusal_now(a, decision)
+            if why is not None:
+                raise ApplicationError(why, type="answer_refused", non_retryable=True)
+            receipt = self.answers.apply(self.report, a, decision, "update")
+            self._show()
+            return receipt.model_dump(mode="json")
+        return handle
+
+    async def _answer_signal(self, answer: dict[str, Any]) -> None:
+        a = ApprovalAnswer.model_validate(answer)
+        if await self._refusal_now(a, a.decision) is None:
+            self.answers.apply(self.report, a, a.decision, "signal")
+            self._show()
+
+    async def _refusal_now(self, answer: ApprovalAnswer, decision: Decision) -> str | None:
+        """Judged by the approvers the worker lists now: a key removed since neither approves
+        nor rejects."""
+        import base64
+
+        listed = await workflow.execute_local_activity(
+            APPROVERS_ACTIVITY, workflow.info().workflow_id, result_type=str,
+            start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
+            summary=f"plangate: who may answer the card of call {answer.step}",
+        )
+        self.answers.approvers = {n: base64.b64decode(k) for n, k in json.loads(listed).items()}
+        return self.answers.refusal(self.report, answer, decision)
+
+    def _cancel(self, request: dict[str, Any]) -> None:
+        if self.cancelled is None:
+            self.cancelled = CancelRequest.model_validate(request)
+
+    # -- visibility ---------------------------------------------------------------------------
+    def _status(self) -> RunStatus:
+        if any(a.status is CardStatus.PENDING for a in self.report.approvals):
+            return RunStatus.AWAITING_APPROVAL
+        return self.report.status
+
+    def _show(self, status: RunStatus | None = None) -> None:
+        if status is not None:
+            self.report.status = status
+        if not self.visible:
+            return
+        now = visibility.values(self._status(), self.report.goal)
+        ups = visibility.updates(now, self.shown)
+        if ups:
+            workflow.upsert_search_attributes(ups)
+        self.shown = now
+
+    # -- the workflow, watched ---------------------------------------------------------------
+    async def run(self, body: Any) -> Any:
+        """The team's workflow, failed by a halt and stopped by a cancel whatever its own code
+        catches."""
+        info = workflow.info()
+        self.report = RunReport(
+            run_id=info.workflow_id, goal=f"{info.workflow_type}: guarded by plangate",
+            submitted_at=info.start_time, begun_at=workflow.now(),
+        )
+        self.install()
+        task = asyncio.ensure_future(body)
+        await workflow.wait_condition(
+            lambda: task.done() or self.halted is not None or self.cancelled is not None)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):  # its end is the halt's or the cancel's
+                await task
+        if self.halted is not None:
+            self._show(RunStatus.HALTED)
+            raise self.halted
+        if self.cancelled is not None and self.report.cancellation is None:
+            self.report.cancellation = Cancellation(reason=self.cancelled.reason,
+                                                    requester=self.cancelled.requester,
+                                                    at=workflow.now())
+            self._show(RunStatus.CANCELLED)
+            who = self.cancelled.requester or "someone"
+            raise ApplicationError(f"cancelled by {who}: {self.cancelled.reason}",
+                                   type="cancelled", non_retryable=True)
+        try:
+            result = task.result()
+        except BaseException:
+            self._show(RunStatus.FAILED)
+            raise
+        self._show(RunStatus.SUCCEEDED)
+        return result
+
+    # -- one guarded call ----------------------------------------------------------------------
+    async def call(self, input: StartActivityInput,
+                   start: Callable[[StartActivityInput], Any]) -> Any:
+        self.n += 1
+        n, name = self.n, input.activity
+        info = workflow.info()
+        key = f"{info.workflow_id[:48]}~{key_tag()}/g/{n}"
+        values = wire_json(workflow.payload_converter(), input.args)
+        checked = await self._check(CheckRequest(workflow_id=info.workflow_id, activity=name,
+                                                 n=n, values=values, key=key))
+        if checked.visible and not self.visible:
+            self.visible = True
+        step = StepReport(n=n, tool=name, plan_version=GUARD_VERSION, effect=checked.effect,
+                          state=StepState.PROBING, policy=checked.policy,
+                          timings=StepTimings(plan_made_at=self.report.begun_at or workflow.now()))
+        self.report.steps.append(step)
+        self._show()
+        if checked.refusal is not None:
+            self._refuse(step, checked, checked.refusal_code, checked.refusal)
+        self._record(step, Phase.PRE, checked.read)
+        self._unless_held(step, checked, checked.read, "precondition_failed", "before the call")
+        grant = None
+        if checked.approval:
+            grant, checked = await self._approved(step, checked, key, values)
+        header = GuardHeader(n=n, key=key, policy_bundle=checked.policy_bundle, grant=grant)
+        headers = {**input.headers, HEADER: header_payload(header)}
+        step.state = StepState.EXECUTING
+        step.timings.dispatched_at = workflow.now()
+        if checked.effect in LEDGERED:
+            step.ledger = LedgerLink(key=key)
+        try:
+            result = await start(replace(input, headers=headers))
+        except ActivityError as e:
+            self._failed(step, checked, e)
+            raise
+        if checked.post:
+            step.state = StepState.VERIFYING
+            report = await self._read(ReadRequest(
+                step=StepRef(run_id=info.workflow_id, plan_version=GUARD_VERSION, n=n,
+                             tool=name, args=checked.args),
+                conditions=checked.post, key=key))
+            self._record(step, Phase.POST, report)
+            self._unless_held(step, checked, report, "postcondition_failed", "after the call")
+        step.state = StepState.DONE
+        self._show()
+        return result
+
+    async def _check(self, req: CheckRequest) -> Checked:
+        out = await workflow.execute_local_activity(
+            CHECK_ACTIVITY, req.model_dump_json(), result_type=str,
+            start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
+            summary=f"plangate: guards of {req.activity} (call {req.n})",
+        )
+        return Checked.model_validate_json(out)
+
+    async def _read(self, req: ReadRequest) -> ProbeReport:
+        out = await workflow.execute_local_activity(
+            READ_ACTIVITY, req.model_dump_json(), result_type=str,
+            start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
+            summary=f"plangate: post check of {req.step.tool} (call {req.step.n})",
+        )
+        return ProbeReport.model_validate_json(out)
+
+    def _record(self, step: StepReport, phase: Phase, read: ProbeReport | None) -> None:
+        if read is not None:
+            step.checks.append(CheckRecord(phase=phase, attempt=1, results=read.results,
+                                           read_at=read.read_at, elapsed_ms=read.elapsed_ms))
+            if phase is Phase.PRE:
+                step.timings.precheck_read_at = read.read_at
+
+    def _unless_held(self, step: StepReport, checked: Checked, read: ProbeReport | None,
+                     code: str, when: str) -> None:
+        if read is None or read.all_hold:
+            return
+        first = next(r for r in read.results if r.outcome is not Outcome.HOLDS)
+        if first.outcome is Outcome.UNKNOWN:
+            code = "probe_unknown"
+        seen = json.dumps(first.observed) if first.observed is not None else "nothing"
+        why = (f"{when}, {first.condition.key()} {first.outcome.value}: saw {seen}"
+               + (f" ({first.detail})" if first.detail else ""))
+        self._refuse(step, checked, code, why[:1000])
+
+    def _refuse(self, step: StepReport, checked: Checked, code: str, detail: str) -> None:
+        status = CODES[code].status if code in CODES else None
+        step.state = StepState.HALTED if checked.halts else StepState.FAILED
+        step.reason = detail
+        self.report.failure = FailureRecord(step=step.n, tool=step.tool, plan_version=GUARD_VERSION,
+                                            code=code, status=status, retryable=False,
+                                            detail=detail)
+        refused = GuardRefused(step.tool, code, detail, status)
+        if checked.halts:
+            self.halted = ApplicationError(str(refused), type=code, non_retryable=True)
+        self._show()
+        raise refused
+
+    def _failed(self, step: StepReport, checked: Checked, e: ActivityError) -> None:
+        cause = e.cause
+        code = cause.type if isinstance(cause, ApplicationError) and cause.type else "lost"
+        step.state = StepState.FAILED
+        step.reason = str(cause or e)[:1000]
+        unknown = code == "outcome_unknown" or isinstance(cause, ActivityTimeout)
+        halts = checked.halts or (checked.effect is Effect.MONEY and unknown)
+        if halts:
+            step.state = StepState.HALTED
+            self.halted = ApplicationError(
+                f"plangate halted {step.tool}: {code}: {step.reason}", type=code,
+                non_retryable=True)
+        self.report.failure = FailureRecord(
+            step=step.n, tool=step.tool, plan_version=GUARD_VERSION, code=code,
+            status=CODES[code].status if code in CODES else None, retryable=False,
+            detail=step.reason)
+        self._show()
+
+    # -- a person's approval -------------------------------------------------------------------
+    async def _approved(self, step: StepReport, checked: Checked, key: str,
+                        values: list[Any]) -> tuple[ApprovalGrant, Checked]:
+        self.answers.approvers = {}
+        for _ in range(APPROVAL_CARDS):
+            await workflow.sleep(CARD_SETTLE)  # the card's times are then what a replay makes
+            record = self._publish(step, checked, key)
+            try:
+                await workflow.wait_condition(
+                    lambda r=record: r.status is not CardStatus.PENDING,  # type: ignore[misc]
+                    timeout=record.expires_at - workflow.now(),
+                    timeout_summary=f"plangate: card of {step.tool} (call {step.n}) waits")
+            except TimeoutError:
+                record.status = CardStatus.EXPIRED
+            step.state = StepState.PROBING
+            self._show()
+            if record.status is CardStatus.REJECTED and record.answer is not None:
+                self._refuse(step, checked, "approval_rejected",
+                             f"card {record.digest[:12]} rejected by {record.answer.by}: "
+                             f"{record.answer.reason}")
+            if record.status is not CardStatus.APPROVED:
+                self._refuse(step, checked, "approval_expired",
+                             f"card {record.digest[:12]} expired unanswered")
+            again = await self._check(CheckRequest(
+                workflow_id=record.card.run_id, activity=step.tool, n=step.n,
+                values=values, key=key, again=True))
+            self._record(step, Phase.RE_PROBE, again.read)
+            if again.refusal is not None:
+                self._refuse(step, again, again.refusal_code, again.refusal)
+            self._unless_held(step, again, again.read, "precondition_failed",
+                              "after the approval")
+            if _observed(again) == record.card.observed:
+                answer = record.answer
+                if answer is None or answer.proof is None:
+                    break
+                others = [(a.proof, a.reason) for a in record.approvals if a.proof is not None]
+                return ApprovalGrant(card=record.card, digest=record.digest, proof=answer.proof,
+                                     reason=answer.reason, others=others), again
+            record.status = CardStatus.SUPERSEDED
+            checked = again
+        self._refuse(step, checked, "approval_superseded",
+                     f"the world moved under {APPROVAL_CARDS} approved cards in a row")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _publish(self, step: StepReport, checked: Checked, key: str) -> ApprovalRecord:
+        now = workflow.now()
+        self.answers.approvers = _keys(checked.approvers)
+        card = ApprovalCard(
+            run_id=self.report.run_id, plan_version=GUARD_VERSION, step=step.n, tool=step.tool,
+            effect=checked.effect, args=checked.args, observed=_observed(checked),
+            on_behalf_of=checked.on_behalf_of, policy_bundle=checked.policy_bundle,
+            issued_at=now, expires_at=now + timedelta(seconds=checked.approval_ttl_s),
+            idempotency_key=key, policy=checked.policy,
+        )
+        record = ApprovalRecord(step=step.n, plan_version=GUARD_VERSION, digest=card.digest(),
+                                expires_at=card.expires_at, card=card)
+        self.report.approvals.append(record)
+        step.state = StepState.AWAITING_APPROVAL
+        self._show()
+        return record
+
+
+def _observed(checked: Checked) -> dict[str, Any]:
+    if checked.read is None:
+        return {}
+    return {r.condition.key(): r.observed for r in checked.read.results}
+
+
+def _keys(approvers: dict[str, str]) -> dict[str, bytes]:
+    import base64
+
+    return {n: base64.b64decode(k) for n, k in approvers.items()}
+
+
+class _Outbound(WorkflowOutboundInterceptor):
+    def __init__(self, next: WorkflowOutboundInterceptor, run: GuardedRun) -> None:
+        super().__init__(next)
+        self.run = run
+
+    def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
+        if input.activity not in self.run.names:
+            return super().start_activity(input)
+        task = asyncio.ensure_future(self.run.call(input, super().start_activity))
+        return task  # type: ignore[return-value]  # awaited as the handle is
+
+
+def workflow_interceptor(names: Collection[str]) -> type[WorkflowInboundInterceptor]:
+    """The inbound interceptor class for workflows on a worker guarding ``names``."""
+    guarded = frozenset(names)
+
+    class GuardInbound(WorkflowInboundInterceptor):
+        def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+            self.run = GuardedRun(guarded)
+            super().init(_Outbound(outbound, self.run))
+
+        async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+            return await self.run.run(super().execute_workflow(input))
+
+    return GuardInbound
