@@ -171,3 +171,101 @@ async def test_the_team_keeps_its_converter_and_unguarded_activities_pass(
         execution_timeout=timedelta(seconds=60)) == 7
     ran = await scheduled(team_client, wf)
     assert ran == {"count_rows": 1}
+
+
+async def _eventually(check: Any, timeout: float = 60.0) -> Any:
+    """Visibility is eventually consistent: ask again until ``check`` answers (bounded)."""
+    import asyncio
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        found = await check()
+        if found or asyncio.get_running_loop().time() > deadline:
+            return found
+        await asyncio.sleep(0.25)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_guarded_run_is_seen_and_cancelled_like_a_plangate_run(
+    team_client: Client, team_worker: str, client: Client, settings: Settings,
+    pg: psycopg.AsyncConnection[Any],
+) -> None:
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    wf = f"credit-{uuid.uuid4().hex[:8]}"
+    handle = await team_client.start_workflow(
+        CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=900),
+        id=wf, task_queue=team_worker, execution_timeout=timedelta(seconds=120))
+    api = Plangate(client, settings)
+    card = await api.wait_for_card(wf, timeout=60)
+
+    async def pending() -> list[Any]:
+        return [c for c in (await api.pending_approvals()).cards if c.run_id == wf]
+
+    (listed,) = await _eventually(pending)
+    assert listed.record.digest == card.digest and listed.record.card.tool == "issue_credit"
+
+    async def waiting() -> list[Any]:
+        return [r for r in await api.runs() if r.run_id == wf
+                and r.status == "awaiting_approval"]
+
+    assert await _eventually(waiting), "the guarded run is not listed as awaiting approval"
+
+    await api.cancel(wf, reason="wrong account", requester="erin")
+    with pytest.raises(WorkflowFailureError) as caught:
+        await handle.result()
+    assert isinstance(caught.value.cause, ApplicationError)
+    assert caught.value.cause.type == "cancelled" and "wrong account" in str(caught.value.cause)
+    assert await credits_of(pg, account) == 0
+    ran = await scheduled(team_client, wf)
+    assert ran["issue_credit"] == 0
+    rep = await api.report(wf)
+    assert rep.cancellation is not None and rep.cancellation.reason == "wrong account"
+    assert rep.status.value == "cancelled"
+
+    async def cancelled() -> list[Any]:
+        return [r for r in await api.runs() if r.run_id == wf and r.status == "cancelled"]
+
+    assert await _eventually(cancelled), "the cancelled run is not listed as cancelled"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_cli_approves_and_shows_a_guarded_run(
+    team_client: Client, team_worker: str, client: Client, settings: Settings, stack: Any,
+    pg: psycopg.AsyncConnection[Any],
+) -> None:
+    import asyncio
+    import json
+    import os
+    import subprocess
+
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    wf = f"credit-{uuid.uuid4().hex[:8]}"
+    handle = await team_client.start_workflow(
+        CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=1200),
+        id=wf, task_queue=team_worker, execution_timeout=timedelta(seconds=120))
+    card = await Plangate(client, settings).wait_for_card(wf, timeout=60)
+    env = {**os.environ, **stack.env()}
+
+    async def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "plangate", *argv], capture_output=True,
+            text=True, env=env, timeout=120)
+
+    approved = await cli("approve", wf, "--step", str(card.step), "--digest", card.digest)
+    assert approved.returncode == 0, approved.stderr
+    await handle.result()
+    assert await credits_of(pg, account) == 1
+    shown = await cli("status", wf, "--json")
+    assert shown.returncode == 0, shown.stderr
+    rep = json.loads(shown.stdout)
+    (step,) = rep["steps"]
+    assert (step["tool"], step["state"], step["effect"]) == ("issue_credit", "DONE", "money")
+    assert step["ledger"]["key"].startswith(wf)
+    assert [c["phase"] for c in step["checks"]] == ["post"]
+    assert step["checks"][0]["results"][0]["outcome"] == "holds"
+    ledger = await cli("ledger", wf, "--json")
+    assert ledger.returncode == 0, ledger.stderr
+    (row,) = json.loads(ledger.stdout)
+    assert (row["tool"], row["state"], row["effect"]) == ("issue_credit", "done", "money")
+    assert row["idempotency_key"] == step["ledger"]["key"]
+    assert (row["approver"], row["principal"], row["amount"]) == ("erin", "support-agent", "1200")

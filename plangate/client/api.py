@@ -266,7 +266,8 @@ def runs_query(task_queue: str, status: RunStatus | None = None) -> str:
     found by its execution status."""
     from plangate.records import placement, visibility
 
-    q = f'WorkflowType = "{PLAN_RUN}" AND {placement.visibility_clause(task_queue)}'
+    q = (f'((WorkflowType = "{PLAN_RUN}" AND {placement.visibility_clause(task_queue)}) OR '
+         f"{visibility.GUARDED})")
     if status is None:
         return q + ' AND ExecutionStatus != "ContinuedAsNew"'
     own = f"ExecutionStatus IN {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(
@@ -629,8 +630,8 @@ class Plangate:
         from plangate.records.placement import of_deployment, visibility_clause
 
         queue = self.settings.temporal.task_queue
-        query = f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus="Running"'
-        query += f" AND {visibility_clause(queue)}"
+        query = (f'((WorkflowType="{PLAN_RUN}" AND {visibility_clause(queue)}) OR '
+                 f'{visibility.GUARDED}) AND ExecutionStatus="Running"')
         by_memo = await self.search_attributes_registered()
         if by_memo:
             query += f" AND {visibility.AWAITING_APPROVAL.name} = true"
@@ -640,7 +641,7 @@ class Plangate:
         truncated = False
         limit = PENDING_LIST_MAX if by_memo else PENDING_RUNS_MAX
         async for wf in self.client.list_workflows(query, limit=limit + 1):
-            if not of_deployment(wf.task_queue, queue):
+            if wf.workflow_type == PLAN_RUN and not of_deployment(wf.task_queue, queue):
                 continue
             listed += 1
             if listed > limit:
@@ -796,7 +797,9 @@ class Plangate:
                     ) from None
                 raise
             return await self._queued(run_id)  # no workflow task (yet): it has not begun
-        if status is not None and status.name in _CLOSED_STATUS:
+        if status is not None and status.name in _CLOSED_STATUS and not (
+            not own and rep.status.final  # a guarded team run's own last word (halted...)
+        ):
             rep.status = _CLOSED_STATUS[status.name]
         return rep
 

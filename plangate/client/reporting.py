@@ -22,6 +22,7 @@ from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause
 from plangate.records.policy import Outcome
 from plangate.records.report import RunReport
+from plangate.records.visibility import GUARDED
 from plangate.records.windows import WINDOWS_MEMO, RunWindows, own
 from plangate.world.settings import parse_duration
 
@@ -39,13 +40,14 @@ def _stamp(t: datetime) -> str:
 def query(since: datetime, task_queue: str | None) -> str:
     """Runs closed after ``since``."""
     # a run that did not succeed fails its execution, with its report (``truthful-end``)
-    q = (f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus IN ("Completed", "Failed") '
-         f'AND CloseTime > "{_stamp(since)}"')
+    ran = f'WorkflowType="{PLAN_RUN}"'
     if task_queue is not None:
         if '"' in task_queue or "\\" in task_queue:
             raise ValueError(f"task queue {task_queue!r}: quotes and backslashes not allowed")
-        q += f" AND {visibility_clause(task_queue)}"  # and its catalogue queues
-    return q
+        ran += f" AND {visibility_clause(task_queue)}"  # and its catalogue queues
+    # and the team workflows plangate guards (``plangate.temporal``), whatever their queue
+    return (f'(({ran}) OR {GUARDED}) AND ExecutionStatus IN ("Completed", "Failed") '
+            f'AND CloseTime > "{_stamp(since)}"')
 
 
 async def finished_runs(
@@ -60,6 +62,8 @@ async def finished_runs(
 
     async def fetched(e: WorkflowExecutionInfo) -> Finished | None:
         ex = e.execution
+        if e.type.name != PLAN_RUN:  # a team's workflow: its result is its own, not a report
+            return None
         async with gate:
             handle = client.get_workflow_handle(ex.workflow_id, run_id=ex.run_id,
                                                 result_type=RunReport)

@@ -19,6 +19,7 @@ from temporalio.common import (
     TypedSearchAttributes,
 )
 
+from plangate.records.interface import PLAN_RUN
 from plangate.records.report import RunStatus
 
 STATUS = SearchAttributeKey.for_keyword("PlangateStatus")  # a RunStatus value
@@ -28,6 +29,11 @@ KEYS = (STATUS, GOAL, AWAITING_APPROVAL)
 # PlangateStatus of an execution that continued as new: the run goes on in the next one (whose
 # PlangateStatus is the run's status)
 CONTINUED = "continued"
+
+# A team's own workflow whose activities plangate guards (``plangate.temporal``) sets them too:
+# it is listed with the runs by this condition (its task queue is the team's, not a
+# deployment's)
+GUARDED = f'(WorkflowType != "{PLAN_RUN}" AND PlangateStatus IS NOT NULL)'
 
 # Temporal refuses a search attribute value over 2 KiB (``limit.searchAttributeSize``): a long
 # goal is cut, on a character boundary.

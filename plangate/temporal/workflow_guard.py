@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         StepTimings,
     )
     from plangate.records.run import CancelRequest
+    from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
     from plangate.temporal.calls import (
         APPROVERS_ACTIVITY,
         CHECK_ACTIVITY,
@@ -165,6 +166,8 @@ class GuardedRun:
 
     # -- visibility ---------------------------------------------------------------------------
     def _status(self) -> RunStatus:
+        if self.report.status.final:
+            return self.report.status
         if any(a.status is CardStatus.PENDING for a in self.report.approvals):
             return RunStatus.AWAITING_APPROVAL
         return self.report.status
@@ -172,6 +175,8 @@ class GuardedRun:
     def _show(self, status: RunStatus | None = None) -> None:
         if status is not None:
             self.report.status = status
+            if status.final:
+                self._windows()
         if not self.visible:
             return
         now = visibility.values(self._status(), self.report.goal)
@@ -179,6 +184,18 @@ class GuardedRun:
         if ups:
             workflow.upsert_search_attributes(ups)
         self.shown = now
+
+    def _windows(self) -> None:
+        """Each guarded call's windows, as the staleness report reads them (a memo; no search
+        attribute needs registering for it)."""
+        rep = self.report
+        if not rep.steps or rep.begun_at is None:
+            return
+        memo = RunWindows(execution=workflow.info().run_id, run_id=rep.run_id, status=rep.status,
+                          calls=executions(rep, rep.submitted_at or rep.begun_at, rep.begun_at))
+        data = memo.model_dump(mode="json")
+        if len(json.dumps(data)) <= WINDOWS_MEMO_MAX:
+            workflow.upsert_memo({WINDOWS_MEMO: data})
 
     # -- the workflow, watched ---------------------------------------------------------------
     async def run(self, body: Any) -> Any:
@@ -251,6 +268,9 @@ class GuardedRun:
         except ActivityError as e:
             self._failed(step, checked, e)
             raise
+        # on the workflow's clock: dispatched, and answered
+        step.timings.tool_started_at = step.timings.dispatched_at
+        step.timings.tool_finished_at = workflow.now()
         if checked.post:
             step.state = StepState.VERIFYING
             report = await self._read(ReadRequest(
