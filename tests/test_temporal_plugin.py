@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
 from plangate.client.api import Plangate
-from plangate.temporal import PlangatePlugin
+from plangate.temporal import GuardTable, PlangatePlugin
 from plangate.testing import scheduled
 from plangate.world.settings import Settings
 
@@ -28,11 +28,17 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "temporal_team"
 sys.path.insert(0, str(EXAMPLE))
 
 from credits import activities as team  # noqa: E402
-from credits.workflows import ArchiveWorkflow, CountWorkflow, CreditWorkflow  # noqa: E402
+from credits.workflows import (  # noqa: E402
+    ArchiveWorkflow,
+    CarefulArchiveWorkflow,
+    CountWorkflow,
+    CreditWorkflow,
+)
 
-ACTIVITIES = [team.issue_credit, team.find_credit, team.load_export, team.archive_object,
-              team.count_rows]
-WORKFLOWS = [ArchiveWorkflow, CreditWorkflow, CountWorkflow]
+ACTIVITIES: list[Callable[..., Any]] = [
+    team.issue_credit, team.find_credit, team.load_export, team.archive_object, team.count_rows,
+]
+WORKFLOWS = [ArchiveWorkflow, CarefulArchiveWorkflow, CreditWorkflow, CountWorkflow]
 
 
 @pytest.fixture
@@ -173,11 +179,11 @@ async def test_the_team_keeps_its_converter_and_unguarded_activities_pass(
     assert ran == {"count_rows": 1}
 
 
-async def _eventually(check: Any, timeout: float = 60.0) -> Any:
+async def _eventually(check: Any, within: float = 60.0) -> Any:
     """Visibility is eventually consistent: ask again until ``check`` answers (bounded)."""
     import asyncio
 
-    deadline = asyncio.get_running_loop().time() + timeout
+    deadline = asyncio.get_running_loop().time() + within
     while True:
         found = await check()
         if found or asyncio.get_running_loop().time() > deadline:
@@ -269,3 +275,132 @@ async def test_the_cli_approves_and_shows_a_guarded_run(
     assert (row["tool"], row["state"], row["effect"]) == ("issue_credit", "done", "money")
     assert row["idempotency_key"] == step["ledger"]["key"]
     assert (row["approver"], row["principal"], row["amount"]) == ("erin", "support-agent", "1200")
+
+    async def staleness() -> list[Any]:
+        out = await cli("report", "--since", "1h", "--json")
+        assert out.returncode == 0, out.stderr
+        return [t for t in json.loads(out.stdout)["tools"] if t["tool"] == "issue_credit"]
+
+    assert await _eventually(staleness), "the staleness report does not count issue_credit"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_deployments_policy_forbids_a_guarded_call(
+    team_client: Client, settings: Settings, pg: psycopg.AsyncConnection[Any], tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    directory = tmp_path / "policies"
+    directory.mkdir()
+    (directory / "base.cedar").write_text('@id("base")\npermit(principal, action, resource);\n')
+    (directory / "cap.cedar").write_text(
+        '@id("team-credit-cap")\nforbid(principal, action == Plangate::Action::"money", '
+        'resource)\nwhen { resource.tool == "issue_credit" && context.amount_cents > 1000000 };\n')
+    strict = replace(settings, policy=replace(settings.policy, policies=directory))
+    queue = f"team-policy-{uuid.uuid4().hex[:8]}"
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    wf = f"credit-{uuid.uuid4().hex[:8]}"
+    async with await _worker(team_client, strict, queue):
+        with pytest.raises(WorkflowFailureError) as caught:
+            await team_client.execute_workflow(
+                CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=50000),
+                id=wf, task_queue=queue, execution_timeout=timedelta(seconds=60))
+    err = caught.value.cause
+    assert isinstance(err, ActivityError) and isinstance(err.cause, ApplicationError)
+    assert err.cause.type == "policy_denied" and "team-credit-cap" in err.cause.message
+    assert (await scheduled(team_client, wf))["issue_credit"] == 0
+    assert await credits_of(pg, account) == 0
+    cur = await pg.execute(
+        "SELECT outcome, policies FROM plangate.policy_decisions WHERE run_id = %s", (wf,))
+    assert [(o, list(p)) for o, p in await cur.fetchall()] == [("forbid", ["team-credit-cap"])]
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_forged_guard_header_does_not_pass_the_call(
+    team_client: Client, settings: Settings, pg: psycopg.AsyncConnection[Any],
+) -> None:
+    """A workflow of someone else's that sends the guard's header itself (a key of its own, no
+    approval): the activity side decides the call from its own table and refuses it (403)."""
+    from temporalio.worker import (
+        Interceptor,
+        StartActivityInput,
+        WorkflowInboundInterceptor,
+        WorkflowInterceptorClassInput,
+        WorkflowOutboundInterceptor,
+    )
+
+    from plangate.temporal.calls import HEADER, GuardHeader, header_payload
+
+    class Forge(WorkflowOutboundInterceptor):
+        def start_activity(self, input: StartActivityInput) -> Any:
+            from temporalio import workflow
+
+            key = f"{workflow.info().workflow_id}~forged/g/1"
+            forged = {**input.headers, HEADER: header_payload(GuardHeader(n=1, key=key))}
+            return super().start_activity(replace_input(input, forged))
+
+    class ForgeInbound(WorkflowInboundInterceptor):
+        def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+            super().init(Forge(outbound))
+
+    class Forger(Interceptor):
+        def workflow_interceptor_class(
+            self, input: WorkflowInterceptorClassInput
+        ) -> type[WorkflowInboundInterceptor]:
+            return ForgeInbound
+
+    queue = f"team-forged-{uuid.uuid4().hex[:8]}"
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    before = team.CALLS["issue_credit"]
+    worker = Worker(team_client, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES,
+                    interceptors=[Forger()],
+                    plugins=[plugin(settings, workflow_guard=False)])
+    async with worker:
+        with pytest.raises(WorkflowFailureError) as caught:
+            await team_client.execute_workflow(
+                CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=100),
+                id=f"forged-{uuid.uuid4().hex[:8]}", task_queue=queue,
+                execution_timeout=timedelta(seconds=60))
+    cause = caught.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert cause.cause.type == "approval_missing"
+    assert cause.cause.details and cause.cause.details[0]["status"] == 403
+    assert team.CALLS["issue_credit"] == before
+    assert await credits_of(pg, account) == 0
+
+
+def replace_input(input: Any, headers: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(input, headers=headers)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_failed_check_reaches_the_workflow_or_halts_it(
+    team_client: Client, team_worker: str, settings: Settings, bucket: str,
+) -> None:
+    """The team's workflow catches the refusal as any activity failure (its message names the
+    condition and what was seen); where the table says halt, the workflow fails whatever its
+    code catches."""
+    said = await team_client.execute_workflow(
+        CarefulArchiveWorkflow.run, args=[bucket, "gone.csv"],
+        id=f"careful-{uuid.uuid4().hex[:8]}", task_queue=team_worker,
+        execution_timeout=timedelta(seconds=60))
+    assert said.startswith("not archived: plangate refused archive_object: precondition_failed")
+    assert "object_exists" in said
+
+    table = GuardTable.load(EXAMPLE / "guards.yaml")
+    halting = table.model_copy(update={"activities": {**table.activities, "archive_object":
+        table.activities["archive_object"].model_copy(update={"on_failure": "halt"})}})
+    queue = f"team-halt-{uuid.uuid4().hex[:8]}"
+    wf = f"careful-{uuid.uuid4().hex[:8]}"
+    before = team.CALLS["archive_object"]
+    async with Worker(team_client, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES,
+                      plugins=[PlangatePlugin(halting, settings=settings)]):
+        with pytest.raises(WorkflowFailureError) as caught:
+            await team_client.execute_workflow(
+                CarefulArchiveWorkflow.run, args=[bucket, "gone.csv"], id=wf, task_queue=queue,
+                execution_timeout=timedelta(seconds=60))
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "precondition_failed"
+    assert team.CALLS["archive_object"] == before
