@@ -404,3 +404,38 @@ async def test_a_failed_check_reaches_the_workflow_or_halts_it(
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "precondition_failed"
     assert team.CALLS["archive_object"] == before
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_guarded_histories_replay_with_the_plugin(
+    team_client: Client, team_worker: str, client: Client, settings: Settings, bucket: str,
+    s3: Any,
+) -> None:
+    """The workflow side is deterministic: a guarded run's history (its card, its approval, its
+    check and post reads) replays with the plugin, and without the plugin it does not (the
+    guard's commands are in it)."""
+    from temporalio.worker import Replayer
+
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    wf = f"credit-{uuid.uuid4().hex[:8]}"
+    handle = await team_client.start_workflow(
+        CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=300),
+        id=wf, task_queue=team_worker, execution_timeout=timedelta(seconds=120))
+    api = Plangate(client, settings)
+    card = await api.wait_for_card(wf, timeout=60)
+    await api.approve(wf, card.step, card.digest)
+    await handle.result()
+    s3.put_object(Bucket=bucket, Key="r.csv", Body=b"x")
+    archived = f"archive-{uuid.uuid4().hex[:8]}"
+    await team_client.execute_workflow(
+        ArchiveWorkflow.run, args=[bucket, "r.csv"], id=archived, task_queue=team_worker,
+        execution_timeout=timedelta(seconds=60))
+    for run in (wf, archived):
+        history = await team_client.get_workflow_handle(run).fetch_history()
+        replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter,
+                            plugins=[plugin(settings)])
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, result.replay_failure
+        bare = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+        result = await bare.replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is not None

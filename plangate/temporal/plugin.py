@@ -14,17 +14,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from temporalio.client import WorkflowHistory
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import (
     ActivityInboundInterceptor,
     Interceptor,
+    Replayer,
     WorkerConfig,
     WorkflowInboundInterceptor,
     WorkflowInterceptorClassInput,
+    WorkflowReplayResult,
     WorkflowRunner,
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -110,6 +113,17 @@ class PlangatePlugin(SimplePlugin):
             log.warning("the guard table names activities this worker does not have: %s "
                         "(guarded where another worker runs them)", ", ".join(missing))
         return super().configure_worker(config)
+
+    @asynccontextmanager
+    async def run_replayer(
+        self, replayer: Replayer, histories: AsyncIterator[WorkflowHistory],
+        next: Callable[[Replayer, AsyncIterator[WorkflowHistory]],
+                       AbstractAsyncContextManager[AsyncIterator[WorkflowReplayResult]]],
+    ) -> AsyncIterator[AsyncIterator[WorkflowReplayResult]]:
+        """A replay reads nothing of the world (the local activities' answers are in the
+        history): no connection is opened for it."""
+        async with next(replayer, histories) as results:
+            yield results
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[None]:

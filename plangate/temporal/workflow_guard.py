@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 from collections.abc import Callable, Collection
 from dataclasses import replace
@@ -239,7 +240,7 @@ class GuardedRun:
         self.n += 1
         n, name = self.n, input.activity
         info = workflow.info()
-        key = f"{info.workflow_id[:48]}~{key_tag()}/g/{n}"
+        key = f"{info.workflow_id[:48]}~{key_tag()}/g/{_segment(info)}{n}"
         values = wire_json(workflow.payload_converter(), input.args)
         checked = await self._check(CheckRequest(workflow_id=info.workflow_id, activity=name,
                                                  n=n, values=values, key=key))
@@ -409,6 +410,15 @@ class GuardedRun:
         step.state = StepState.AWAITING_APPROVAL
         self._show()
         return record
+
+
+def _segment(info: workflow.Info) -> str:
+    """Which execution of a chain that continued as new the calls are of: their numbers begin
+    again there, their keys must not. A reset keeps it (the history it replays began so), so a
+    call made again after a reset has its first key and the effect ledger answers it."""
+    if info.continued_run_id is None:
+        return ""
+    return hashlib.sha256(info.continued_run_id.encode()).hexdigest()[:8] + "."
 
 
 def _observed(checked: Checked) -> dict[str, Any]:
