@@ -439,3 +439,47 @@ async def test_guarded_histories_replay_with_the_plugin(
         bare = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
         result = await bare.replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is not None
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_approval_page_lists_and_approves_a_guarded_call(
+    team_client: Client, team_worker: str, client: Client, settings: Settings, stack: Any,
+    pg: psycopg.AsyncConnection[Any], tmp_path: Path,
+) -> None:
+    import asyncio
+    import os
+    import re
+
+    from tests.conftest import APPROVER_KEYS
+    from tests.test_approval_page import request, ui_process
+
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    wf = f"credit-{uuid.uuid4().hex[:8]}"
+    handle = await team_client.start_workflow(
+        CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=4200),
+        id=wf, task_queue=team_worker, execution_timeout=timedelta(seconds=180))
+    card = await Plangate(client, settings).wait_for_card(wf, timeout=60)
+    env = {**os.environ, **stack.env()}
+    token = APPROVER_KEYS["erin"].login_token()
+    async with ui_process(env, tmp_path / "ui.log") as url:
+        status, headers, _ = await asyncio.to_thread(request, url + "?token=" + token)
+        assert status == 303
+        cookies = headers.get_all("Set-Cookie") or []
+        session = {"Cookie": "; ".join(c.split(";", 1)[0] for c in cookies)}
+        csrf = re.search(r"plangate_csrf=([^;]+)", session["Cookie"])
+        assert csrf is not None
+
+        async def listed() -> str:
+            status, _, body = await asyncio.to_thread(request, url, headers=session)
+            assert status == 200
+            return body if card.digest in body else ""
+
+        body = await _eventually(listed)
+        assert "issue_credit" in body and account in body
+        assert await credits_of(pg, account) == 0
+        form = {"run_id": wf, "step": card.step, "digest": card.digest, "decision": "approve",
+                "csrf": csrf.group(1)}
+        status, _, said = await asyncio.to_thread(request, url + "answer", "POST", form, session)
+        assert status == 200 and 'data-outcome="accepted"' in said, said[:2000]
+    await handle.result()
+    assert await credits_of(pg, account) == 1

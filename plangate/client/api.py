@@ -752,10 +752,17 @@ class Plangate:
         return (await self._description(run_id)).task_queue
 
     async def of_this_deployment(self, run_id: str) -> bool:
-        """Whether the run is on this client's task queue or one of its catalogue queues."""
+        """Whether the run is on this client's task queue or one of its catalogue queues (or a
+        team's workflow plangate guards)."""
+        from plangate.records import visibility
         from plangate.records.placement import of_deployment
 
-        return of_deployment(await self.task_queue_of(run_id), self.settings.temporal.task_queue)
+        desc = await self._description(run_id)
+        if desc.workflow_type != PLAN_RUN:
+            # a team's workflow whose activities plangate guards: on the team's queue, listed
+            # by the attributes its guard sets (``plangate.temporal``)
+            return desc.typed_search_attributes.get(visibility.STATUS) is not None
+        return of_deployment(desc.task_queue, self.settings.temporal.task_queue)
 
     async def report(self, run_id: str) -> RunReport:
         """The run report now, of a queued, running or ended run."""
