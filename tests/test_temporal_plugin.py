@@ -483,3 +483,39 @@ async def test_the_approval_page_lists_and_approves_a_guarded_call(
         assert status == 200 and 'data-outcome="accepted"' in said, said[:2000]
     await handle.result()
     assert await credits_of(pg, account) == 1
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_policy_that_changes_while_a_card_waits_decides_the_call(
+    team_client: Client, client: Client, settings: Settings, pg: psycopg.AsyncConnection[Any],
+    tmp_path: Path,
+) -> None:
+    """Approved under one bundle, the call is decided again under the bundle in force when it
+    goes: a policy added meanwhile that forbids it refuses it (0 credits)."""
+    from dataclasses import replace
+
+    directory = tmp_path / "policies"
+    directory.mkdir()
+    (directory / "base.cedar").write_text('@id("base")\npermit(principal, action, resource);\n')
+    strict = replace(settings, policy=replace(settings.policy, policies=directory))
+    queue = f"team-moved-{uuid.uuid4().hex[:8]}"
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    wf = f"credit-{uuid.uuid4().hex[:8]}"
+    api = Plangate(client, settings)
+    async with await _worker(team_client, strict, queue):
+        handle = await team_client.start_workflow(
+            CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=700),
+            id=wf, task_queue=queue, execution_timeout=timedelta(seconds=120))
+        card = await api.wait_for_card(wf, timeout=60)
+        assert card.card.policy_bundle is not None
+        (directory / "freeze.cedar").write_text(
+            '@id("credit-freeze")\nforbid(principal, action == Plangate::Action::"money", '
+            'resource) when { resource.tool == "issue_credit" };\n')
+        await api.approve(wf, card.step, card.digest)
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+    err = caught.value.cause
+    assert isinstance(err, ActivityError) and isinstance(err.cause, ApplicationError)
+    assert err.cause.type == "policy_denied" and "credit-freeze" in err.cause.message
+    assert (await scheduled(team_client, wf))["issue_credit"] == 0
+    assert await credits_of(pg, account) == 0

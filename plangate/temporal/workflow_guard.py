@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         FailureRecord,
         LedgerLink,
         Phase,
+        Refusal,
         RunReport,
         RunStatus,
         StepReport,
@@ -87,6 +88,7 @@ with workflow.unsafe.imports_passed_through():
 LOCAL = timedelta(seconds=30)
 LOCAL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5)
 CARD_SETTLE = timedelta(milliseconds=1)
+REDECISIONS = 2  # times a call is decided again when the policies in force moved under it
 APPROVAL_CARDS = 3  # cards in a row the world may move under before the call gives up
 LEDGERED = (Effect.WRITE, Effect.EXTERNAL, Effect.MONEY)
 
@@ -251,24 +253,37 @@ class GuardedRun:
                           timings=StepTimings(plan_made_at=self.report.begun_at or workflow.now()))
         self.report.steps.append(step)
         self._show()
-        if checked.refusal is not None:
-            self._refuse(step, checked, checked.refusal_code, checked.refusal)
-        self._record(step, Phase.PRE, checked.read)
-        self._unless_held(step, checked, checked.read, "precondition_failed", "before the call")
-        grant = None
-        if checked.approval:
-            grant, checked = await self._approved(step, checked, key, values)
-        header = GuardHeader(n=n, key=key, policy_bundle=checked.policy_bundle, grant=grant)
-        headers = {**input.headers, HEADER: header_payload(header)}
-        step.state = StepState.EXECUTING
-        step.timings.dispatched_at = workflow.now()
-        if checked.effect in LEDGERED:
-            step.ledger = LedgerLink(key=key)
-        try:
-            result = await start(replace(input, headers=headers))
-        except ActivityError as e:
-            self._failed(step, checked, e)
-            raise
+        for decided in range(REDECISIONS + 1):
+            if decided:  # the policies moved between the check and the call: decided again
+                checked = await self._check(CheckRequest(
+                    workflow_id=info.workflow_id, activity=name, n=n, values=values, key=key))
+                step.policy = checked.policy
+            if checked.refusal is not None:
+                self._refuse(step, checked, checked.refusal_code, checked.refusal)
+            self._record(step, Phase.PRE, checked.read)
+            self._unless_held(step, checked, checked.read, "precondition_failed",
+                              "before the call")
+            grant = None
+            if checked.approval:
+                grant, checked = await self._approved(step, checked, key, values)
+            header = GuardHeader(n=n, key=key, policy_bundle=checked.policy_bundle, grant=grant)
+            headers = {**input.headers, HEADER: header_payload(header)}
+            step.state = StepState.EXECUTING
+            step.timings.dispatched_at = workflow.now()
+            if checked.effect in LEDGERED:
+                step.ledger = LedgerLink(key=key)
+            try:
+                result = await start(replace(input, headers=headers))
+            except ActivityError as e:
+                cause = e.cause
+                superseded = isinstance(cause, ApplicationError) and \
+                    cause.type == "policy_superseded"
+                if superseded and decided < REDECISIONS:
+                    step.refusals.append(Refusal(status=412, code="policy_superseded"))
+                    continue
+                self._failed(step, checked, e)
+                raise
+            break
         # on the workflow's clock: dispatched, and answered
         step.timings.tool_started_at = step.timings.dispatched_at
         step.timings.tool_finished_at = workflow.now()
