@@ -519,3 +519,48 @@ async def test_a_policy_that_changes_while_a_card_waits_decides_the_call(
     assert err.cause.type == "policy_denied" and "credit-freeze" in err.cause.message
     assert (await scheduled(team_client, wf))["issue_credit"] == 0
     assert await credits_of(pg, account) == 0
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_guarded_activity_is_never_run_as_a_local_activity(
+    team_client: Client, settings: Settings, pg: psycopg.AsyncConnection[Any],
+) -> None:
+    from tests.guarded_workflows import LocalCreditWorkflow
+
+    queue = f"team-local-{uuid.uuid4().hex[:8]}"
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    before = team.CALLS["issue_credit"]
+    async with Worker(team_client, task_queue=queue, workflows=[LocalCreditWorkflow],
+                      activities=ACTIVITIES, plugins=[plugin(settings)]):
+        with pytest.raises(WorkflowFailureError) as caught:
+            await team_client.execute_workflow(
+                LocalCreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=5),
+                id=f"local-{uuid.uuid4().hex[:8]}", task_queue=queue,
+                execution_timeout=timedelta(seconds=60))
+    cause = caught.value.cause  # a local activity's failure arrives as its own error
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "not_permitted" and "never as a local activity" in cause.message
+    assert team.CALLS["issue_credit"] == before
+    assert await credits_of(pg, account) == 0
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_temporals_own_cancel_reaches_a_waiting_guarded_call(
+    team_client: Client, team_worker: str, client: Client, settings: Settings,
+    pg: psycopg.AsyncConnection[Any],
+) -> None:
+    from temporalio.exceptions import CancelledError
+
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    wf = f"credit-{uuid.uuid4().hex[:8]}"
+    handle = await team_client.start_workflow(
+        CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=800),
+        id=wf, task_queue=team_worker, execution_timeout=timedelta(seconds=120))
+    await Plangate(client, settings).wait_for_card(wf, timeout=60)
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError) as caught:
+        await handle.result()
+    assert isinstance(caught.value.cause, CancelledError)
+    assert (await handle.describe()).status is not None
+    assert (await scheduled(team_client, wf))["issue_credit"] == 0
+    assert await credits_of(pg, account) == 0

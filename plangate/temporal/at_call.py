@@ -46,9 +46,13 @@ class GuardAtCall(ActivityInboundInterceptor):
         info = activity.info()
         name = info.activity_type
         spec = self.g.specs.get(name)
-        if spec is None or info.is_local or self.g.table.get(name) is None:
+        if spec is None or self.g.table.get(name) is None:
             return await super().execute_activity(input)
         try:
+            if info.is_local:  # the guard's reads and card come only with an activity
+                raise ToolError("not_permitted", f"{name}: not called: plangate guards {name} "
+                                "and a guarded activity runs as an activity, never as a local "
+                                "activity")
             return await self._guarded(input, name)
         except ToolError as e:
             raise _final(as_application_error(e)) from e

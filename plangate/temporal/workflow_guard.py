@@ -211,8 +211,12 @@ class GuardedRun:
         )
         self.install()
         task = asyncio.ensure_future(body)
-        await workflow.wait_condition(
-            lambda: task.done() or self.halted is not None or self.cancelled is not None)
+        try:
+            await workflow.wait_condition(
+                lambda: task.done() or self.halted is not None or self.cancelled is not None)
+        except asyncio.CancelledError:  # Temporal's own cancel: the team's code meets it
+            task.cancel()
+            return await task
         if not task.done():
             task.cancel()
             with contextlib.suppress(BaseException):  # its end is the halt's or the cancel's
