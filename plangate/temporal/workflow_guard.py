@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         CardStatus,
         Decision,
     )
-    from plangate.records.calls import Outcome, ProbeReport, StepRef
+    from plangate.records.calls import Outcome, ProbeReport, StepRef, ToolFailure
     from plangate.records.codes import CODES
     from plangate.records.interface import (
         ANSWER_SIGNAL,
@@ -285,8 +285,11 @@ class GuardedRun:
                 if superseded and decided < REDECISIONS:
                     step.refusals.append(Refusal(status=412, code="policy_superseded"))
                     continue
-                self._failed(step, checked, e)
-                raise
+                refused = _refused_at_call(e)
+                self._failed(step, checked, e, refused)
+                if refused is None:
+                    raise  # the team's own failure, as its activity raised it
+                raise GuardRefused(name, refused.code, refused.detail, refused.status)  # noqa: B904 - its cause is the refusal
             break
         # on the workflow's clock: dispatched, and answered
         step.timings.tool_started_at = step.timings.dispatched_at
@@ -351,13 +354,19 @@ class GuardedRun:
         self._show()
         raise refused
 
-    def _failed(self, step: StepReport, checked: Checked, e: ActivityError) -> None:
+    def _failed(self, step: StepReport, checked: Checked, e: ActivityError,
+                refused: ToolFailure | None) -> None:
+        """``refused``: the guard's refusal at the call (else the activity's own failure, or
+        no answer)."""
         cause = e.cause
         code = cause.type if isinstance(cause, ApplicationError) and cause.type else "lost"
         step.state = StepState.FAILED
-        step.reason = str(cause or e)[:1000]
+        step.reason = (refused.detail if refused is not None else str(cause or e))[:1000]
+        if refused is not None and refused.status in (403, 409, 412):
+            step.refusals.append(Refusal(status=refused.status, code=refused.code))
         unknown = code == "outcome_unknown" or isinstance(cause, ActivityTimeout)
-        halts = checked.halts or (checked.effect is Effect.MONEY and unknown)
+        halts = (checked.halts and refused is not None) or (
+            checked.effect is Effect.MONEY and unknown)
         if halts:
             step.state = StepState.HALTED
             self.halted = ApplicationError(
@@ -429,6 +438,18 @@ class GuardedRun:
         step.state = StepState.AWAITING_APPROVAL
         self._show()
         return record
+
+
+def _refused_at_call(e: ActivityError) -> ToolFailure | None:
+    """The guard's refusal at the call (plangate's code, its ``ToolFailure``), if that is what
+    failed the activity."""
+    cause = e.cause
+    if not isinstance(cause, ApplicationError) or cause.type not in CODES or not cause.details:
+        return None
+    try:
+        return ToolFailure.model_validate(cause.details[0])
+    except ValueError:
+        return None
 
 
 def _segment(info: workflow.Info) -> str:
