@@ -804,9 +804,10 @@ class Plangate:
                     ) from None
                 raise
             return await self._queued(run_id)  # no workflow task (yet): it has not begun
-        if status is not None and status.name in _CLOSED_STATUS and not (
-            not own and rep.status.final  # a guarded team run's own last word (halted...)
-        ):
+        # a team's guarded workflow fails its execution when it halts or is cancelled: the
+        # status its report ended with says which (Temporal's says only "failed")
+        ended_as_said = not own and rep.status.final
+        if status is not None and status.name in _CLOSED_STATUS and not ended_as_said:
             rep.status = _CLOSED_STATUS[status.name]
         return rep
 

@@ -29,6 +29,10 @@ from plangate.world.errors import ToolError
 
 _KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("plangate_call_key",
                                                                   default=None)
+# The effect ledger keeps a guarded call's answer as its JSON: an object as it is (what the
+# table's ``output.NAME`` and the reader's record are read against), anything else under this
+# key. A key the ledger has already answers with it, or with the record its reader read back.
+ANSWER = "plangate.answer"
 
 
 def call_key() -> str | None:
@@ -97,7 +101,7 @@ class GuardAtCall(ActivityInboundInterceptor):
             finally:
                 _KEY.reset(token)
             answered.append(value)
-            return {"result": jsonable(value)}
+            return kept(value)
 
         spec = replace(self.g.specs[name], fn=invoke)
         policy = replace(self.g.settings.policy, submitters=())  # no plan submitted it
@@ -109,8 +113,20 @@ class GuardAtCall(ActivityInboundInterceptor):
             raise
         if answered:
             return answered[0]
-        # the ledger answered: the effect was made under this key before, its answer kept
-        return result.output.get("result")
+        # the ledger answered: the effect was made under this key before; its answer as kept,
+        # or the record its reader found by the key (the team's converter takes either as JSON)
+        return answer_of(result.output)
+
+
+def kept(value: Any) -> dict[str, JsonValue]:
+    """A guarded call's answer as the effect ledger keeps it (``ANSWER``)."""
+    data = jsonable(value)
+    return data if isinstance(data, dict) else {ANSWER: data}
+
+
+def answer_of(output: dict[str, JsonValue]) -> JsonValue:
+    """What a call the ledger answers returns: the kept answer, or the record read back."""
+    return output[ANSWER] if set(output) == {ANSWER} else output
 
 
 def _final(e: ApplicationError) -> ApplicationError:

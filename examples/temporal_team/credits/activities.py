@@ -7,7 +7,7 @@ import asyncio
 import os
 import uuid
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING
 
 import boto3
 import psycopg
@@ -15,6 +15,9 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from plangate.temporal import call_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 CALLS: Counter[str] = Counter()  # how often each activity's body ran, in this process
 BROKEN_EXPORT = {"on": False}  # the export answers ok and writes nothing
@@ -42,7 +45,7 @@ def _dsn() -> str:
     return os.environ["TEAM_DATABASE_URL"]
 
 
-def _s3() -> Any:
+def _s3() -> S3Client:
     return boto3.client("s3", endpoint_url=os.environ["TEAM_S3_ENDPOINT_URL"])
 
 

@@ -1,0 +1,62 @@
+"""The team's worker, guarded by plangate (its own client, workflows and activities, and one
+plugin with the guard table).
+
+    python run_worker.py --queue credits [--guards guards.yaml] [--principal support-agent]
+
+Temporal's connection comes from the environment as for any Temporal SDK (``TEMPORAL_ADDRESS``,
+``TEMPORAL_NAMESPACE``, a profile); plangate's deployment settings too (``PLANGATE_*``: its
+Postgres, S3, approvers and policies), read by the plugin. The team's own database is
+``TEAM_DATABASE_URL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from credits.activities import (
+    archive_object,
+    count_rows,
+    ensure_schema,
+    find_credit,
+    issue_credit,
+    load_export,
+)
+from credits.workflows import ArchiveWorkflow, CountWorkflow, CreditWorkflow
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfig
+from temporalio.worker import Worker
+
+from plangate.temporal import PlangatePlugin
+
+HERE = Path(__file__).resolve().parent
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description="The team's worker, guarded by plangate.")
+    parser.add_argument("--queue", required=True, help="the task queue to poll")
+    parser.add_argument("--guards", default=str(HERE / "guards.yaml"), help="the guard table")
+    parser.add_argument("--principal", default="support-agent",
+                        help="whom this worker's guarded calls act as")
+    args = parser.parse_args()
+
+    config = ClientConfig.load_client_connect_config()
+    config.setdefault("target_host", "localhost:7233")
+    client = await Client.connect(**config, data_converter=pydantic_data_converter)
+    await ensure_schema()
+
+    worker = Worker(
+        client,
+        task_queue=args.queue,
+        workflows=[CreditWorkflow, ArchiveWorkflow, CountWorkflow],
+        activities=[issue_credit, find_credit, load_export, archive_object, count_rows],
+        plugins=[PlangatePlugin(args.guards, principal=args.principal)],
+    )
+    print(f"team worker polling {args.queue}", flush=True)
+    await worker.run()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
