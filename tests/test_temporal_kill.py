@@ -5,7 +5,8 @@ world (the credit rows), in plangate's effect ledger and in the workflow's histo
 
 Nothing here waits on a guess of how long something takes: the world is polled with generous
 deadlines, and the credit's answer is held (``TEAM_CREDIT_PAUSE_S``) longer than the activity's
-start-to-close timeout, so the first attempt cannot answer: it ends by the kill.
+start-to-close timeout, so the first attempt cannot answer: it ends by the kill (noticed by
+its missed heartbeats, which plangate's guard sends while a guarded activity runs).
 """
 
 from __future__ import annotations

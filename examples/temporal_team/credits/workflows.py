@@ -43,8 +43,11 @@ class CarefulArchiveWorkflow:
 class CreditWorkflow:
     @workflow.run
     async def run(self, req: CreditRequest) -> Credit:
+        # a worker that dies mid-call is noticed by its missed heartbeats (plangate's guard
+        # sends them while the activity runs), not after the whole timeout
         return await workflow.execute_activity(
             issue_credit, req, start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=5),
             retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=2)))
 
 
