@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,8 @@ sys.path.insert(0, str(EXAMPLE))
 from credits import activities as team  # noqa: E402
 from credits.workflows import ArchiveWorkflow, CountWorkflow, CreditWorkflow  # noqa: E402
 
-ACTIVITIES = [team.issue_credit, team.find_credit, team.load_export, team.archive_object,
-              team.count_rows]
+ACTIVITIES: list[Callable[..., Any]] = [
+    team.issue_credit, team.find_credit, team.load_export, team.archive_object, team.count_rows]
 WORKFLOWS = [ArchiveWorkflow, CreditWorkflow, CountWorkflow]
 
 

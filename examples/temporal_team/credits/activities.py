@@ -7,6 +7,7 @@ import asyncio
 import os
 import uuid
 from collections import Counter
+from typing import Any
 
 import boto3
 import psycopg
@@ -41,7 +42,7 @@ def _dsn() -> str:
     return os.environ["TEAM_DATABASE_URL"]
 
 
-def _s3():  # type: ignore[no-untyped-def]
+def _s3() -> Any:  # a boto3 S3 client
     return boto3.client("s3", endpoint_url=os.environ["TEAM_S3_ENDPOINT_URL"])
 
 
