@@ -4,8 +4,12 @@
 
     worker = Worker(client, task_queue="agents", workflows=[...], activities=[...],
                     plugins=[PlangatePlugin("guards.yaml")])
+
+An agent's tools on Temporal: ``guarded_tool(activity, ...)`` (the OpenAI Agents SDK's
+``activity_as_tool``, whose guard refusals its model reads; plangate.temporal.agents).
 """
 
+from plangate.temporal.agents import guarded_tool
 from plangate.temporal.at_call import call_key
 from plangate.temporal.errors import GuardRefused, tool_error_text
 from plangate.temporal.plugin import PlangatePlugin
@@ -13,5 +17,5 @@ from plangate.temporal.table import ActivityGuard, Check, GuardTable, ReadBack
 
 __all__ = [
     "ActivityGuard", "Check", "GuardRefused", "GuardTable", "PlangatePlugin", "ReadBack",
-    "call_key", "tool_error_text",
+    "call_key", "guarded_tool", "tool_error_text",
 ]
