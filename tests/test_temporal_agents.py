@@ -206,9 +206,9 @@ async def test_an_agents_sdk_agent_reads_why_its_export_did_not_hold(
     # the model's next turn: the tool's answer is plangate's reason
     assert len(model.inputs) == 2
     (said,) = tool_outputs(model.inputs[1])
-    assert "postcondition_failed" in said and "object_exists" in said, said
+    assert "postcondition_unmet" in said and "object_exists" in said, said
     assert key in said, said
-    assert "postcondition_failed" in json.dumps(model.inputs[1])
+    assert "postcondition_unmet" in json.dumps(model.inputs[1])
 
 
 # -- pydantic-ai ---------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ async def test_a_pydantic_ai_agent_reads_why_its_export_did_not_hold(
     (said,) = tool_returns(run.seen[1])
     assert said.tool_name == "load_export" and said.outcome == "failed"
     text = said.model_response_str()
-    assert "postcondition_failed" in text and "object_exists" in text, text
+    assert "postcondition_unmet" in text and "object_exists" in text, text
     assert key in text, text
 
 

@@ -101,7 +101,7 @@ async def test_unmet_pre_condition_the_activity_never_runs(
     err = caught.value.cause
     assert isinstance(err, ActivityError)
     cause = err.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "precondition_failed"
+    assert isinstance(cause, ApplicationError) and cause.type == "precondition_unmet"
     assert "object_exists" in cause.message and "violated" in cause.message
     assert team.CALLS["archive_object"] == before
     ran = await scheduled(team_client, wf)
@@ -386,7 +386,7 @@ async def test_a_failed_check_reaches_the_workflow_or_halts_it(
         CarefulArchiveWorkflow.run, args=[bucket, "gone.csv"],
         id=f"careful-{uuid.uuid4().hex[:8]}", task_queue=team_worker,
         execution_timeout=timedelta(seconds=60))
-    assert said.startswith("not archived: plangate refused archive_object: precondition_failed")
+    assert said.startswith("not archived: plangate refused archive_object: precondition_unmet")
     assert "object_exists" in said
 
     table = GuardTable.load(EXAMPLE / "guards.yaml")
@@ -402,7 +402,7 @@ async def test_a_failed_check_reaches_the_workflow_or_halts_it(
                 CarefulArchiveWorkflow.run, args=[bucket, "gone.csv"], id=wf, task_queue=queue,
                 execution_timeout=timedelta(seconds=60))
     cause = caught.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "precondition_failed"
+    assert isinstance(cause, ApplicationError) and cause.type == "precondition_unmet"
     assert team.CALLS["archive_object"] == before
 
 

@@ -4,8 +4,9 @@
     └── GuardRefused        a check of the guard did not hold: the activity was not called, or
                             its post condition failed on a fresh read. Its ``cause`` is an
                             ``ApplicationError`` whose ``type`` is plangate's code
-                            (``precondition_failed``, ``postcondition_failed``,
-                            ``approval_rejected``, ``policy_denied``...), non-retryable, its
+                            (``precondition_unmet``, ``postcondition_unmet``, and at the
+                            call ``precondition_failed``, ``approval_missing``,
+                            ``policy_denied``...), non-retryable, its
                             message naming the condition and what was seen.
 
 A workflow handles it as any failed activity (``except ActivityError``); ``str(error)`` is the
@@ -21,7 +22,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 class GuardRefused(ActivityError):
     def __init__(self, activity: str, code: str, detail: str, status: int | None) -> None:
-        message = f"plangate refused {activity}: {code} ({status}): {detail}"
+        said = f"{code} ({status})" if status is not None else code
+        message = f"plangate refused {activity}: {said}: {detail}"
         super().__init__(
             message, scheduled_event_id=0, started_event_id=0, identity="plangate",
             activity_type=activity, activity_id="", retry_state=RetryState.NON_RETRYABLE_FAILURE,

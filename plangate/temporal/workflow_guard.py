@@ -265,7 +265,7 @@ class GuardedRun:
             if checked.refusal is not None:
                 self._refuse(step, checked, checked.refusal_code, checked.refusal)
             self._record(step, Phase.PRE, checked.read)
-            self._unless_held(step, checked, checked.read, "precondition_failed",
+            self._unless_held(step, checked, checked.read, "precondition_unmet",
                               "before the call")
             grant = None
             if checked.approval:
@@ -301,7 +301,7 @@ class GuardedRun:
                              tool=name, args=checked.args),
                 conditions=checked.post, key=key))
             self._record(step, Phase.POST, report)
-            self._unless_held(step, checked, report, "postcondition_failed", "after the call")
+            self._unless_held(step, checked, report, "postcondition_unmet", "after the call")
         step.state = StepState.DONE
         self._show()
         return result
@@ -407,7 +407,7 @@ class GuardedRun:
             self._record(step, Phase.RE_PROBE, again.read)
             if again.refusal is not None:
                 self._refuse(step, again, again.refusal_code, again.refusal)
-            self._unless_held(step, again, again.read, "precondition_failed",
+            self._unless_held(step, again, again.read, "precondition_unmet",
                               "after the approval")
             if _observed(again) == record.card.observed:
                 answer = record.answer
