@@ -46,7 +46,9 @@ class GuardAtCall(ActivityInboundInterceptor):
         info = activity.info()
         name = info.activity_type
         spec = self.g.specs.get(name)
-        if spec is None or info.is_local or self.g.table.get(name) is None:
+        # a guarded activity is guarded however it is scheduled: as a local activity it never
+        # met the workflow interceptor, so it carries no header and is refused below
+        if spec is None or self.g.table.get(name) is None:
             return await super().execute_activity(input)
         try:
             return await self._guarded(input, name)
@@ -64,11 +66,13 @@ class GuardAtCall(ActivityInboundInterceptor):
         guard = self.g.table.activities[name]
         raw = input.headers.get(HEADER)
         if raw is None:
+            how = ("it was scheduled as a local activity, which the guard does not wrap"
+                   if info.is_local else f"workflow {info.workflow_type} runs without "
+                   "plangate.temporal's workflow interceptor")
             raise ToolError(
                 "not_permitted",
                 f"{name}: not called: plangate guards {name} on this worker and this call did "
-                f"not come through its guard (workflow {info.workflow_type} runs without "
-                "plangate.temporal's workflow interceptor)",
+                f"not come through its guard ({how})",
             )
         header = header_of(raw)
         args = arguments(wire_json(activity.payload_converter(), input.args), guard.params)

@@ -21,7 +21,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 class GuardRefused(ActivityError):
     def __init__(self, activity: str, code: str, detail: str, status: int | None) -> None:
-        message = f"plangate refused {activity}: {code} ({status}): {detail}"
+        shown = f" ({status})" if status is not None else ""
+        message = f"plangate refused {activity}: {code}{shown}: {detail}"
         super().__init__(
             message, scheduled_event_id=0, started_event_id=0, identity="plangate",
             activity_type=activity, activity_id="", retry_state=RetryState.NON_RETRYABLE_FAILURE,
