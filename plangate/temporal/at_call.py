@@ -72,11 +72,13 @@ class GuardAtCall(ActivityInboundInterceptor):
         guard = self.g.table.activities[name]
         raw = input.headers.get(HEADER)
         if raw is None:
+            how = ("it was scheduled as a local activity, which the guard does not wrap"
+                   if info.is_local else f"workflow {info.workflow_type} runs without "
+                   "plangate.temporal's workflow interceptor")
             raise ToolError(
                 "not_permitted",
                 f"{name}: not called: plangate guards {name} on this worker and this call did "
-                f"not come through its guard (workflow {info.workflow_type} runs without "
-                "plangate.temporal's workflow interceptor)",
+                f"not come through its guard ({how})",
             )
         header = header_of(raw)
         args = arguments(wire_json(activity.payload_converter(), input.args), guard.params)
