@@ -90,7 +90,8 @@ async def credits_of(pg: psycopg.AsyncConnection[Any], account: str) -> int:
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_unmet_pre_condition_the_activity_never_runs(
-    team_client: Client, team_worker: str, bucket: str, s3: Any
+    team_client: Client, team_worker: str, bucket: str, s3: Any, client: Client,
+    settings: Settings,
 ) -> None:
     wf = f"archive-{uuid.uuid4().hex[:8]}"
     before = team.CALLS["archive_object"]
@@ -101,13 +102,19 @@ async def test_unmet_pre_condition_the_activity_never_runs(
     err = caught.value.cause
     assert isinstance(err, ActivityError)
     cause = err.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "precondition_unmet"
-    assert "object_exists" in cause.message and "violated" in cause.message
+    # read at the call, the instant before the activity would act: refused there (412)
+    assert isinstance(cause, ApplicationError) and cause.type == "precondition_failed"
+    assert "not called: at the call, object_exists" in cause.message
     assert team.CALLS["archive_object"] == before
     ran = await scheduled(team_client, wf)
-    assert ran["archive_object"] == 0 and ran["plangate.guard.check"] == 1
+    assert ran["plangate.guard.check"] == 1
     keys = s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0)
     assert keys == 0
+    rep = await Plangate(client, settings).report(wf)
+    (step,) = rep.steps
+    assert [c.phase.value for c in step.checks] == ["at-call"]
+    assert step.checks[0].results[0].outcome.value == "violated"
+    assert [(r.status, r.code) for r in step.refusals] == [(412, "precondition_failed")]
 
     # the object there: the same workflow archives it
     s3.put_object(Bucket=bucket, Key="there.csv", Body=b"a,b\n")
@@ -386,7 +393,7 @@ async def test_a_failed_check_reaches_the_workflow_or_halts_it(
         CarefulArchiveWorkflow.run, args=[bucket, "gone.csv"],
         id=f"careful-{uuid.uuid4().hex[:8]}", task_queue=team_worker,
         execution_timeout=timedelta(seconds=60))
-    assert said.startswith("not archived: plangate refused archive_object: precondition_unmet")
+    assert said.startswith("not archived: plangate refused archive_object: precondition_failed")
     assert "object_exists" in said
 
     table = GuardTable.load(EXAMPLE / "guards.yaml")
@@ -402,7 +409,7 @@ async def test_a_failed_check_reaches_the_workflow_or_halts_it(
                 CarefulArchiveWorkflow.run, args=[bucket, "gone.csv"], id=wf, task_queue=queue,
                 execution_timeout=timedelta(seconds=60))
     cause = caught.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "precondition_unmet"
+    assert isinstance(cause, ApplicationError) and cause.type == "precondition_failed"
     assert team.CALLS["archive_object"] == before
 
 

@@ -225,7 +225,9 @@ class GuardActivities:
                                               "refusal_code": "policy_denied"})
             if d.enforced and d.outcome is Outcome.PERMIT_WITH_PEOPLE:
                 out = out.model_copy(update={"approval": True})
-        if call.check:
+        if call.check and out.approval:
+            # a card shows what the pre conditions observe; without one they are read only at
+            # the call, the instant before the activity acts (as a plan step's are)
             read = await probes.read(ProbeRequest(step=call.step, conditions=call.check,
                                                   idempotency_key=req.key))
             out = out.model_copy(update={"read": read})

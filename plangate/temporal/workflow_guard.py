@@ -204,12 +204,7 @@ class GuardedRun:
     async def run(self, body: Any) -> Any:
         """The team's workflow, failed by a halt and stopped by a cancel whatever its own code
         catches."""
-        info = workflow.info()
-        self.report = RunReport(
-            run_id=info.workflow_id, goal=f"{info.workflow_type}: guarded by plangate",
-            submitted_at=info.start_time, begun_at=workflow.now(),
-        )
-        self.install()
+        self._begin()
         task = asyncio.ensure_future(body)
         try:
             await workflow.wait_condition(
@@ -239,6 +234,15 @@ class GuardedRun:
             raise
         self._show(RunStatus.SUCCEEDED)
         return result
+
+    def _begin(self) -> None:
+        """The run's report (empty until a guarded call), and its face to plangate."""
+        info = workflow.info()
+        self.report = RunReport(
+            run_id=info.workflow_id, goal=f"{info.workflow_type}: guarded by plangate",
+            submitted_at=info.start_time, begun_at=workflow.now(),
+        )
+        self.install()
 
     # -- one guarded call ----------------------------------------------------------------------
     async def call(self, input: StartActivityInput,
@@ -294,6 +298,9 @@ class GuardedRun:
         # on the workflow's clock: dispatched, and answered
         step.timings.tool_started_at = step.timings.dispatched_at
         step.timings.tool_finished_at = workflow.now()
+        if checked.pre and checked.read is None:
+            # no card: the pre conditions were read only in the activity, at the call
+            step.timings.precheck_read_at = step.timings.dispatched_at
         if checked.post:
             step.state = StepState.VERIFYING
             report = await self._read(ReadRequest(
@@ -360,6 +367,9 @@ class GuardedRun:
         no answer)."""
         cause = e.cause
         code = cause.type if isinstance(cause, ApplicationError) and cause.type else "lost"
+        if refused is not None and isinstance(refused.data, dict) and "results" in refused.data:
+            # what the check at the call read
+            self._record(step, Phase.AT_CALL, ProbeReport.model_validate(refused.data))
         step.state = StepState.FAILED
         step.reason = (refused.detail if refused is not None else str(cause or e))[:1000]
         if refused is not None and refused.status in (403, 409, 412):
