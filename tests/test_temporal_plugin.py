@@ -571,3 +571,43 @@ async def test_temporals_own_cancel_reaches_a_waiting_guarded_call(
     assert (await handle.describe()).status is not None
     assert (await scheduled(team_client, wf))["issue_credit"] == 0
     assert await credits_of(pg, account) == 0
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_policy_asking_a_person_holds_the_call_for_a_card(
+    team_client: Client, client: Client, settings: Settings, bucket: str, s3: Any,
+    tmp_path: Path,
+) -> None:
+    """A write the table does not send to people, which the deployment's policy does: the call
+    goes, is refused at the call for want of an approval (nothing written), waits for a card
+    that names the policy, and writes once approved."""
+    from dataclasses import replace
+
+    directory = tmp_path / "policies"
+    directory.mkdir()
+    (directory / "person.cedar").write_text(
+        '@id("archive-needs-a-person") @approvers("1")\n'
+        'permit(principal, action == Plangate::Action::"write", resource)\n'
+        'when { resource.tool == "archive_object" };\n'
+        '@id("the-rest")\npermit(principal, action, resource)\n'
+        'when { resource.tool != "archive_object" };\n')
+    strict = replace(settings, policy=replace(settings.policy, policies=directory))
+    s3.put_object(Bucket=bucket, Key="p.csv", Body=b"1")
+    queue = f"team-person-{uuid.uuid4().hex[:8]}"
+    wf = f"archive-{uuid.uuid4().hex[:8]}"
+    before = team.CALLS["archive_object"]
+    api = Plangate(client, settings)
+    async with await _worker(team_client, strict, queue):
+        handle = await team_client.start_workflow(
+            ArchiveWorkflow.run, args=[bucket, "p.csv"], id=wf, task_queue=queue,
+            execution_timeout=timedelta(seconds=120))
+        card = await api.wait_for_card(wf, timeout=60)
+        assert card.card.policy is not None
+        assert card.card.policy.policies == ("archive-needs-a-person",)
+        assert card.card.args == {"bucket": bucket, "key": "p.csv"}
+        assert team.CALLS["archive_object"] == before
+        assert s3.list_objects_v2(Bucket=bucket, Prefix="archive/").get("KeyCount", 0) == 0
+        await api.approve(wf, card.step, card.digest)
+        assert await handle.result() == "archive/p.csv"
+    assert team.CALLS["archive_object"] == before + 1
+    assert s3.get_object(Bucket=bucket, Key="archive/p.csv")["Body"].read() == b"1"

@@ -15,15 +15,16 @@ from typing import Any
 
 from pydantic import BaseModel, JsonValue
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
 from plangate.activities.tool_activity import as_application_error, perform
 from plangate.activities.tools.registry import CallContext
 from plangate.records.calls import ToolFailure
-from plangate.temporal.calls import HEADER, header_of, wire_json
+from plangate.temporal.calls import ANSWER_META, HEADER, GuardAnswer, header_of, wire_json
 from plangate.temporal.guards import Guarded, jsonable
-from plangate.temporal.table import UnboundCheck, arguments
+from plangate.temporal.table import UnboundCheck, arguments, conditions
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 
@@ -86,8 +87,13 @@ class GuardAtCall(ActivityInboundInterceptor):
             call = self.g.call_of(name, header.n, header.key, args, info.workflow_id or "")
         except UnboundCheck as e:
             raise ToolError("bad_arguments", f"{name}: not called: {e}") from None
-        call = call.model_copy(update={"policy_bundle": header.policy_bundle,
-                                       "approval": header.grant})
+        # guards the workflow decided must still be the ones in force (412 if the policies
+        # moved since); a call it did not decide is decided here, under the bundle in force
+        bundle = header.policy_bundle if header.decided else self._bundle_now()
+        call = call.model_copy(update={
+            "policy_bundle": bundle, "approval": header.grant,
+            "after": conditions(guard.post, args) if header.wrap else [],
+        })
         answered: list[Any] = []
         raised: list[BaseException] = []
 
@@ -113,11 +119,26 @@ class GuardAtCall(ActivityInboundInterceptor):
             if raised:
                 raise raised[0] from None
             raise
-        if answered:
-            return answered[0]
         # the ledger answered: the effect was made under this key before; its answer as kept,
         # or the record its reader found by the key (the team's converter takes either as JSON)
-        return answer_of(result.output)
+        value = answered[0] if answered else answer_of(result.output)
+        if not header.wrap:
+            return value
+        payload = activity.payload_converter().to_payload(value)
+        answer = GuardAnswer(
+            effect=guard.effect, halts=guard.on_failure == "halt", args=args,
+            checked=result.checked, post=call.after, after=result.after, ledger=result.ledger,
+            visible=self.g.visible,
+        )
+        payload.metadata[ANSWER_META] = answer.model_dump_json().encode()
+        return RawValue(payload)
+
+    def _bundle_now(self) -> str | None:
+        """The policy bundle in force on this worker (Cedar's, else the configured one)."""
+        _, _, book = self.g.ready()
+        if book.on:
+            return book.current().bundle
+        return self.g.settings.policy.policy_bundle
 
 
 def kept(value: Any) -> dict[str, JsonValue]:
@@ -141,5 +162,7 @@ def _final(e: ApplicationError) -> ApplicationError:
         return e
     if failure.retryable or e.non_retryable:
         return e
+    # a refusal is the guard working (a call waiting for its card is one): no traceback logged
+    category = ApplicationErrorCategory.BENIGN if failure.status < 500 else e.category
     return ApplicationError(e.message, *e.details, type=e.type, non_retryable=True,
-                            category=e.category)
+                            category=category)

@@ -74,8 +74,32 @@ class GuardHeader(Model):
 
     n: int
     key: str
+    # the workflow decided the call's guards first (``plangate.guard.check``, for a card) under
+    # this policy bundle, which must still be in force; else the activity decides them itself
+    decided: bool = False
     policy_bundle: str | None = None
     grant: ApprovalGrant | None = None
+    # the workflow interceptor reads the guard's answer (``GuardAnswer``) off the result
+    wrap: bool = False
+
+
+class GuardAnswer(Model):
+    """What the guard at the call read and decided, carried back on the activity's result
+    payload (its metadata ``ANSWER_META``; the payload itself is the team's answer, as their
+    converter made it): the workflow judges the post conditions from it, as a plan step judges
+    its call's read after."""
+
+    effect: Effect
+    halts: bool = False
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    checked: ProbeReport | None = None  # the pre conditions, read the instant before it acted
+    post: list[Condition] = Field(default_factory=list)
+    after: ProbeReport | None = None  # ``post``, read the instant after (None: not read)
+    ledger: str = ""  # "recorded", or "answered": the key was done, the activity not called
+    visible: bool = False
+
+
+ANSWER_META = "plangate-guard"
 
 
 def header_payload(header: GuardHeader) -> Payload:

@@ -37,7 +37,7 @@ from plangate.client.api import Plangate
 from plangate.temporal.at_call import GuardAtCall
 from plangate.temporal.guards import GuardActivities, Guarded, activity_name
 from plangate.temporal.table import GuardTable
-from plangate.temporal.workflow_guard import workflow_interceptor
+from plangate.temporal.workflow_guard import Guarding, workflow_interceptor
 from plangate.world.clients import World
 from plangate.world.settings import Settings
 
@@ -56,7 +56,10 @@ class GuardInterceptor(Interceptor):
         self, input: WorkflowInterceptorClassInput
     ) -> type[WorkflowInboundInterceptor] | None:
         if self._workflow is None:
-            self._workflow = workflow_interceptor(self.guarded.table.activities)
+            asks = self.guarded.settings.policy.approve_effects
+            self._workflow = workflow_interceptor({
+                n: Guarding(g.effect, g.approval or g.effect in asks)
+                for n, g in self.guarded.table.activities.items()})
         return self._workflow
 
 

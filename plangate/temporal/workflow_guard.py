@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Collection
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.worker import (
@@ -69,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.run import CancelRequest
     from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
     from plangate.temporal.calls import (
+        ANSWER_META,
         APPROVERS_ACTIVITY,
         CHECK_ACTIVITY,
         GUARD_VERSION,
@@ -76,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
         READ_ACTIVITY,
         Checked,
         CheckRequest,
+        GuardAnswer,
         GuardHeader,
         ReadRequest,
         header_payload,
@@ -93,11 +96,23 @@ APPROVAL_CARDS = 3  # cards in a row the world may move under before the call gi
 LEDGERED = (Effect.WRITE, Effect.EXTERNAL, Effect.MONEY)
 
 
+@dataclass(frozen=True)
+class Guarding:
+    """What the workflow knows of a guarded activity before its call: its effect (for the
+    report) and whether every call of it waits for a person (the table's word, or the effect
+    class the deployment asks people for): such a call's guards are decided and its card
+    published before it is dispatched. Any other call goes at once and is decided at the call,
+    where a policy asking people refuses it for the card (``approval_missing``)."""
+
+    effect: Effect
+    asks: bool = False
+
+
 class GuardedRun:
     """One workflow execution's guarded calls, as a plangate run report."""
 
-    def __init__(self, names: Collection[str]) -> None:
-        self.names = frozenset(names)
+    def __init__(self, names: Mapping[str, Guarding]) -> None:
+        self.names = dict(names)  # the guarded activities, as the worker's table says
         self.report = RunReport(run_id="", goal="")  # the run's, once it begins (``run``)
         self.answers = Answers()
         self.n = 0
@@ -247,71 +262,114 @@ class GuardedRun:
     # -- one guarded call ----------------------------------------------------------------------
     async def call(self, input: StartActivityInput,
                    start: Callable[[StartActivityInput], Any]) -> Any:
+        """The call dispatched at once, its guards decided and its conditions read at the call
+        (the activity interceptor), the guard's answer on its result; the workflow decides the
+        guards first (``plangate.guard.check``) only where the call needs a person's approval,
+        which the activity says by refusing a call that carries none (``approval_missing``)."""
         self.n += 1
         n, name = self.n, input.activity
         info = workflow.info()
         key = f"{info.workflow_id[:48]}~{key_tag()}/g/{_segment(info)}{n}"
         values = wire_json(workflow.payload_converter(), input.args)
-        checked = await self._check(CheckRequest(workflow_id=info.workflow_id, activity=name,
-                                                 n=n, values=values, key=key))
-        if checked.visible and not self.visible:
-            self.visible = True
-        step = StepReport(n=n, tool=name, plan_version=GUARD_VERSION, effect=checked.effect,
-                          state=StepState.PROBING, policy=checked.policy,
+        step = StepReport(n=n, tool=name, plan_version=GUARD_VERSION,
+                          effect=self.names[name].effect, state=StepState.EXECUTING,
                           timings=StepTimings(plan_made_at=self.report.begun_at or workflow.now()))
         self.report.steps.append(step)
-        self._show()
-        for decided in range(REDECISIONS + 1):
-            if decided:  # the policies moved between the check and the call: decided again
-                checked = await self._check(CheckRequest(
-                    workflow_id=info.workflow_id, activity=name, n=n, values=values, key=key))
-                step.policy = checked.policy
+        checked: Checked | None = None  # the guards the workflow decided (for a card)
+        grant: ApprovalGrant | None = None
+        superseded = 0
+
+        async def decide() -> Checked:
+            out = await self._check(CheckRequest(workflow_id=info.workflow_id, activity=name,
+                                                 n=n, values=values, key=key))
+            step.effect, step.policy = out.effect, out.policy
+            self.visible = self.visible or out.visible
+            return out
+
+        async def approved() -> bool:
+            """Decided here, and a person's approval taken, where the call needs one."""
+            nonlocal checked, grant
+            checked = await decide()
             if checked.refusal is not None:
                 self._refuse(step, checked, checked.refusal_code, checked.refusal)
+            if not checked.approval:
+                return False
             self._record(step, Phase.PRE, checked.read)
             self._unless_held(step, checked, checked.read, "precondition_unmet",
                               "before the call")
-            grant = None
-            if checked.approval:
-                grant, checked = await self._approved(step, checked, key, values)
-            header = GuardHeader(n=n, key=key, policy_bundle=checked.policy_bundle, grant=grant)
-            headers = {**input.headers, HEADER: header_payload(header)}
+            grant, checked = await self._approved(step, checked, key, values)
+            return True
+
+        if self.names[name].asks:  # the table or the deployment asks a person for every call
+            await approved()
+        while True:
+            header = GuardHeader(n=n, key=key, decided=checked is not None, grant=grant,
+                                 policy_bundle=checked.policy_bundle if checked else None,
+                                 wrap=True)
             step.state = StepState.EXECUTING
             step.timings.dispatched_at = workflow.now()
-            if checked.effect in LEDGERED:
-                step.ledger = LedgerLink(key=key)
             try:
-                result = await start(replace(input, headers=headers))
+                raw = await start(replace(input, ret_type=RawValue, headers={
+                    **input.headers, HEADER: header_payload(header)}))
+                break
             except ActivityError as e:
-                cause = e.cause
-                superseded = isinstance(cause, ApplicationError) and \
-                    cause.type == "policy_superseded"
-                if superseded and decided < REDECISIONS:
-                    step.refusals.append(Refusal(status=412, code="policy_superseded"))
-                    continue
                 refused = _refused_at_call(e)
-                self._failed(step, checked, e, refused)
+                code = refused.code if refused is not None else ""
+                if code == "approval_missing" and grant is None and await approved():
+                    continue  # the policies asked a person at the call: approved, again
+                if code == "policy_superseded" and superseded < REDECISIONS:
+                    # the policies moved between the decision and the call: decided again
+                    superseded += 1
+                    step.refusals.append(Refusal(status=412, code="policy_superseded"))
+                    checked, grant = None, None
+                    continue
+                self._failed(step, checked or await decide(), e, refused)
                 if refused is None:
                     raise  # the team's own failure, as its activity raised it
                 raise GuardRefused(name, refused.code, refused.detail, refused.status)  # noqa: B904 - its cause is the refusal
-            break
+        answer, result = self._answered(raw, input)
+        step.effect = answer.effect
+        self.visible = self.visible or answer.visible
+        if answer.effect in LEDGERED:
+            step.ledger = LedgerLink(key=key, answered=answer.ledger == "answered")
         # on the workflow's clock: dispatched, and answered
         step.timings.tool_started_at = step.timings.dispatched_at
         step.timings.tool_finished_at = workflow.now()
-        if checked.pre and checked.read is None:
-            # no card: the pre conditions were read only in the activity, at the call
-            step.timings.precheck_read_at = step.timings.dispatched_at
-        if checked.post:
+        self._record(step, Phase.AT_CALL, answer.checked)
+        guard = Checked(effect=answer.effect, halts=answer.halts, args=answer.args,
+                        post=answer.post)
+        if answer.post:
             step.state = StepState.VERIFYING
-            report = await self._read(ReadRequest(
-                step=StepRef(run_id=info.workflow_id, plan_version=GUARD_VERSION, n=n,
-                             tool=name, args=checked.args),
-                conditions=checked.post, key=key))
-            self._record(step, Phase.POST, report)
-            self._unless_held(step, checked, report, "postcondition_unmet", "after the call")
+            after = answer.after
+            if after is None or after.unknown:  # no read, or one that could not answer
+                after = await self._read(ReadRequest(
+                    step=StepRef(run_id=info.workflow_id, plan_version=GUARD_VERSION, n=n,
+                                 tool=name, args=answer.args),
+                    conditions=answer.post, key=key))
+            self._record(step, Phase.POST, after)
+            self._unless_held(step, guard, after, "postcondition_unmet", "after the call")
         step.state = StepState.DONE
         self._show()
         return result
+
+    def _answered(self, raw: Any, input: StartActivityInput) -> tuple[GuardAnswer, Any]:
+        """The guard's answer off the result payload, and the team's answer as their
+        converter reads it."""
+        if not isinstance(raw, RawValue):
+            raise ApplicationError("the guarded activity's answer is not a payload",
+                                   type="internal", non_retryable=True)
+        payload = Payload()
+        payload.CopyFrom(raw.payload)
+        meta = payload.metadata.pop(ANSWER_META, None)
+        if meta is None:
+            raise ApplicationError(
+                f"{input.activity} answered without plangate's guard at the call (is the "
+                "worker that ran it without PlangatePlugin?)", type="not_permitted",
+                non_retryable=True)
+        answer = GuardAnswer.model_validate_json(meta)
+        value: Any = workflow.payload_converter().from_payload(
+            payload, input.ret_type)  # type: ignore[arg-type]  # None: the converter's own guess
+        return answer, value
 
     async def _check(self, req: CheckRequest) -> Checked:
         out = await workflow.execute_local_activity(
@@ -333,7 +391,7 @@ class GuardedRun:
         if read is not None:
             step.checks.append(CheckRecord(phase=phase, attempt=1, results=read.results,
                                            read_at=read.read_at, elapsed_ms=read.elapsed_ms))
-            if phase is Phase.PRE:
+            if phase in (Phase.PRE, Phase.AT_CALL):
                 step.timings.precheck_read_at = read.read_at
 
     def _unless_held(self, step: StepReport, checked: Checked, read: ProbeReport | None,
@@ -495,9 +553,9 @@ class _Outbound(WorkflowOutboundInterceptor):
         return task  # type: ignore[return-value]  # awaited as the handle is
 
 
-def workflow_interceptor(names: Collection[str]) -> type[WorkflowInboundInterceptor]:
+def workflow_interceptor(names: Mapping[str, Guarding]) -> type[WorkflowInboundInterceptor]:
     """The inbound interceptor class for workflows on a worker guarding ``names``."""
-    guarded = frozenset(names)
+    guarded = dict(names)
 
     class GuardInbound(WorkflowInboundInterceptor):
         def init(self, outbound: WorkflowOutboundInterceptor) -> None:
