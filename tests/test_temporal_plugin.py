@@ -4,6 +4,7 @@ and S3; what is asserted is in the world (rows, objects) and in the workflow's h
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -611,3 +612,18 @@ async def test_a_policy_asking_a_person_holds_the_call_for_a_card(
         assert await handle.result() == "archive/p.csv"
     assert team.CALLS["archive_object"] == before + 1
     assert s3.get_object(Bucket=bucket, Key="archive/p.csv")["Body"].read() == b"1"
+
+
+def test_a_guard_table_that_does_not_fit_is_refused_naming_what() -> None:
+    from plangate.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=r"archive_object\.effect"):
+        GuardTable.load({"activities": {"archive_object": {"effect": "delete"}}})
+    clashing = PlangatePlugin({"activities": {"s3.put": {"effect": "write"}}},
+                              settings=Settings())
+    with pytest.raises(ValueError, match=re.escape("'s3.put', a tool of plangate's deployment")):
+        clashing.guarded.bind({})
+    reader = PlangatePlugin({"activities": {"issue_credit": {
+        "effect": "money", "reader": {"activity": "find_it"}}}}, settings=Settings())
+    with pytest.raises(ValueError, match=re.escape("'find_it', is not an activity of this worker")):
+        reader.guarded.bind({})

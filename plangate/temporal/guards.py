@@ -132,6 +132,10 @@ class Guarded:
                                      f"{g.reader.activity!r}, is not an activity of this worker")
                 specs[g.reader.activity] = reader_spec(g.reader.activity, fn)
         base = registry_for(self.settings.catalogue)
+        clash = sorted(set(specs) & set(base.tools))
+        if clash:
+            raise ValueError(f"the guard table names {clash[0]!r}, a tool of plangate's "
+                             "deployment: a team's activity needs a name of its own")
         registry = Registry()
         registry.add_specs({**base.tools, **specs}, base.probes)
         self.specs, self.registry = specs, registry.seal()
