@@ -9,7 +9,9 @@ through."""
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from temporalio import activity, workflow
@@ -21,9 +23,14 @@ with workflow.unsafe.imports_passed_through():
     from agents.handoffs import Handoff
     from agents.items import TResponseInputItem
     from agents.models.interface import ModelTracing
-    from credits.pydantic_agent import support_agent
+    from credits.pydantic_agent import issue_credit, load_export, support_agent
+    from pydantic_ai import Agent, FunctionToolset
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    with warnings.catch_warnings():  # deprecated in pydantic-ai 2.x, for TemporalDurability
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from pydantic_ai.durable_exec.temporal import TemporalAgent
     from temporalio.openai_agents.testing import TestModel
 
 
@@ -79,4 +86,24 @@ class ScriptedPydanticAISupportWorkflow:
     @workflow.run
     async def run(self, request: str) -> str:
         result = await scripted_agent.run(request)
+        return result.output
+
+
+# the example's tools, as the older ``TemporalAgent`` wrapper runs them (pydantic-ai 2.x deprecates
+# it for ``TemporalDurability``; a team on it writes the tools the same way)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    legacy_agent = TemporalAgent(
+        Agent(FunctionModel(_scripted), name="scripted_legacy", toolsets=[FunctionToolset(
+            [issue_credit, load_export], metadata={"temporal": False}, id="credits")]),
+        activity_config={"start_to_close_timeout": timedelta(seconds=60)})
+
+
+@workflow.defn
+class ScriptedTemporalAgentWorkflow:
+    __pydantic_ai_agents__ = (legacy_agent,)
+
+    @workflow.run
+    async def run(self, request: str) -> str:
+        result = await legacy_agent.run(request)
         return result.output

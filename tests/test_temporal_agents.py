@@ -56,6 +56,7 @@ from tests.scripted_agents import (  # noqa: E402
     Script,
     ScriptedAgentsModel,
     ScriptedPydanticAISupportWorkflow,
+    ScriptedTemporalAgentWorkflow,
 )
 
 ACTIVITIES: list[Callable[..., Any]] = [team.issue_credit, team.find_credit, team.load_export]
@@ -214,6 +215,10 @@ async def test_an_agents_sdk_agent_reads_why_its_export_did_not_hold(
 
 # -- pydantic-ai ---------------------------------------------------------------------------------
 
+PYDANTIC_AI_WORKFLOWS: list[Any] = [ScriptedPydanticAISupportWorkflow,
+                                    ScriptedTemporalAgentWorkflow]
+
+
 @asynccontextmanager
 async def pydantic_ai_worker(address: str, settings: Settings
                              ) -> AsyncIterator[tuple[Client, str]]:
@@ -223,7 +228,7 @@ async def pydantic_ai_worker(address: str, settings: Settings
                                        plugins=[PydanticAIPlugin()])
     queue = f"pydantic-ai-{uuid.uuid4().hex[:8]}"
     async with Worker(team_client, task_queue=queue,
-                      workflows=[ScriptedPydanticAISupportWorkflow], activities=ACTIVITIES,
+                      workflows=PYDANTIC_AI_WORKFLOWS, activities=ACTIVITIES,
                       plugins=[guard(settings)]):
         yield team_client, queue
 
@@ -237,9 +242,11 @@ def script() -> Iterator[str]:
 
 
 @pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("agent_workflow", PYDANTIC_AI_WORKFLOWS,
+                         ids=["TemporalDurability", "TemporalAgent"])
 async def test_a_pydantic_ai_agent_s_credit_waits_for_a_card_and_credits_once(
     team_address: str, settings: Settings, client: Client, pg: psycopg.AsyncConnection[Any],
-    script: str,
+    script: str, agent_workflow: Any,
 ) -> None:
     account = f"acct-{uuid.uuid4().hex[:8]}"
     chosen = {"account_id": account, "amount_cents": 1999, "reason": "damaged parcel"}
@@ -250,7 +257,7 @@ async def test_a_pydantic_ai_agent_s_credit_waits_for_a_card_and_credits_once(
     ])
     async with pydantic_ai_worker(team_address, settings) as (team_client, queue):
         handle = await team_client.start_workflow(
-            ScriptedPydanticAISupportWorkflow.run, f"Credit {account} 19.99: damaged parcel.",
+            agent_workflow.run, f"Credit {account} 19.99: damaged parcel.",
             id=wf, task_queue=queue, execution_timeout=RUN_TIMEOUT)
         api = Plangate(client, settings)
         card = await api.wait_for_card(wf, timeout=60)
@@ -271,9 +278,11 @@ async def test_a_pydantic_ai_agent_s_credit_waits_for_a_card_and_credits_once(
 
 
 @pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("agent_workflow", PYDANTIC_AI_WORKFLOWS,
+                         ids=["TemporalDurability", "TemporalAgent"])
 async def test_a_pydantic_ai_agent_reads_why_its_export_did_not_hold(
     team_address: str, settings: Settings, bucket: str, s3: Any, broken_export: None,
-    script: str,
+    script: str, agent_workflow: Any,
 ) -> None:
     key = f"export-{uuid.uuid4().hex[:8]}.csv"
     chosen = {"bucket": bucket, "key": key, "rows": 3}
@@ -284,7 +293,7 @@ async def test_a_pydantic_ai_agent_reads_why_its_export_did_not_hold(
     ])
     async with pydantic_ai_worker(team_address, settings) as (team_client, queue):
         said_last = await team_client.execute_workflow(
-            ScriptedPydanticAISupportWorkflow.run, f"Load the export into {bucket}/{key}.",
+            agent_workflow.run, f"Load the export into {bucket}/{key}.",
             id=wf, task_queue=queue, execution_timeout=RUN_TIMEOUT)
         assert said_last == "The export did not land; I told the team."
         ran = await scheduled(team_client, wf)
