@@ -91,8 +91,8 @@ class ScriptedPydanticAISupportWorkflow:
 
 # the example's tools, as the older ``TemporalAgent`` wrapper runs them (pydantic-ai 2.x deprecates
 # it for ``TemporalDurability``; a team on it writes the tools the same way)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
+with warnings.catch_warnings():  # PydanticAIDeprecationWarning: the point here
+    warnings.simplefilter("ignore")
     legacy_agent = TemporalAgent(
         Agent(FunctionModel(_scripted), name="scripted_legacy", toolsets=[FunctionToolset(
             [issue_credit, load_export], metadata={"temporal": False}, id="credits")]),
