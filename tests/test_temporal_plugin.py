@@ -627,3 +627,61 @@ def test_a_guard_table_that_does_not_fit_is_refused_naming_what() -> None:
         "effect": "money", "reader": {"activity": "find_it"}}}}, settings=Settings())
     with pytest.raises(ValueError, match=re.escape("'find_it', is not an activity of this worker")):
         reader.guarded.bind({})
+
+
+class TeamCodec:
+    """A team's own payload codec (each payload wrapped whole, its metadata with it): what the
+    guard adds to a result must ride inside it and come back out."""
+
+    ENCODING = b"binary/team-wrapped"
+
+    async def encode(self, payloads: Any) -> list[Any]:
+        from temporalio.api.common.v1 import Payload
+
+        return [Payload(metadata={"encoding": self.ENCODING}, data=p.SerializeToString())
+                for p in payloads]
+
+    async def decode(self, payloads: Any) -> list[Any]:
+        from temporalio.api.common.v1 import Payload
+
+        out = []
+        for p in payloads:
+            if p.metadata.get("encoding") != self.ENCODING:
+                out.append(p)
+                continue
+            inner = Payload()
+            inner.ParseFromString(p.data)
+            out.append(inner)
+        return out
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_teams_codec_carries_the_guard_and_its_payloads_round_trip(
+    team_client: Client, settings: Settings, bucket: str, s3: Any,
+) -> None:
+    import dataclasses
+
+    from temporalio.converter import PayloadCodec
+
+    codec: PayloadCodec = TeamCodec()  # type: ignore[assignment]
+    converter = dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+    wrapped = await Client.connect(
+        team_client.service_client.config.target_host, namespace=team_client.namespace,
+        data_converter=converter)
+    queue = f"team-codec-{uuid.uuid4().hex[:8]}"
+    wf = f"archive-{uuid.uuid4().hex[:8]}"
+    s3.put_object(Bucket=bucket, Key="c.csv", Body=b"c")
+    async with Worker(wrapped, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES,
+                      plugins=[plugin(settings)]):
+        assert await wrapped.execute_workflow(
+            ArchiveWorkflow.run, args=[bucket, "c.csv"], id=wf, task_queue=queue,
+            execution_timeout=timedelta(seconds=60)) == "archive/c.csv"
+    assert wrapped.data_converter.payload_codec is codec
+    from temporalio.api.enums.v1 import EventType
+
+    events = [e async for e in wrapped.get_workflow_handle(wf).fetch_history_events()]
+    (done,) = [e for e in events
+               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    (result,) = done.activity_task_completed_event_attributes.result.payloads
+    assert result.metadata["encoding"] == TeamCodec.ENCODING  # nothing of the guard in clear
+    assert s3.get_object(Bucket=bucket, Key="archive/c.csv")["Body"].read() == b"c"
