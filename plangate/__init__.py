@@ -5,6 +5,7 @@ The public surface, for your own tools and probes (an extension, loaded by
 that runs plans::
 
     from plangate import Contract, Effect, Reader, Term, ToolArgs, ToolError, tool
+    from plangate import Plangate, RunEnded, UnknownRun  # running plans, and what to catch
 
     class GetTicket(ToolArgs):
         ticket_id: str
@@ -50,18 +51,42 @@ _EXPORTS = {
     # running plans
     "Plangate": "plangate.client.api",
     "PlanError": "plangate.plans.load",
+    # what a caller catches (plangate.errors draws the tree)
+    "PlangateError": "plangate.errors",
+    "ConfigurationError": "plangate.errors",
+    "RunError": "plangate.errors",
+    "ServiceUnreachable": "plangate.errors",
+    "UnknownRun": "plangate.client.api",
+    "RunIdInUse": "plangate.client.api",
+    "RunEnded": "plangate.client.api",
+    "AnswerRefused": "plangate.client.api",
+    "NoApproverKey": "plangate.client.api",
+    "NoWorkerAnswered": "plangate.client.api",
+    "SearchAttributesMissing": "plangate.client.api",
 }
 
 __all__ = [
-    "CODES", "CallContext", "Contract", "Effect", "NoRecord", "PlanError", "Plangate",
-    "ProbeArgs", "ProbeContext", "Reader", "Reads", "Registry", "Settings", "Term", "ToolArgs",
-    "ToolError", "Verdict", "World", "Writes", "probe", "tool",
+    "CODES", "AnswerRefused", "CallContext", "ConfigurationError", "Contract", "Effect",
+    "NoApproverKey", "NoRecord", "NoWorkerAnswered", "PlanError", "Plangate", "PlangateError",
+    "ProbeArgs", "ProbeContext", "Reader", "Reads", "Registry", "RunEnded", "RunError",
+    "RunIdInUse", "SearchAttributesMissing", "ServiceUnreachable", "Settings", "Term",
+    "ToolArgs", "ToolError", "UnknownRun", "Verdict", "World", "Writes", "probe", "tool",
 ]
 
 if TYPE_CHECKING:
     from plangate.activities.extensions import Registry
     from plangate.activities.tools.registry import CallContext, ToolArgs, tool
-    from plangate.client.api import Plangate
+    from plangate.client.api import (
+        AnswerRefused,
+        NoApproverKey,
+        NoWorkerAnswered,
+        Plangate,
+        RunEnded,
+        RunIdInUse,
+        SearchAttributesMissing,
+        UnknownRun,
+    )
+    from plangate.errors import ConfigurationError, PlangateError, RunError, ServiceUnreachable
     from plangate.plans.catalogue import Contract, Reader, Term
     from plangate.plans.load import PlanError
     from plangate.plans.model import Effect
@@ -80,3 +105,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The public surface, loaded or not (the names load on first use)."""
+    return sorted(set(globals()) | set(__all__))

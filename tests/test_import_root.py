@@ -206,3 +206,23 @@ def test_the_wheel_installs_the_one_import_root(tmp_path):
     roots = {n.split("/")[0] for n in names if ".dist-info/" not in n}
     assert roots == {"plangate"}, sorted(roots)
     assert "plangate/workflows/plan_run.py" in names and "worker.py" not in names
+
+
+def test_what_a_caller_catches_is_exported_and_listed():
+    """Every error a caller of the Python API catches comes from ``plangate`` itself, and
+    ``dir(plangate)`` lists the surface before any of it is loaded."""
+    script = (
+        "import plangate\n"
+        "listed = dir(plangate)\n"
+        "from plangate import AnswerRefused, RunEnded, UnknownRun, PlangateError, Plangate\n"
+        "from plangate.client import api\n"
+        "assert UnknownRun is api.UnknownRun and issubclass(RunEnded, PlangateError)\n"
+        "assert issubclass(AnswerRefused, plangate.RunError)\n"
+        "missing = sorted(set(plangate.__all__) - set(listed))\n"
+        "unknown = [n for n in plangate.__all__ if not hasattr(plangate, n)]\n"
+        "print(missing, unknown, 'UnknownRun' in listed, 'Plangate' in listed)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "[]", "True", "True"]
