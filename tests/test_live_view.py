@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from rich.console import Console
 
 from plangate.client.api import Plangate
-from plangate.client.view import render
+from plangate.client.view import card_lines, render
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.records.report import (
@@ -218,3 +218,24 @@ def test_a_long_plan_fits_the_terminal():
     assert len(text.splitlines()) <= 30
     assert re.search(rf"601{SEP}customer\.update{SEP}EXECUTING{SEP}4\.0s", text)
     assert re.search(r"\.\.\. and \d+ more: \d+ DONE, \d+ PENDING", text)
+
+
+def test_a_card_of_a_run_that_ended_offers_no_answer():
+    """A run cancelled (or halted) while its card waited: the card shows it was never answered,
+    with no approve or reject line to run against an ended run."""
+    card = ApprovalCard(run_id="plan-y", plan_version=1, step=1, tool="customer.update",
+                        effect=Effect.WRITE, args={"account_id": "acct_2"}, issued_at=NOW,
+                        expires_at=NOW + timedelta(hours=24))
+    record = ApprovalRecord(step=1, plan_version=1, digest=card.digest(),
+                            expires_at=card.expires_at, card=card)
+    for status in (RunStatus.CANCELLED, RunStatus.HALTED):
+        rep = RunReport(run_id="plan-y", goal="close out acct_2", status=status,
+                        steps=[step(1, 1, "CANCELLED")], approvals=[record])
+        lines = card_lines(rep, NOW)
+        assert lines[0] == "  card for v1 step 1: unanswered"
+        assert f"    no longer waiting: the run ended ({status.value})" in lines
+        assert not any("plangate approve" in x or "plangate reject" in x for x in lines)
+    running = RunReport(run_id="plan-y", goal="close out acct_2",
+                        status=RunStatus.AWAITING_APPROVAL, steps=[step(1, 1, "AWAITING_APPROVAL")],
+                        approvals=[record])
+    assert any("plangate approve plan-y --step 1" in x for x in card_lines(running, NOW))

@@ -121,7 +121,10 @@ def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
     for a in rep.approvals:
         c = a.card
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
-        out.append(f"  card for v{a.plan_version} step {a.step}: {a.status.value}")
+        # a card the run ended without an answer to waits for nobody: no lines to answer it
+        unanswered = a.status is CardStatus.PENDING and rep.status.final
+        shown = "unanswered" if unanswered else a.status.value
+        out.append(f"  card for v{a.plan_version} step {a.step}: {shown}")
         out.append(f"    will call {c.tool}({args}) [{c.effect}]")
         for claim, seen in c.observed.items():
             out.append(f"    observed {claim}: {seen}")
@@ -140,6 +143,8 @@ def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
             x = a.answer
             said = f": {x.reason}" if x.reason else ""
             out.append(f"    {x.decision} by {x.by or 'someone'} at {x.at.isoformat()}{said}")
+        elif unanswered:
+            out.append(f"    no longer waiting: the run ended ({rep.status.value})")
         elif a.status is CardStatus.PENDING:
             left = (a.expires_at - now).total_seconds()
             out.append(f"    expires in {span(left)} ({a.expires_at.isoformat()})")
