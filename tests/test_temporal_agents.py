@@ -13,34 +13,20 @@ reads plangate's reason. Real Temporal, Postgres and S3: what is asserted is in 
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 import pytest_asyncio
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.worker import Worker
-
-from plangate.client.api import Plangate
-from plangate.temporal import PlangatePlugin
-from plangate.testing import attempts, scheduled
-from plangate.world.settings import Settings
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "temporal_team"
-if str(EXAMPLE) not in sys.path:
-    sys.path.insert(0, str(EXAMPLE))
-
-from agents.items import TResponseInputItem  # noqa: E402
-from credits import activities as team  # noqa: E402
-from credits.openai_agent import AgentsSdkSupportWorkflow  # noqa: E402
-from pydantic_ai.durable_exec.temporal import PydanticAIPlugin  # noqa: E402
-from pydantic_ai.messages import (  # noqa: E402
+from agents.items import TResponseInputItem
+from credits import activities as team
+from credits.openai_agent import AgentsSdkSupportWorkflow
+from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -48,28 +34,28 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolCallPart,
     ToolReturnPart,
 )
-from temporalio.openai_agents import ModelActivityParameters  # noqa: E402
-from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders  # noqa: E402
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.openai_agents import ModelActivityParameters
+from temporalio.openai_agents.testing import AgentEnvironment, ResponseBuilders
+from temporalio.worker import Worker
 
-from tests.scripted_agents import (  # noqa: E402
+from plangate.client.api import Plangate
+from plangate.temporal import PlangatePlugin
+from plangate.testing import attempts, scheduled
+from plangate.world.settings import Settings
+from tests.scripted_agents import (
     SCRIPTS,
     Script,
     ScriptedAgentsModel,
     ScriptedPydanticAISupportWorkflow,
     ScriptedTemporalAgentWorkflow,
 )
+from tests.temporal_team import EXAMPLE, bucket, team_env
+
+__all__ = ["bucket", "team_env"]  # the fixtures, shared by the plangate.temporal tests
 
 ACTIVITIES: list[Callable[..., Any]] = [team.issue_credit, team.find_credit, team.load_export]
 RUN_TIMEOUT = timedelta(seconds=120)
-
-
-@pytest.fixture
-def team_env(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = stack.env()
-    monkeypatch.setenv("TEAM_DATABASE_URL", env["PLANGATE_DATABASE_URL"])
-    monkeypatch.setenv("TEAM_S3_ENDPOINT_URL", env["PLANGATE_S3_ENDPOINT_URL"])
-    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(k, env[k])
 
 
 @pytest.fixture(autouse=True)
@@ -82,13 +68,6 @@ def no_agents_traces(monkeypatch: pytest.MonkeyPatch) -> None:
 async def team_address(settings: Settings, team_env: None) -> str:
     await team.ensure_schema()
     return settings.temporal.address
-
-
-@pytest.fixture
-def bucket(s3: Any) -> str:
-    name = f"team-agents-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture

@@ -38,10 +38,9 @@ from plangate.client.api import Plangate
 from plangate.temporal import PlangatePlugin
 from plangate.testing import attempts
 from plangate.world.settings import Settings
+from tests.temporal_team import EXAMPLE, team_world
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "temporal_team"
-sys.path.insert(0, str(EXAMPLE))
+ROOT = EXAMPLE.parents[1]
 
 from credits import activities as team  # noqa: E402
 from credits.workflows import CreditWorkflow  # noqa: E402
@@ -52,12 +51,6 @@ READY = "team worker polling"
 # longer than CreditWorkflow's start-to-close timeout (30 s): the first attempt never answers
 HOLD_S = "120"
 DEADLINE_S = 120.0  # any one wait on the world, on a loaded machine
-
-
-def team_world(stack: Any) -> dict[str, str]:
-    env = stack.env()
-    return {"TEAM_DATABASE_URL": env["PLANGATE_DATABASE_URL"],
-            "TEAM_S3_ENDPOINT_URL": env["PLANGATE_S3_ENDPOINT_URL"]}
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -15,6 +15,13 @@ from typing import Any
 import psycopg
 import pytest
 import pytest_asyncio
+from credits import activities as team
+from credits.workflows import (
+    ArchiveWorkflow,
+    CarefulArchiveWorkflow,
+    CountWorkflow,
+    CreditWorkflow,
+)
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -24,31 +31,14 @@ from plangate.client.api import Plangate
 from plangate.temporal import GuardTable, PlangatePlugin
 from plangate.testing import scheduled
 from plangate.world.settings import Settings
+from tests.temporal_team import EXAMPLE, bucket, team_env
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "temporal_team"
-sys.path.insert(0, str(EXAMPLE))
-
-from credits import activities as team  # noqa: E402
-from credits.workflows import (  # noqa: E402
-    ArchiveWorkflow,
-    CarefulArchiveWorkflow,
-    CountWorkflow,
-    CreditWorkflow,
-)
+__all__ = ["bucket", "team_env"]  # the fixtures, shared by the plangate.temporal tests
 
 ACTIVITIES: list[Callable[..., Any]] = [
     team.issue_credit, team.find_credit, team.load_export, team.archive_object, team.count_rows,
 ]
 WORKFLOWS = [ArchiveWorkflow, CarefulArchiveWorkflow, CreditWorkflow, CountWorkflow]
-
-
-@pytest.fixture
-def team_env(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = stack.env()
-    monkeypatch.setenv("TEAM_DATABASE_URL", env["PLANGATE_DATABASE_URL"])
-    monkeypatch.setenv("TEAM_S3_ENDPOINT_URL", env["PLANGATE_S3_ENDPOINT_URL"])
-    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(k, env[k])
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -57,13 +47,6 @@ async def team_client(settings: Settings, team_env: None) -> Client:
     await team.ensure_schema()
     return await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace,
                                 data_converter=pydantic_data_converter)
-
-
-@pytest.fixture
-def bucket(s3: Any) -> str:
-    name = f"team-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    return name
 
 
 def plugin(settings: Settings, **kw: Any) -> PlangatePlugin:
