@@ -181,8 +181,9 @@ async def test_an_agents_sdk_agent_reads_why_its_export_did_not_hold(
         assert said_last == "The export did not land; I told the team."
         # the activity ran and said ok; nothing was written; the fresh read after it saw so
         ran = await scheduled(team_client, wf)
-        # read in the activity the instant after: no read of the workflow's own
-        assert ran["load_export"] == 1 and ran["plangate.guard.read"] == 0
+        # read in the activity the instant after; the workflow reads itself (once) only where
+        # that read could not answer (a loaded machine: its time bound passed)
+        assert ran["load_export"] == 1 and ran["plangate.guard.read"] <= 1
         assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
     # the model's next turn: the tool's answer is plangate's reason
     assert len(model.inputs) == 2
@@ -276,8 +277,9 @@ async def test_a_pydantic_ai_agent_reads_why_its_export_did_not_hold(
             id=wf, task_queue=queue, execution_timeout=RUN_TIMEOUT)
         assert said_last == "The export did not land; I told the team."
         ran = await scheduled(team_client, wf)
-        # read in the activity the instant after: no read of the workflow's own
-        assert ran["load_export"] == 1 and ran["plangate.guard.read"] == 0
+        # read in the activity the instant after; the workflow reads itself (once) only where
+        # that read could not answer (a loaded machine: its time bound passed)
+        assert ran["load_export"] == 1 and ran["plangate.guard.read"] <= 1
         assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
     assert len(run.seen) == 2
     (said,) = tool_returns(run.seen[1])
