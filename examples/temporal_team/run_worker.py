@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from credits.activities import (
@@ -29,6 +30,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
+from plangate import PlangateError
 from plangate.temporal import PlangatePlugin
 
 HERE = Path(__file__).resolve().parent
@@ -41,6 +43,11 @@ async def main() -> None:
     parser.add_argument("--principal", default="support-agent",
                         help="whom this worker's guarded calls act as")
     args = parser.parse_args()
+    try:  # the guard table and plangate's settings first: a bad one stops the worker, named
+        guard = PlangatePlugin(args.guards, principal=args.principal)
+    except PlangateError as e:
+        print(f"run_worker: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
     config = ClientConfig.load_client_connect_config()
     config.setdefault("target_host", "localhost:7233")
@@ -52,7 +59,7 @@ async def main() -> None:
         task_queue=args.queue,
         workflows=[CreditWorkflow, ArchiveWorkflow, CountWorkflow],
         activities=[issue_credit, find_credit, load_export, archive_object, count_rows],
-        plugins=[PlangatePlugin(args.guards, principal=args.principal)],
+        plugins=[guard],
     )
     print(f"team worker polling {args.queue}", flush=True)
     await worker.run()
