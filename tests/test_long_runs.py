@@ -131,7 +131,10 @@ async def test_a_day_long_wait_and_a_card_carry_across_runs(
     posts = [c for c in waited.checks if c.phase == "post"]
     reads = sum(c.reads for c in posts)
     assert [c.results[0].outcome for c in posts] == ["violated", "holds"]
-    assert 2 * 360 <= reads <= 2 * 360 + 2  # one read each 10 s for two hours
+    # one read each 10 s for the two hours skipped; the wait begins once step 1's call has
+    # run, in real time the server does not skip (a minute at most under load): bounds, not
+    # a count (a loaded CI saw 719)
+    assert 2 * 360 - 6 <= reads <= 2 * 360 + 2
     probes = sum(
         1 for r in runs for e in r
         if (la := local_activity(e)) is not None and la["activity_type"] == "probe.evaluate"
