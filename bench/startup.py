@@ -3,7 +3,10 @@ interpreter, and a whole ``plangate check`` process of a 4-step plan, each besid
 ``python -c pass``, alternating, medians of ``--runs`` (default 11). Goals: the import at most
 0.3 s, the check at most 0.5 s. Also the modules a client must never load.
 
-    .venv/bin/python -m bench.startup [--runs 11]
+``--against REF`` measures the same two beside the same two of another commit (a checkout of REF
+in a temporary directory, run from there with this venv), alternating, and prints the ratios.
+
+    .venv/bin/python -m bench.startup [--runs 11] [--against REF]
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,13 +36,22 @@ PLAN = {"goal": "four steps", "budget": {"replans_max": 0}, "steps": [
 ]}
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
     began = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, capture_output=True)
+    subprocess.run(argv, env=env, cwd=cwd, check=True, capture_output=True)
     return time.perf_counter() - began
 
 
-def main(runs: int) -> None:
+def checkout(ref: str, into: Path) -> Path:
+    """REF's tree (no .git) in ``into``: ``python -m plangate`` run from there imports it."""
+    tree = into / "against"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", ref], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def main(runs: int, against: str | None) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PLANGATE_", "TEMPORAL_"))}
     env["TEMPORAL_CONFIG_FILE"] = os.devnull
     python = sys.executable
@@ -46,18 +59,25 @@ def main(runs: int) -> None:
         plan = Path(tmp) / "plan.json"
         plan.write_text(json.dumps(PLAN))
         env["PLANGATE_WORKDIR"] = str(Path(tmp) / "work")
-        commands = {
-            "python -c pass": [python, "-c", "pass"],
+        here = Path.cwd()
+        mine = {
             "from plangate import Plangate": [python, "-c", "from plangate import Plangate"],
             # python -m: the checkout it is run from, as the import is
             "plangate check (4 steps)": [python, "-m", "plangate", "check", str(plan)],
         }
-        for argv in commands.values():  # warm the file cache
-            timed(argv, env)
+        commands: dict[str, tuple[list[str], Path]] = {
+            "python -c pass": ([python, "-c", "pass"], here),
+            **{name: (argv, here) for name, argv in mine.items()},
+        }
+        if against is not None:
+            there = checkout(against, Path(tmp))
+            commands.update({f"{name} @ {against}": (argv, there) for name, argv in mine.items()})
+        for argv, cwd in commands.values():  # warm the file cache
+            timed(argv, env, cwd)
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(runs):
-            for name, argv in commands.items():
-                times[name].append(timed(argv, env))
+            for name, (argv, cwd) in commands.items():
+                times[name].append(timed(argv, env, cwd))
         probe = ("import sys; from plangate import Plangate; Plangate; "
                  f"print([m for m in {HEAVY!r} if m in sys.modules])")
         loaded = subprocess.run([python, "-c", probe], env=env, check=True,
@@ -69,9 +89,17 @@ def main(runs: int) -> None:
         print(f"{name:32s} {m:6.3f} s  ({m / base:5.1f} x python -c pass; "
               f"min {min(xs):.3f}, max {max(xs):.3f})")
     print(f"heavy modules after the import: {loaded}")
+    if against is not None:
+        for name in mine:
+            ratio = statistics.median(times[name]) / statistics.median(times[f"{name} @ {against}"])
+            print(f"{name:32s} this tree / {against}: {ratio:5.3f}")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=11)
-    main(ap.parse_args().runs)
+    ap.add_argument("--against", metavar="REF", help="a commit to measure beside this tree")
+    args = ap.parse_args()
+    if args.against is not None and shutil.which("git") is None:
+        ap.error("--against needs git")
+    main(args.runs, args.against)
