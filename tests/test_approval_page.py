@@ -55,6 +55,13 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def put_once_approved(goal: str, bucket: str, key: str, body: str) -> dict[str, Any]:
+    """A plan of one step: ``body`` put at ``bucket``/``key`` once a person approves it."""
+    return {"goal": goal, "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
+         "args": {"bucket": bucket, "key": key, "body": body}}]}
+
+
 @asynccontextmanager
 async def ui_process(env: Mapping[str, str], log: Path) -> AsyncIterator[str]:
     """``plangate ui --port 0`` in a process of its own, until the block ends: its URL."""
@@ -400,9 +407,7 @@ async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings
     s3.create_bucket(Bucket=bucket)
 
     def plan(key: str) -> dict[str, Any]:
-        return {"goal": f"publish {key}", "budget": {"replans_max": 0}, "steps": [
-            {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
-             "args": {"bucket": bucket, "key": key, "body": key}}]}
+        return put_once_approved(f"publish {key}", bucket, key, key)
 
     token = approver_key("erin").login_token()
     async with running_worker(client, settings) as a, running_worker(client, settings) as b:
@@ -458,9 +463,7 @@ async def test_an_answer_recorded_is_never_shown_as_an_error(settings, stack, s3
     rotated = replace(settings, encryption=replace(settings.encryption, keys=keys))
     bucket, key = unique("rotated"), "approved.txt"
     s3.create_bucket(Bucket=bucket)
-    plan = {"goal": "publish once approved", "budget": {"replans_max": 0}, "steps": [
-        {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
-         "args": {"bucket": bucket, "key": key, "body": "approved"}}]}
+    plan = put_once_approved("publish once approved", bucket, key, "approved")
     token = approver_key("erin").login_token()
     async with running_worker(await connect(rotated), rotated) as h:
         api = Plangate(h.client, h.settings)
@@ -734,3 +737,23 @@ async def test_a_card_links_its_run_the_page_refreshes_in_place_and_says_what_ca
             status, _, _ = await asyncio.to_thread(request, f"{url}run?id={quote(run_a)}")
             assert status == 401  # no session, no report
         await api.cancel(run_b, reason="test over")
+
+
+def test_the_page_extra_and_its_files_ship_with_the_package():
+    """A non-editable install carries the templates and static files (package-data), and the
+    ``page`` extra names what the page imports."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    page = {re.split(r"[<>=\[ ]", r, maxsplit=1)[0].lower()
+            for r in project["project"]["optional-dependencies"]["page"]}
+    assert page == {"starlette", "uvicorn", "jinja2"}
+    patterns = project["tool"]["setuptools"]["package-data"]["plangate.servers.page"]
+    folder = root / "plangate" / "servers" / "page"
+    files = [p.relative_to(folder).as_posix() for p in folder.glob("*/*")
+             if p.parent.name in ("templates", "static")]
+    assert len(files) >= 9, files
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f

@@ -25,6 +25,7 @@ from tests.harness import approver_key
 from tests.test_approval_page import (
     answer,
     csrf_of,
+    put_once_approved,
     request,
     text_of,
     ui_process,
@@ -69,9 +70,7 @@ async def test_in_the_browser_login_by_post_leads_back_forged_csrf_expiry_and_lo
 ):
     bucket, key = unique("sessions"), "figures.txt"
     s3.create_bucket(Bucket=bucket)
-    plan = {"goal": "publish the figures", "budget": {"replans_max": 0}, "steps": [
-        {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
-         "args": {"bucket": bucket, "key": key, "body": "final figures"}}]}
+    plan = put_once_approved("publish the figures", bucket, key, "final figures")
     token = approver_key("erin").login_token()
     now = [0.0]
     options = PageOptions(session_s=SESSION_S, clock=lambda: now[0])
