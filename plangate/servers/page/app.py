@@ -29,7 +29,7 @@ from plangate.records.approvals import ApprovalReceipt, Decision
 from plangate.records.report import RunReport
 from plangate.servers.page import views
 from plangate.servers.page.answers import Answers, Given
-from plangate.servers.page.csrf import form_allowed, local_path, same_origin
+from plangate.servers.page.csrf import local_path, same_origin
 from plangate.servers.page.gate import Gate, Throttle
 from plangate.servers.page.sessions import Session, Sessions
 
@@ -68,14 +68,14 @@ class Page:
     async def call(self, coro: Coroutine[Any, Any, T]) -> T:
         return await asyncio.wait_for(coro, CALL_TIMEOUT_S)
 
-    def login(self, request: Request, problem: str | None = None, status: int = 401,
+    def login(self, request: Request, problem: str | None = None,
               clear: bool = False) -> Response:
         """The login form, leading back to the run asked for (no other query is kept: a
         token in a URL is never written back into a page)."""
         run_id = request.query_params.get("id", "")
         next_ = (f"{request.url.path}?id={quote(run_id, safe='')}"
                  if request.url.path in ("/run", "/run.json") and run_id else "/")
-        response = HTMLResponse(views.login_page(problem, next_), status,
+        response = HTMLResponse(views.login_page(problem, next_), 401,
                                 headers={"WWW-Authenticate": 'Cookie realm="plangate ui"'})
         if clear:
             _session_cookie(response, "", 0)
@@ -90,6 +90,7 @@ class Page:
         raise Refusal(self.login(request, problem, clear=expired))
 
     async def form(self, request: Request) -> dict[str, str]:
+        """A form posted from this site (else 403), of the page's size and shape."""
         if not same_origin(request.headers):
             raise refused(403, "Forbidden", "A form from another site is not taken.")
         if request.headers.get("content-type", "").split(";")[0].strip() != (
@@ -169,7 +170,7 @@ class Page:
 
     async def log_out(self, request: Request) -> Response:
         s = self.session(request)
-        if not form_allowed(s, request.headers, (await self.form(request)).get("csrf", "")):
+        if not s.csrf_matches((await self.form(request)).get("csrf", "")):
             raise _csrf_refusal(s)
         self.sessions.end(s.id)
         response = RedirectResponse("/", 303)
@@ -180,8 +181,8 @@ class Page:
         """An answer, signed with the key of the person the session names: whatever a form
         says, nobody answers as anyone else."""
         s = self.session(request)
-        form = await self.form(request)
-        if not form_allowed(s, request.headers, form.get("csrf", "")):
+        form = await self.form(request)  # from this site only
+        if not s.csrf_matches(form.get("csrf", "")):
             raise _csrf_refusal(s)
         run_id, step, digest = form.get("run_id", ""), form.get("step", ""), form.get("digest", "")
         decision, reason = form.get("decision", ""), form.get("reason", "")

@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from plangate.servers.page.sessions import Session
-
 
 def same_origin(headers: Mapping[str, str]) -> bool:
     site = headers.get("sec-fetch-site")
@@ -16,11 +14,6 @@ def same_origin(headers: Mapping[str, str]) -> bool:
         return False
     origin = headers.get("origin")
     return origin is None or urlsplit(origin).netloc == headers.get("host", "")
-
-
-def form_allowed(session: Session, headers: Mapping[str, str], token: str) -> bool:
-    """Whether a form posted in ``session`` carrying ``token`` is the page's own."""
-    return same_origin(headers) and session.csrf_matches(token)
 
 
 def local_path(next_: str) -> str | None:
