@@ -35,6 +35,7 @@ import signal
 import statistics
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -136,14 +137,16 @@ async def approval_page(env: Mapping[str, str], log: TextIO) -> AsyncIterator[st
 
 
 class PageReader:
-    """A person on the approval page: logged in once with the login token (``?token=``, which
-    redirects to the cards with a session cookie), then the list page fetched."""
+    """A person on the approval page: logged in once with the login token (posted to
+    ``/login``, which redirects to the cards with a session cookie), then the list page
+    fetched."""
 
     def __init__(self, url: str, token: str) -> None:
         self.url = url
         self.opener = urllib.request.build_opener(
             urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-        self.opener.open(f"{url}?token={token}", timeout=120).read()
+        form = urllib.parse.urlencode({"token": token}).encode()
+        self.opener.open(f"{url}login", form, timeout=120).read()
 
     def cards(self) -> tuple[int, bool]:
         """The cards the list page shows, and whether it said only the first runs were read."""

@@ -46,7 +46,7 @@ if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_want" ]; then
     _ticker=$!
     trap 'kill "$_ticker" 2>/dev/null || true' EXIT
     "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
-        -e '.[dev,embedded,mcp]' 2>&1 | tee -a "$_log" >&2
+        -e '.[dev,embedded,mcp,page]' 2>&1 | tee -a "$_log" >&2
     kill "$_ticker" 2>/dev/null || true
     trap - EXIT
     echo "# installed in $((SECONDS - _t0)) s" >&2

@@ -44,7 +44,7 @@ from plangate.client.api import PendingCard, Plangate
 from plangate.client.connection import connect
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
-from plangate.servers.approval_page import card_html, span
+from plangate.servers.page.views import card_html, span
 from plangate.testing import running_worker, scheduled
 from plangate.world.settings import parse_encryption_keys
 from tests.browser import chromium, in_time_zone, screenshot  # noqa: F401  (the fixture)
@@ -53,6 +53,13 @@ from tests.harness import approver_key
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def put_once_approved(goal: str, bucket: str, key: str, body: str) -> dict[str, Any]:
+    """A plan of one step: ``body`` put at ``bucket``/``key`` once a person approves it."""
+    return {"goal": goal, "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
+         "args": {"bucket": bucket, "key": key, "body": body}}]}
 
 
 @asynccontextmanager
@@ -170,19 +177,60 @@ def test_the_page_refuses_a_temporal_ui_that_is_not_a_web_address(stack, monkeyp
 
 
 def test_a_login_token_names_one_person_and_a_session_cannot_be_forged():
-    from plangate.servers.approval_page import Gate
+    from plangate.servers.page.gate import Gate
+    from plangate.servers.page.sessions import Sessions
 
     erin, frank = approver_key("erin"), approver_key("frank")
     gate = Gate([erin, frank])
     assert gate.who(erin.login_token()) == "erin" and gate.who(frank.login_token()) == "frank"
     assert gate.who(secrets.token_urlsafe(32)) is None and gate.who("") is None
-    cookie = gate.session("erin")
-    assert gate.session_of(cookie) == "erin"
-    _, mac = cookie.split(".", 1)
-    forged = base64.urlsafe_b64encode(b"frank").decode().rstrip("=") + "." + mac
-    assert gate.session_of(forged) is None  # erin's signature does not make frank's session
-    assert Gate([erin, frank]).session_of(cookie) is None  # another process: logged out
-    assert gate.session_of(gate.session("mallory")) is None  # nobody the page serves
+    now = [0.0]
+    sessions = Sessions(ttl_s=60, clock=lambda: now[0])
+    s, t = sessions.start("erin"), sessions.start("erin")
+    assert sessions.find(s.id) == (s, False) and s.name == "erin"
+    assert len({s.id, t.id, s.csrf, t.csrf}) == 4 and len(s.id) >= 43  # random, 256 bits
+    # a session id is nothing but a key into this process's store: no other id names erin
+    assert sessions.find(s.id[:-1] + ("A" if s.id[-1] != "A" else "B")) == (None, False)
+    assert sessions.find(base64.urlsafe_b64encode(b"frank").decode()) == (None, False)
+    assert sessions.find("") == (None, False) and sessions.find(None) == (None, False)
+    assert Sessions(ttl_s=60).find(s.id) == (None, False)  # another process: logged out
+    assert s.csrf_matches(s.csrf) and not s.csrf_matches(t.csrf) and not s.csrf_matches("")
+    sessions.end(t.id)
+    assert sessions.find(t.id) == (None, False)  # logged out
+    now[0] = 59.9
+    assert sessions.find(s.id) == (s, False)
+    now[0] = 60.0
+    assert sessions.find(s.id) == (None, True)  # expired: said once, then forgotten
+    assert sessions.find(s.id) == (None, False)
+
+
+def test_after_login_the_page_goes_to_a_path_of_its_own_only():
+    from plangate.servers.page.csrf import local_path
+
+    for good in ("/", "/run?id=r%201", "/run.json?id=x"):
+        assert local_path(good) == good
+    for bad in ("//evil.example", "///evil.example", "/\\evil.example", "\\/evil.example",
+                "http://evil.example/", "https:evil.example", "evil.example", "",
+                "javascript:alert(1)", "/\tx", "/\r\nSet-Cookie: a=b"):
+        assert local_path(bad) is None, bad
+
+
+def test_the_page_extra_and_the_session_length_are_checked(monkeypatch, capsys):
+    from plangate.errors import ConfigurationError
+    from plangate.servers.page import ui_options
+
+    assert ui_options({}).session_s == 8 * 3600
+    assert ui_options({"PLANGATE_UI_SESSION_S": "90"}).session_s == 90
+    for bad in ("0", "-5", "soon", "nan", str(31 * 86400)):
+        with pytest.raises(ConfigurationError, match="PLANGATE_UI_SESSION_S"):
+            ui_options({"PLANGATE_UI_SESSION_S": bad})
+    monkeypatch.setitem(sys.modules, "starlette", None)  # as if the extra were not installed
+    with pytest.raises(ConfigurationError):
+        ui_options({})
+    assert main(["ui"]) == 2  # said before any connection is tried
+    err = capsys.readouterr().err
+    assert err == ("plangate: ui: the approval page's web server is not installed (starlette "
+                   "is missing): pip install 'plangate[page]'\n"), err
 
 
 def test_card_values_are_escaped_and_hidden_characters_shown():
@@ -247,18 +295,22 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
                     "decision": "approve", "as": "mallory", "csrf": "x" * 43}
             status, _, _ = await asyncio.to_thread(request, url + "answer", "POST", form)
             assert status == 401
-            status, headers, _ = await asyncio.to_thread(request, url + "?token=" + token)
+            status, headers, _ = await asyncio.to_thread(request, url + "login", "POST",
+                                                         {"token": token})
             assert status == 303 and headers["Location"] == "/"
             cookies = headers.get_all("Set-Cookie") or []
-            assert all("HttpOnly" in c and "SameSite=Strict" in c for c in cookies)
+            assert cookies and all("HttpOnly" in c and "SameSite=Strict" in c for c in cookies)
             session = {"Cookie": "; ".join(c.split(";", 1)[0] for c in cookies)}
             status, _, _ = await asyncio.to_thread(request, url + "answer", "POST", form,
                                                    session)
-            assert status == 403  # the CSRF token does not match the cookie
-            csrf = re.search(r"plangate_csrf=([^;]+)", session["Cookie"])
-            assert csrf is not None
+            assert status == 403  # the CSRF token is not the session's
+            # a CSRF cookie the attacker chose, equal to the form's token: refused the same
+            forged = {"Cookie": session["Cookie"] + "; plangate_csrf=" + "x" * 43}
+            status, _, _ = await asyncio.to_thread(request, url + "answer", "POST", form, forged)
+            assert status == 403
+            csrf = await csrf_of(url, session)
             status, _, _ = await asyncio.to_thread(
-                request, url + "answer", "POST", {**form, "csrf": csrf.group(1)},
+                request, url + "answer", "POST", {**form, "csrf": csrf},
                 {**session, "Origin": "http://evil.example"},
             )
             assert status == 403  # another origin
@@ -329,14 +381,24 @@ async def test_approving_on_the_page_runs_the_step_once_and_stale_cards_are_refu
     assert token not in await asyncio.to_thread(log.read_text)  # the log redacts the token
 
 
+async def csrf_of(url: str, session: Mapping[str, str]) -> str:
+    """The CSRF token of the session's forms, as its cards page carries it."""
+    status, _, page = await asyncio.to_thread(request, url, headers=session)
+    assert status == 200, status
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None, page
+    return found.group(1)
+
+
 async def logged_in(url: str, token: str) -> tuple[dict[str, str], str]:
-    """Log in with the token: the session's Cookie header and its CSRF token."""
-    status, headers, _ = await asyncio.to_thread(request, url + "?token=" + token)
+    """Log in with the token (POST): the session's Cookie header and its CSRF token."""
+    status, headers, _ = await asyncio.to_thread(request, url + "login", "POST",
+                                                 {"token": token})
     assert status == 303, status
     jar = "; ".join(c.split(";", 1)[0] for c in headers.get_all("Set-Cookie") or [])
-    csrf = re.search(r"plangate_csrf=([^;]+)", jar)
-    assert csrf is not None, jar
-    return {"Cookie": jar}, csrf.group(1)
+    assert jar.startswith("plangate_ui="), jar
+    session = {"Cookie": jar}
+    return session, await csrf_of(url, session)
 
 
 async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings, stack, s3,
@@ -345,9 +407,7 @@ async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings
     s3.create_bucket(Bucket=bucket)
 
     def plan(key: str) -> dict[str, Any]:
-        return {"goal": f"publish {key}", "budget": {"replans_max": 0}, "steps": [
-            {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
-             "args": {"bucket": bucket, "key": key, "body": key}}]}
+        return put_once_approved(f"publish {key}", bucket, key, key)
 
     token = approver_key("erin").login_token()
     async with running_worker(client, settings) as a, running_worker(client, settings) as b:
@@ -403,9 +463,7 @@ async def test_an_answer_recorded_is_never_shown_as_an_error(settings, stack, s3
     rotated = replace(settings, encryption=replace(settings.encryption, keys=keys))
     bucket, key = unique("rotated"), "approved.txt"
     s3.create_bucket(Bucket=bucket)
-    plan = {"goal": "publish once approved", "budget": {"replans_max": 0}, "steps": [
-        {"n": 1, "tool": "s3.put", "approval": "required", "on_unmet": "halt",
-         "args": {"bucket": bucket, "key": key, "body": "approved"}}]}
+    plan = put_once_approved("publish once approved", bucket, key, "approved")
     token = approver_key("erin").login_token()
     async with running_worker(await connect(rotated), rotated) as h:
         api = Plangate(h.client, h.settings)
@@ -440,9 +498,9 @@ def raw_request(url: str, line: str) -> bytes:
 async def test_the_log_never_holds_the_token_in_any_form(client, settings, stack, tmp_path):
     token = approver_key("erin").login_token()
     quoted = "".join(f"%{b:02X}" for b in token.encode())
-    forms = {  # each way a URL can carry it: the status each gets
-        f"/?token={token}": 303, f"/?%74oken={token}": 303, f"/?token={quoted}": 303,
-        f"/?tok%65n={quoted.lower()}&x=1": 303, f"/?x=1&token={token}": 303,
+    forms = {  # each way a URL can carry it: the status each gets (a URL logs nobody in)
+        f"/?token={token}": 401, f"/?%74oken={token}": 401, f"/?token={quoted}": 401,
+        f"/?tok%65n={quoted.lower()}&x=1": 401, f"/?x=1&token={token}": 401,
         f"/?TOKEN={token}": 401, f"/?{token}": 401, f"/?t=1;token={token}": 401,
         f"/{token}": 404, f"/login?token={token}": 404, f"/%2F?{quote(token)}": 404,
     }
@@ -454,7 +512,10 @@ async def test_the_log_never_holds_the_token_in_any_form(client, settings, stack
             for path, want in forms.items():
                 status, _, _ = await asyncio.to_thread(request, base + path)
                 assert status == want, (path, status)
-            # request lines the server cannot parse: the standard library logs them quoted
+            status, _, _ = await asyncio.to_thread(request, url + "login", "POST",
+                                                   {"token": token, "next": f"/?token={token}"})
+            assert status == 303  # the way in: a form's body, never written
+            # request lines the server cannot parse: a parser's error may quote them
             for line in (f"GET /?token={token} HTTP/1.1 extra", f"{token} / HTTP/1.1",
                          f"GET /?token={token} HTTP/7", f"GET /{quoted}"):
                 assert await asyncio.to_thread(raw_request, url, line)  # answered (an error)
@@ -462,9 +523,11 @@ async def test_the_log_never_holds_the_token_in_any_form(client, settings, stack
     for shown in (token, quoted, quoted.lower(), quote(token), token[:16], token[-16:]):
         assert shown not in text, shown
     lines = text.splitlines()
-    assert sum("GET /?<query> HTTP/1.1 303" in line for line in lines) == 5, text
-    assert sum("GET <other path>" in line and line.endswith(" 404") for line in lines) == 3, text
-    assert sum(" error 400" in line or " error 501" in line for line in lines) == 3, text
+    assert sum("GET /?<query> HTTP/1.1 401" in line for line in lines) == 8, text
+    assert sum("GET <other path>" in line and line.endswith(" 404") for line in lines) == 2, text
+    assert sum(line.endswith("GET /login?<query> HTTP/1.1 404") for line in lines) == 1, text
+    assert sum(line.endswith("POST /login HTTP/1.1 303") for line in lines) == 1, text
+    assert sum(line.endswith("Invalid HTTP request received.") for line in lines) == 4, text
 
 
 async def test_wrong_tokens_are_throttled_per_address(client, settings, stack, tmp_path):
@@ -491,12 +554,13 @@ async def test_wrong_tokens_are_throttled_per_address(client, settings, stack, t
             await asyncio.sleep(1.2)
             assert (await log_in("wrong-" + token))[0] == 401  # heard, and wrong again
             assert await log_in(token) == (429, "2")  # the wait has doubled
-            status, _, _ = await asyncio.to_thread(request, url + "?token=" + token)
-            assert status == 429  # the link form of the token waits the same
+            status, headers, _ = await asyncio.to_thread(request, url + "?token=" + token)
+            assert status == 401 and not headers.get_all("Set-Cookie")  # a link logs nobody in
 
 
 def test_the_temporal_ui_link_is_built_and_checked():
-    from plangate.servers.approval_page import Links, temporal_ui_arg
+    from plangate.servers.page import temporal_ui_arg
+    from plangate.servers.page.views import Links
 
     assert Links().temporal("r 1/x") == "http://localhost:8233/namespaces/default/workflows/r%201%2Fx"
     assert Links(temporal_ui_arg("https://temporal.example/ui/"), "prod").temporal("r") == (
@@ -673,3 +737,23 @@ async def test_a_card_links_its_run_the_page_refreshes_in_place_and_says_what_ca
             status, _, _ = await asyncio.to_thread(request, f"{url}run?id={quote(run_a)}")
             assert status == 401  # no session, no report
         await api.cancel(run_b, reason="test over")
+
+
+def test_the_page_extra_and_its_files_ship_with_the_package():
+    """A non-editable install carries the templates and static files (package-data), and the
+    ``page`` extra names what the page imports."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    page = {re.split(r"[<>=\[ ]", r, maxsplit=1)[0].lower()
+            for r in project["project"]["optional-dependencies"]["page"]}
+    assert page == {"starlette", "uvicorn", "jinja2"}
+    patterns = project["tool"]["setuptools"]["package-data"]["plangate.servers.page"]
+    folder = root / "plangate" / "servers" / "page"
+    files = [p.relative_to(folder).as_posix() for p in folder.glob("*/*")
+             if p.parent.name in ("templates", "static")]
+    assert len(files) >= 9, files
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f

@@ -439,10 +439,9 @@ async def test_the_approval_page_lists_and_approves_a_guarded_call(
 ) -> None:
     import asyncio
     import os
-    import re
 
     from tests.conftest import APPROVER_KEYS
-    from tests.test_approval_page import request, ui_process
+    from tests.test_approval_page import logged_in, request, ui_process
 
     account = f"acct-{uuid.uuid4().hex[:8]}"
     wf = f"credit-{uuid.uuid4().hex[:8]}"
@@ -453,12 +452,7 @@ async def test_the_approval_page_lists_and_approves_a_guarded_call(
     env = {**os.environ, **stack.env()}
     token = APPROVER_KEYS["erin"].login_token()
     async with ui_process(env, tmp_path / "ui.log") as url:
-        status, headers, _ = await asyncio.to_thread(request, url + "?token=" + token)
-        assert status == 303
-        cookies = headers.get_all("Set-Cookie") or []
-        session = {"Cookie": "; ".join(c.split(";", 1)[0] for c in cookies)}
-        csrf = re.search(r"plangate_csrf=([^;]+)", session["Cookie"])
-        assert csrf is not None
+        session, csrf = await logged_in(url, token)
 
         async def listed() -> str:
             status, _, body = await asyncio.to_thread(request, url, headers=session)
@@ -469,7 +463,7 @@ async def test_the_approval_page_lists_and_approves_a_guarded_call(
         assert "issue_credit" in body and account in body
         assert await credits_of(pg, account) == 0
         form = {"run_id": wf, "step": card.step, "digest": card.digest, "decision": "approve",
-                "csrf": csrf.group(1)}
+                "csrf": csrf}
         status, _, said = await asyncio.to_thread(request, url + "answer", "POST", form, session)
         assert status == 200 and 'data-outcome="accepted"' in said, said[:2000]
     await handle.result()

@@ -376,23 +376,25 @@ async def _policy_decisions(settings: Settings, since: datetime) -> list[Any] | 
 
 
 async def _cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.servers.approval_page import (
+    from plangate.servers.page import (
         DEFAULT_TEMPORAL_UI,
         TEMPORAL_UI_VAR,
         run_ui,
         temporal_ui_arg,
         ui_keys,
+        ui_options,
     )
 
     try:
         keys = ui_keys(settings.identity)  # before connecting: nobody to let in, no page
         temporal_ui = temporal_ui_arg(
             args.temporal_ui or os.environ.get(TEMPORAL_UI_VAR) or DEFAULT_TEMPORAL_UI)
+        options = ui_options(os.environ)  # the page extra installed; a session's length
     except ValueError as e:
         raise UsageError(str(e)) from None
     api = await _api(settings)
     try:
-        return await run_ui(api, keys, args.host, args.port, temporal_ui)
+        return await run_ui(api, keys, args.host, args.port, temporal_ui, options)
     except OSError as e:
         raise UsageError(f"ui: cannot listen on {args.host}:{args.port}: "
                          f"{e.strerror or e}") from None

@@ -11,7 +11,7 @@ use, unassigned code points) and the line and paragraph separators; as ``\\n``, 
 is already escaped changes nothing (``visible(visible(s)) == visible(s)``).
 
 The command line (``plangate.cli``, ``plangate.client.view``) prints every such text through
-these, the approval page (``plangate.servers.approval_page``) before it HTML-escapes, and
+these, the approval page (``plangate.servers.page``) before it HTML-escapes, and
 ``plangate plan`` writes such a plan's YAML in its escaped form."""
 
 from __future__ import annotations
