@@ -11,6 +11,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Plan, Step
     from plangate.records import options
+    from plangate.records.interface import PROPOSE_ACTIVITY, REPLAN_WORKFLOW, REVIEW_ACTIVITY
     from plangate.records.replan import (
         ReplanOutcome,
         ReplanProposal,
@@ -18,9 +19,6 @@ with workflow.unsafe.imports_passed_through():
         Review,
         ReviewRequest,
     )
-
-PROPOSE_ACTIVITY = "replanner.propose"
-REVIEW_ACTIVITY = "replanner.review"
 
 
 def _shape(steps: list[Step]) -> list[tuple[str, str]]:
@@ -35,7 +33,7 @@ def same_as_remaining(plan: Plan, remaining: list[Step]) -> bool:
     return _shape(plan.steps) == _shape(remaining)
 
 
-@workflow.defn(name="Replan")
+@workflow.defn(name=REPLAN_WORKFLOW)
 class ReplanWorkflow:
     @workflow.run
     async def run(self, req: ReplanRequest) -> ReplanOutcome:

@@ -52,6 +52,9 @@ with workflow.unsafe.imports_passed_through():
         CANCEL_SIGNAL,
         REJECT_UPDATE,
         REPORT_QUERY,
+        TEAM_APPROVERS_ACTIVITY,
+        TEAM_CHECK_ACTIVITY,
+        TEAM_READ_ACTIVITY,
     )
     from plangate.records.proofs import ApprovalGrant
     from plangate.records.report import (
@@ -71,11 +74,8 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
     from plangate.temporal.calls import (
         ANSWER_META,
-        APPROVERS_ACTIVITY,
-        CHECK_ACTIVITY,
         GUARD_VERSION,
         HEADER,
-        READ_ACTIVITY,
         Checked,
         CheckRequest,
         GuardAnswer,
@@ -171,7 +171,7 @@ class GuardedRun:
         import base64
 
         listed = await workflow.execute_local_activity(
-            APPROVERS_ACTIVITY, workflow.info().workflow_id, result_type=str,
+            TEAM_APPROVERS_ACTIVITY, workflow.info().workflow_id, result_type=str,
             start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
             summary=f"plangate: who may answer the card of call {answer.step}",
         )
@@ -373,7 +373,7 @@ class GuardedRun:
 
     async def _check(self, req: CheckRequest) -> Checked:
         out = await workflow.execute_local_activity(
-            CHECK_ACTIVITY, req.model_dump_json(), result_type=str,
+            TEAM_CHECK_ACTIVITY, req.model_dump_json(), result_type=str,
             start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
             summary=f"plangate: guards of {req.activity} (call {req.n})",
         )
@@ -381,7 +381,7 @@ class GuardedRun:
 
     async def _read(self, req: ReadRequest) -> ProbeReport:
         out = await workflow.execute_local_activity(
-            READ_ACTIVITY, req.model_dump_json(), result_type=str,
+            TEAM_READ_ACTIVITY, req.model_dump_json(), result_type=str,
             start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
             summary=f"plangate: post check of {req.step.tool} (call {req.step.n})",
         )

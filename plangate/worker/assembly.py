@@ -35,15 +35,20 @@ from temporalio.worker import Worker
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced, catalogue
 from plangate.activities.extensions import ExtensionError, Registry, registry_for
-from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
-from plangate.activities.guarding import APPROVERS_ACTIVITY, GuardActivities
+from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
-from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
+from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tool_activity import tool_activities
+from plangate.records.interface import (
+    APPROVERS_ACTIVITY,
+    CATALOGUE_ACTIVITY,
+    GUARD_ACTIVITY,
+    PROBE_ACTIVITY,
+    PROPOSE_ACTIVITY,
+    REVIEW_ACTIVITY,
+)
 from plangate.records.placement import announcement, catalogue_queue
-from plangate.replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
 from plangate.replanner.activity import ReplanActivities
-from plangate.replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
 from plangate.replanner.review import ReviewActivities
 from plangate.replanner.workflow import ReplanWorkflow
 from plangate.worker import tracing
@@ -109,9 +114,6 @@ class CatalogueNames(BaseModel):
     digest: str
     tools: list[str]
     probes: list[str]
-
-
-CATALOGUE_ACTIVITY = "plangate.catalogue"
 
 
 class CatalogueAnnouncement(SimplePlugin):

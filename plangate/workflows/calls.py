@@ -14,9 +14,8 @@ with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Effect
     from plangate.records import options
     from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
+    from plangate.records.interface import PROBE_ACTIVITY
     from plangate.workflows.router import Refused
-
-PROBE_ACTIVITY = "probe.evaluate"
 
 
 @dataclass(frozen=True)

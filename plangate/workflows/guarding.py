@@ -16,13 +16,12 @@ with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Plan
     from plangate.records import options
     from plangate.records.codes import CODES
+    from plangate.records.interface import GUARD_ACTIVITY
     from plangate.records.report import FailureRecord, RunReport, RunStatus, StepState
     from plangate.records.run import GuardRequest, HistoryBound, Resolved, RunInput
     from plangate.workflows import bookkeeping, summaries
     from plangate.workflows.context import VersionContext
     from plangate.workflows.router import Refused
-
-GUARD_ACTIVITY = "guard.resolve"
 
 
 def forged(inp: RunInput) -> str | None:

@@ -78,11 +78,11 @@ class PlanRunWorkflow:
         self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
         self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
 
-    @workflow.query(name="report")
+    @workflow.query(name=interface.REPORT_QUERY)
     def report(self) -> RunReport:
         return self._report
 
-    @workflow.signal(name="cancel")
+    @workflow.signal(name=interface.CANCEL_SIGNAL)
     def cancel(self, req: CancelRequest) -> None:
         """Cancel with a reason and who asked: recorded, then the run stops (the first request
         is the one recorded; a cancel from the Temporal UI or CLI has no reason of its own)."""
@@ -95,7 +95,7 @@ class PlanRunWorkflow:
             self._versions.cancel()
 
     # -- answering a card: Updates (refused by their validator: no event in the history) --------
-    @workflow.update(name="approve")
+    @workflow.update(name=interface.APPROVE_UPDATE)
     async def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
         return await self._take(answer, Decision.APPROVE)
 
@@ -105,7 +105,7 @@ class PlanRunWorkflow:
         if why is not None:
             raise ValueError(why)
 
-    @workflow.update(name="reject")
+    @workflow.update(name=interface.REJECT_UPDATE)
     async def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
         return await self._take(answer, Decision.REJECT)
 
@@ -120,10 +120,10 @@ class PlanRunWorkflow:
         one (the Update fails then, nothing recorded)."""
         why = await self._answers.refusal_now(self._report, answer, decision)
         if why is not None:
-            raise ApplicationError(why, type="AnswerRefused", non_retryable=True)
+            raise ApplicationError(why, type=interface.ANSWER_REFUSED_ERROR, non_retryable=True)
         return self._answers.apply(self._report, answer, decision, "update")
 
-    @workflow.signal(name="answer")
+    @workflow.signal(name=interface.ANSWER_SIGNAL)
     async def answer(self, answer: ApprovalAnswer) -> None:
         """The same answer from a client that can only signal: the same checks, and a refused
         answer is recorded and ignored."""

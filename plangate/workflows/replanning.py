@@ -9,6 +9,7 @@ from temporalio.exceptions import ChildWorkflowError
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.guards import GuardedPlan
     from plangate.records import options
+    from plangate.records.interface import REPLAN_WORKFLOW
     from plangate.records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
     from plangate.records.report import (
         CompletedStep,
@@ -21,8 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from plangate.workflows import bookkeeping, summaries
     from plangate.workflows.context import VersionContext
     from plangate.workflows.execution import VersionOutcome
-
-REPLAN_WORKFLOW = "Replan"
 
 
 async def next_plan(
