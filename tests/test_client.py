@@ -72,12 +72,18 @@ def registered(worker: Any) -> dict[str, str]:
 
 
 async def test_every_name_the_interface_declares_is_what_the_workers_register(client, settings):
+    import uuid
+    from dataclasses import replace
+
     from temporalio.worker import Worker
 
     from plangate.temporal import PlangatePlugin
     from plangate.worker.assembly import CatalogueAnnouncement, build_worker
 
-    worker = await build_worker(client, settings, bootstrap=False)
+    # a queue of its own: one worker a queue and client
+    own = replace(settings, temporal=replace(settings.temporal,
+                                             task_queue=f"names-{uuid.uuid4().hex[:8]}"))
+    worker = await build_worker(client, own, bootstrap=False)
     ours = registered(worker)
     assert set(interface.WORKER_ACTIVITIES) <= set(ours), ours
     # each by the function it is: a name the workflows call by is the one the decorator gives
@@ -91,7 +97,7 @@ async def test_every_name_the_interface_declares_is_what_the_workers_register(cl
     [announcing] = [p for p in worker.config()["plugins"] or ()
                     if isinstance(p, CatalogueAnnouncement)]
     assert set(registered(announcing.poller)) == {interface.CATALOGUE_ACTIVITY}
-    team = Worker(client, task_queue="interface-names", activities=[],
+    team = Worker(client, task_queue=f"names-{uuid.uuid4().hex[:8]}", activities=[],
                   plugins=[PlangatePlugin({}, settings=settings)])
     assert registered(team) == {interface.TEAM_CHECK_ACTIVITY: "check",
                                 interface.TEAM_READ_ACTIVITY: "read",

@@ -8,17 +8,16 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Plan, Step
-    from plangate.records import options
-    from plangate.records.interface import PROPOSE_ACTIVITY, REPLAN_WORKFLOW, REVIEW_ACTIVITY
-    from plangate.records.replan import (
-        ReplanOutcome,
-        ReplanProposal,
-        ReplanRequest,
-        Review,
-        ReviewRequest,
-    )
+from plangate.plans.model import Plan, Step
+from plangate.records import options
+from plangate.records.interface import PROPOSE_ACTIVITY, REPLAN_WORKFLOW, REVIEW_ACTIVITY
+from plangate.records.replan import (
+    ReplanOutcome,
+    ReplanProposal,
+    ReplanRequest,
+    Review,
+    ReviewRequest,
+)
 
 
 def _shape(steps: list[Step]) -> list[tuple[str, str]]:

@@ -34,59 +34,58 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Effect
-    from plangate.records import visibility
-    from plangate.records.approvals import (
-        ApprovalAnswer,
-        ApprovalCard,
-        ApprovalRecord,
-        CardStatus,
-        Decision,
-    )
-    from plangate.records.calls import Outcome, ProbeReport, StepRef, ToolFailure
-    from plangate.records.codes import CODES
-    from plangate.records.interface import (
-        ANSWER_SIGNAL,
-        APPROVE_UPDATE,
-        CANCEL_SIGNAL,
-        REJECT_UPDATE,
-        REPORT_QUERY,
-        TEAM_APPROVERS_ACTIVITY,
-        TEAM_CHECK_ACTIVITY,
-        TEAM_READ_ACTIVITY,
-    )
-    from plangate.records.proofs import ApprovalGrant
-    from plangate.records.report import (
-        Cancellation,
-        CheckRecord,
-        FailureRecord,
-        LedgerLink,
-        Phase,
-        Refusal,
-        RunReport,
-        RunStatus,
-        StepReport,
-        StepState,
-        StepTimings,
-    )
-    from plangate.records.run import CancelRequest
-    from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
-    from plangate.temporal.calls import (
-        ANSWER_META,
-        GUARD_VERSION,
-        HEADER,
-        Checked,
-        CheckRequest,
-        GuardAnswer,
-        GuardHeader,
-        ReadRequest,
-        header_payload,
-        wire_json,
-    )
-    from plangate.temporal.errors import GuardRefused
-    from plangate.workflows.answers import Answers
-    from plangate.workflows.context import key_tag
+from plangate.plans.model import Effect
+from plangate.records import visibility
+from plangate.records.approvals import (
+    ApprovalAnswer,
+    ApprovalCard,
+    ApprovalRecord,
+    CardStatus,
+    Decision,
+)
+from plangate.records.calls import Outcome, ProbeReport, StepRef, ToolFailure
+from plangate.records.codes import CODES
+from plangate.records.interface import (
+    ANSWER_SIGNAL,
+    APPROVE_UPDATE,
+    CANCEL_SIGNAL,
+    REJECT_UPDATE,
+    REPORT_QUERY,
+    TEAM_APPROVERS_ACTIVITY,
+    TEAM_CHECK_ACTIVITY,
+    TEAM_READ_ACTIVITY,
+)
+from plangate.records.proofs import ApprovalGrant
+from plangate.records.report import (
+    Cancellation,
+    CheckRecord,
+    FailureRecord,
+    LedgerLink,
+    Phase,
+    Refusal,
+    RunReport,
+    RunStatus,
+    StepReport,
+    StepState,
+    StepTimings,
+)
+from plangate.records.run import CancelRequest
+from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
+from plangate.temporal.calls import (
+    ANSWER_META,
+    GUARD_VERSION,
+    HEADER,
+    Checked,
+    CheckRequest,
+    GuardAnswer,
+    GuardHeader,
+    ReadRequest,
+    header_payload,
+    wire_json,
+)
+from plangate.temporal.errors import GuardRefused
+from plangate.workflows.answers import Answers
+from plangate.workflows.context import key_tag
 
 LOCAL = timedelta(seconds=30)
 LOCAL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5)

@@ -54,6 +54,7 @@ from plangate.replanner.workflow import ReplanWorkflow
 from plangate.worker import tracing
 from plangate.worker.compression import DATA_CONVERTER
 from plangate.worker.encryption import data_converter, encrypts_with
+from plangate.worker.sandbox import passing_plangate
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.policies import load_bundle
@@ -105,6 +106,7 @@ class PlangatePlugin(SimplePlugin):
             data_converter=DATA_CONVERTER if encryption is None else data_converter(encryption),
             workflows=WORKFLOWS,
             activities=None if activities is None else list(activities.values()),
+            workflow_runner=passing_plangate,
         )
 
 

@@ -10,19 +10,17 @@ from datetime import datetime
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.guards import GuardedPlan
-    from plangate.plans.model import Plan
-    from plangate.records import interface
-    from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
-    from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
-    from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
-    from plangate.workflows import bookkeeping, guarding, replanning, summaries
-    from plangate.workflows.answers import Answers
-    from plangate.workflows.context import VersionContext, key_tag
-    from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
-    from plangate.workflows.showing import Shown
-
+from plangate.plans.guards import GuardedPlan
+from plangate.plans.model import Plan
+from plangate.records import interface
+from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
+from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
+from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
+from plangate.workflows import bookkeeping, guarding, replanning, summaries
+from plangate.workflows.answers import Answers
+from plangate.workflows.context import VersionContext, key_tag
+from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
+from plangate.workflows.showing import Shown
 
 # A run that did not succeed fails its execution, the report in the failure's details (runs
 # begun before take the old path on replay: they completed with every report).
