@@ -15,6 +15,7 @@ import statistics
 from bench._stack import Bench, bench_stack
 from plangate.demo.scenarios import closeout_plan, seed_replanned_plan
 from plangate.demo.schema import seed_acct_3319f
+from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.records.report import RunReport, StepState
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
@@ -52,7 +53,7 @@ async def main(repeats: int) -> None:
         offered = CatalogueSettings(demo_systems=True)  # the close-out's tools
         # The model alone (no playbook first line), so every turnaround asks it.
         model = ReplanActivities(s, offered, backend=OpenAIBackend.from_settings(s, offered))
-        async with bench_stack({"replanner.propose": model.propose}) as b:
+        async with bench_stack({PROPOSE_ACTIVITY: model.propose}) as b:
             modelled = await measure(b, repeats)
     for name, xs in (("playbook", playbook), ("model (answers at once)", modelled)):
         print(

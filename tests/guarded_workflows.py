@@ -8,6 +8,7 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
+# the team's activities import boto3 and psycopg: passed through, not loaded in the sandbox
 with workflow.unsafe.imports_passed_through():
     from credits.activities import Credit, CreditRequest, issue_credit
 

@@ -16,10 +16,10 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
 from plangate.activities.guarding import derive, resolve
 from plangate.demo.schema import ACCT_3319F, Account, seed_account
 from plangate.records.calls import ToolCall, ToolResult
+from plangate.records.interface import GUARD_ACTIVITY
 from plangate.records.run import GuardRequest, Resolved
 from plangate.records.signing import SigningKey
 from plangate.testing import Harness, local_activity, running_worker
@@ -74,7 +74,7 @@ def reads_with_guards(e: Any) -> int:
     """How many first reads the worker made with a run's guards (``guard.resolve``'s marker),
     else 0. A compressed result (over the codec's threshold) is not read here: 0."""
     record = local_activity(e)
-    if record is None or record.get("activity_type") != "guard.resolve":
+    if record is None or record.get("activity_type") != GUARD_ACTIVITY:
         return 0
     payload = e.marker_recorded_event_attributes.details["result"].payloads[0]
     if payload.metadata.get("encoding") != b"json/plain":

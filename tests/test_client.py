@@ -9,8 +9,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from plangate.records import interface
+from plangate.temporal.guards import activity_name
 from plangate.workflows.plan_run import PlanRunWorkflow
 
 HEAVY = ("boto3", "botocore", "psycopg", "psycopg_pool", "openai")
@@ -61,6 +63,45 @@ def test_the_client_names_what_the_workflow_defines():
     assert interface.REPORT_QUERY in defn.queries
     assert {interface.APPROVE_UPDATE, interface.REJECT_UPDATE} <= set(defn.updates)
     assert {interface.ANSWER_SIGNAL, interface.CANCEL_SIGNAL} <= set(defn.signals)
+
+
+def registered(worker: Any) -> dict[str, str]:
+    """The activities a built worker registers, plugins' included: name -> function name."""
+    acts = worker.config(active_config=True)["activities"]
+    return {activity_name(fn) or "": fn.__name__ for fn in acts}
+
+
+async def test_every_name_the_interface_declares_is_what_the_workers_register(client, settings):
+    import uuid
+    from dataclasses import replace
+
+    from temporalio.worker import Worker
+
+    from plangate.temporal import PlangatePlugin
+    from plangate.worker.assembly import CatalogueAnnouncement, build_worker
+
+    # a queue of its own: one worker a queue and client
+    own = replace(settings, temporal=replace(settings.temporal,
+                                             task_queue=f"names-{uuid.uuid4().hex[:8]}"))
+    worker = await build_worker(client, own, bootstrap=False)
+    ours = registered(worker)
+    assert set(interface.WORKER_ACTIVITIES) <= set(ours), ours
+    # each by the function it is: a name the workflows call by is the one the decorator gives
+    assert {n: ours[n] for n in interface.WORKER_ACTIVITIES} == {
+        interface.GUARD_ACTIVITY: "resolve", interface.APPROVERS_ACTIVITY: "approvers",
+        interface.PROBE_ACTIVITY: "evaluate", interface.PROPOSE_ACTIVITY: "propose",
+        interface.REVIEW_ACTIVITY: "review"}
+    types = {w.__temporal_workflow_definition.name  # type: ignore[attr-defined]
+             for w in worker.config(active_config=True)["workflows"]}
+    assert types == {interface.PLAN_RUN, interface.REPLAN_WORKFLOW}
+    [announcing] = [p for p in worker.config()["plugins"] or ()
+                    if isinstance(p, CatalogueAnnouncement)]
+    assert set(registered(announcing.poller)) == {interface.CATALOGUE_ACTIVITY}
+    team = Worker(client, task_queue=f"names-{uuid.uuid4().hex[:8]}", activities=[],
+                  plugins=[PlangatePlugin({}, settings=settings)])
+    assert registered(team) == {interface.TEAM_CHECK_ACTIVITY: "check",
+                                interface.TEAM_READ_ACTIVITY: "read",
+                                interface.TEAM_APPROVERS_ACTIVITY: "approvers"}
 
 
 def test_every_error_a_caller_sees_is_a_plangate_error_and_in_the_tree():

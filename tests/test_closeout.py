@@ -11,6 +11,7 @@ import pytest
 
 from plangate.demo.scenarios import NEW_CONTACT, closeout_facts, closeout_plan, seed_replanned_plan
 from plangate.demo.schema import Account
+from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.testing import FakeOpenAI, attempts, model_backed, running_worker, scheduled
 from tests.harness import incident_account
 
@@ -66,7 +67,7 @@ async def test_closeout_with_a_model(client, settings, pg, acct):
     aid = acct.account_id
     with FakeOpenAI(responses=[json.dumps(seed_replanned_plan(aid))]) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
+        async with running_worker(client, settings, {PROPOSE_ACTIVITY: model.propose}) as h:
             rep = await h.run_approving(closeout_plan(aid))
         sent = [
             json.loads(m["content"])
@@ -107,7 +108,7 @@ async def test_a_model_that_repeats_the_failed_remainder_spends_the_budget(
     }
     with FakeOpenAI(responses=[json.dumps(remainder)] * 5) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
+        async with running_worker(client, settings, {PROPOSE_ACTIVITY: model.propose}) as h:
             rep = await h.run_approving(closeout_plan(aid, replans_max=2))
         asked = len(fake.requests)
     assert asked == 2  # exactly replans_max, then an escalation, never a loop
@@ -130,7 +131,7 @@ async def test_malformed_model_output_is_never_executed(client, settings, pg, ac
     }
     with FakeOpenAI(responses=["the account looks closed to me", json.dumps(unknown_tool)]) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
+        async with running_worker(client, settings, {PROPOSE_ACTIVITY: model.propose}) as h:
             rep = await h.run_approving(closeout_plan(aid, replans_max=2))
     assert rep.status == "halted"
     assert [r.accepted for r in rep.replans] == [False, False]

@@ -26,6 +26,7 @@ from plangate.records.calls import (
     ToolCall,
     ToolResult,
 )
+from plangate.records.interface import PROBE_ACTIVITY
 from plangate.testing import running_worker
 from plangate.world.errors import ToolError
 
@@ -47,7 +48,7 @@ class Doubles:
     def __init__(self, script: Script) -> None:
         self.script = script
 
-    @activity.defn(name="probe.evaluate")
+    @activity.defn(name=PROBE_ACTIVITY)
     async def probe(self, req: ProbeRequest) -> ProbeReport:
         results = []
         for c in req.conditions:
@@ -108,7 +109,7 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
 async def test_lifecycle_invariants(client, settings, plan, probe_outcomes, tool_ok):
     script = Script(probe_outcomes, tool_ok)
     d = Doubles(script)
-    doubles: dict[str, Any] = {"probe.evaluate": d.probe, "warehouse.run_sql": d.tool}
+    doubles: dict[str, Any] = {PROBE_ACTIVITY: d.probe, "warehouse.run_sql": d.tool}
     async with running_worker(client, settings, doubles) as h:
         rep = await h.run(plan)
     log = script.log

@@ -14,6 +14,7 @@ from temporalio import activity
 
 from plangate.client.api import Plangate
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from plangate.records.interface import GUARD_ACTIVITY, PROBE_ACTIVITY
 from plangate.testing import ended, scheduled
 from plangate.worker.assembly import build_worker
 from tests.harness import guards_alone
@@ -28,7 +29,7 @@ class FirstReadHangs:
         self.hanging = asyncio.Event()
         self.holds = False  # the world, as the later reads see it
 
-    @activity.defn(name="probe.evaluate")
+    @activity.defn(name=PROBE_ACTIVITY)
     async def evaluate(self, req: ProbeRequest) -> ProbeReport:
         self.calls += 1
         if self.calls == 1:
@@ -56,7 +57,7 @@ async def test_a_worker_that_dies_during_a_probe_reads_again(client, settings):
     own = replace(settings, temporal=replace(settings.temporal,
                                              task_queue=f"crash-{uuid.uuid4().hex[:8]}"))
     # the first read made by the probe activity, not with the guards: the double is what it meets
-    doubles = {"probe.evaluate": probe.evaluate, "guard.resolve": guards_alone(own)}
+    doubles = {PROBE_ACTIVITY: probe.evaluate, GUARD_ACTIVITY: guards_alone(own)}
     async with await build_worker(client, own, doubles=doubles):
         handle = await Plangate(client, own).submit(plan(job))
         await asyncio.wait_for(probe.hanging.wait(), 10)

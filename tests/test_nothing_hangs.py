@@ -15,6 +15,12 @@ from plangate.activities.catalogue import catalogue
 from plangate.plans.guards import guard
 from plangate.plans.model import Plan
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from plangate.records.interface import (
+    GUARD_ACTIVITY,
+    PROBE_ACTIVITY,
+    PROPOSE_ACTIVITY,
+    REVIEW_ACTIVITY,
+)
 from plangate.records.replan import ReplanProposal, ReplanRequest, Review, ReviewRequest
 from plangate.testing import running_worker, scheduled
 from tests.harness import DEMO_CATALOGUE, guards_alone
@@ -36,14 +42,14 @@ class WavedThrough:
 
     @property
     def doubles(self) -> dict[str, Any]:
-        return {"replanner.propose": self.propose, "replanner.review": self.review}
+        return {PROPOSE_ACTIVITY: self.propose, REVIEW_ACTIVITY: self.review}
 
-    @activity.defn(name="replanner.propose")
+    @activity.defn(name=PROPOSE_ACTIVITY)
     async def propose(self, req: ReplanRequest) -> ReplanProposal:
         plan = Plan.model_validate({"goal": req.goal, "steps": self.steps})
         return ReplanProposal(plan=plan, reason="waved through", backend="test")
 
-    @activity.defn(name="replanner.review")
+    @activity.defn(name=REVIEW_ACTIVITY)
     async def review(self, req: ReviewRequest) -> Review:
         return Review(plan=guard(req.plan, catalogue(DEMO_CATALOGUE)))
 
@@ -80,7 +86,7 @@ async def test_steps_that_can_never_start_do_not_succeed(client, settings):
 class Evasive:
     """A probe that answers about nothing: an empty report."""
 
-    @activity.defn(name="probe.evaluate")
+    @activity.defn(name=PROBE_ACTIVITY)
     async def evaluate(self, req: ProbeRequest) -> ProbeReport:
         return ProbeReport(results=[], read_at=datetime.now(UTC), elapsed_ms=0.0)
 
@@ -88,7 +94,7 @@ class Evasive:
 class Answers:
     """A probe that answers a different question than it was asked."""
 
-    @activity.defn(name="probe.evaluate")
+    @activity.defn(name=PROBE_ACTIVITY)
     async def evaluate(self, req: ProbeRequest) -> ProbeReport:
         other = req.conditions[0].model_copy(update={"probe": "table_rowcount"})
         return ProbeReport(
@@ -105,7 +111,7 @@ async def test_a_probe_report_that_answers_nothing_is_never_a_pass(client, setti
          "pre": [{"probe": "job_state", "job_id": f"{job}-before", "want": "done"}]},
     ]}
     for probe in (Evasive(), Answers()):
-        doubles = {"probe.evaluate": probe.evaluate, "guard.resolve": guards_alone(settings)}
+        doubles = {PROBE_ACTIVITY: probe.evaluate, GUARD_ACTIVITY: guards_alone(settings)}
         async with running_worker(client, settings, doubles) as h:
             rep = await h.run(plan)
         assert rep.status == "failed" and rep.step(1).state == "FAILED"

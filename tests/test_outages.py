@@ -25,6 +25,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from plangate.dev.stack import EmbeddedStack
+from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.records.report import RunReport
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
@@ -200,7 +201,7 @@ async def test_the_model_endpoint_down_halts_with_an_escalation_and_no_loop(
          "pre": [{"probe": "column_exists", "table": f"nowhere_{uuid.uuid4().hex[:8]}",
                   "column": "id"}]},
     ]}
-    async with running_worker(client, down, {"replanner.propose": model.propose}) as h:
+    async with running_worker(client, down, {PROPOSE_ACTIVITY: model.propose}) as h:
         rep = await asyncio.wait_for(h.run(plan), 60)
     assert rep.status == "halted" and rep.replans_used == 1  # asked once, not the budget
     assert rep.escalation is not None and "gave no answer" in rep.escalation

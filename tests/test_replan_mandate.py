@@ -14,6 +14,7 @@ import pytest
 
 from plangate.demo.scenarios import closeout_plan, seed_replanned_plan
 from plangate.demo.schema import Account, seed_account
+from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.testing import FakeOpenAI, model_backed, running_worker, scheduled
 from tests.harness import incident_account
 
@@ -64,7 +65,7 @@ async def test_a_model_that_slips_in_a_credit_and_a_mail_is_refused(
     await seed_account(world, Account(account, f"ar@{account}.example", status="closed"))
     with FakeOpenAI(responses=[json.dumps(slipped(tag, account))] * 3) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
+        async with running_worker(client, settings, {PROPOSE_ACTIVITY: model.propose}) as h:
             rep = await h.run(index_plan(tag))
         asked = len(fake.requests)
     assert asked == 2
@@ -106,7 +107,7 @@ async def test_a_proposal_outside_its_mandate_is_refused(
         want = "outside the work directory"
     with FakeOpenAI(responses=[json.dumps(proposal)]) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
+        async with running_worker(client, settings, {PROPOSE_ACTIVITY: model.propose}) as h:
             rep = await h.run(closeout_plan(acct.account_id, replans_max=1))
     assert rep.status == "halted" and rep.replans_used == 1 and rep.plan_version == 1
     assert any(want in p for p in rep.replans[0].problems), rep.replans[0].problems

@@ -15,9 +15,10 @@ from temporalio.testing import ActivityEnvironment
 
 from plangate.activities.catalogue import catalogue
 from plangate.plans.model import Condition, Effect, OnUnmet, Plan, Step
+from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.records.replan import ReplanBudget, ReplanRequest
 from plangate.records.report import CompletedStep, FailureRecord, StepState
-from plangate.replanner.activity import ACTIVITY_NAME, ReplanActivities
+from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends import FirstLine, PlaybookBackend, backend_for
 from plangate.replanner.backends.openai import ModelUnavailable, OpenAIBackend, plan_schema
 from plangate.replanner.backends.playbook import splice
@@ -426,7 +427,7 @@ def _settings(fake: FakeOpenAI, replanner: str = "openai") -> ModelSettings:
 
 async def test_activity_playbook_only_never_calls_a_model(fake):
     acts = ReplanActivities(_settings(fake, "playbook"), CatalogueSettings())
-    assert ACTIVITY_NAME == "replanner.propose"
+    assert PROPOSE_ACTIVITY == "replanner.propose"
     found = await ActivityEnvironment().run(acts.propose, closeout_request())
     assert found.backend == "playbook" and found.plan is not None
     missing = await ActivityEnvironment().run(acts.propose, closeout_request(code="timeout"))

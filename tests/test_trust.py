@@ -37,6 +37,7 @@ from plangate.plans.load import PlanError, parse_plan
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalAnswer, Decision
 from plangate.records.calls import StepRef, ToolCall
+from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.records.proofs import Submitter, sign_submission
 from plangate.records.report import RunReport
 from plangate.records.run import Carried, RunInput
@@ -355,7 +356,7 @@ async def test_a_replan_that_drops_the_approval_is_refused(client, settings, pg,
     aid, tag = await account(world), uuid.uuid4().hex[:8]
     with FakeOpenAI(responses=[json.dumps(remainder_without_approvals(aid))] * 2) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
+        async with running_worker(client, settings, {PROPOSE_ACTIVITY: model.propose}) as h:
             rep = await h.run(failing_then_credit(aid, tag, approval=True))
     assert rep.status == "halted" and rep.plan_version == 1
     (replan,) = rep.replans
@@ -371,7 +372,7 @@ async def test_a_replanned_money_step_waits_for_a_fresh_card(client, settings, p
     aid, tag = await account(world), uuid.uuid4().hex[:8]
     with FakeOpenAI(responses=[json.dumps(remainder_without_approvals(aid))]) as fake:
         model = model_backed(settings, fake)
-        async with running_worker(client, settings, {"replanner.propose": model.propose}) as h:
+        async with running_worker(client, settings, {PROPOSE_ACTIVITY: model.propose}) as h:
             api = Plangate(client, h.settings)
             run_id = await api.start(failing_then_credit(aid, tag, approval=False))
             card = await pending_card(api, run_id, step=1, version=2)

@@ -32,6 +32,7 @@ from plangate.plans import bindings
 from plangate.plans.guards import PolicyMark, StepGuard, first_read, step_conditions
 from plangate.plans.model import Plan
 from plangate.records.calls import ProbeRequest, StepRef
+from plangate.records.interface import APPROVERS_ACTIVITY, GUARD_ACTIVITY
 from plangate.records.policy import Decision, Outcome, PolicyRequest
 from plangate.records.proofs import submission_refusal
 from plangate.records.run import (
@@ -46,9 +47,6 @@ from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.policies import Bundle, cents, resources_of
 from plangate.world.settings import CatalogueSettings, PolicySettings, RunSettings, WorldSettings
-
-ACTIVITY_NAME = "guard.resolve"
-APPROVERS_ACTIVITY = "guard.approvers"
 
 
 def _b64(data: bytes) -> str:
@@ -200,7 +198,7 @@ class GuardActivities:
         """This worker's approvers now (its settings, read at its start)."""
         return Approvers(approvers=approver_keys(self.policy))
 
-    @activity.defn(name=ACTIVITY_NAME)
+    @activity.defn(name=GUARD_ACTIVITY)
     async def resolve(self, req: GuardRequest) -> Resolved:
         # path checks resolve symlinks on disk: off the event loop
         cedar = None

@@ -25,6 +25,7 @@ from plangate.plans.model import Condition
 from plangate.plans.scope import refusals
 from plangate.probes.registry import NoRecord, ProbeContext, ProbeSpec
 from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from plangate.records.interface import PROBE_ACTIVITY
 from plangate.world import ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
@@ -32,7 +33,6 @@ from plangate.world.outages import unreachable
 from plangate.world.settings import CatalogueSettings
 from plangate.world.spans import span
 
-PROBE_ACTIVITY = "probe.evaluate"
 PROBE_TIMEOUT_S = 15.0
 # reads a call's record by its idempotency key (``probes.records``)
 READ_BACK_PROBE = "effect_recorded"

@@ -13,12 +13,11 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.records.replan import ReplanProposal, ReplanRequest
 from plangate.replanner.backends import Backend, PlaybookBackend, backend_for
 from plangate.replanner.backends.openai import ModelUnavailable
 from plangate.world.settings import CatalogueSettings, ModelSettings
-
-ACTIVITY_NAME = "replanner.propose"
 
 
 class ReplanActivities:
@@ -29,7 +28,7 @@ class ReplanActivities:
         (``backend_for``), over the deployment's ``catalogue``."""
         self.backend = backend if backend is not None else backend_for(model, catalogue)
 
-    @activity.defn(name=ACTIVITY_NAME)
+    @activity.defn(name=PROPOSE_ACTIVITY)
     async def propose(self, req: ReplanRequest) -> ReplanProposal:
         try:
             answer = await self.backend.propose(req)

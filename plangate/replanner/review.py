@@ -12,13 +12,12 @@ from temporalio import activity
 from plangate.activities.catalogue import catalogue, guarded, plan_problems
 from plangate.activities.guarding import decided
 from plangate.activities.policing import PolicyBook
+from plangate.records.interface import REVIEW_ACTIVITY
 from plangate.records.replan import Review, ReviewRequest
 from plangate.replanner.mandate import mandate_problems
 from plangate.world.errors import ToolError
 from plangate.world.policies import Bundle
 from plangate.world.settings import CatalogueSettings, PolicySettings, WorldSettings
-
-ACTIVITY_NAME = "replanner.review"
 
 
 def review(
@@ -50,7 +49,7 @@ class ReviewActivities:
         self.cat, self.world, self.policy = cat, world, policy
         self.book = book or PolicyBook(policy, world.scope, catalogue(cat))
 
-    @activity.defn(name=ACTIVITY_NAME)
+    @activity.defn(name=REVIEW_ACTIVITY)
     async def review(self, req: ReviewRequest) -> Review:
         cedar = None
         if self.book.on:

@@ -8,19 +8,16 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Plan, Step
-    from plangate.records import options
-    from plangate.records.replan import (
-        ReplanOutcome,
-        ReplanProposal,
-        ReplanRequest,
-        Review,
-        ReviewRequest,
-    )
-
-PROPOSE_ACTIVITY = "replanner.propose"
-REVIEW_ACTIVITY = "replanner.review"
+from plangate.plans.model import Plan, Step
+from plangate.records import options
+from plangate.records.interface import PROPOSE_ACTIVITY, REPLAN_WORKFLOW, REVIEW_ACTIVITY
+from plangate.records.replan import (
+    ReplanOutcome,
+    ReplanProposal,
+    ReplanRequest,
+    Review,
+    ReviewRequest,
+)
 
 
 def _shape(steps: list[Step]) -> list[tuple[str, str]]:
@@ -35,7 +32,7 @@ def same_as_remaining(plan: Plan, remaining: list[Step]) -> bool:
     return _shape(plan.steps) == _shape(remaining)
 
 
-@workflow.defn(name="Replan")
+@workflow.defn(name=REPLAN_WORKFLOW)
 class ReplanWorkflow:
     @workflow.run
     async def run(self, req: ReplanRequest) -> ReplanOutcome:

@@ -25,9 +25,6 @@ from plangate.records.calls import ProbeReport, StepRef
 from plangate.records.proofs import ApprovalGrant
 
 HEADER = "plangate-guard"
-CHECK_ACTIVITY = "plangate.guard.check"  # local: the guards of a call, decided and read
-READ_ACTIVITY = "plangate.guard.read"  # local: conditions read (a post check)
-APPROVERS_ACTIVITY = "plangate.guard.approvers"  # local: who may answer a card, now
 GUARD_VERSION = 1  # the plan version every guarded call of a team's workflow is of
 
 

@@ -27,16 +27,13 @@ from plangate.plans.catalogue import Catalogue, Contract, Reader
 from plangate.plans.guards import PolicyMark, needs_approval
 from plangate.plans.model import Effect
 from plangate.records.calls import ProbeReport, ProbeRequest, StepRef, ToolCall
-from plangate.records.policy import Outcome
-from plangate.temporal.calls import (
-    APPROVERS_ACTIVITY,
-    CHECK_ACTIVITY,
-    GUARD_VERSION,
-    READ_ACTIVITY,
-    Checked,
-    CheckRequest,
-    ReadRequest,
+from plangate.records.interface import (
+    TEAM_APPROVERS_ACTIVITY,
+    TEAM_CHECK_ACTIVITY,
+    TEAM_READ_ACTIVITY,
 )
+from plangate.records.policy import Outcome
+from plangate.temporal.calls import GUARD_VERSION, Checked, CheckRequest, ReadRequest
 from plangate.temporal.table import (
     ActivityGuard,
     GuardTable,
@@ -177,7 +174,7 @@ class GuardActivities:
     def __init__(self, guarded: Guarded) -> None:
         self.g = guarded
 
-    @activity.defn(name=CHECK_ACTIVITY)
+    @activity.defn(name=TEAM_CHECK_ACTIVITY)
     async def check(self, request: str) -> str:
         return (await self.checked(CheckRequest.model_validate_json(request))).model_dump_json()
 
@@ -237,7 +234,7 @@ class GuardActivities:
             out = out.model_copy(update={"read": read})
         return out
 
-    @activity.defn(name=READ_ACTIVITY)
+    @activity.defn(name=TEAM_READ_ACTIVITY)
     async def read(self, request: str) -> str:
         req = ReadRequest.model_validate_json(request)
         _, probes, _ = self.g.ready()
@@ -245,7 +242,7 @@ class GuardActivities:
             step=req.step, conditions=req.conditions, idempotency_key=req.key))
         return report.model_dump_json()
 
-    @activity.defn(name=APPROVERS_ACTIVITY)
+    @activity.defn(name=TEAM_APPROVERS_ACTIVITY)
     async def approvers(self, workflow_id: str) -> str:
         """Who may answer a card now: name -> public key, base64 (a JSON object)."""
         import json

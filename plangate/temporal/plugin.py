@@ -28,9 +28,7 @@ from temporalio.worker import (
     WorkflowInboundInterceptor,
     WorkflowInterceptorClassInput,
     WorkflowReplayResult,
-    WorkflowRunner,
 )
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.client.api import Plangate
@@ -38,6 +36,7 @@ from plangate.temporal.at_call import GuardAtCall
 from plangate.temporal.guards import GuardActivities, Guarded, activity_name
 from plangate.temporal.table import GuardTable
 from plangate.temporal.workflow_guard import Guarding, workflow_interceptor
+from plangate.worker.sandbox import passing_plangate
 from plangate.world.clients import World
 from plangate.world.settings import Settings
 
@@ -61,19 +60,6 @@ class GuardInterceptor(Interceptor):
                 n: Guarding(g.effect, g.approval or g.effect in asks)
                 for n, g in self.guarded.table.activities.items()})
         return self._workflow
-
-
-def _passthrough(runner: WorkflowRunner | None) -> WorkflowRunner:
-    if runner is None:
-        return SandboxedWorkflowRunner(
-            restrictions=SandboxedWorkflowRunner().restrictions.with_passthrough_modules(
-                "plangate"))
-    if isinstance(runner, SandboxedWorkflowRunner):
-        return SandboxedWorkflowRunner(
-            restrictions=runner.restrictions.with_passthrough_modules("plangate"),
-            runner_class=runner.runner_class,
-        )
-    return runner
 
 
 class PlangatePlugin(SimplePlugin):
@@ -103,7 +89,7 @@ class PlangatePlugin(SimplePlugin):
             "plangate.PlangatePlugin",
             interceptors=[interceptor],
             activities=[self.checks.check, self.checks.read, self.checks.approvers],
-            workflow_runner=_passthrough,
+            workflow_runner=passing_plangate,
             run_context=self._running,
         )
 

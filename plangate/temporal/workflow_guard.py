@@ -34,59 +34,58 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Effect
-    from plangate.records import visibility
-    from plangate.records.approvals import (
-        ApprovalAnswer,
-        ApprovalCard,
-        ApprovalRecord,
-        CardStatus,
-        Decision,
-    )
-    from plangate.records.calls import Outcome, ProbeReport, StepRef, ToolFailure
-    from plangate.records.codes import CODES
-    from plangate.records.interface import (
-        ANSWER_SIGNAL,
-        APPROVE_UPDATE,
-        CANCEL_SIGNAL,
-        REJECT_UPDATE,
-        REPORT_QUERY,
-    )
-    from plangate.records.proofs import ApprovalGrant
-    from plangate.records.report import (
-        Cancellation,
-        CheckRecord,
-        FailureRecord,
-        LedgerLink,
-        Phase,
-        Refusal,
-        RunReport,
-        RunStatus,
-        StepReport,
-        StepState,
-        StepTimings,
-    )
-    from plangate.records.run import CancelRequest
-    from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
-    from plangate.temporal.calls import (
-        ANSWER_META,
-        APPROVERS_ACTIVITY,
-        CHECK_ACTIVITY,
-        GUARD_VERSION,
-        HEADER,
-        READ_ACTIVITY,
-        Checked,
-        CheckRequest,
-        GuardAnswer,
-        GuardHeader,
-        ReadRequest,
-        header_payload,
-        wire_json,
-    )
-    from plangate.temporal.errors import GuardRefused
-    from plangate.workflows.answers import Answers
-    from plangate.workflows.context import key_tag
+from plangate.plans.model import Effect
+from plangate.records import visibility
+from plangate.records.approvals import (
+    ApprovalAnswer,
+    ApprovalCard,
+    ApprovalRecord,
+    CardStatus,
+    Decision,
+)
+from plangate.records.calls import Outcome, ProbeReport, StepRef, ToolFailure
+from plangate.records.codes import CODES
+from plangate.records.interface import (
+    ANSWER_SIGNAL,
+    APPROVE_UPDATE,
+    CANCEL_SIGNAL,
+    REJECT_UPDATE,
+    REPORT_QUERY,
+    TEAM_APPROVERS_ACTIVITY,
+    TEAM_CHECK_ACTIVITY,
+    TEAM_READ_ACTIVITY,
+)
+from plangate.records.proofs import ApprovalGrant
+from plangate.records.report import (
+    Cancellation,
+    CheckRecord,
+    FailureRecord,
+    LedgerLink,
+    Phase,
+    Refusal,
+    RunReport,
+    RunStatus,
+    StepReport,
+    StepState,
+    StepTimings,
+)
+from plangate.records.run import CancelRequest
+from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
+from plangate.temporal.calls import (
+    ANSWER_META,
+    GUARD_VERSION,
+    HEADER,
+    Checked,
+    CheckRequest,
+    GuardAnswer,
+    GuardHeader,
+    ReadRequest,
+    header_payload,
+    wire_json,
+)
+from plangate.temporal.errors import GuardRefused
+from plangate.workflows.answers import Answers
+from plangate.workflows.context import key_tag
 
 LOCAL = timedelta(seconds=30)
 LOCAL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5)
@@ -171,7 +170,7 @@ class GuardedRun:
         import base64
 
         listed = await workflow.execute_local_activity(
-            APPROVERS_ACTIVITY, workflow.info().workflow_id, result_type=str,
+            TEAM_APPROVERS_ACTIVITY, workflow.info().workflow_id, result_type=str,
             start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
             summary=f"plangate: who may answer the card of call {answer.step}",
         )
@@ -373,7 +372,7 @@ class GuardedRun:
 
     async def _check(self, req: CheckRequest) -> Checked:
         out = await workflow.execute_local_activity(
-            CHECK_ACTIVITY, req.model_dump_json(), result_type=str,
+            TEAM_CHECK_ACTIVITY, req.model_dump_json(), result_type=str,
             start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
             summary=f"plangate: guards of {req.activity} (call {req.n})",
         )
@@ -381,7 +380,7 @@ class GuardedRun:
 
     async def _read(self, req: ReadRequest) -> ProbeReport:
         out = await workflow.execute_local_activity(
-            READ_ACTIVITY, req.model_dump_json(), result_type=str,
+            TEAM_READ_ACTIVITY, req.model_dump_json(), result_type=str,
             start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
             summary=f"plangate: post check of {req.step.tool} (call {req.step.n})",
         )

@@ -35,20 +35,26 @@ from temporalio.worker import Worker
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced, catalogue
 from plangate.activities.extensions import ExtensionError, Registry, registry_for
-from plangate.activities.guarding import ACTIVITY_NAME as GUARD_ACTIVITY
-from plangate.activities.guarding import APPROVERS_ACTIVITY, GuardActivities
+from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
-from plangate.activities.probe_activity import PROBE_ACTIVITY, ProbeActivities
+from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tool_activity import tool_activities
+from plangate.records.interface import (
+    APPROVERS_ACTIVITY,
+    CATALOGUE_ACTIVITY,
+    GUARD_ACTIVITY,
+    PROBE_ACTIVITY,
+    PROPOSE_ACTIVITY,
+    REVIEW_ACTIVITY,
+)
 from plangate.records.placement import announcement, catalogue_queue
-from plangate.replanner.activity import ACTIVITY_NAME as PROPOSE_ACTIVITY
 from plangate.replanner.activity import ReplanActivities
-from plangate.replanner.review import ACTIVITY_NAME as REVIEW_ACTIVITY
 from plangate.replanner.review import ReviewActivities
 from plangate.replanner.workflow import ReplanWorkflow
 from plangate.worker import tracing
 from plangate.worker.compression import DATA_CONVERTER
 from plangate.worker.encryption import data_converter, encrypts_with
+from plangate.worker.sandbox import passing_plangate
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.policies import load_bundle
@@ -100,6 +106,7 @@ class PlangatePlugin(SimplePlugin):
             data_converter=DATA_CONVERTER if encryption is None else data_converter(encryption),
             workflows=WORKFLOWS,
             activities=None if activities is None else list(activities.values()),
+            workflow_runner=passing_plangate,
         )
 
 
@@ -109,9 +116,6 @@ class CatalogueNames(BaseModel):
     digest: str
     tools: list[str]
     probes: list[str]
-
-
-CATALOGUE_ACTIVITY = "plangate.catalogue"
 
 
 class CatalogueAnnouncement(SimplePlugin):

@@ -15,22 +15,21 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.records import options
-    from plangate.records.approvals import (
-        Answered,
-        ApprovalAnswer,
-        ApprovalReceipt,
-        ApprovalRecord,
-        CardStatus,
-        Decision,
-    )
-    from plangate.records.proofs import AnswerContext, answer_refusal
-    from plangate.records.report import RunReport
-    from plangate.records.run import Approvers, ApproversRequest, Resolved
-    from plangate.workflows import summaries
+from plangate.records import options
+from plangate.records.approvals import (
+    Answered,
+    ApprovalAnswer,
+    ApprovalReceipt,
+    ApprovalRecord,
+    CardStatus,
+    Decision,
+)
+from plangate.records.interface import APPROVERS_ACTIVITY
+from plangate.records.proofs import AnswerContext, answer_refusal
+from plangate.records.report import RunReport
+from plangate.records.run import Approvers, ApproversRequest, Resolved
+from plangate.workflows import summaries
 
-APPROVERS_ACTIVITY = "guard.approvers"
 # An answer is recorded only after the worker named its approver as one still (runs begun
 # before record an answer as their validator or signal handler took it).
 CURRENT_APPROVERS = "current-approvers"

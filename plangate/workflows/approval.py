@@ -11,25 +11,23 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.records import options
-    from plangate.records.approvals import ApprovalCard, ApprovalRecord, CardStatus
-    from plangate.records.proofs import ApprovalGrant
-    from plangate.records.report import Phase, StepState
-    from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import bookkeeping, metrics, summaries
-    from plangate.workflows.probing import check_before
-    from plangate.workflows.router import Kind, route
-    from plangate.workflows.step import (
-        Attempt,
-        Checked,
-        Failed,
-        Park,
-        Prepared,
-        StepScope,
-        observed,
-    )
-
+from plangate.records import options
+from plangate.records.approvals import ApprovalCard, ApprovalRecord, CardStatus
+from plangate.records.proofs import ApprovalGrant
+from plangate.records.report import Phase, StepState
+from plangate.records.run import Parked, ParkedAt
+from plangate.workflows import bookkeeping, metrics, summaries
+from plangate.workflows.probing import check_before
+from plangate.workflows.router import Kind, route
+from plangate.workflows.step import (
+    Attempt,
+    Checked,
+    Failed,
+    Park,
+    Prepared,
+    StepScope,
+    observed,
+)
 
 CARD_SETTLE = timedelta(milliseconds=1)
 

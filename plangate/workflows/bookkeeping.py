@@ -8,26 +8,25 @@ from datetime import datetime
 from pydantic import JsonValue
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Step
-    from plangate.records.approvals import CardStatus
-    from plangate.records.calls import ProbeReport, ToolResult
-    from plangate.records.report import (
-        RESULTS_BUDGET,
-        CheckRecord,
-        LedgerLink,
-        Phase,
-        Refusal,
-        RunReport,
-        RunStatus,
-        StepReport,
-        StepState,
-        StepTimings,
-        Transition,
-        summarize,
-    )
-    from plangate.workflows import metrics
-    from plangate.workflows.router import Refused
+from plangate.plans.model import Step
+from plangate.records.approvals import CardStatus
+from plangate.records.calls import ProbeReport, ToolResult
+from plangate.records.report import (
+    RESULTS_BUDGET,
+    CheckRecord,
+    LedgerLink,
+    Phase,
+    Refusal,
+    RunReport,
+    RunStatus,
+    StepReport,
+    StepState,
+    StepTimings,
+    Transition,
+    summarize,
+)
+from plangate.workflows import metrics
+from plangate.workflows.router import Refused
 
 
 def step_shown(report: RunReport, s: Step, version: int, made_at: datetime) -> StepReport:

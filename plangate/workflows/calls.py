@@ -10,13 +10,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Effect
-    from plangate.records import options
-    from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
-    from plangate.workflows.router import Refused
-
-PROBE_ACTIVITY = "probe.evaluate"
+from plangate.plans.model import Effect
+from plangate.records import options
+from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolFailure, ToolResult
+from plangate.records.interface import PROBE_ACTIVITY
+from plangate.workflows.router import Refused
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,14 @@ from datetime import datetime, timedelta
 from pydantic import JsonValue
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans import bindings
-    from plangate.plans.guards import GuardedPlan, StepGuard, conditions_for
-    from plangate.plans.model import Condition, Plan, Step
-    from plangate.records.calls import ProbeReport
-    from plangate.records.proofs import Submission
-    from plangate.records.report import RunReport, StepReport, StepState
-    from plangate.records.run import HistoryBound
-    from plangate.workflows import bookkeeping
+from plangate.plans import bindings
+from plangate.plans.guards import GuardedPlan, StepGuard, conditions_for
+from plangate.plans.model import Condition, Plan, Step
+from plangate.records.calls import ProbeReport
+from plangate.records.proofs import Submission
+from plangate.records.report import RunReport, StepReport, StepState
+from plangate.records.run import HistoryBound
+from plangate.workflows import bookkeeping
 
 MIN_SEGMENT_EVENTS = 100
 

@@ -8,29 +8,28 @@ import asyncio
 
 from temporalio import workflow
 
+from plangate.plans.model import Condition
+from plangate.records.calls import Outcome, ToolCall, ToolFailure
+from plangate.records.codes import CODES
+from plangate.records.policy import CEDAR_BUNDLE
+from plangate.records.report import CancelOutcome, Phase, StepState
+from plangate.workflows import bookkeeping, calls, guarding, reads, summaries
+from plangate.workflows.probing import check_before, probe
+from plangate.workflows.router import Answer, Decision, Kind, Refused, route
+from plangate.workflows.step import (
+    Checked,
+    Failed,
+    Finished,
+    Owed,
+    Park,
+    Prepared,
+    StepScope,
+    Unknown,
+)
+from plangate.workflows.verification import verify
+
 # a 412 policy_superseded is decided again under the policies in force (``_redecided``)
 POLICY_REDECIDED = "policy-redecided"
-
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Condition
-    from plangate.records.calls import Outcome, ToolCall, ToolFailure
-    from plangate.records.codes import CODES
-    from plangate.records.policy import CEDAR_BUNDLE
-    from plangate.records.report import CancelOutcome, Phase, StepState
-    from plangate.workflows import bookkeeping, calls, guarding, reads, summaries
-    from plangate.workflows.probing import check_before, probe
-    from plangate.workflows.router import Answer, Decision, Kind, Refused, route
-    from plangate.workflows.step import (
-        Checked,
-        Failed,
-        Finished,
-        Owed,
-        Park,
-        Prepared,
-        StepScope,
-        Unknown,
-    )
-    from plangate.workflows.verification import verify
 
 
 async def execute(

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.records.report import FailureRecord, StepState
-    from plangate.records.run import Parked
-    from plangate.workflows.context import VersionContext
-    from plangate.workflows.machine import StepOutcome, StepRunner
+from plangate.records.report import FailureRecord, StepState
+from plangate.records.run import Parked
+from plangate.workflows.context import VersionContext
+from plangate.workflows.machine import StepOutcome, StepRunner
 
 _SUCCEEDED = (StepState.DONE, StepState.SKIPPED)
 

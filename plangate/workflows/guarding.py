@@ -10,19 +10,17 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.guards import GuardedPlan
-    from plangate.plans.limits import MAX_HISTORY_BYTES, MAX_HISTORY_EVENTS, MAX_OUTAGE_PATIENCE_S
-    from plangate.plans.model import Plan
-    from plangate.records import options
-    from plangate.records.codes import CODES
-    from plangate.records.report import FailureRecord, RunReport, RunStatus, StepState
-    from plangate.records.run import GuardRequest, HistoryBound, Resolved, RunInput
-    from plangate.workflows import bookkeeping, summaries
-    from plangate.workflows.context import VersionContext
-    from plangate.workflows.router import Refused
-
-GUARD_ACTIVITY = "guard.resolve"
+from plangate.plans.guards import GuardedPlan
+from plangate.plans.limits import MAX_HISTORY_BYTES, MAX_HISTORY_EVENTS, MAX_OUTAGE_PATIENCE_S
+from plangate.plans.model import Plan
+from plangate.records import options
+from plangate.records.codes import CODES
+from plangate.records.interface import GUARD_ACTIVITY
+from plangate.records.report import FailureRecord, RunReport, RunStatus, StepState
+from plangate.records.run import GuardRequest, HistoryBound, Resolved, RunInput
+from plangate.workflows import bookkeeping, summaries
+from plangate.workflows.context import VersionContext
+from plangate.workflows.router import Refused
 
 
 def forged(inp: RunInput) -> str | None:

@@ -15,27 +15,26 @@ import json
 from pydantic import JsonValue
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans import jsonpath, limits
-    from plangate.plans.model import Step
-    from plangate.records import options
-    from plangate.records.report import Answer, CompletedStep, FailureRecord, StepState
-    from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import approval, dispatch, probing, summaries, verification
-    from plangate.workflows.context import VersionContext
-    from plangate.workflows.router import Decision, Kind, Situation, route
-    from plangate.workflows.step import (
-        Attempt,
-        Checked,
-        Failed,
-        Finished,
-        Owed,
-        Park,
-        Prepared,
-        StepOutcome,
-        StepScope,
-        Unknown,
-    )
+from plangate.plans import jsonpath, limits
+from plangate.plans.model import Step
+from plangate.records import options
+from plangate.records.report import Answer, CompletedStep, FailureRecord, StepState
+from plangate.records.run import Parked, ParkedAt
+from plangate.workflows import approval, dispatch, probing, summaries, verification
+from plangate.workflows.context import VersionContext
+from plangate.workflows.router import Decision, Kind, Situation, route
+from plangate.workflows.step import (
+    Attempt,
+    Checked,
+    Failed,
+    Finished,
+    Owed,
+    Park,
+    Prepared,
+    StepOutcome,
+    StepScope,
+    Unknown,
+)
 
 __all__ = ["StepOutcome", "StepRunner"]
 

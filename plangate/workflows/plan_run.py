@@ -10,19 +10,17 @@ from datetime import datetime
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.guards import GuardedPlan
-    from plangate.plans.model import Plan
-    from plangate.records import interface
-    from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
-    from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
-    from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
-    from plangate.workflows import bookkeeping, guarding, replanning, summaries
-    from plangate.workflows.answers import Answers
-    from plangate.workflows.context import VersionContext, key_tag
-    from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
-    from plangate.workflows.showing import Shown
-
+from plangate.plans.guards import GuardedPlan
+from plangate.plans.model import Plan
+from plangate.records import interface
+from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
+from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
+from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
+from plangate.workflows import bookkeeping, guarding, replanning, summaries
+from plangate.workflows.answers import Answers
+from plangate.workflows.context import VersionContext, key_tag
+from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
+from plangate.workflows.showing import Shown
 
 # A run that did not succeed fails its execution, the report in the failure's details (runs
 # begun before take the old path on replay: they completed with every report).
@@ -78,11 +76,11 @@ class PlanRunWorkflow:
         self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
         self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
 
-    @workflow.query(name="report")
+    @workflow.query(name=interface.REPORT_QUERY)
     def report(self) -> RunReport:
         return self._report
 
-    @workflow.signal(name="cancel")
+    @workflow.signal(name=interface.CANCEL_SIGNAL)
     def cancel(self, req: CancelRequest) -> None:
         """Cancel with a reason and who asked: recorded, then the run stops (the first request
         is the one recorded; a cancel from the Temporal UI or CLI has no reason of its own)."""
@@ -95,7 +93,7 @@ class PlanRunWorkflow:
             self._versions.cancel()
 
     # -- answering a card: Updates (refused by their validator: no event in the history) --------
-    @workflow.update(name="approve")
+    @workflow.update(name=interface.APPROVE_UPDATE)
     async def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
         return await self._take(answer, Decision.APPROVE)
 
@@ -105,7 +103,7 @@ class PlanRunWorkflow:
         if why is not None:
             raise ValueError(why)
 
-    @workflow.update(name="reject")
+    @workflow.update(name=interface.REJECT_UPDATE)
     async def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
         return await self._take(answer, Decision.REJECT)
 
@@ -120,10 +118,10 @@ class PlanRunWorkflow:
         one (the Update fails then, nothing recorded)."""
         why = await self._answers.refusal_now(self._report, answer, decision)
         if why is not None:
-            raise ApplicationError(why, type="AnswerRefused", non_retryable=True)
+            raise ApplicationError(why, type=interface.ANSWER_REFUSED_ERROR, non_retryable=True)
         return self._answers.apply(self._report, answer, decision, "update")
 
-    @workflow.signal(name="answer")
+    @workflow.signal(name=interface.ANSWER_SIGNAL)
     async def answer(self, answer: ApprovalAnswer) -> None:
         """The same answer from a client that can only signal: the same checks, and a refused
         answer is recorded and ignored."""

@@ -9,25 +9,23 @@ from datetime import timedelta
 from pydantic import JsonValue
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Condition
-    from plangate.records import options
-    from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
-    from plangate.records.report import Answer, Attribution, Phase, StepState
-    from plangate.records.run import ParkedAt
-    from plangate.workflows import bookkeeping, calls, reads, summaries
-    from plangate.workflows.router import Kind, route
-    from plangate.workflows.step import (
-        Checked,
-        Failed,
-        Finished,
-        Owed,
-        Park,
-        Prepared,
-        StepScope,
-        Unknown,
-    )
-
+from plangate.plans.model import Condition
+from plangate.records import options
+from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ProbeResult
+from plangate.records.report import Answer, Attribution, Phase, StepState
+from plangate.records.run import ParkedAt
+from plangate.workflows import bookkeeping, calls, reads, summaries
+from plangate.workflows.router import Kind, route
+from plangate.workflows.step import (
+    Checked,
+    Failed,
+    Finished,
+    Owed,
+    Park,
+    Prepared,
+    StepScope,
+    Unknown,
+)
 
 # A read made for the step before it begins (in the step before's call, with the guards) in
 # which a probe could not answer is no read: the step reads itself, and waits for a system that

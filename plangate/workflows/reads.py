@@ -9,17 +9,15 @@ Each answers with a value: what to read, what was read, or None where the step r
 from __future__ import annotations
 
 from pydantic import JsonValue, ValidationError
-from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans import jsonpath
-    from plangate.plans.guards import first_read as plan_first_read
-    from plangate.plans.guards import version_condition
-    from plangate.plans.model import Condition, Step
-    from plangate.records.calls import Outcome, ProbeReport, ProbeRequest
-    from plangate.records.report import Phase, StepState
-    from plangate.workflows import bookkeeping, calls, summaries
-    from plangate.workflows.step import Failed, Prepared, StepScope, Successor
+from plangate.plans import jsonpath
+from plangate.plans.guards import first_read as plan_first_read
+from plangate.plans.guards import version_condition
+from plangate.plans.model import Condition, Step
+from plangate.records.calls import Outcome, ProbeReport, ProbeRequest
+from plangate.records.report import Phase, StepState
+from plangate.workflows import bookkeeping, calls, summaries
+from plangate.workflows.step import Failed, Prepared, StepScope, Successor
 
 # How a tool's activity refuses a call whose check at the call did not hold (``ToolCall.check``):
 # the details carry the read.

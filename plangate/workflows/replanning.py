@@ -6,23 +6,21 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.guards import GuardedPlan
-    from plangate.records import options
-    from plangate.records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
-    from plangate.records.report import (
-        CompletedStep,
-        FailureRecord,
-        ReplanRecord,
-        RunReport,
-        RunStatus,
-        StepState,
-    )
-    from plangate.workflows import bookkeeping, summaries
-    from plangate.workflows.context import VersionContext
-    from plangate.workflows.execution import VersionOutcome
-
-REPLAN_WORKFLOW = "Replan"
+from plangate.plans.guards import GuardedPlan
+from plangate.records import options
+from plangate.records.interface import REPLAN_WORKFLOW
+from plangate.records.replan import ReplanBudget, ReplanOutcome, ReplanRequest
+from plangate.records.report import (
+    CompletedStep,
+    FailureRecord,
+    ReplanRecord,
+    RunReport,
+    RunStatus,
+    StepState,
+)
+from plangate.workflows import bookkeeping, summaries
+from plangate.workflows.context import VersionContext
+from plangate.workflows.execution import VersionOutcome
 
 
 async def next_plan(

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.records import visibility
-    from plangate.records.approvals import ApprovalRecord, CardStatus
-    from plangate.records.cards import CARDS_MEMO, CardsMemo
-    from plangate.records.report import RunReport, RunStatus
-    from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
+from plangate.records import visibility
+from plangate.records.approvals import ApprovalRecord, CardStatus
+from plangate.records.cards import CARDS_MEMO, CardsMemo
+from plangate.records.report import RunReport, RunStatus
+from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
 
 # the pending cards' digests are in it so that a second card (the status unchanged) is shown
 Seen = tuple[RunStatus, int, int, tuple[str, ...]]

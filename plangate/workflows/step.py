@@ -15,19 +15,18 @@ from datetime import datetime, timedelta
 from pydantic import JsonValue
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans import bindings
-    from plangate.plans.guards import step_conditions, version_condition, with_version
-    from plangate.plans.model import Condition, Step
-    from plangate.records import options
-    from plangate.records.calls import ProbeResult, StepRef
-    from plangate.records.codes import CODES
-    from plangate.records.proofs import ApprovalGrant
-    from plangate.records.report import Attribution, FailureRecord, StepState
-    from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import metrics
-    from plangate.workflows.context import VersionContext
-    from plangate.workflows.router import Decision, Kind, Refused, Situation, route
+from plangate.plans import bindings
+from plangate.plans.guards import step_conditions, version_condition, with_version
+from plangate.plans.model import Condition, Step
+from plangate.records import options
+from plangate.records.calls import ProbeResult, StepRef
+from plangate.records.codes import CODES
+from plangate.records.proofs import ApprovalGrant
+from plangate.records.report import Attribution, FailureRecord, StepState
+from plangate.records.run import Parked, ParkedAt
+from plangate.workflows import metrics
+from plangate.workflows.context import VersionContext
+from plangate.workflows.router import Decision, Kind, Refused, Situation, route
 
 
 @dataclass(frozen=True)

@@ -10,24 +10,24 @@ from datetime import timedelta
 from pydantic import JsonValue
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from plangate.plans.model import Condition
-    from plangate.records.calls import Outcome, ProbeReport
-    from plangate.records.report import Answer, Attribution, Phase, StepState
-    from plangate.records.run import Parked, ParkedAt
-    from plangate.workflows import bookkeeping, reads, summaries
-    from plangate.workflows.probing import probe
-    from plangate.workflows.router import Kind, route
-    from plangate.workflows.step import (
-        Attempt,
-        Failed,
-        Finished,
-        Park,
-        Prepared,
-        StepScope,
-        Successor,
-        Unknown,
-    )
+from plangate.plans.model import Condition
+from plangate.records.calls import Outcome, ProbeReport
+from plangate.records.report import Answer, Attribution, Phase, StepState
+from plangate.records.run import Parked, ParkedAt
+from plangate.workflows import bookkeeping, reads, summaries
+from plangate.workflows.probing import probe
+from plangate.workflows.router import Kind, route
+from plangate.workflows.step import (
+    Attempt,
+    Failed,
+    Finished,
+    Park,
+    Prepared,
+    StepScope,
+    Successor,
+    Unknown,
+)
+
 
 async def verify(
     s: StepScope,

@@ -21,6 +21,9 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
+from plangate.temporal import GuardRefused, tool_error_text  # passed through by its plugin
+
+# pydantic-ai and the team's activities (boto3, psycopg) are not loaded in the sandbox
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai import Agent, FunctionToolset
     from pydantic_ai.durable_exec.temporal import TemporalDurability
@@ -28,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.models import Model
 
     from credits import activities
-    from plangate.temporal import GuardRefused, tool_error_text
 
 MODEL = "openai:gpt-5.2"
 INSTRUCTIONS = (

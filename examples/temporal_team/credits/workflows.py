@@ -8,6 +8,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+# the team's activities import boto3 and psycopg: passed through, not loaded in the sandbox
 with workflow.unsafe.imports_passed_through():
     from credits.activities import (
         Credit,
