@@ -1,6 +1,7 @@
-"""The workflow sandbox passes plangate through, set once (``plangate.worker.sandbox``): on
-plangate's worker and replayer and on a team's worker, a team's own sandbox settings kept; no
-module of plangate's wraps its imports in ``imports_passed_through``."""
+"""The workflow sandbox passes plangate through but for its two workflow modules, set once
+(``plangate.worker.sandbox``): on plangate's worker and replayer and on a team's worker, a team's
+own sandbox settings kept; no module of plangate's wraps its imports in
+``imports_passed_through``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 import plangate
 from plangate.temporal import PlangatePlugin as TeamPlugin
 from plangate.worker.assembly import PlangatePlugin, build_worker
+from plangate.worker.sandbox import SANDBOXED
 
 
 def passed_through(runner: Any) -> set[str]:
@@ -23,13 +25,29 @@ def passed_through(runner: Any) -> set[str]:
     return set(runner.restrictions.passthrough_modules)
 
 
+def passes(runner: Any, module: str) -> bool:
+    """The sandbox's own rule: a module passes when it or a parent package is listed."""
+    listed = passed_through(runner)
+    parts = module.split(".")
+    return any(".".join(parts[:i]) in listed for i in range(1, len(parts) + 1))
+
+
+def plangate_passed_but_its_workflows(runner: Any) -> None:
+    for module in ("plangate.workflows.step", "plangate.records.interface", "plangate.errors",
+                   "plangate.replanner.review", "plangate.temporal.workflow_guard"):
+        assert passes(runner, module), module
+    # re-imported for each run and checked by the sandbox as they run
+    for module in SANDBOXED:
+        assert not passes(runner, module), module
+
+
 async def test_plangates_worker_and_replayer_pass_plangate_through(client, settings):
     own = replace(settings, temporal=replace(settings.temporal,
                                              task_queue=f"sandbox-{uuid.uuid4().hex[:8]}"))
     worker = await build_worker(client, own, bootstrap=False)
-    assert "plangate" in passed_through(worker.config(active_config=True)["workflow_runner"])
+    plangate_passed_but_its_workflows(worker.config(active_config=True)["workflow_runner"])
     replayer = Replayer(workflows=[], plugins=[PlangatePlugin()])
-    assert "plangate" in passed_through(replayer.config(active_config=True)["workflow_runner"])
+    plangate_passed_but_its_workflows(replayer.config(active_config=True)["workflow_runner"])
 
 
 async def test_a_teams_worker_keeps_its_sandbox_with_plangate_added(client, settings):
@@ -41,7 +59,8 @@ async def test_a_teams_worker_keeps_its_sandbox_with_plangate_added(client, sett
     own = SandboxedWorkflowRunner()
     own = replace(own, restrictions=own.restrictions.with_passthrough_modules("team_models"))
     runner = team_worker(own).config(active_config=True)["workflow_runner"]
-    assert {"plangate", "team_models"} <= passed_through(runner)
+    assert "team_models" in passed_through(runner)
+    plangate_passed_but_its_workflows(runner)
     unsandboxed = UnsandboxedWorkflowRunner()
     assert team_worker(unsandboxed).config(active_config=True)["workflow_runner"] is unsandboxed
 
