@@ -27,8 +27,8 @@ from rich.text import Text
 
 from plangate.plans.visible import visible
 from plangate.records.approvals import CardStatus
-from plangate.records.calls import Outcome
-from plangate.records.report import RunReport, RunStatus, StepReport, StepState
+from plangate.records.calls import Outcome, ProbeResult
+from plangate.records.report import Phase, RunReport, RunStatus, StepReport, StepState
 
 if TYPE_CHECKING:
     from plangate.client.api import Plangate
@@ -101,12 +101,36 @@ def last_check(step: StepReport) -> str:
     c = step.checks[-1]
     reads = f" ({c.reads} reads)" if c.reads > 1 else ""
     failed = [r for r in c.results if r.outcome is not Outcome.HOLDS]
+    if c.phase is Phase.SKIP_PRE and (said := _skip_check(step, failed)):
+        return said + reads
     if not failed:
         return f"{c.phase}: holds{reads}"
     r = failed[0]
     more = f" (+{len(failed) - 1})" if len(failed) > 1 else ""
     detail = f": {r.detail}" if r.detail else ""
     return f"{c.phase}: {r.condition.probe} {r.outcome}{more}{detail}{reads}"
+
+
+# where a step stands once its pre conditions held: it went on to its card or its call
+_PAST_PRE = {StepState.AWAITING_APPROVAL, StepState.EXECUTING, StepState.VERIFYING,
+             StepState.DONE}
+
+
+def _skip_check(step: StepReport, failed: list[ProbeResult]) -> str:
+    """The read before a call: the skip check (is the effect already in place?), then the
+    pre conditions, in one record. Its skip conditions not holding is the normal case (the
+    call is made), not a violation; the pre conditions come last, so a step stopped there
+    shows the last result that did not hold."""
+    if step.state is StepState.SKIPPED:
+        return "skip check: already holds: skipped"
+    went_on = step.state in _PAST_PRE or step.attempts > 0
+    if went_on:
+        return "skip check: not done yet; pre: holds"
+    if not failed:
+        return ""
+    r = failed[-1]
+    detail = f": {r.detail}" if r.detail else ""
+    return f"{Phase.SKIP_PRE}: {r.condition.probe} {r.outcome}{detail}"
 
 
 def why(step: StepReport) -> str:
