@@ -175,7 +175,8 @@ def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
     stamp = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     lines = [f"staleness since {stamp}: {runs} finished runs, "
              f"{sum(t.volume for t in tools)} tool calls",
-             "E = W x R x V (seed 002); W plan->use (unguarded) and check->use (guarded)"]
+             ("E = W x R x V, the calls expected to act on a changed world: W the window, R the "
+              "changes per hour, V the calls; W plan->use (unguarded) and check->use (guarded)")]
     head = (f"{'tool':22} {'V':>5} {'W plan p50/p95':>19} {'W check p50/p95':>19} "
             f"{'approval p50':>12} {'R /h':>9} {'E plan p50/p95':>16} {'E check p95':>13} "
             f"{'409':>4} {'412':>4} {'403':>4}")

@@ -125,7 +125,7 @@ class Demo:
         self.ok = self.ok and what
 
     async def saturday(self) -> None:
-        print("\n#### Incident 1 (seed 000): the Saturday reconciliation")
+        print("\n#### Incident 1: the Saturday reconciliation")
         self.s3.put_object(Bucket=BUCKET, Key=KEY, Body=invoice_csv(0))
         naive = await run_naive(
             parse_plan(saturday_plan("staging.naive_inv")), self.world, self.tools
@@ -149,7 +149,7 @@ class Demo:
             self.expect((rep.status == "succeeded") == should_succeed)
 
     async def closeout(self) -> None:
-        print("\n#### Incident 2 (seed 001): closing out acct_3319f, archived at 02:14")
+        print("\n#### Incident 2: closing out acct_3319f, archived at 02:14")
         await seed_acct_3319f(self.world)
         naive = await run_naive(parse_plan(closeout_plan()), self.world, self.tools)
         print("\n== naive executor")
@@ -216,7 +216,7 @@ async def _replay(env: dict[str, str]) -> Demo:
     await ensure_schema(world, settings.catalogue)
     client = await connect(settings)
     demo = Demo(client, settings, world, s3)
-    print("plangate demo: the seeds' incidents on real S3, Postgres and Temporal")
+    print("plangate demo: two incidents of agent plans, replayed on real S3, Postgres and Temporal")
     print(f"plangate demo: {settings.policy.approval_rule()}; the demo's operator answers "
           "each card it prints")
     async with await build_worker(client, settings, world):
