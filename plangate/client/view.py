@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from plangate.plans.visible import visible
+from plangate.records.answered import answer_words
 from plangate.records.approvals import CardStatus
 from plangate.records.calls import Outcome, ProbeResult
 from plangate.records.report import Phase, RunReport, RunStatus, StepReport, StepState
@@ -133,10 +134,6 @@ def _skip_check(step: StepReport, failed: list[ProbeResult]) -> str:
     return f"{Phase.SKIP_PRE}: {r.condition.probe} {r.outcome}{detail}"
 
 
-def why(step: StepReport) -> str:
-    return f"{step.answer}: {step.reason}" if step.answer else step.reason
-
-
 def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
     """Each approval card readably: what will happen, to what, its digest, its expiry; a
     waiting card with the commands that answer it."""
@@ -216,7 +213,7 @@ def summary(rep: RunReport) -> str:
     if rep.starts_at is not None:
         lines.append(f"  queued: starts at {rep.starts_at.isoformat()}")
     for s in rep.steps:
-        reason = f" [{s.answer}: {s.reason}]" if s.answer else ""
+        reason = f" [{answer_words(rep, s)}]" if s.answer else ""
         lines.append(f"  v{s.plan_version} step {s.n} {s.tool}: {s.state.value}{reason}")
     lines += outcome_lines(rep)
     lines += card_lines(rep)
@@ -289,7 +286,7 @@ def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
             clock(took_s) if took_s is not None else "-",
             str(s.attempts) if s.attempts else "",
             Text(visible(last_check(s))),
-            Text(visible(why(s))),
+            Text(visible(answer_words(rep, s))),
             style=dim,
         )
     parts.append(table)
@@ -339,7 +336,7 @@ class PlainLines:
             if s.attempts:
                 line += f", {s.attempts} tool attempt{'s' if s.attempts > 1 else ''}"
             if s.answer:
-                line += f" [{why(s)}]"
+                line += f" [{answer_words(rep, s)}]"
             if check := last_check(s):
                 line += f"; last check {check}"
             out.append(line)
