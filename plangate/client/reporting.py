@@ -17,7 +17,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowFailureError
 
 from plangate.client.api import ended_report
-from plangate.client.staleness import Finished, ToolStaleness, duration, plain
+from plangate.client.staleness import Finished, ToolStaleness, bound, duration, plain
 from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause
 from plangate.records.policy import Outcome
@@ -184,8 +184,9 @@ def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
     for t in tools:
         flag = "!" if t.irreversible else " "
         approval = _h(t.approval_wait_h[0]) if t.approval_wait_h else "-"
+        upper = bound(t)
         rate = plain(t.rate_per_h) if t.changes else (
-            f"<{plain(t.rate_upper95_per_h, 2)}" if t.rate_upper95_per_h else "0")
+            f"<{plain(upper, 2)}" if upper is not None else "0")
         lines.append(
             f"{flag}{t.tool:21} {t.volume:5} "
             f"{_h(t.plan_to_use_h[0]) + ' / ' + _h(t.plan_to_use_h[1]):>19} "
