@@ -251,19 +251,19 @@ async def test_the_read_before_a_call_shows_a_skip_as_a_skip(client, settings, s
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="export.csv", Body=b"id\n1\n2\n3\n")
     s3.put_object(Bucket=bucket, Key="go", Body=b"yes")
+    loads = {"tool": "warehouse.load", "args": {"target": target, "source": f"view/{tag}.csv"},
+             "pre": [{"probe": "object_exists", "bucket": bucket, "key": "go"}],
+             "post": [{"probe": "table_rowcount", "table": target, "min": 3}]}
     plan = {
         "goal": "load it once", "budget": {"replans_max": 0},
         "steps": [
             {"n": 1, "tool": "s3.get", "effect": "read",
              "args": {"bucket": bucket, "key": "export.csv", "dest": f"view/{tag}.csv"}},
-            {"n": 2, "tool": "warehouse.load", "depends_on": [1],
-             "args": {"target": target, "source": f"view/{tag}.csv"},
-             "pre": [{"probe": "object_exists", "bucket": bucket, "key": "go"}],
-             "post": [{"probe": "table_rowcount", "table": target, "min": 3}]},
+            {"n": 2, "depends_on": [1], **loads},
         ],
     }
-    load = {"goal": "load it again", "budget": {"replans_max": 0}, "steps": [
-        {**plan["steps"][1], "n": 1, "depends_on": []}]}  # read by itself, not with a step's
+    # the load alone: its read before the call is its own, not fused with a step's before it
+    load = {"goal": "load it again", "budget": {"replans_max": 0}, "steps": [{"n": 1, **loads}]}
     missing = {"goal": "load a file that is not there", "budget": {"replans_max": 0},
                "steps": [{"n": 1, "tool": "warehouse.load", "effect": "write",
                           "args": {"target": f"{target}_x", "source": f"view/{tag}-x.csv"}}]}
