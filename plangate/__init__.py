@@ -47,6 +47,7 @@ _EXPORTS = {
     # the world context a tool or probe is handed, and an extension's registry
     "World": "plangate.world.clients",
     "Settings": "plangate.world.settings",
+    "WorldSettings": "plangate.world.settings",
     "Registry": "plangate.activities.extensions",
     # running plans
     "Plangate": "plangate.client.api",
@@ -70,7 +71,8 @@ __all__ = [
     "NoApproverKey", "NoRecord", "NoWorkerAnswered", "PlanError", "Plangate", "PlangateError",
     "ProbeArgs", "ProbeContext", "Reader", "Reads", "Registry", "RunEnded", "RunError",
     "RunIdInUse", "SearchAttributesMissing", "ServiceUnreachable", "Settings", "Term",
-    "ToolArgs", "ToolError", "UnknownRun", "Verdict", "World", "Writes", "probe", "tool",
+    "ToolArgs", "ToolError", "UnknownRun", "Verdict", "World", "WorldSettings", "Writes", "probe",
+    "tool",
 ]
 
 if TYPE_CHECKING:
@@ -95,7 +97,7 @@ if TYPE_CHECKING:
     from plangate.records.codes import CODES
     from plangate.world.clients import World
     from plangate.world.errors import ToolError
-    from plangate.world.settings import Settings
+    from plangate.world.settings import Settings, WorldSettings
 
 
 def __getattr__(name: str) -> Any:

@@ -189,3 +189,19 @@ def test_the_numbers_tests_hold_are_on_the_page_they_cite():
             f"and a {p.PREVIEW // 1024} KiB preview") in tools
     plans = (DOCS / "plans.md").read_text()
     assert f"| steps in a plan | at most {test_bad_plans.MAX_STEPS:,} |" in plans
+
+
+def test_every_import_from_plangate_in_the_docs_runs():
+    """Each ``from plangate import ...`` line of the docs' Python blocks runs as written, in a
+    fresh interpreter: a page never names a public name plangate does not export."""
+    lines = sorted({
+        line.strip()
+        for page in [README, *sorted(DOCS.glob("*.md"))]
+        for block in blocks(page.read_text(), "python")
+        for line in block.splitlines()
+        if re.match(r"\s*from plangate import [^(]+$", line)
+    })
+    assert any("WorldSettings" in line for line in lines)  # docs/extensions.md's
+    proc = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True,
+                          text=True, env=session_free_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr

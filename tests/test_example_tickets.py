@@ -305,6 +305,24 @@ async def test_check_knows_the_extension_where_its_entry_point_is_installed(site
     assert "unknown probe 'ticket_status'" in err
 
 
+async def test_an_extension_by_module_name_must_be_importable_and_says_so(tmp_path):
+    """``PLANGATE_EXTENSIONS`` names a module: where Python cannot import it, one line names
+    it and says it must be importable (installed, or on PYTHONPATH); with its directory on
+    PYTHONPATH the same command knows its tools."""
+    plan = TICKETS / "triage.json"
+    named = {"PLANGATE_EXTENSIONS": "plangate_tickets"}
+    code, _, err = await plangate("check", str(plan), env=deployment_env(tmp_path, **named))
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line == (
+        "plangate: extension PLANGATE_EXTENSIONS module plangate_tickets: no module "
+        "'plangate_tickets' here: it must be importable by the plangate process (installed, "
+        "or its directory on PYTHONPATH)"
+    )
+    code, _, err = await plangate("check", str(plan), env=deployment_env(TICKETS, **named))
+    assert code == 0, err
+
+
 async def test_an_installed_extension_runs_in_a_worker_and_the_replanner_is_offered_it(
     client, stack, site, service, tmp_path
 ):

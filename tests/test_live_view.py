@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from rich.console import Console
 
 from plangate.client.api import Plangate
-from plangate.client.view import card_lines, render
+from plangate.client.view import card_lines, last_check, render
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.records.report import (
@@ -239,3 +239,49 @@ def test_a_card_of_a_run_that_ended_offers_no_answer():
                         status=RunStatus.AWAITING_APPROVAL, steps=[step(1, 1, "AWAITING_APPROVAL")],
                         approvals=[record])
     assert any("plangate approve plan-y --step 1" in x for x in card_lines(running, NOW))
+
+
+async def test_the_read_before_a_call_shows_a_skip_as_a_skip(client, settings, s3, pg):
+    """The read before a call is the skip check (the effect already in place?) and the pre
+    conditions, in one record. A step skipped as designed shows "already holds: skipped", even
+    where a pre condition no longer holds; a step whose effect was not in place, which went on
+    to its call, shows that, not its skip conditions as "violated"."""
+    bucket, tag = f"view-skip-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:8]
+    target = f"staging.view_skip_{tag}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="export.csv", Body=b"id\n1\n2\n3\n")
+    s3.put_object(Bucket=bucket, Key="go", Body=b"yes")
+    loads = {"tool": "warehouse.load", "args": {"target": target, "source": f"view/{tag}.csv"},
+             "pre": [{"probe": "object_exists", "bucket": bucket, "key": "go"}],
+             "post": [{"probe": "table_rowcount", "table": target, "min": 3}]}
+    plan = {
+        "goal": "load it once", "budget": {"replans_max": 0},
+        "steps": [
+            {"n": 1, "tool": "s3.get", "effect": "read",
+             "args": {"bucket": bucket, "key": "export.csv", "dest": f"view/{tag}.csv"}},
+            {"n": 2, "depends_on": [1], **loads},
+        ],
+    }
+    # the load alone: its read before the call is its own, not fused with a step's before it
+    load = {"goal": "load it again", "budget": {"replans_max": 0}, "steps": [{"n": 1, **loads}]}
+    missing = {"goal": "load a file that is not there", "budget": {"replans_max": 0},
+               "steps": [{"n": 1, "tool": "warehouse.load", "effect": "write",
+                          "args": {"target": f"{target}_x", "source": f"view/{tag}-x.csv"}}]}
+    async with running_worker(client, settings) as h:
+        loaded = await h.run(plan)
+        s3.delete_object(Bucket=bucket, Key="go")  # a pre condition that no longer holds
+        again = await h.run(load)
+        failed = await h.run(missing)
+    cur = await pg.execute(f"SELECT count(*) FROM {target}")  # the test's own literal name
+    assert (await cur.fetchone())[0] == 3 and loaded.status == "succeeded"
+
+    skipped = again.step(1)
+    assert skipped.state is StepState.SKIPPED and skipped.checks[-1].phase == "skip+pre"
+    assert any(r.outcome == "violated" for r in skipped.checks[-1].results)  # "go" is gone
+    assert last_check(skipped) == "skip check: already holds: skipped"
+
+    called = failed.step(1)  # its checks held; the tool then failed (no such file)
+    assert called.state is StepState.FAILED and called.attempts >= 1
+    assert called.checks[-1].phase == "skip+pre"
+    assert last_check(called) == "skip check: not done yet; pre: holds"
+    assert "violated" not in last_check(called)

@@ -208,3 +208,26 @@ async def test_a_crash_between_the_call_and_its_answer_is_answered_by_the_run(
     assert (await scheduled(client, run_id)).get(CREDIT) == 1
     runs = [w async for w in client.list_workflows(f"WorkflowId = '{run_id}'")]
     assert len(runs) == 1
+
+
+async def test_a_failed_one_step_call_says_it_was_not_re_planned(client, settings, pg):
+    """A one-step call allows no re-plan: its answer, and the run's summary, say the step
+    failed and was not re-planned, not that a re-plan is coming."""
+    from plangate.activities.catalogue import catalogue
+    from plangate.client.view import summary
+    from plangate.mcp.guarded import outcome
+
+    target = f"staging.mcp_missing_{uuid.uuid4().hex[:8]}"
+    call = GuardedCall.of("warehouse.load", {"target": target, "source": "mcp/missing.csv"}, None)
+    plan = call.plan(catalogue(settings.catalogue).tools["warehouse.load"])
+    async with running_worker(client, settings) as h:
+        rep = await h.run(plan)
+    cur = await pg.execute("SELECT to_regclass(%s)", (target,))
+    assert (await cur.fetchone())[0] is None  # nothing loaded
+    assert rep.status == "failed" and rep.replans == [] and rep.replans_max == 0
+    said = outcome(rep)
+    assert said["reason"] == (
+        "failed (not_found); not re-planned: the plan allows none (budget.replans_max 0)")
+    assert "  v1 step 1 warehouse.load: FAILED [failed (not_found); not re-planned: the plan " \
+           "allows none (budget.replans_max 0)]" in summary(rep).splitlines()
+    assert "re-plan" not in said["reason"].replace("not re-planned", "")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from plangate.testing import running_worker, scheduled
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "saturday.json"
 
 
 def unique(prefix: str) -> str:
@@ -104,3 +108,27 @@ async def test_min_rows_rolls_back_in_the_same_transaction(client, settings, s3,
     assert rep.step(2).attempts == 1  # permanent: never retried
     cur = await pg.execute("SELECT to_regclass(%s)", (target,))
     assert (await cur.fetchone())[0] is None  # rolled back, table creation included
+
+
+async def test_the_examples_header_only_export_leaves_the_table_as_it_was(
+    client, settings, s3, pg, bucket
+):
+    """examples/saturday.json as written (its bucket, table and file renamed): a header-only
+    export is refused inside the load (``min_rows``), so the table keeps the rows it held; its
+    post condition alone would judge the table only after the load had replaced them."""
+    target, dest = unique("staging.sat_example"), f"work/{uuid.uuid4().hex[:8]}.csv"
+    text = (EXAMPLE.read_text().replace('"vendor-drops"', json.dumps(bucket))
+            .replace('"staging.vendor_invoice_202603"', json.dumps(target))
+            .replace('"work/2026-03-invoice.csv"', json.dumps(dest)))
+    plan = json.loads(text)
+    key = plan["steps"][0]["args"]["key"]
+    rows_ = "".join(f"INV-{i:04d},{i}.50\n" for i in range(614))
+    s3.put_object(Bucket=bucket, Key=key, Body=("invoice_id,amount\n" + rows_).encode())
+    async with running_worker(client, settings) as h:
+        first = await h.run(plan)
+        assert first.status == "succeeded" and await rows(pg, target) == 614
+        s3.put_object(Bucket=bucket, Key=key, Body=b"invoice_id,amount\n")  # truncated
+        second = await h.run(plan)
+    assert second.failure is not None and second.failure.step == 2
+    assert second.failure.code == "too_few_rows"
+    assert await rows(pg, target) == 614  # the table as it was, not replaced by zero rows

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,20 @@ def test_an_empty_chart_says_why():
     assert "No finished runs with tool calls in the last 7 days" in html
 
 
+def test_a_bound_on_r_only_over_an_hour_watched():
+    from plangate.client.staleness import no_change_words
+
+    quiet = per_tool(seeded())
+    credit = next(t for t in quiet if t.changes == 0)  # 16 h watched, nothing moved
+    assert no_change_words(credit) == "0 (under 0.19 /h at 95%, over 16 h watched)"
+    brief = replace(credit, exposure_h=1.1 / 3600, rate_upper95_per_h=3 / (1.1 / 3600))
+    assert no_change_words(brief) == "0 in 1.1 s watched (too short for a bound)"
+    [row] = [line for line in reporting.text([brief], 1, T0) if brief.tool in line]
+    assert "<" not in row, row  # the text report's column: 0, no bound
+    [row] = [line for line in reporting.text([credit], 1, T0) if credit.tool in line]
+    assert "<0.19" in row, row
+
+
 def read_page(d: WebDriver, path: Path) -> dict[str, Any]:
     """What the page shows: its title, the no-data sentences, the chart's labels, the table."""
     d.get(path.as_uri())
@@ -70,6 +85,18 @@ def read_page(d: WebDriver, path: Path) -> dict[str, Any]:
         "rows": [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
                  for r in d.find_elements(By.CSS_SELECTOR, "table#tools tbody tr")],
         "pre": d.find_elements(By.TAG_NAME, "pre"),
+        # the lines each table cell takes as drawn: a value and its unit never wrap apart
+        "wrapped": d.execute_script(
+            "return [...document.querySelectorAll('table#tools td')].filter(c => {"
+            " const r = document.createRange(); r.selectNodeContents(c);"
+            " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1"
+            "}).map(c => c.textContent)"),
+        "pairs": d.execute_script(  # "p50 / p95" in a header: on one line
+            "return [...document.querySelectorAll('table#tools th')].filter(c => {"
+            " const t = c.firstChild, i = t.data.indexOf('p50'); if (i < 0) return false;"
+            " const r = document.createRange(); r.setStart(t, i); r.setEnd(t, t.data.length);"
+            " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1"
+            "}).map(c => c.textContent)"),
     }
 
 
@@ -114,7 +141,11 @@ async def test_the_html_report_charts_real_runs_or_says_why_not(
         [total] = shown["totals"]
         assert re.fullmatch(r"\d+(\.\d+)? (ms|s)", total), total  # a run of moments
         [row] = shown["rows"]
-        assert row[:2] == ["s3.put", "1"] and row[5].startswith("0: 0 (under "), row
+        # moments watched: no 95% bound on R (3/H of a second is thousands an hour), said so
+        assert row[:2] == ["s3.put", "1"], row
+        assert re.fullmatch(r"0: 0 in \d+(\.\d+)? (ms|s) watched \(too short for a bound\)",
+                            row[5]), row
+        assert shown["wrapped"] == [] and shown["pairs"] == [], shown
 
         # -- plans written 8 h ago; one waited for a card while another writer moved the object
         written = datetime.now(UTC) - 8 * H
@@ -128,6 +159,7 @@ async def test_the_html_report_charts_real_runs_or_says_why_not(
         await asyncio.to_thread(screenshot, browser, "staleness.png")
 
     assert shown["empty"] == [] and not shown["pre"]
+    assert shown["wrapped"] == [] and shown["pairs"] == [], shown
     assert shown["head"][:3] == ["tool", "V (calls)", "W plan-to-use p50 / p95"], shown["head"]
     [row] = shown["rows"]
     # by hand: 3 calls, used moments, 8 h and 8 h after planning; 1 change in ~16 h of exposure:

@@ -21,8 +21,8 @@ check and a write.
         svc.add("T-1", "Printer on fire")
         os.environ["TICKETS_URL"] = svc.url
 
-Run it on its own: ``python tickets_service.py [--port 8775]`` (seeds ``T-1``; not 8765,
-which ``plangate ui`` takes).
+Run it on its own: ``python tickets_service.py [--port 8775]`` (it holds ticket ``T-1`` from
+the start; not 8765, which ``plangate ui`` takes).
 """
 
 from __future__ import annotations
@@ -311,7 +311,8 @@ DEFAULT_PORT = 8775  # not plangate ui's 8765: both run side by side in the walk
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="a small tickets service (seeds T-1)")
+    parser = argparse.ArgumentParser(
+        description="a small tickets service, holding ticket T-1 from the start")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"the port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free)")
     port = parser.parse_args(argv).port

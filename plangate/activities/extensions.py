@@ -203,4 +203,13 @@ def _load(registry: Registry, where: str, target: str) -> None:
     except ExtensionError:
         raise
     except Exception as e:  # an extension that cannot load: the deployment does not start
-        raise ExtensionError(f"extension {where}: {type(e).__name__}: {e}") from e
+        raise ExtensionError(f"extension {where}: {_why(e, module_name)}") from e
+
+
+def _why(e: Exception, module_name: str) -> str:
+    missing = e.name if isinstance(e, ModuleNotFoundError) else None
+    if missing is not None and f"{module_name}.".startswith(f"{missing}."):
+        # the module itself, not one it imports, is not there: say where Python looks
+        return (f"no module {module_name!r} here: it must be importable by the plangate "
+                "process (installed, or its directory on PYTHONPATH)")
+    return f"{type(e).__name__}: {e}"

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,6 +52,8 @@ from plangate.world.paths import PathOutsideWorkdir
 from plangate.world.settings import CatalogueSettings, PolicySettings
 from plangate.world.spans import span
 
+log = logging.getLogger(__name__)
+UNEXPECTED = "internal"  # what ``classify`` makes of anything not raised as a ToolError
 HEARTBEAT_EVERY_S = 1.0
 # Far below Temporal's 2 MB payload limit (and its 512 KiB warning): a larger result is
 # replaced by its size, SHA-256 and a preview, and a binds path into it fails loudly.
@@ -71,12 +74,13 @@ def as_application_error(e: ToolError) -> ApplicationError:
         attempt=activity.info().attempt,
         may_have_acted=e.may_have_acted,
     )
-    # The type is the code: the RetryPolicy decides from it (records.codes.CODES). A refusal
-    # at the call is the guard working: benign, logged without a traceback.
-    category = (ApplicationErrorCategory.BENIGN if isinstance(e, RefusedAtCall)
-                else ApplicationErrorCategory.UNSPECIFIED)
+    # The type is the code (the RetryPolicy decides from it: records.codes.CODES), so the
+    # message is the detail alone: Temporal prints "type: message". A failure a tool raised
+    # as designed is benign (no traceback); only the unexpected (``internal``) keeps one.
+    category = (ApplicationErrorCategory.UNSPECIFIED if e.code == UNEXPECTED
+                else ApplicationErrorCategory.BENIGN)
     return ApplicationError(
-        str(e), failure.model_dump(mode="json"), type=e.code, category=category
+        e.detail or e.code, failure.model_dump(mode="json"), type=e.code, category=category
     )
 
 
@@ -91,7 +95,7 @@ def classify(e: BaseException, tool: str) -> ToolError:
         return ToolError("bad_arguments", f"{tool}: {e}"[:DETAIL_MAX])
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return ToolError("no_space", f"{tool}: {e}"[:DETAIL_MAX])
-    return ToolError("internal", f"{tool}: {type(e).__name__}: {e}"[:DETAIL_MAX])
+    return ToolError(UNEXPECTED, f"{tool}: {type(e).__name__}: {e}"[:DETAIL_MAX])
 
 
 def refuse_superseded_policy(call: ToolCall, current: str | None) -> None:
@@ -346,6 +350,9 @@ async def perform(
         if opened:
             await effects.close_effect(world, spec, call.idempotency_key, None, error)
         metrics.tool_call(spec.name, error.status)
+        if error.code != UNEXPECTED:  # handled as designed: one line, the code once
+            log.warning("%s step %d %s (attempt %d): %s", call.step.run_id, call.step.n,
+                        spec.name, activity.info().attempt, error)
         raise as_application_error(error) from e
     finally:
         beat.cancel()

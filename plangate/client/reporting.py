@@ -17,7 +17,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowFailureError
 
 from plangate.client.api import ended_report
-from plangate.client.staleness import Finished, ToolStaleness, duration, plain
+from plangate.client.staleness import Finished, ToolStaleness, bound, duration, plain
 from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause
 from plangate.records.policy import Outcome
@@ -175,7 +175,8 @@ def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
     stamp = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     lines = [f"staleness since {stamp}: {runs} finished runs, "
              f"{sum(t.volume for t in tools)} tool calls",
-             "E = W x R x V (seed 002); W plan->use (unguarded) and check->use (guarded)"]
+             ("E = W x R x V, the calls expected to act on a changed world: W the window, R the "
+              "changes per hour, V the calls; W plan->use (unguarded) and check->use (guarded)")]
     head = (f"{'tool':22} {'V':>5} {'W plan p50/p95':>19} {'W check p50/p95':>19} "
             f"{'approval p50':>12} {'R /h':>9} {'E plan p50/p95':>16} {'E check p95':>13} "
             f"{'409':>4} {'412':>4} {'403':>4}")
@@ -183,8 +184,9 @@ def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
     for t in tools:
         flag = "!" if t.irreversible else " "
         approval = _h(t.approval_wait_h[0]) if t.approval_wait_h else "-"
+        upper = bound(t)
         rate = plain(t.rate_per_h) if t.changes else (
-            f"<{plain(t.rate_upper95_per_h, 2)}" if t.rate_upper95_per_h else "0")
+            f"<{plain(upper, 2)}" if upper is not None else "0")
         lines.append(
             f"{flag}{t.tool:21} {t.volume:5} "
             f"{_h(t.plan_to_use_h[0]) + ' / ' + _h(t.plan_to_use_h[1]):>19} "

@@ -137,6 +137,26 @@ def _tool(tool: str, calls: list[Execution]) -> ToolStaleness:
 
 
 # -- how a person reads the numbers (the text and HTML reports) -------------------------------
+# Under an hour watched, the rule of three's 3/H (9533 /h after 1.1 s) says how short the watch
+# was, nothing about R: no bound is shown.
+BOUND_FROM_H = 1.0
+
+
+def bound(t: ToolStaleness) -> float | None:
+    """The 95% bound on R worth showing: with no change seen in at least an hour watched."""
+    if t.rate_upper95_per_h is None or t.exposure_h < BOUND_FROM_H:
+        return None
+    return t.rate_upper95_per_h
+
+
+def no_change_words(t: ToolStaleness) -> str:
+    """R when no change was seen: its bound, or why there is none."""
+    b = bound(t)
+    if b is not None:
+        return f"0 (under {plain(b, 2)} /h at 95%, over {duration(t.exposure_h)} watched)"
+    return f"0 in {duration(t.exposure_h)} watched (too short for a bound)"
+
+
 def plain(x: float, digits: int = 3) -> str:
     """``x`` to ``digits`` significant digits, never in scientific notation: 0.0000034, 6.15,
     1230."""

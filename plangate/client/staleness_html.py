@@ -8,7 +8,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
-from plangate.client.staleness import SEGMENTS, ToolStaleness, duration, plain, since_words
+from plangate.client.staleness import (
+    SEGMENTS,
+    ToolStaleness,
+    duration,
+    no_change_words,
+    plain,
+    since_words,
+)
 
 COLOURS = {"planning": "#8da0cb", "queue": "#66c2a5", "approval": "#fc8d62", "run": "#a6d854",
            "check_to_use": "#e78ac3"}
@@ -68,16 +75,13 @@ def _segments(tools: list[ToolStaleness]) -> str:
 
 
 def _rate(t: ToolStaleness) -> str:
-    if t.changes:
-        return f"{plain(t.rate_per_h)} /h"
-    if t.rate_upper95_per_h:
-        return f"0 (under {plain(t.rate_upper95_per_h, 2)} /h at 95%)"
-    return "0"
+    return f"{plain(t.rate_per_h)} /h" if t.changes else no_change_words(t)
 
 
 def _table(tools: list[ToolStaleness]) -> str:
-    head = ("tool", "V (calls)", "W plan-to-use p50 / p95", "W check-to-use p50 / p95",
-            "approval wait p50", "R (changes)", "E plan-to-use p50 / p95", "E check-to-use p95",
+    pair = "p50&nbsp;/&nbsp;p95"  # a header wraps between its words, never inside this
+    head = ("tool", "V (calls)", f"W plan-to-use {pair}", f"W check-to-use {pair}",
+            "approval wait p50", "R (changes)", f"E plan-to-use {pair}", "E check-to-use p95",
             "409", "412", "403")
     rows = []
     for t in tools:
@@ -130,6 +134,7 @@ def page(tools: list[ToolStaleness], runs: int, since: datetime,
 h1{{font-size:1.5em}}.empty{{background:#f6f6f6;padding:1em;border-radius:6px}}
 table{{border-collapse:collapse;font-size:13px}}
 th,td{{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:right;vertical-align:top}}
+td{{white-space:nowrap}}
 th:first-child,td:first-child{{text-align:left}}th{{background:#f3f3f3}}
 tr.irreversible td:first-child{{color:#b00;font-weight:600}}</style></head>
 <body><h1>{escape(title)}</h1>

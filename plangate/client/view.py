@@ -26,9 +26,10 @@ from rich.table import Table
 from rich.text import Text
 
 from plangate.plans.visible import visible
+from plangate.records.answered import answer_words
 from plangate.records.approvals import CardStatus
-from plangate.records.calls import Outcome
-from plangate.records.report import RunReport, RunStatus, StepReport, StepState
+from plangate.records.calls import Outcome, ProbeResult
+from plangate.records.report import Phase, RunReport, RunStatus, StepReport, StepState
 
 if TYPE_CHECKING:
     from plangate.client.api import Plangate
@@ -101,6 +102,8 @@ def last_check(step: StepReport) -> str:
     c = step.checks[-1]
     reads = f" ({c.reads} reads)" if c.reads > 1 else ""
     failed = [r for r in c.results if r.outcome is not Outcome.HOLDS]
+    if c.phase is Phase.SKIP_PRE and (said := _skip_check(step, failed)):
+        return said + reads
     if not failed:
         return f"{c.phase}: holds{reads}"
     r = failed[0]
@@ -109,8 +112,26 @@ def last_check(step: StepReport) -> str:
     return f"{c.phase}: {r.condition.probe} {r.outcome}{more}{detail}{reads}"
 
 
-def why(step: StepReport) -> str:
-    return f"{step.answer}: {step.reason}" if step.answer else step.reason
+# where a step stands once its pre conditions held: it went on to its card or its call
+_PAST_PRE = {StepState.AWAITING_APPROVAL, StepState.EXECUTING, StepState.VERIFYING,
+             StepState.DONE}
+
+
+def _skip_check(step: StepReport, failed: list[ProbeResult]) -> str:
+    """The read before a call: the skip check (is the effect already in place?), then the
+    pre conditions, in one record. Its skip conditions not holding is the normal case (the
+    call is made), not a violation; the pre conditions come last, so a step stopped there
+    shows the last result that did not hold."""
+    if step.state is StepState.SKIPPED:
+        return "skip check: already holds: skipped"
+    went_on = step.state in _PAST_PRE or step.attempts > 0
+    if went_on:
+        return "skip check: not done yet; pre: holds"
+    if not failed:
+        return ""
+    r = failed[-1]
+    detail = f": {r.detail}" if r.detail else ""
+    return f"{Phase.SKIP_PRE}: {r.condition.probe} {r.outcome}{detail}"
 
 
 def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
@@ -192,7 +213,7 @@ def summary(rep: RunReport) -> str:
     if rep.starts_at is not None:
         lines.append(f"  queued: starts at {rep.starts_at.isoformat()}")
     for s in rep.steps:
-        reason = f" [{s.answer}: {s.reason}]" if s.answer else ""
+        reason = f" [{answer_words(rep, s)}]" if s.answer else ""
         lines.append(f"  v{s.plan_version} step {s.n} {s.tool}: {s.state.value}{reason}")
     lines += outcome_lines(rep)
     lines += card_lines(rep)
@@ -265,7 +286,7 @@ def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
             clock(took_s) if took_s is not None else "-",
             str(s.attempts) if s.attempts else "",
             Text(visible(last_check(s))),
-            Text(visible(why(s))),
+            Text(visible(answer_words(rep, s))),
             style=dim,
         )
     parts.append(table)
@@ -315,7 +336,7 @@ class PlainLines:
             if s.attempts:
                 line += f", {s.attempts} tool attempt{'s' if s.attempts > 1 else ''}"
             if s.answer:
-                line += f" [{why(s)}]"
+                line += f" [{answer_words(rep, s)}]"
             if check := last_check(s):
                 line += f"; last check {check}"
             out.append(line)

@@ -42,9 +42,11 @@ KEY = "vendor/exports/2026-03-invoice.csv"
 
 
 def saturday_plan(target: str) -> dict[str, Any]:
+    """examples/saturday.json (the README's first plan) with its table ``target``: the demo
+    ends as ``plangate run`` of that plan ends, in the same words."""
     return {
         "goal": "reconcile March vendor invoices",
-        "budget": {"replans_max": 0},
+        "budget": {"replans_max": 2},
         "steps": [
             {
                 "n": 1,
@@ -56,9 +58,12 @@ def saturday_plan(target: str) -> dict[str, Any]:
             {
                 "n": 2,
                 "tool": "warehouse.load",
+                "effect": "write",
                 "depends_on": [1],
-                "args": {"target": target, "source": f"work/{target}.csv"},
+                "args": {"target": target, "source": f"work/{target}.csv", "min_rows": 600},
+                "pre": [{"probe": "object_exists", "bucket": BUCKET, "key": KEY}],
                 "post": [{"probe": "table_rowcount", "table": target, "min": 600}],
+                "on_unmet": "replan",
             },
         ],
     }
@@ -125,11 +130,11 @@ class Demo:
         self.ok = self.ok and what
 
     async def saturday(self) -> None:
-        print("\n#### Incident 1 (seed 000): the Saturday reconciliation")
+        print("\n#### Incident 1: the Saturday reconciliation")
         self.s3.put_object(Bucket=BUCKET, Key=KEY, Body=invoice_csv(0))
-        naive = await run_naive(
-            parse_plan(saturday_plan("staging.naive_inv")), self.world, self.tools
-        )
+        plan = saturday_plan("staging.naive_inv")
+        del plan["steps"][1]["args"]["min_rows"]  # as the incident's plan was: the load unguarded
+        naive = await run_naive(parse_plan(plan), self.world, self.tools)
         print("\n== naive executor, export truncated to its header")
         for line in naive.lines:
             print(visible(f"   {line}"))
@@ -149,7 +154,7 @@ class Demo:
             self.expect((rep.status == "succeeded") == should_succeed)
 
     async def closeout(self) -> None:
-        print("\n#### Incident 2 (seed 001): closing out acct_3319f, archived at 02:14")
+        print("\n#### Incident 2: closing out acct_3319f, archived at 02:14")
         await seed_acct_3319f(self.world)
         naive = await run_naive(parse_plan(closeout_plan()), self.world, self.tools)
         print("\n== naive executor")
@@ -216,7 +221,7 @@ async def _replay(env: dict[str, str]) -> Demo:
     await ensure_schema(world, settings.catalogue)
     client = await connect(settings)
     demo = Demo(client, settings, world, s3)
-    print("plangate demo: the seeds' incidents on real S3, Postgres and Temporal")
+    print("plangate demo: two incidents of agent plans, replayed on real S3, Postgres and Temporal")
     print(f"plangate demo: {settings.policy.approval_rule()}; the demo's operator answers "
           "each card it prints")
     async with await build_worker(client, settings, world):

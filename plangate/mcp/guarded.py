@@ -29,6 +29,7 @@ from pydantic import JsonValue
 
 from plangate.plans.catalogue import Term, ToolInfo
 from plangate.plans.model import Effect
+from plangate.records.answered import not_replanned
 from plangate.records.report import RunReport, RunStatus, StepReport
 
 REQUEST_ID_META = "io.plangate/request-id"
@@ -193,7 +194,7 @@ def outcome(rep: RunReport) -> dict[str, Any]:
         "state": step.state.value if step else None,
         "result": step.result if step else None,
         "binds": step.binds if step else {},
-        "reason": step.reason if step else "",
+        "reason": (not_replanned(rep, step) or step.reason) if step else "",
         "failure": None if rep.failure is None else json.loads(rep.failure.model_dump_json()),
         "awaiting": pending_card(rep),
     }
