@@ -13,8 +13,8 @@ with workflow.unsafe.imports_passed_through():
     from plangate.plans import bindings
     from plangate.plans.guards import GuardedPlan, StepGuard, conditions_for
     from plangate.plans.model import Condition, Plan, Step
-    from plangate.records.calls import ProbeReport
     from plangate.records.proofs import Submission
+    from plangate.records.read_ahead import ReadAhead
     from plangate.records.report import RunReport, StepReport, StepState
     from plangate.records.run import HistoryBound
     from plangate.workflows import bookkeeping
@@ -41,9 +41,9 @@ class VersionContext:
     bound: dict[str, JsonValue] = field(default_factory=dict)
     # condition key -> the step (n) whose verified post condition established it.
     verified: dict[str, int] = field(default_factory=dict)
-    # a step's first read made together with the post check of the step before it
-    # (``reads``: fused reads): step n -> (the condition keys read, what they read)
-    prefetched: dict[int, tuple[list[str], ProbeReport]] = field(default_factory=dict)
+    # a step's first read made ahead of it (with the guards, or with the post check of the
+    # step before it: ``reads``), by n; the step takes it as it is
+    prefetched: dict[int, ReadAhead] = field(default_factory=dict)
     # the run's authority and policy, from its first plan: every version acts under them
     on_behalf_of: str | None = None
     policy_bundle: str | None = None

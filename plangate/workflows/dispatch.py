@@ -107,7 +107,7 @@ async def execute(
             s.set_state(StepState.VERIFYING)
             first = None
             if after:
-                first = reads.after_call(s, p, after, result.after, successor)
+                first = reads.after_call(s, p, result.after, successor)
                 if first is not None and first.all_hold:
                     return Finished(StepState.DONE, p.args, result.output)
                 successor = None

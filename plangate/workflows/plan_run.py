@@ -242,8 +242,7 @@ class PlanRunWorkflow:
             if not begun and ctx.over_bound():  # the next version begins in the next run
                 return self._carry(ctx, plan, version, made_at, begun=False)
             ctx = self._begin(plan, version, made_at, ctx, begun)
-            for n, read in first_reads.items():  # made with the guards, for the first steps
-                ctx.prefetched[n] = ([r.condition.key() for r in read.results], read)
+            ctx.prefetched.update(first_reads)  # made with the guards, for the first steps
             first_reads = {}
             outcome = await execute_version(ctx, resumed)
             if outcome.suspended:
