@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from pydantic import JsonValue
@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from plangate.records.proofs import Submission
     from plangate.records.read_ahead import ReadAhead
     from plangate.records.report import RunReport, StepReport, StepState
-    from plangate.records.run import HistoryBound
+    from plangate.records.run import HistoryBound, RunInput
     from plangate.workflows import bookkeeping
 
 MIN_SEGMENT_EVENTS = 100
@@ -56,8 +56,34 @@ class VersionContext:
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False
-    # a card is issued after a timer (patch ``card-clock``): its times replay the same
-    card_clock: bool = False
+
+    @classmethod
+    def of_run(
+        cls, report: RunReport, inp: RunInput, outage_patience: timedelta
+    ) -> VersionContext:
+        """The context a run begins with, before its guards are derived: what an earlier run of
+        its chain carried (``inp.carried``), else its first plan's authority and policy, which
+        every version acts under whatever a re-plan says."""
+        c = inp.carried
+        made_at = (inp.plan_made_at or workflow.info().start_time) if c is None else c.plan_made_at
+        authority = inp.plan if c is None else c
+        return cls(
+            run_id=report.run_id, guarded=GuardedPlan(plan=inp.plan), report=report,
+            version=0 if c is None else c.version, plan_made_at=made_at,
+            key_tag=key_tag() if c is None else c.key_tag, history=inp.history,
+            outage_patience=outage_patience, submission=inp.submission,
+            on_behalf_of=authority.on_behalf_of, policy_bundle=authority.policy_bundle,
+            bound={} if c is None else dict(c.bound),
+            verified={} if c is None else dict(c.verified),
+        )
+
+    def following(self, plan: GuardedPlan, version: int, made_at: datetime) -> VersionContext:
+        """The context of plan version ``version``: the run's authority, limits, bindings and
+        verified claims carried over; nothing of this version's own (its reads ahead)."""
+        return replace(
+            self, guarded=plan, version=version, plan_made_at=made_at, bound=dict(self.bound),
+            verified=dict(self.verified), prefetched={}, parking=False,
+        )
 
     def over_bound(self) -> bool:
         """Whether steps must park now (decided once, at a deterministic point: the history's

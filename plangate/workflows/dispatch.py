@@ -8,9 +8,6 @@ import asyncio
 
 from temporalio import workflow
 
-# a 412 policy_superseded is decided again under the policies in force (``_redecided``)
-POLICY_REDECIDED = "policy-redecided"
-
 with workflow.unsafe.imports_passed_through():
     from plangate.plans.model import Condition
     from plangate.records.calls import Outcome, ToolCall, ToolFailure
@@ -55,9 +52,7 @@ async def execute(
         await _read_after_cancel(s, p)
         raise
     match answer:
-        case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED) if (
-            _cedar_superseded(tf) and workflow.patched(POLICY_REDECIDED)
-        ):
+        case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED) if _cedar_superseded(tf):
             return await _redecided(s, answer, tf)
         case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED):
             # a moved version, a changed policy: read the world again, then re-plan; never a

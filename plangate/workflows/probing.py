@@ -29,12 +29,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-# A read made for the step before it begins (in the step before's call, with the guards) in
-# which a probe could not answer is no read: the step reads itself, and waits for a system that
-# does not answer. Runs begun before took it for a failed pre condition. Asked only where it
-# matters, so a run records it only then (docs/versioning.md).
-UNKNOWN_PREFETCH = "unknown-prefetch"
-
 
 async def probe(
     s: StepScope,
@@ -113,10 +107,8 @@ async def check_before(
     ctx = s.ctx
     s.set_state(StepState.PROBING)
     ahead = ctx.prefetched.pop(s.n, None) if again is None else None
-    if ahead is not None and ahead.report is not None and ahead.report.unknown \
-            and workflow.patched(UNKNOWN_PREFETCH):
-        ahead = None  # a probe there could not answer: no read; the step reads (and waits) itself
-    if ahead is None or ahead.report is None:
+    # a read ahead in which a probe could not answer is no read: the step reads (and waits) itself
+    if ahead is None or ahead.report is None or ahead.report.unknown:
         ahead = reads.own(s, p)
     s.read_at_call_only = set(ahead.at_call)
     if not ahead.conditions:
