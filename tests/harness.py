@@ -79,7 +79,8 @@ def reads_with_guards(e: Any) -> int:
     payload = e.marker_recorded_event_attributes.details["result"].payloads[0]
     if payload.metadata.get("encoding") != b"json/plain":
         return 0
-    return sum(len(r["results"]) > 0 for r in json.loads(payload.data).get("reads", {}).values())
+    reads = json.loads(payload.data).get("reads", {}).values()  # ReadAhead values, answered
+    return sum(len(r["report"]["results"]) > 0 for r in reads)
 
 
 class MovedBeforeCall:

@@ -101,6 +101,10 @@ async def test_a_postgres_outage_is_waited_out_and_nothing_acts_meanwhile(client
     down = [r for c in rep.step(1).checks for r in c.results if r.outcome == "unknown"]
     assert down and all(r.unreachable for r in down)
     assert rep.step(1).checks[-1].results[0].outcome == "holds"  # the post check, after
+    # done, it no longer shows the wait it moved on from (was "DONE [wait: postgres did not
+    # answer ...]")
+    assert (rep.step(1).state, rep.step(1).answer, rep.step(1).reason) == ("DONE", None, "")
+    assert "WAITING" in [t.state for t in rep.step(1).transitions]
 
 
 async def test_an_s3_outage_mid_run_holds_the_write_until_s3_is_back(client, outage):

@@ -137,12 +137,10 @@ async def test_a_guarded_chain_reads_around_each_call_not_in_between(client, set
         assert await job_state(pg, f"job-{tag}-{n}") == "done"
     history = await events(client, rep.run_id)
     markers = [e for e in history if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
-    # reads in the call are the baseline: the run asks no patch of its own for them, only
-    # the one every run asks first: baseline-23 (truthful-end, run-memo and card-clock)
+    # reads in the call are the baseline (baseline-38), which asks no patch at all
     patch = [m.marker_recorded_event_attributes for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert [json.loads(p.details["patch-data"].payloads[0].data)["id"] for p in patch] == [
-        "baseline-23"]
+    assert [json.loads(p.details["patch-data"].payloads[0].data)["id"] for p in patch] == []
     local = [m for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_local_activity"]
     # the guards derived, with step 1's first read, in one local activity; every later read was

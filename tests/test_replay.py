@@ -37,21 +37,16 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "closeout_replanned": ("succeeded", E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED),
     "closeout_replanned_replan1": ("", E.EVENT_TYPE_MARKER_RECORDED),
     "halted": ("halted", E.EVENT_TYPE_MARKER_RECORDED),
-    # patch truthful-end: a wait (timers with summaries) ran out, the step halted, and the
-    # execution failed with the report in the failure's details
+    # a wait (timers with summaries) ran out, the step halted, and the execution failed with
+    # the report in the failure's details
     "halted_after_wait": ("halted", E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED),
     "waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
-    # a signed approval, upserting plangate's search attributes as the card waits
+    # a signed approval, upserting plangate's search attributes as the card waits; the card
+    # issued after a timer (its times replay the same) and kept in the run's memo while it
+    # waits (the card list reads it), the calls' windows put there as it ends
     "approved": ("succeeded", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
-    # patch run-memo: the pending card in the run's memo (the card list reads it), then out;
-    # the calls' windows put there as it ends (the staleness report reads them)
-    "approved_run_memo": ("succeeded", E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED),
-    # patch card-clock: the card issued after a timer, so that its times replay the same
-    "approved_card_clock": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
-    # patch baseline-23: the three patches above asked as one marker
-    "approved_baseline_23": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
-    # patch current-approvers: the worker asked who is an approver now where each answer is
-    # recorded; a revoked one's Update failed, then an approval was recorded
+    # the worker asked who is an approver now where each answer is recorded; a revoked one's
+    # Update failed, then an approval was recorded
     "approved_current_approvers": ("succeeded", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
     "rejected": ("failed", E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED),
     "cancelled": ("cancelled", E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
@@ -139,11 +134,14 @@ async def test_every_path_was_recorded():
     unsigned = await ending(load(recorded["refused_unsigned"]))
     assert isinstance(unsigned, RunReport) and unsigned.failure is not None
     assert unsigned.failure.code == "not_permitted"
-    # the new end: a patch marker first, a summary on every timer, the failure's message
+    # the baseline (baseline-38) asks no patch: no history records a patch marker or an upsert
+    # of the SDK's TemporalChangeVersion
+    for name, path in recorded.items():
+        events = load(path).events
+        assert patch_ids(events) == [] and change_versions(events) == [], name
+    # a run that did not succeed fails its execution: a summary on every timer, the failure's
+    # message
     truthful = load(recorded["halted_after_wait"]).events
-    markers = [e.marker_recorded_event_attributes for e in truthful
-               if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
-    assert markers[0].marker_name == "core_patch"
     timers = [json.loads(e.user_metadata.summary.data) for e in truthful
               if e.event_type == E.EVENT_TYPE_TIMER_STARTED]
     assert timers == [f"step 1 reads the world again in 1 s (read {i} of at most 3)"
@@ -151,16 +149,10 @@ async def test_every_path_was_recorded():
     failure = truthful[-1].workflow_execution_failed_event_attributes.failure
     assert failure.application_failure_info.type == "PlanHalted"
     assert failure.message.startswith("halted at step 1 (warehouse.run_sql, postcondition_unmet)")
-    # runs from before the patch completed with every report
-    assert all(not any(m.marker_name == "core_patch" for m in (
-        e.marker_recorded_event_attributes for e in load(p).events
-        if e.event_type == E.EVENT_TYPE_MARKER_RECORDED)) for n, p in recorded.items()
-        if n not in ("halted_after_wait", "approved_run_memo", "approved_card_clock",
-                     "approved_baseline_23", "approved_current_approvers"))
-    # patch run-memo: the card put in the memo while it waited, then taken out; at the end,
-    # the calls' windows
-    memo = load(recorded["approved_run_memo"])
-    assert patch_ids(memo.events) == ["truthful-end", "run-memo"]
+    halted = load(recorded["halted"]).events[-1]
+    assert halted.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+    # the card put in the memo while it waited, then taken out; at the end, the calls' windows
+    memo = load(recorded["approved"])
     modified = [e.workflow_properties_modified_event_attributes.upserted_memo.fields
                 for e in memo.events if e.event_type == E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED]
     assert [list(f) for f in modified] == [
@@ -173,11 +165,7 @@ async def test_every_path_was_recorded():
     started = memo.events[0].workflow_execution_started_event_attributes
     assert json.loads(added.data)["execution"] == started.original_execution_run_id
     assert removed.metadata["encoding"] == b"binary/null"
-    # patch card-clock: a timer fired before the card went into the memo, none before it in
-    # approved_run_memo (the card issued at once)
-    clocked = load(recorded["approved_card_clock"]).events
-    assert patch_ids(clocked) == ["truthful-end", "run-memo", "card-clock"]
-
+    # a timer fired before the card went into the memo (the card issued after it)
     def first(events: Sequence[HistoryEvent], kind: EventType.ValueType) -> int:
         return next((e.event_id for e in events if e.event_type == kind), len(events) + 1)
 
@@ -188,24 +176,10 @@ async def test_every_path_was_recorded():
         return len(fired) == 1 and fired[0].event_id < first(
             events, E.EVENT_TYPE_TIMER_FIRED) < carded
 
-    assert card_timer_first(clocked)
-    assert first(memo.events, E.EVENT_TYPE_TIMER_FIRED) > first(
-        memo.events, E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED)
-    # patch baseline-23: one marker, and one upsert of the SDK's TemporalChangeVersion, where
-    # the three patches took three; what they do is done all the same
-    baseline = load(recorded["approved_baseline_23"]).events
-    assert patch_ids(baseline) == ["baseline-23"]
-    assert change_versions(baseline) == [["baseline-23"]]
-    assert change_versions(clocked) == [
-        ["truthful-end"], ["run-memo", "truthful-end"], ["card-clock", "run-memo", "truthful-end"]]
-    assert card_timer_first(baseline)
-    assert [list(e.workflow_properties_modified_event_attributes.upserted_memo.fields)
-            for e in baseline if e.event_type == E.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED] == [
-        ["plangate.cards"], ["plangate.cards"], ["plangate.windows"]]
-    # patch current-approvers: asked where the first answer is recorded, after the baseline;
-    # the worker asked once per answer; the revoked approver's Update failed, nothing recorded
+    assert card_timer_first(memo.events)
+    # the worker asked who is an approver now once per answer; the revoked approver's Update
+    # failed, nothing recorded
     current = load(recorded["approved_current_approvers"]).events
-    assert patch_ids(current) == ["baseline-23", "current-approvers"]
     asked = [la["activity_type"] for e in current if (la := local_activity(e)) is not None]
     assert asked.count("guard.approvers") == 2
     outcomes = [e.workflow_execution_update_completed_event_attributes.outcome for e in current

@@ -185,7 +185,7 @@ async def test_every_timer_says_what_it_waits_for(client, settings):
     ]
     rep = await Plangate(client, settings).report(waits_card)
     expires = rep.approvals[0].expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    # the card is issued after a 1 ms timer (patch card-clock), then waits for its approver
+    # the card is issued after a 1 ms timer (docs/versioning.md), then waits for its approver
     assert approval == [
         "step 1 issues its approval card",
         f"waiting for an approver for step 1 until {expires}",

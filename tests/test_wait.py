@@ -17,6 +17,7 @@ from temporalio.client import Client
 from plangate.activities.tool_activity import tool_activities
 from plangate.records.calls import ToolCall, ToolResult
 from plangate.testing import running_worker, scheduled, until_state
+from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import Settings
 from tests.harness import polling_plan
@@ -60,13 +61,18 @@ async def test_a_state_owed_by_a_concurrent_step_is_waited_for(client, settings)
     world = World(settings.world)
     tool = SlowFirstStep(world, settings)
     async with running_worker(client, settings, {"warehouse.run_sql": tool.run}, world=world) as h:
-        rep = await h.run(plan)
+        handle = await h.start(plan)
+        await until_state(handle, 2, "WAITING")
+        waiting = (await handle.query(PlanRunWorkflow.report)).step(2)
+        rep = await handle.result()
     assert rep.status == "succeeded"
     assert tool.order == ["start 1", "end 1", "start 2", "end 2"]
     waited = rep.step(2)
     # step 2's pre condition, read while step 1 still ran, was owed by step 1: it waited for
-    # step 1 (not for a timer), read again, and only then acted
-    assert waited.answer == "wait" and "has not finished" in waited.reason
+    # step 1 (not for a timer), read again, and only then acted; done, it no longer shows the
+    # wait it moved on from
+    assert waiting.answer == "wait" and "has not finished" in waiting.reason
+    assert (waited.answer, waited.reason) == (None, "")
     assert [t.state for t in waited.transitions] == [
         "PROBING", "WAITING", "PROBING", "EXECUTING", "VERIFYING", "DONE"
     ]

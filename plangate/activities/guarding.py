@@ -29,12 +29,13 @@ from plangate.activities.catalogue import catalogue, guarded, plan_problems
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.plans import bindings
-from plangate.plans.guards import PolicyMark, StepGuard, first_read, step_conditions
+from plangate.plans.guards import PolicyMark, StepGuard, step_conditions
 from plangate.plans.model import Plan
 from plangate.records.calls import ProbeRequest, StepRef
 from plangate.records.interface import APPROVERS_ACTIVITY, GUARD_ACTIVITY
 from plangate.records.policy import Decision, Outcome, PolicyRequest
 from plangate.records.proofs import submission_refusal
+from plangate.records.read_ahead import ReadAhead
 from plangate.records.run import (
     Approvers,
     ApproversRequest,
@@ -157,12 +158,12 @@ def resolve(
     return out
 
 
-def first_reads(req: GuardRequest, out: Resolved) -> dict[int, ProbeRequest]:
-    """What each step of ``req.reads`` reads before its call, with the guards just derived:
-    what the step itself would ask (``plans.guards.first_read``). A step whose arguments or
-    conditions hold a ``${name}`` reads itself, later."""
+def first_reads(req: GuardRequest, out: Resolved) -> dict[int, tuple[ReadAhead, ProbeRequest]]:
+    """What each step of ``req.reads`` reads before its call, with the guards just derived
+    (``ReadAhead.whole``, as the step itself would ask), and the request that reads it. A step
+    whose arguments or conditions hold a ``${name}`` reads itself, later."""
     guarded = out.guarded(req.plan)
-    asked: dict[int, ProbeRequest] = {}
+    asked: dict[int, tuple[ReadAhead, ProbeRequest]] = {}
     for n, key in req.reads.items():
         step, g = guarded.plan.step(n), guarded.guard(n)
         try:
@@ -174,12 +175,12 @@ def first_reads(req: GuardRequest, out: Resolved) -> dict[int, ProbeRequest]:
         except bindings.BindingError:
             continue
         pre, post = step_conditions(g, args, plan_pre, plan_post)
-        _, conditions, lenient = first_read(step, g, args, pre, post)
-        if conditions:
+        ahead = ReadAhead.whole(step, g, args, pre, post)
+        if ahead.conditions:
             ref = StepRef(run_id=req.workflow_id, plan_version=req.version, n=n,
                           tool=step.tool, args=args)
-            asked[n] = ProbeRequest(step=ref, conditions=conditions, idempotency_key=key,
-                                    lenient=lenient)
+            asked[n] = ahead, ProbeRequest(step=ref, conditions=ahead.conditions,
+                                           idempotency_key=key, lenient=ahead.lenient)
     return asked
 
 
@@ -216,9 +217,12 @@ class GuardActivities:
                                    step=n, tool=tool, principal=out.on_behalf_of, at_call=False)
         if out.refusal is not None or not req.reads:
             return out
-        asked = first_reads(req, out)
-        answers = await asyncio.gather(*(self.probes.read(r) for r in asked.values()))
+        asked = first_reads(req, out).values()
+        answers = await asyncio.gather(*(self.probes.read(r) for _, r in asked))
         # a read any probe could not answer is no read: that step reads itself, with its own
         # retries and patience for a system that is down
-        reads = {n: a for n, a in zip(asked, answers, strict=True) if not a.unknown}
+        reads = {
+            ahead.n: ahead.answered(a)
+            for (ahead, _), a in zip(asked, answers, strict=True) if not a.unknown
+        }
         return out.model_copy(update={"reads": reads})

@@ -166,18 +166,6 @@ def skip_check(
     return post + [c for c in evidence if c.key() not in keys]
 
 
-def first_read(
-    step: Step, g: StepGuard, args: Mapping[str, Any], pre: list[Condition],
-    post: list[Condition],
-) -> tuple[list[Condition], list[Condition], list[str]]:
-    """What a step reads before its call: the skip check, then the skip check and the pre
-    conditions; and (by key) the evidence read only to skip (arguments that do not fit it mean
-    "no evidence")."""
-    done = skip_check(step, g, args, post)
-    only = [c.key() for c in done[len(post) :]] if done else []
-    return done, done + pre, only
-
-
 def steps_of(plan: GuardedPlan) -> list[tuple[Step, StepGuard]]:
     return [(s, plan.guards[s.n]) for s in plan.plan.steps]
 

@@ -10,8 +10,8 @@ from pydantic import Field, JsonValue
 from plangate.plans._base import Model
 from plangate.plans.guards import DEFAULT_APPROVAL_TTL_S, GuardedPlan, StepGuard
 from plangate.plans.model import Plan
-from plangate.records.calls import ProbeReport
 from plangate.records.proofs import Submission
+from plangate.records.read_ahead import ReadAhead
 from plangate.records.report import FailureRecord, RunReport, StepState
 
 MIB = 1024 * 1024
@@ -139,7 +139,7 @@ class Resolved(Model):
     refusal: str | None = None
     refusal_code: str = "not_permitted"
     # ``GuardRequest.reads``, read: each step's first read, by n (absent: the step reads itself)
-    reads: dict[int, ProbeReport] = Field(default_factory=dict)
+    reads: dict[int, ReadAhead] = Field(default_factory=dict)
     # the deployment's limits on the run; its input may ask for less, never more (None: said
     # by a worker before them, whose runs took the input's)
     outage_patience_s: float | None = None

@@ -4,7 +4,7 @@ recorded on its card. The step waiting for the card reads it there (``approval``
 
 An Update's validator judges an answer by the approvers the guards named (it cannot ask the
 worker); where the answer is recorded, the worker is asked who is an approver now
-(``guard.approvers``, patch ``current-approvers``), so a key the deployment removed since
+(``guard.approvers``), so a key the deployment removed since
 neither approves nor rejects, and nothing of its answer is recorded."""
 
 from __future__ import annotations
@@ -30,10 +30,6 @@ from plangate.records.report import RunReport
 from plangate.records.run import Approvers, ApproversRequest, Resolved
 from plangate.workflows import summaries
 
-# An answer is recorded only after the worker named its approver as one still (runs begun
-# before record an answer as their validator or signal handler took it).
-CURRENT_APPROVERS = "current-approvers"
-
 
 class Answers:
     def __init__(self) -> None:
@@ -53,9 +49,7 @@ class Answers:
         self, report: RunReport, answer: ApprovalAnswer, decision: Decision
     ) -> str | None:
         """``refusal``, judged by the approvers the worker lists now (kept for the answers
-        after it); a run begun before ``CURRENT_APPROVERS`` judges by the guards' alone."""
-        if not workflow.patched(CURRENT_APPROVERS):
-            return self.refusal(report, answer, decision)
+        after it)."""
         listed: Approvers = await workflow.execute_local_activity(
             APPROVERS_ACTIVITY, ApproversRequest(workflow_id=workflow.info().workflow_id),
             result_type=Approvers, start_to_close_timeout=options.GUARD_TIMEOUT,

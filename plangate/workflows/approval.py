@@ -79,8 +79,7 @@ async def _settle(s: StepScope) -> None:
     the SDK may resolve it in a later activation live than on replay (sdk-python#1881), and a
     card issued there would replay with other times, its digest refusing the approver's answer
     and the grant the tool verifies."""
-    if s.ctx.card_clock:
-        await workflow.sleep(CARD_SETTLE, summary=summaries.card(s.n, s.ctx.version))
+    await workflow.sleep(CARD_SETTLE, summary=summaries.card(s.n, s.ctx.version))
 
 
 def _publish(s: StepScope, p: Prepared, checked: Checked) -> ApprovalRecord:

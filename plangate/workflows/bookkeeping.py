@@ -13,6 +13,7 @@ from plangate.records.approvals import CardStatus
 from plangate.records.calls import ProbeReport, ToolResult
 from plangate.records.report import (
     RESULTS_BUDGET,
+    Answer,
     CheckRecord,
     LedgerLink,
     Phase,
@@ -45,8 +46,12 @@ def step_shown(report: RunReport, s: Step, version: int, made_at: datetime) -> S
 
 def set_state(rep: StepReport, state: StepState, fold: bool = False) -> None:
     """``fold``: a wait entering its states again (WAITING, VERIFYING, WAITING, ...) counts
-    them on the transitions it already has, so a day of reads keeps the report small."""
+    them on the transitions it already has, so a day of reads keeps the report small. A step
+    that moves on from waiting no longer shows why it waited (a new answer replaces it)."""
     now = workflow.now()
+    if rep.state is StepState.WAITING and state is not StepState.WAITING \
+            and rep.answer is Answer.WAIT:
+        rep.answer, rep.reason = None, ""
     t = rep.transitions
     again = None
     if fold and t and t[-1].state == state:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from pydantic import JsonValue
@@ -12,10 +12,10 @@ from temporalio import workflow
 from plangate.plans import bindings
 from plangate.plans.guards import GuardedPlan, StepGuard, conditions_for
 from plangate.plans.model import Condition, Plan, Step
-from plangate.records.calls import ProbeReport
 from plangate.records.proofs import Submission
+from plangate.records.read_ahead import ReadAhead
 from plangate.records.report import RunReport, StepReport, StepState
-from plangate.records.run import HistoryBound
+from plangate.records.run import HistoryBound, RunInput
 from plangate.workflows import bookkeeping
 
 MIN_SEGMENT_EVENTS = 100
@@ -40,9 +40,9 @@ class VersionContext:
     bound: dict[str, JsonValue] = field(default_factory=dict)
     # condition key -> the step (n) whose verified post condition established it.
     verified: dict[str, int] = field(default_factory=dict)
-    # a step's first read made together with the post check of the step before it
-    # (``reads``: fused reads): step n -> (the condition keys read, what they read)
-    prefetched: dict[int, tuple[list[str], ProbeReport]] = field(default_factory=dict)
+    # a step's first read made ahead of it (with the guards, or with the post check of the
+    # step before it: ``reads``), by n; the step takes it as it is
+    prefetched: dict[int, ReadAhead] = field(default_factory=dict)
     # the run's authority and policy, from its first plan: every version acts under them
     on_behalf_of: str | None = None
     policy_bundle: str | None = None
@@ -55,8 +55,34 @@ class VersionContext:
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False
-    # a card is issued after a timer (patch ``card-clock``): its times replay the same
-    card_clock: bool = False
+
+    @classmethod
+    def of_run(
+        cls, report: RunReport, inp: RunInput, outage_patience: timedelta
+    ) -> VersionContext:
+        """The context a run begins with, before its guards are derived: what an earlier run of
+        its chain carried (``inp.carried``), else its first plan's authority and policy, which
+        every version acts under whatever a re-plan says."""
+        c = inp.carried
+        made_at = (inp.plan_made_at or workflow.info().start_time) if c is None else c.plan_made_at
+        authority = inp.plan if c is None else c
+        return cls(
+            run_id=report.run_id, guarded=GuardedPlan(plan=inp.plan), report=report,
+            version=0 if c is None else c.version, plan_made_at=made_at,
+            key_tag=key_tag() if c is None else c.key_tag, history=inp.history,
+            outage_patience=outage_patience, submission=inp.submission,
+            on_behalf_of=authority.on_behalf_of, policy_bundle=authority.policy_bundle,
+            bound={} if c is None else dict(c.bound),
+            verified={} if c is None else dict(c.verified),
+        )
+
+    def following(self, plan: GuardedPlan, version: int, made_at: datetime) -> VersionContext:
+        """The context of plan version ``version``: the run's authority, limits, bindings and
+        verified claims carried over; nothing of this version's own (its reads ahead)."""
+        return replace(
+            self, guarded=plan, version=version, plan_made_at=made_at, bound=dict(self.bound),
+            verified=dict(self.verified), prefetched={}, parking=False,
+        )
 
     def over_bound(self) -> bool:
         """Whether steps must park now (decided once, at a deterministic point: the history's

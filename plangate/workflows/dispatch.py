@@ -28,9 +28,6 @@ from plangate.workflows.step import (
 )
 from plangate.workflows.verification import verify
 
-# a 412 policy_superseded is decided again under the policies in force (``_redecided``)
-POLICY_REDECIDED = "policy-redecided"
-
 
 async def execute(
     s: StepScope, base: Prepared, p: Prepared
@@ -54,9 +51,7 @@ async def execute(
         await _read_after_cancel(s, p)
         raise
     match answer:
-        case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED) if (
-            _cedar_superseded(tf) and workflow.patched(POLICY_REDECIDED)
-        ):
+        case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED) if _cedar_superseded(tf):
             return await _redecided(s, answer, tf)
         case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED):
             # a moved version, a changed policy: read the world again, then re-plan; never a
@@ -106,7 +101,7 @@ async def execute(
             s.set_state(StepState.VERIFYING)
             first = None
             if after:
-                first = reads.after_call(s, p, after, result.after, successor)
+                first = reads.after_call(s, p, result.after, successor)
                 if first is not None and first.all_hold:
                     return Finished(StepState.DONE, p.args, result.output)
                 successor = None

@@ -18,38 +18,15 @@ from plangate.records.report import Cancellation, FailureRecord, RunReport, RunS
 from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
 from plangate.workflows import bookkeeping, guarding, replanning, summaries
 from plangate.workflows.answers import Answers
-from plangate.workflows.context import VersionContext, key_tag
+from plangate.workflows.context import VersionContext
 from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
 from plangate.workflows.showing import Shown
-
-# A run that did not succeed fails its execution, the report in the failure's details (runs
-# begun before take the old path on replay: they completed with every report).
-TRUTHFUL_END = "truthful-end"
-# The run keeps in its memo the cards it waits on, for the card list, and at its end its calls'
-# windows, for the staleness report (runs begun before replay without: both read their reports).
-RUN_MEMO = "run-memo"
-# A card is issued after a workflow task boundary its history records (a timer): its times, in
-# its digest, are then the same when the run replays, whichever activation the SDK resolves a
-# local activity in (runs begun before issue them at once, as they did).
-CARD_CLOCK = "card-clock"
-# The three above in one marker, asked first: only a run begun before it asks them one by one.
-# Each patch a run asks records a marker and an upsert of TemporalChangeVersion (the SDK's), a
-# Temporal Cloud action that buys no safety: one instead of three saves two actions a run.
-BASELINE_23 = "baseline-23"
 
 _ERROR_TYPES = {
     RunStatus.HALTED: interface.HALTED_ERROR,
     RunStatus.FAILED: interface.FAILED_ERROR,
     RunStatus.CANCELLED: interface.CANCELLED_ERROR,
 }
-
-
-def _patches() -> tuple[bool, bool, bool]:
-    """Which of truthful-end, run-memo and card-clock the run takes, asked once, first thing
-    in its first workflow task, in this order (docs/versioning.md)."""
-    if workflow.patched(BASELINE_23):
-        return True, True, True
-    return workflow.patched(TRUTHFUL_END), workflow.patched(RUN_MEMO), workflow.patched(CARD_CLOCK)
 
 
 @workflow.defn(name=interface.PLAN_RUN)  # the type visibility lists
@@ -72,7 +49,6 @@ class PlanRunWorkflow:
         self._versions: asyncio.Task[RunInput | None] | None = None
         self._stopped_by_signal = False
         self._registered = False  # the namespace has the search attributes (the input says)
-        self._card_clock = False  # cards are issued after a timer (``CARD_CLOCK``)
         self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
         self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
 
@@ -137,9 +113,8 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
-        truthful, memo, self._card_clock = _patches()
         self._registered = inp.search_attributes
-        self._shown.begin(upserts=self._registered, memo=memo)
+        self._shown.begin(upserts=self._registered)
         if self._report.status is RunStatus.QUEUED:
             self._report.status = RunStatus.RUNNING
         self._shown.show(self._report)
@@ -167,7 +142,7 @@ class PlanRunWorkflow:
         self._shown.end(self._report)
         shown.cancel()
         r = self._report
-        if truthful and r.status in _ERROR_TYPES:
+        if r.status in _ERROR_TYPES:
             # Temporal's own views (Web UI, ``temporal workflow list``) show it Failed, the
             # failure line as its message; plangate reads the report from the details
             raise ApplicationError(
@@ -187,31 +162,11 @@ class PlanRunWorkflow:
         """Plan versions until the run ends (None), or until its history is long enough that
         it continues as new: then what the next run of the chain needs to go on."""
         c = inp.carried
-        patience = guarding.patience(inp)  # the worker's may be less (``guarding.limited``)
-        resumed: Resumed | None = None
-        unguarded = GuardedPlan(plan=inp.plan)  # until the worker derives its guards
-        if c is None:
-            made_at = inp.plan_made_at or workflow.info().start_time
-            version, begun = 1, False
-            base = VersionContext(
-                run_id=self._report.run_id, guarded=unguarded, version=0, plan_made_at=made_at,
-                report=self._report, key_tag=key_tag(), history=inp.history,
-                outage_patience=patience, submission=inp.submission,
-                card_clock=self._card_clock,
-                # the run's authority and policy are the first plan's, whatever a re-plan says
-                on_behalf_of=inp.plan.on_behalf_of, policy_bundle=inp.plan.policy_bundle,
-            )
-        else:
-            made_at, version, begun = c.plan_made_at, c.version, c.begun
-            base = VersionContext(
-                run_id=self._report.run_id, guarded=unguarded, version=c.version,
-                plan_made_at=made_at, report=self._report, key_tag=c.key_tag,
-                history=inp.history, outage_patience=patience, submission=inp.submission,
-                card_clock=self._card_clock,
-                on_behalf_of=c.on_behalf_of, policy_bundle=c.policy_bundle,
-                bound=dict(c.bound), verified=dict(c.verified),
-            )
-            resumed = Resumed(c.parked, c.failure, c.failed_state) if begun else None
+        # the worker's patience may be less (``guarding.limited``)
+        base = VersionContext.of_run(self._report, inp, guarding.patience(inp))
+        made_at, version = base.plan_made_at, 1 if c is None else c.version
+        begun = c is not None and c.begun
+        resumed = Resumed(c.parked, c.failure, c.failed_state) if c is not None and begun else None
         forged = guarding.forged(inp)
         if forged is not None:  # nothing of what it carries is shown as this run's
             self._report = RunReport(
@@ -240,8 +195,7 @@ class PlanRunWorkflow:
             if not begun and ctx.over_bound():  # the next version begins in the next run
                 return self._carry(ctx, plan, version, made_at, begun=False)
             ctx = self._begin(plan, version, made_at, ctx, begun)
-            for n, read in first_reads.items():  # made with the guards, for the first steps
-                ctx.prefetched[n] = ([r.condition.key() for r in read.results], read)
+            ctx.prefetched.update(first_reads)  # made with the guards, for the first steps
             first_reads = {}
             outcome = await execute_version(ctx, resumed)
             if outcome.suspended:
@@ -310,14 +264,7 @@ class PlanRunWorkflow:
                 shown = bookkeeping.step_shown(self._report, s, version, made_at)
                 shown.effect = plan.guard(s.n).effect
                 shown.policy = plan.guard(s.n).policy
-        return VersionContext(
-            run_id=self._report.run_id, guarded=plan, version=version,
-            plan_made_at=made_at, report=self._report, key_tag=prev.key_tag,
-            history=prev.history, outage_patience=prev.outage_patience,
-            on_behalf_of=prev.on_behalf_of, policy_bundle=prev.policy_bundle,
-            bound=dict(prev.bound), verified=dict(prev.verified), submission=prev.submission,
-            card_clock=prev.card_clock,
-        )
+        return prev.following(plan, version, made_at)
 
     def _crashed(self, e: Exception) -> None:
         r = self._report

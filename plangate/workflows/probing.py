@@ -27,12 +27,6 @@ from plangate.workflows.step import (
     Unknown,
 )
 
-# A read made for the step before it begins (in the step before's call, with the guards) in
-# which a probe could not answer is no read: the step reads itself, and waits for a system that
-# does not answer. Runs begun before took it for a failed pre condition. Asked only where it
-# matters, so a run records it only then (docs/versioning.md).
-UNKNOWN_PREFETCH = "unknown-prefetch"
-
 
 async def probe(
     s: StepScope,
@@ -110,39 +104,27 @@ async def check_before(
     refusal at the call), recorded as such."""
     ctx = s.ctx
     s.set_state(StepState.PROBING)
-    s.read_at_call_only = set()
-    done, first, only = reads.first_read(s, p)
-    if not first:
+    ahead = ctx.prefetched.pop(s.n, None) if again is None else None
+    # a read ahead in which a probe could not answer is no read: the step reads (and waits) itself
+    if ahead is None or ahead.report is None or ahead.report.unknown:
+        ahead = reads.own(s, p)
+    s.read_at_call_only = set(ahead.at_call)
+    if not ahead.conditions:
         return Checked([])
-    phase = again or (Phase.SKIP_PRE if done else Phase.PRE)
-    fused = ctx.prefetched.pop(s.n, None)
-    if again is None and fused is not None and fused[1].unknown and workflow.patched(
-        UNKNOWN_PREFETCH
-    ):
-        fused = None  # a probe there could not answer: no read; the step reads (and waits) itself
+    phase = again or (Phase.SKIP_PRE if ahead.skip else Phase.PRE)
     answer: ProbeReport | Failed | Unknown
-    if again is None and fused is not None and fused[0] == [c.key() for c in first]:
-        # read with the post check of the step before, nothing having run in between
-        answer = fused[1]
+    if ahead.report is not None:  # read ahead of the step, nothing having run in between
+        answer = ahead.report
         bookkeeping.record_check(ctx.report, s.rep, phase, s.attempt, answer)
-    elif again is None and fused is not None and fused[0] == [
-        c.key() for c in reads.fused_first(s, p)[0]
-    ]:
-        # the same, in the step before's activity; the pre conditions it left out are read at
-        # this step's call, where they count
-        answer = fused[1]
-        bookkeeping.record_check(ctx.report, s.rep, phase, s.attempt, answer)
-        read = set(fused[0])
-        s.read_at_call_only = {c.key() for c in p.pre if c.key() not in read}
     else:
-        answer = await probe(s, phase, p, first, None, lenient=only)
+        answer = await probe(s, phase, p, ahead.conditions, None, lenient=ahead.lenient)
     if isinstance(answer, Failed | Unknown):
         return Failed(answer.decision, answer.failure)
     s.rep.timings.precheck_read_at = answer.read_at
-    if done and all(r.outcome is Outcome.HOLDS for r in answer.results[: len(done)]):
+    if ahead.skip and all(r.outcome is Outcome.HOLDS for r in answer.results[: ahead.skip]):
         s.decide(route(s.situation(Kind.ALREADY_DONE)))
         return Finished(StepState.SKIPPED, p.args)
-    pre = answer.results[len(done) :]
+    pre = answer.results[ahead.skip :]
     return _judge_pre(s, pre) or Checked(pre)
 
 

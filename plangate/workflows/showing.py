@@ -35,18 +35,15 @@ class Shown:
         self.last: Seen | None = None
         self.upserted: visibility.Values | None = None
         self.memo = False  # the run keeps its pending cards in its memo (``begin``)
-        self.windows = False  # and, at its end, its calls' windows
         self.cards: tuple[str, ...] = ()  # the digests the memo holds
 
-    def begin(self, upserts: bool, memo: bool = False) -> None:
+    def begin(self, upserts: bool) -> None:
         """``upserts``: the namespace has the attributes registered, and the run's code sets
         them. What the client (or the run before, for a run that continued as new) set
-        already is not set again. ``memo``: the run's code keeps its cards in its memo (runs
-        begun before it did replay without)."""
+        already is not set again."""
         self.upserts = upserts
         self.upserted = visibility.current(workflow.info().typed_search_attributes)
-        self.memo = memo and upserts  # the card list reads memos only where it can query
-        self.windows = memo
+        self.memo = upserts  # the card list reads memos only where it can query
 
     def changed(self, r: RunReport) -> bool:
         return seen(r) != self.last
@@ -79,8 +76,6 @@ class Shown:
     def end(self, r: RunReport) -> None:
         """The run ends (in this workflow task): its calls' windows in its memo, unless they
         are too many to keep there (the report then fetches the result)."""
-        if not self.windows:
-            return
         info = workflow.info()
         submitted = r.submitted_at or info.start_time
         calls = executions(r, submitted, r.begun_at or submitted)

@@ -102,10 +102,6 @@ class Prepared:
 
 Attempt = Finished | Failed | Unknown | Owed | Park
 
-# The next step's first read, fused into this step's post check: (its n, what it reads, which
-# of those are read only as evidence to skip)
-Successor = tuple[int, list[Condition], list[str]]
-
 
 def observed(results: list[ProbeResult]) -> dict[str, JsonValue]:
     """What each pre condition observed, by its claim: what a card shows, and what a re-read
@@ -127,7 +123,7 @@ class StepScope:
         self.attempt = 0
         self.also_bound = also_bound or {}  # what a step just before will bind (a fused read)
         # pre conditions (by key) this attempt has read only at the call, not before it: the
-        # fused read after the step before left them to the call (``reads.fused_first``)
+        # read made ahead of it left them to the call (``ReadAhead.at_call``)
         self.read_at_call_only: set[str] = set()
 
     @property

@@ -12,6 +12,7 @@ from temporalio import workflow
 
 from plangate.plans.model import Condition
 from plangate.records.calls import Outcome, ProbeReport
+from plangate.records.read_ahead import ReadAhead
 from plangate.records.report import Answer, Attribution, Phase, StepState
 from plangate.records.run import Parked, ParkedAt
 from plangate.workflows import bookkeeping, reads, summaries
@@ -24,7 +25,6 @@ from plangate.workflows.step import (
     Park,
     Prepared,
     StepScope,
-    Successor,
     Unknown,
 )
 
@@ -33,7 +33,7 @@ async def verify(
     s: StepScope,
     p: Prepared,
     refs: dict[str, JsonValue] | None,
-    successor: Successor | None = None,
+    successor: ReadAhead | None = None,
     *,
     output: dict[str, JsonValue] | None = None,
     read_back: bool = False,

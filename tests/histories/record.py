@@ -1,7 +1,7 @@
 """Records workflow histories for the replay test: one per path a plan run can take. Run by hand
 to add a path (a new one, or a patch's new branch); never to make a failing replay pass
-(docs/versioning.md). Every history was recorded again once, on the baseline, before the
-first release:
+(docs/versioning.md). Every history was recorded again once on each baseline before the first
+release (the last: baseline-38, issue 38):
 
     .venv/bin/python -m tests.histories.record            # the paths not recorded yet
     .venv/bin/python -m tests.histories.record NAME ...   # these, again
@@ -116,8 +116,8 @@ async def halted(b: Bench) -> RunReport:
 
 
 async def halted_after_wait(b: Bench) -> RunReport:
-    """Patch ``truthful-end``: a wait read on its schedule (timers with summaries) runs out, the
-    step halts, and the execution fails with the report in its failure's details."""
+    """A wait read on its schedule (timers with summaries) runs out, the step halts, and the
+    execution fails with the report in its failure's details."""
     job = f"hw-{uuid.uuid4().hex[:6]}"
     api = Plangate(b.client, b.settings)
     handle = await api.submit({"goal": "wait, then halt", "budget": {"replans_max": 2},
@@ -171,9 +171,10 @@ async def rejected(b: Bench) -> RunReport:
 
 
 async def approved_current_approvers(b: Bench) -> RunReport:
-    """Patch ``current-approvers``: the worker restarts without ``fuzz`` among its approvers
-    while the card waits; fuzz's approval, accepted by the validator, is refused where it
-    would be recorded (the worker asked), then bench's is recorded (asked again)."""
+    """An answer recorded only by an approver the worker lists now: the worker restarts
+    without ``fuzz`` among its approvers while the card waits; fuzz's approval, accepted by the
+    validator, is refused where it would be recorded (the worker asked), then bench's is
+    recorded (asked again)."""
     async with running_worker(b.client, b.settings) as first:
         api = Plangate(b.client, first.settings)
         handle = await api.submit(publish(bucket(b)))
@@ -298,15 +299,10 @@ SCENARIOS: dict[str, Scenario] = {
     "halted": halted,
     "halted_after_wait": halted_after_wait,
     "waited": waited,
+    # the card issued after a timer and kept in the run's memo while it waits, then taken out;
+    # the calls' windows put there as it ends
     "approved": approved,
-    # patch run-memo: the card kept in the run's memo while it waits, then taken out; the
-    # calls' windows put there as it ends
-    "approved_run_memo": approved,
-    # patch card-clock: the card issued after a timer, its times the same on replay
-    "approved_card_clock": approved,
-    # patch baseline-23: the three above in one marker
-    "approved_baseline_23": approved,
-    # patch current-approvers: an answer recorded only by an approver the worker lists now
+    # an answer recorded only by an approver the worker lists now
     "approved_current_approvers": approved_current_approvers,
     "rejected": rejected,
     "cancelled": cancelled,
