@@ -21,7 +21,7 @@ from temporalio.service import RPCError
 
 from plangate.client.api import Plangate
 from plangate.demo.schema import Account, seed_account
-from plangate.mcp.guarded import GuardedCall
+from plangate.mcp.front.guarded import GuardedCall
 from plangate.plans.model import Effect
 from plangate.testing import running_worker, scheduled
 from plangate.world.settings import Settings
@@ -36,7 +36,7 @@ from tests.mcp_client import (
 )
 
 CREDIT = "billing.issue_credit"
-SERVED_CREDIT = "billing_issue_credit"  # its name over MCP (plangate.mcp.names)
+SERVED_CREDIT = "billing_issue_credit"  # its name over MCP (plangate.mcp.front.names)
 
 
 def money_waits(settings: Settings) -> Settings:
