@@ -32,12 +32,12 @@ from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tool_activity import _make, tool_activities
 from plangate.activities.tools.registry import TOOLS, CallContext
 from plangate.client.api import Plangate
+from plangate.mcp.back.sessions import IDEMPOTENCY_META
 from plangate.plans.model import Effect
 from plangate.records.calls import StepRef, ToolCall, ToolFailure
 from plangate.records.report import RunReport
 from plangate.testing import ended, running_worker
 from plangate.world.clients import World
-from plangate.world.mcp_sessions import IDEMPOTENCY_META
 from plangate.world.settings import PolicySettings, Settings
 from tests.crash_harness import WorkerProcess
 

@@ -28,9 +28,9 @@ from pydantic import JsonValue
 
 from plangate.activities.extensions import ExtensionError, registry_for
 from plangate.client.api import Plangate
-from plangate.probes.mcp import judge
-from plangate.probes.mcp_file import CheckDecl, McpFileError, load
-from plangate.probes.mcp_templates import TemplateError, fill, fill_arguments
+from plangate.mcp.back.file import CheckDecl, McpFileError, load
+from plangate.mcp.back.probes import judge
+from plangate.mcp.back.templates import TemplateError, fill, fill_arguments
 from plangate.records.report import RunReport, StepState
 from plangate.testing import ended, running_worker, scheduled
 from plangate.worker.assembly import build_worker

@@ -20,17 +20,17 @@ from pydantic import JsonValue
 
 from plangate.activities.probe_activity import probe_context
 from plangate.activities.tools import TOOLS
-from plangate.activities.tools.mcp import result
 from plangate.demo.schema import Account, seed_account
+from plangate.mcp.back.file import CheckDecl
+from plangate.mcp.back.probes import document, judge
+from plangate.mcp.back.sessions import ToolAnswer
+from plangate.mcp.back.tools import result
 from plangate.plans import jsondoc
 from plangate.probes import PROBES
-from plangate.probes.mcp import document, judge
-from plangate.probes.mcp_file import CheckDecl
 from plangate.probes.registry import Unjudgeable, Verdict
 from plangate.records.calls import ProbeRequest, StepRef
 from plangate.records.report import RunReport, StepState
 from plangate.testing import running_worker, scheduled
-from plangate.world.mcp_sessions import ToolAnswer
 from plangate.world.settings import Settings
 from tests.mcp_answers import HTML
 

@@ -220,7 +220,7 @@ def below_the_top() -> list[str]:
 
 
 def modules(package: str) -> Iterator[Path]:
-    where = ROOT / "plangate" / package
+    where = ROOT / "plangate" / package.replace(".", "/")  # a layer may be a subpackage
     yield from sorted(where.rglob("*.py")) if where.is_dir() else [where.with_suffix(".py")]
 
 

@@ -590,12 +590,12 @@ async def _cmd_codec_server(args: argparse.Namespace, settings: Settings) -> int
 
 
 async def _cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.mcp import startup
+    from plangate.mcp.front import startup
 
     try:
-        from plangate.mcp.clients import runs_per_minute
-        from plangate.mcp.http import McpServerRefused, clients_of, serve_http
-        from plangate.mcp.server import serve_stdio
+        from plangate.mcp.front.clients import runs_per_minute
+        from plangate.mcp.front.http import McpServerRefused, clients_of, serve_http
+        from plangate.mcp.front.server import serve_stdio
 
         if args.http:
             import uvicorn  # noqa: F401  (loaded by serve_http: missing, say so now)

@@ -26,7 +26,7 @@ class CatalogueSettings:
     # ``plangate.extensions`` entry-point group
     extensions: tuple[str, ...] = ()
     # the MCP servers file (docs/mcp-servers.md): the tools and probes it declares on the
-    # servers it names (activities.mcp_servers); unset: none
+    # servers it names (mcp.back.registration); unset: none
     mcp_servers: str | None = None
 
     @classmethod

@@ -9,12 +9,12 @@ re-implemented.
 - the resource ``plangate://catalogue``: the deployment's tools and probes, their effect
   classes, argument schemas and contracts;
 - the resource ``plangate://plan-language`` and the prompt ``plan_language``: the plan
-  language with an example (``plangate.mcp.language``); ``plan`` of ``check_plan`` and
+  language with an example (``plangate.mcp.front.language``); ``plan`` of ``check_plan`` and
   ``run_plan`` carries the plan's JSON schema;
 - every tool of the catalogue under a name models accept (``s3.put`` as ``s3_put``:
-  ``plangate.mcp.names``), titled with its catalogue name, each call a one-step guarded run
-  (``plangate.mcp.guarded``), answered as a task where it must wait and the client declared
-  the Tasks extension (``plangate.mcp.tasks``).
+  ``plangate.mcp.front.names``), titled with its catalogue name, each call a one-step guarded run
+  (``plangate.mcp.front.guarded``), answered as a task where it must wait and the client declared
+  the Tasks extension (``plangate.mcp.front.tasks``).
 
 There is no approve tool, on purpose: an MCP client holds no approver's key and can never
 answer a card; approval stays with credentialed approvers (the CLI, the approval page).
@@ -35,8 +35,8 @@ from pydantic import BaseModel, WithJsonSchema
 
 from plangate import __version__
 from plangate.client.api import NoWorkerAnswered, RunEnded, RunIdInUse, UnknownRun
-from plangate.mcp.access import Access
-from plangate.mcp.clients import (
+from plangate.mcp.front.access import Access
+from plangate.mcp.front.clients import (
     CLIENT_SCOPE,
     DEFAULT_RUNS_PER_MINUTE,
     Clients,
@@ -45,10 +45,10 @@ from plangate.mcp.clients import (
     RunsLimited,
     StartLimit,
 )
-from plangate.mcp.guarded import RUN_PREFIX, GuardedCall, description, hints
-from plangate.mcp.language import LANGUAGE_URI, language_text, plan_schema
-from plangate.mcp.names import served_name, served_names
-from plangate.mcp.tasks import Caller, GuardedTasks
+from plangate.mcp.front.guarded import RUN_PREFIX, GuardedCall, description, hints
+from plangate.mcp.front.language import LANGUAGE_URI, language_text, plan_schema
+from plangate.mcp.front.names import served_name, served_names
+from plangate.mcp.front.tasks import Caller, GuardedTasks
 from plangate.plans.catalogue import Catalogue, Term, ToolInfo
 from plangate.plans.load import PlanError
 from plangate.plans.problem import Problem as PlanProblem
@@ -129,7 +129,7 @@ async def _guarded_placeholder() -> None:
 
 
 def guarded_tool(info: ToolInfo, served: str, settings: Settings) -> Tool:
-    """The MCP tool of a catalogue tool, under its ``served`` name (``plangate.mcp.names``),
+    """The MCP tool of a catalogue tool, under its ``served`` name (``plangate.mcp.front.names``),
     titled with its catalogue name: its argument model's schema, hints from its effect."""
     tool = Tool.from_function(
         _guarded_placeholder, name=served, title=info.name,

@@ -1,27 +1,28 @@
-"""The MCP servers file as part of a deployment's registry (``activities.extensions``): its
-tools and probes registered like any other, so the worker, ``plangate check`` and the
-re-planner see them; and the check a worker makes at start, connected: every tool and probe the
-file declares is one its server lists, and a probe's read tool is not one the server itself
-says changes anything."""
+"""The MCP servers file as part of a deployment's registry (``activities.extensions`` calls
+:func:`register` when ``PLANGATE_MCP_SERVERS`` names one): its tools and probes registered like
+any other, so the worker, ``plangate check`` and the re-planner see them; and the check a worker
+makes at start, connected: every tool and probe the file declares is one its server lists, and a
+probe's read tool is not one the server itself says changes anything."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from plangate.activities.tools.mcp import tool_spec
+from plangate.activities.extensions import ExtensionError, Registry, StartCheck
 from plangate.activities.tools.registry import ToolSpec
-from plangate.probes.mcp import probe_spec
-from plangate.probes.mcp_file import McpFile, ServerDecl, load
+from plangate.errors import ConfigurationError
+from plangate.mcp.back.file import McpFile, ServerDecl, load
+from plangate.mcp.back.probes import probe_spec
+from plangate.mcp.back.sessions import McpServers, ServerAddress, ServerDown
+from plangate.mcp.back.tools import tool_spec
 from plangate.probes.registry import ProbeSpec
-from plangate.world.mcp_sessions import McpServers, ServerAddress, ServerDown
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
 
 log = logging.getLogger(__name__)
-StartCheck = Callable[["World"], Awaitable[Sequence[str] | None]]
 
 
 class ServersRefused(Exception):
@@ -31,6 +32,19 @@ class ServersRefused(Exception):
 def address(name: str, s: ServerDecl) -> ServerAddress:
     return ServerAddress(name, tuple(s.command or ()), s.url, tuple(sorted(s.env.items())),
                          s.timeout_s)
+
+
+def register(registry: Registry, path: str) -> None:
+    """The tools and probes of the file at ``path`` into ``registry``, and its start check; what
+    is wrong with the file, or a name another tool or probe has, is an ``ExtensionError``."""
+    try:
+        tools, found, check = specs(path, registry.probes)
+        registry.add_specs(tools, found)
+    except ConfigurationError as e:  # the file's own problems, each with its line and field
+        raise ExtensionError(str(e)) from e
+    except ValueError as e:  # a name another tool or probe has
+        raise ExtensionError(f"PLANGATE_MCP_SERVERS {path}: {e}") from e
+    registry.add_check(f"MCP servers of {path}", check)
 
 
 def specs(

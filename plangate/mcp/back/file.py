@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from plangate.errors import ConfigurationError
+from plangate.mcp.back.templates import names_in
 from plangate.plans import jsonpath
-from plangate.probes.mcp_templates import names_in
 
 ARG_TYPES = ("string", "integer", "number", "boolean", "array", "object")
 EFFECTS = ("read", "write", "external", "money")
