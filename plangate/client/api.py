@@ -28,15 +28,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from plangate.client.errors import (
-    AnswerRefused,
-    NoApproverKey,
-    NoWorkerAnswered,
-    RunEnded,
-    RunIdInUse,
-    SearchAttributesMissing,
-    UnknownRun,
-)
+from plangate.client.errors import *  # noqa: F403 (what a caller catches, at home here too)
 from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, ApprovalRecord, Decision
 from plangate.records.interface import APPROVE_UPDATE, REJECT_UPDATE
 from plangate.records.report import RunReport, RunStatus
@@ -53,11 +45,7 @@ if TYPE_CHECKING:
     from plangate.records.signing import SigningKey
     from plangate.replanner.planner import Draft
 
-__all__ = [
-    "AnswerRefused", "Listed", "NoApproverKey", "NoWorkerAnswered", "PendingApprovals",
-    "PendingCard", "Plangate", "RunEnded", "RunIdInUse", "SearchAttributesMissing", "UnknownRun",
-    "ended_report", "runs_query",
-]
+__all__ = ["Listed", "PendingApprovals", "PendingCard", "Plangate", "ended_report", "runs_query"]
 
 # Where the names this module held live now; they load on first use, with Temporal's client.
 _MOVED = {

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from plangate.errors import PlangateError, RunError
 
+__all__ = [
+    "AnswerRefused", "NoApproverKey", "NoWorkerAnswered", "RunEnded", "RunIdInUse",
+    "SearchAttributesMissing", "UnknownRun",
+]
+
 
 class UnknownRun(RunError, LookupError):
     """No run with this id in the namespace."""
