@@ -160,7 +160,8 @@ class Plangate:
 
     async def cancel(self, run_id: str, reason: str = "", requester: str = "") -> None:
         """Stop a run: no step is dispatched after it, and the reason is in its report. A run
-        that has not begun is ended at once; ``RunEnded`` (naming how) once it has ended."""
+        that has not begun is ended at once; one whose worker is gone takes the cancel when a
+        worker returns; ``RunEnded`` (naming how) once it has ended."""
         from plangate.client import starting
 
         await starting.cancel(self.client, self.settings, run_id, reason, requester)

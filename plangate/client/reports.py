@@ -101,6 +101,21 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     return rep
 
 
+async def begun(client: Client, run_id: str) -> bool:
+    """Whether the run has run a workflow task: the server says it has not at once, with no
+    worker (``FAILED_PRECONDITION``); a query no worker answers in time is of a run that has."""
+    try:
+        await handle(client, run_id).query(
+            REPORT_QUERY, result_type=RunReport, rpc_timeout=REPORT_QUERY_TIMEOUT
+        )
+    except RPCError as e:
+        if e.status == RPCStatusCode.FAILED_PRECONDITION:
+            return False
+        if e.status not in NO_ANSWER:
+            raise
+    return True
+
+
 async def result(client: Client, settings: Settings, run_id: str) -> RunReport:
     await description(client, run_id)
     try:

@@ -172,7 +172,7 @@ async def cancel(
         said = await reports.end_of(client, settings, run_id)
         raise RunEnded(f"run {run_id!r} has already ended: {said}")
     request = CancelRequest(reason=reason, requester=requester)
-    if (await reports.report(client, settings, run_id)).status is RunStatus.QUEUED:
+    if not await reports.begun(client, run_id):
         # it has not begun (a signal would wait for its start): it never will
         await handle(client, run_id).terminate(
             request, reason=f"cancelled before it started: {reason or 'no reason given'}"
