@@ -17,12 +17,17 @@ from plangate.testing import running_worker, scheduled, until_state
 from tests.harness import polling_plan
 
 
+async def waiting_run(api: Plangate) -> str:
+    """A run whose step 1 waits for the world (a job nobody marks done)."""
+    run_id = await api.start(polling_plan(f"cancel-{uuid.uuid4().hex[:8]}", replans_max=2))
+    await until_state(api.handle(run_id), 1, "WAITING")
+    return run_id
+
+
 async def test_cancel_by_the_api_records_the_reason(client, settings):
-    job = f"cancel-{uuid.uuid4().hex[:8]}"
     async with running_worker(client, settings) as h:
         api = Plangate(client, h.settings)
-        run_id = await api.start(polling_plan(job, replans_max=2))
-        await until_state(api.handle(run_id), 1, "WAITING")
+        run_id = await waiting_run(api)
         await api.cancel(run_id, reason="goal withdrawn", requester="ops@example.com")
         rep = await api.result(run_id)
         try:
@@ -138,11 +143,9 @@ async def test_a_run_whose_worker_is_gone_can_be_cancelled_and_takes_it_when_one
     all the same, and takes it when a worker polls its queue again."""
     from temporalio.api.enums.v1 import EventType
 
-    job = f"gone-{uuid.uuid4().hex[:8]}"
     async with running_worker(client, settings) as h:
         api = Plangate(client, h.settings)
-        run_id = await api.start(polling_plan(job, replans_max=2))
-        await until_state(api.handle(run_id), 1, "WAITING")
+        run_id = await waiting_run(api)
     await api.cancel(run_id, reason="worker gone", requester="ops")
     signals = [
         e.workflow_execution_signaled_event_attributes.signal_name
