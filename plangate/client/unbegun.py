@@ -4,8 +4,9 @@ workflow task, so nothing in it can answer a query, and it ended (if it did) wit
 That is a run queued for later (it waits its delay), one just submitted that no worker has
 taken yet, one cancelled before it began (terminated, plangate's ``CancelRequest`` in the
 details; or terminated by Temporal's CLI or Web UI), and one that failed with no report (its
-input refused). Its history is a few events: the input, and how it ended. (A run terminated
-after it began, with no worker left to replay it, is read the same way: its plan as queued.)"""
+input refused). Two events of its history are read: the first (the input) and the last (how
+it ended, if it did). A run terminated after it began, with no worker left to replay it, is
+read the same way: its plan as queued."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import contextlib
 from datetime import UTC
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistoryEventFilterType
 
 from plangate.activities.catalogue import catalogue
 from plangate.client.errors import UnknownRun
@@ -29,20 +30,24 @@ from plangate.records.report import (
 from plangate.records.run import CancelRequest, RunInput
 from plangate.world.settings import Settings
 
+CLOSE_EVENT = WorkflowHistoryEventFilterType.CLOSE_EVENT
+
 
 async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     """Its plan, every step pending; cancelled, when it was cancelled before it began; void,
     with the failure as its escalation, when it failed with no report."""
     desc = await description(client, run_id)
+    h = handle(client, run_id)
+    convert = client.data_converter
     inp: RunInput | None = None
+    async for event in h.fetch_history_events(page_size=1):  # the first event: the input
+        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        (inp,) = await convert.decode(payloads, [RunInput])
+        break
     cancellation: Cancellation | None = None
     failed: str | None = None
-    convert = client.data_converter
-    async for event in handle(client, run_id).fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            (inp,) = await convert.decode(payloads, [RunInput])
-        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+    async for event in h.fetch_history_events(event_filter_type=CLOSE_EVENT):  # how it ended
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
             failure = event.workflow_execution_failed_event_attributes.failure
             error = await convert.decode_failure(failure)
             failed = f"the run failed with no report: {getattr(error, 'message', error)}"
