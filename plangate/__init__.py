@@ -57,13 +57,13 @@ _EXPORTS = {
     "ConfigurationError": "plangate.errors",
     "RunError": "plangate.errors",
     "ServiceUnreachable": "plangate.errors",
-    "UnknownRun": "plangate.client.api",
-    "RunIdInUse": "plangate.client.api",
-    "RunEnded": "plangate.client.api",
-    "AnswerRefused": "plangate.client.api",
-    "NoApproverKey": "plangate.client.api",
-    "NoWorkerAnswered": "plangate.client.api",
-    "SearchAttributesMissing": "plangate.client.api",
+    "UnknownRun": "plangate.client.errors",
+    "RunIdInUse": "plangate.client.errors",
+    "RunEnded": "plangate.client.errors",
+    "AnswerRefused": "plangate.client.errors",
+    "NoApproverKey": "plangate.client.errors",
+    "NoWorkerAnswered": "plangate.client.errors",
+    "SearchAttributesMissing": "plangate.client.errors",
 }
 
 __all__ = [
@@ -78,11 +78,11 @@ __all__ = [
 if TYPE_CHECKING:
     from plangate.activities.extensions import Registry
     from plangate.activities.tools.registry import CallContext, ToolArgs, tool
-    from plangate.client.api import (
+    from plangate.client.api import Plangate
+    from plangate.client.errors import (
         AnswerRefused,
         NoApproverKey,
         NoWorkerAnswered,
-        Plangate,
         RunEnded,
         RunIdInUse,
         SearchAttributesMissing,

@@ -25,7 +25,7 @@ built-in base it had, so ``except ValueError`` still catches what it caught.
     │                                                                      replanner.planner
     ├── DecryptionError            a payload that does not decrypt with these keys
     │                                                                      worker.encryption
-    ├── RunError                   about one run, by its id                client.api
+    ├── RunError                   about one run, by its id                client.errors
     │   ├── UnknownRun             no such run in the namespace
     │   ├── RunIdInUse             a run with that id is running
     │   ├── RunEnded               it has ended: nothing to cancel or answer

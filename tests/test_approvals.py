@@ -141,6 +141,36 @@ async def test_refused_answers_leave_no_event_and_run_nothing(client, settings, 
     assert rep.approvals[0].answer is not None and rep.approvals[0].answer.by == "erin"
 
 
+async def test_an_update_failure_that_is_no_refusal_is_not_called_one(client, settings, s3,
+                                                                      bucket):
+    """An answer is refused by the type of the Update's failure, never its message: one sent
+    to an Update the workflow does not define (a worker of another version) fails with a
+    RuntimeError, which is raised as it is, not as ``AnswerRefused``; the card still waits."""
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.exceptions import ApplicationError
+
+    from plangate.client import answers
+
+    async with running_worker(client, settings) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(publish(bucket, unique("r") + ".txt"))
+        card = await card_of(api, run_id)
+        answer = api.signed_answer(run_id, 1, card.digest, Decision.APPROVE, by="erin")
+        with pytest.raises(WorkflowUpdateFailedError) as e:
+            await answers.answer(client, h.settings, run_id, "approve-v9", answer)
+        assert not isinstance(e.value, AnswerRefused)
+        assert isinstance(e.value.cause, ApplicationError)
+        assert e.value.cause.type == "RuntimeError"
+        (record,) = (await api.report(run_id)).approvals
+        assert record.status == "pending" and record.answer is None
+        assert (await scheduled(client, run_id)).get("s3.put", 0) == 0
+        # the same answer by the Update the workflow defines: taken
+        await api.approve(run_id, 1, card.digest, by="erin")
+        rep = await api.result(run_id)
+    assert rep.status == "succeeded" and rep.approvals[0].answer is not None
+    assert (await events(client, run_id))["EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED"] == 1
+
+
 async def test_an_expired_card_is_refused_and_the_step_follows_on_unmet(client, settings, s3,
                                                                          bucket):
     key = unique("r") + ".txt"

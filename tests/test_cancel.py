@@ -17,12 +17,17 @@ from plangate.testing import running_worker, scheduled, until_state
 from tests.harness import polling_plan
 
 
+async def waiting_run(api: Plangate) -> str:
+    """A run whose step 1 waits for the world (a job nobody marks done)."""
+    run_id = await api.start(polling_plan(f"cancel-{uuid.uuid4().hex[:8]}", replans_max=2))
+    await until_state(api.handle(run_id), 1, "WAITING")
+    return run_id
+
+
 async def test_cancel_by_the_api_records_the_reason(client, settings):
-    job = f"cancel-{uuid.uuid4().hex[:8]}"
     async with running_worker(client, settings) as h:
         api = Plangate(client, h.settings)
-        run_id = await api.start(polling_plan(job, replans_max=2))
-        await until_state(api.handle(run_id), 1, "WAITING")
+        run_id = await waiting_run(api)
         await api.cancel(run_id, reason="goal withdrawn", requester="ops@example.com")
         rep = await api.result(run_id)
         try:
@@ -128,3 +133,28 @@ async def test_cancel_reaches_a_tool_in_flight_and_reports_what_it_did(
     assert [c.phase for c in step.checks][-1] == "after-cancel"
     assert rep.step(2).state == "CANCELLED"
     assert (await scheduled(client, run_id))["warehouse.run_sql"] == 1  # step 2 never dispatched
+
+
+async def test_a_run_whose_worker_is_gone_can_be_cancelled_and_takes_it_when_one_returns(
+    client, settings
+):
+    """Only a run that has not begun is ended at once, and the server tells it with no worker:
+    a running run whose worker is gone (its report query unanswered) is sent the cancel signal
+    all the same, and takes it when a worker polls its queue again."""
+    from temporalio.api.enums.v1 import EventType
+
+    async with running_worker(client, settings) as h:
+        api = Plangate(client, h.settings)
+        run_id = await waiting_run(api)
+    await api.cancel(run_id, reason="worker gone", requester="ops")
+    signals = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        async for e in api.handle(run_id).fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    ]
+    assert signals == ["cancel"]
+    async with running_worker(client, settings, queue=h.settings.temporal.task_queue):
+        rep = await api.result(run_id)
+    assert rep.status == "cancelled" and rep.cancellation is not None
+    assert (rep.cancellation.reason, rep.cancellation.requester) == ("worker gone", "ops")
+    assert (await scheduled(client, run_id))["warehouse.run_sql"] == 1  # step 2 never ran

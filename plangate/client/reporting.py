@@ -16,7 +16,7 @@ from temporalio.api.workflowservice.v1 import (
 )
 from temporalio.client import Client, WorkflowFailureError
 
-from plangate.client.api import ended_report
+from plangate.client.reports import ended_report
 from plangate.client.staleness import Finished, ToolStaleness, bound, duration, plain
 from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause

@@ -21,7 +21,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced
-from plangate.client.api import Plangate, ended_report
+from plangate.client.api import Plangate
+from plangate.client.reports import ended_report
 from plangate.records.placement import catalogue_queue
 from plangate.records.report import RunReport
 from plangate.worker.assembly import build_worker

@@ -1,0 +1,108 @@
+"""Listing runs through Temporal's visibility: the runs of a task queue (in a status), and
+whether the namespace has plangate's search attributes to find them by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from plangate.client.errors import SearchAttributesMissing
+from plangate.client.reports import CLOSED_STATUS
+from plangate.records import placement, visibility
+from plangate.records.interface import PLAN_RUN
+from plangate.records.report import RunStatus
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A run as visibility lists it (``Plangate.runs``)."""
+
+    run_id: str
+    status: str  # a RunStatus value (``unknown`` where the attributes are missing)
+    goal: str
+    started_at: datetime
+    closed_at: datetime | None
+
+
+_FINAL_VALUES = {s.value for s in RunStatus if s.final}
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# A run that did not succeed ends its execution Failed (runs from before the ``truthful-end``
+# patch: Completed); its PlangateStatus says how.
+_UNSUCCESSFUL = '("Completed", "Failed")'
+_EXECUTION = {  # how a RunStatus is found: the execution's own status, then plangate's
+    RunStatus.QUEUED: '("Running")', RunStatus.RUNNING: '("Running")',
+    RunStatus.AWAITING_APPROVAL: '("Running")', RunStatus.SUCCEEDED: '("Completed")',
+    RunStatus.HALTED: _UNSUCCESSFUL, RunStatus.CANCELLED: _UNSUCCESSFUL,
+    RunStatus.FAILED: _UNSUCCESSFUL,
+}
+_ENDED_BY_TEMPORAL = {  # ended without the workflow's own last word (terminated, timed out)
+    RunStatus.CANCELLED: 'ExecutionStatus IN ("Canceled", "Terminated")',
+    # failed without a report of its own to say how (its input refused): not a run that
+    # failed its execution to say it halted or was cancelled
+    RunStatus.FAILED: 'ExecutionStatus = "TimedOut" OR (ExecutionStatus = "Failed" AND '
+    'PlangateStatus NOT IN ("halted", "cancelled", "failed"))',
+}
+
+
+def runs_query(task_queue: str, status: RunStatus | None = None) -> str:
+    """The visibility query for the runs on ``task_queue`` and its catalogue queues (in
+    ``status``). Each execution of a run that continued as new is left out but the latest. A
+    run's PlangateStatus is its last word: a run Temporal ended (terminated, timed out) is
+    found by its execution status."""
+    q = (f'((WorkflowType = "{PLAN_RUN}" AND {placement.visibility_clause(task_queue)}) OR '
+         f"{visibility.GUARDED})")
+    if status is None:
+        return q + ' AND ExecutionStatus != "ContinuedAsNew"'
+    own = f"ExecutionStatus IN {_EXECUTION[status]} AND {visibility.STATUS.name} = " + _quoted(
+        status.value
+    )
+    if status in _ENDED_BY_TEMPORAL:
+        return f"{q} AND (({own}) OR {_ENDED_BY_TEMPORAL[status]})"
+    return f"{q} AND {own}"
+
+
+async def registered(client: Client) -> bool:
+    """Whether the client's namespace has plangate's search attributes, with their types (a
+    server that cannot say, such as the time-skipping test server, has not)."""
+    request = ListSearchAttributesRequest(namespace=client.namespace)
+    try:
+        have = await client.operator_service.list_search_attributes(request)
+    except RPCError:
+        return False
+    custom = dict(have.custom_attributes)
+    return all(custom.get(k.name) == int(k.indexed_value_type) for k in visibility.KEYS)
+
+
+async def runs(
+    client: Client, task_queue: str, registered: bool, status: RunStatus | None, limit: int
+) -> list[Listed]:
+    if status is not None and not registered:
+        names = ", ".join(f"{n} ({t})" for n, t in visibility.registration())
+        raise SearchAttributesMissing(
+            f"namespace {client.namespace} has no search attributes "
+            f"{names}: register them to list runs by status (docs/watching.md)"
+        )
+    out: list[Listed] = []
+    async for wf in client.list_workflows(runs_query(task_queue, status), limit=limit):
+        sa = wf.typed_search_attributes
+        ended = CLOSED_STATUS.get(wf.status.name) if wf.status is not None else None
+        said = sa.get(visibility.STATUS)
+        # a run's own last word when it had one (a halted run's execution failed too)
+        if said is not None and said in _FINAL_VALUES:
+            shown = said
+        else:
+            shown = ended.value if ended is not None else said or "unknown"
+        out.append(Listed(
+            run_id=wf.id, status=shown, goal=sa.get(visibility.GOAL) or "",
+            started_at=wf.start_time, closed_at=wf.close_time,
+        ))
+    return out
