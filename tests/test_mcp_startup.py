@@ -102,8 +102,8 @@ def test_stdio_names_what_it_was_given_never_a_key(stack, tmp_path, started):
 
 @pytest.mark.parametrize(("token", "scheme"), [
     (None, "no token (--insecure-local): every local process is one client"),
-    (secrets.token_urlsafe(32), "one bearer token (PLANGATE_MCP_TOKEN): one client, the "
-                                "server's submitter key"),
+    pytest.param(secrets.token_urlsafe(32), "one bearer token (PLANGATE_MCP_TOKEN): one client, "
+                 "the server's submitter key", id="a token"),  # random: each worker alike
 ])
 def test_http_names_its_client_identity_never_the_token(tmp_path, started, token, scheme):
     env = minimal(tmp_path, **({"PLANGATE_MCP_TOKEN": token} if token else {}))

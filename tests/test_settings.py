@@ -138,7 +138,9 @@ def test_the_whole_is_its_parts_parsed_once():
     ("PLANGATE_METRICS_ADDRESS", "localhost:9464"),
     ("PLANGATE_ENCRYPTION_KEYS", "k1"),
     ("PLANGATE_APPROVER_KEY", "/nonexistent/erin.key"),
-    ("PLANGATE_SUBMITTER_KEY", f"{SUBMITTER.text()},{APPROVER.text()}"),
+    # an id of its own: the keys are made at import, and each xdist worker collects alike
+    pytest.param("PLANGATE_SUBMITTER_KEY", f"{SUBMITTER.text()},{APPROVER.text()}",
+                 id="PLANGATE_SUBMITTER_KEY-two keys"),
 ])
 def test_a_value_that_cannot_be_used_is_a_configuration_error_naming_its_variable(var, value):
     with pytest.raises(ConfigurationError) as e:
