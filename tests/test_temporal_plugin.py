@@ -243,10 +243,11 @@ async def test_the_cli_approves_and_shows_a_guarded_run(
     card = await Plangate(client, settings).wait_for_card(wf, timeout=60)
     env = {**os.environ, **stack.env()}
 
-    async def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    async def cli(*argv: str, queue: str | None = None) -> subprocess.CompletedProcess[str]:
+        own = env if queue is None else {**env, "PLANGATE_TASK_QUEUE": queue}
         return await asyncio.to_thread(
             subprocess.run, [sys.executable, "-m", "plangate", *argv], capture_output=True,
-            text=True, env=env, timeout=120)
+            text=True, env=own, timeout=120)
 
     approved = await cli("approve", wf, "--step", str(card.step), "--digest", card.digest)
     assert approved.returncode == 0, approved.stderr
@@ -273,6 +274,11 @@ async def test_the_cli_approves_and_shows_a_guarded_run(
         return [t for t in json.loads(out.stdout)["tools"] if t["tool"] == "issue_credit"]
 
     assert await _eventually(staleness), "the staleness report does not count issue_credit"
+    # the report of another deployment in the namespace (its own task queue) does not
+    elsewhere = await cli("report", "--since", "1h", "--json",
+                          queue=f"elsewhere-{uuid.uuid4().hex[:8]}")
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert json.loads(elsewhere.stdout)["runs"] == 0
 
 
 @pytest.mark.asyncio(loop_scope="session")

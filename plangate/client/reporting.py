@@ -85,11 +85,17 @@ async def finished_runs(
 
     async for page in pages(client, query(since, task_queue), page_size):
         for e, memo in zip(page, await _memos(client, page), strict=True):
-            if memo is not None:
-                out.append(Finished(memo.run_id, memo.status, memo.calls))
-            else:
+            if memo is None:
                 fetch.append(e)
+            elif not _elsewhere(memo, task_queue):
+                out.append(Finished(memo.run_id, memo.status, memo.calls))
     return out + [f for f in await asyncio.gather(*(fetched(e) for e in fetch)) if f is not None]
+
+
+def _elsewhere(memo: RunWindows, task_queue: str | None) -> bool:
+    """A team's guarded run of another deployment (the listing finds guarded team runs
+    whatever their queue; their memo names the deployment they answer to)."""
+    return task_queue is not None and memo.deployment not in (None, task_queue)
 
 
 async def pages(client: Client, q: str, page_size: int = PAGE

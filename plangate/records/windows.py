@@ -46,6 +46,9 @@ class RunWindows(Model):
     run_id: str
     status: RunStatus
     calls: list[Execution]
+    # a team's guarded run (``plangate.temporal``): the deployment's task queue its plugin
+    # answers to, since the run's own queue is the team's; none for a plan run
+    deployment: str | None = None
 
 
 def own(memo: RunWindows, workflow_id: str, run_id: str) -> RunWindows | None:

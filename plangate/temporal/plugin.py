@@ -58,7 +58,8 @@ class GuardInterceptor(Interceptor):
             asks = self.guarded.settings.policy.approve_effects
             self._workflow = workflow_interceptor({
                 n: Guarding(g.effect, g.approval or g.effect in asks)
-                for n, g in self.guarded.table.activities.items()})
+                for n, g in self.guarded.table.activities.items()},
+                self.guarded.settings.temporal.task_queue)
         return self._workflow
 
 

@@ -110,8 +110,9 @@ class Guarding:
 class GuardedRun:
     """One workflow execution's guarded calls, as a plangate run report."""
 
-    def __init__(self, names: Mapping[str, Guarding]) -> None:
+    def __init__(self, names: Mapping[str, Guarding], deployment: str) -> None:
         self.names = dict(names)  # the guarded activities, as the worker's table says
+        self.deployment = deployment  # the deployment's task queue (its reports find it by)
         self.report = RunReport(run_id="", goal="")  # the run's, once it begins (``run``)
         self.answers = Answers()
         self.n = 0
@@ -209,7 +210,8 @@ class GuardedRun:
         if not rep.steps or rep.begun_at is None:
             return
         memo = RunWindows(execution=workflow.info().run_id, run_id=rep.run_id, status=rep.status,
-                          calls=executions(rep, rep.submitted_at or rep.begun_at, rep.begun_at))
+                          calls=executions(rep, rep.submitted_at or rep.begun_at, rep.begun_at),
+                          deployment=self.deployment)
         data = memo.model_dump(mode="json")
         if len(json.dumps(data)) <= WINDOWS_MEMO_MAX:
             workflow.upsert_memo({WINDOWS_MEMO: data})
@@ -552,13 +554,16 @@ class _Outbound(WorkflowOutboundInterceptor):
         return task  # type: ignore[return-value]  # awaited as the handle is
 
 
-def workflow_interceptor(names: Mapping[str, Guarding]) -> type[WorkflowInboundInterceptor]:
-    """The inbound interceptor class for workflows on a worker guarding ``names``."""
+def workflow_interceptor(
+    names: Mapping[str, Guarding], deployment: str
+) -> type[WorkflowInboundInterceptor]:
+    """The inbound interceptor class for workflows on a worker guarding ``names`` for the
+    deployment of task queue ``deployment``."""
     guarded = dict(names)
 
     class GuardInbound(WorkflowInboundInterceptor):
         def init(self, outbound: WorkflowOutboundInterceptor) -> None:
-            self.run = GuardedRun(guarded)
+            self.run = GuardedRun(guarded, deployment)
             super().init(_Outbound(outbound, self.run))
 
         async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
