@@ -1,0 +1,80 @@
+"""The answers to an approval card: ``approve`` and ``reject``, by the card's digest, signed
+with an approver key (``PLANGATE_APPROVER_KEY``)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from plangate.cli.command import EXIT_OK, Command, UsageError, api
+from plangate.plans.visible import visible
+from plangate.world.settings import Settings
+
+if TYPE_CHECKING:
+    from plangate.client.api import Plangate
+    from plangate.records.approvals import ApprovalReceipt
+
+_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _arguments(p: argparse.ArgumentParser, *, reason: bool) -> None:
+    p.add_argument("id")
+    p.add_argument("--step", type=int, required=True)
+    p.add_argument("--digest", required=True, help="the card's SHA-256, as status shows it")
+    if reason:
+        p.add_argument("--reason", required=True)
+    p.add_argument("--as", dest="requester", default="", metavar="NAME",
+                   help="which approver key of PLANGATE_APPROVER_KEY signs the answer "
+                   "(default: the first); the answer is recorded under its name")
+
+
+async def _answer(args: argparse.Namespace, settings: Settings,
+                  send: Callable[[Plangate], Awaitable[ApprovalReceipt]]) -> int:
+    """Check the digest's form and the key, then ``send`` the answer through the API."""
+    from plangate.client.api import AnswerRefused, NoApproverKey, RunEnded, UnknownRun
+
+    if not _DIGEST.fullmatch(args.digest):
+        given = args.digest if len(args.digest) <= 80 else args.digest[:80] + "..."
+        raise UsageError(f"{args.command}: --digest {given} is not a card's digest: 64 "
+                         "hexadecimal digits (its SHA-256, as status shows it)")
+    args.digest = args.digest.lower()  # as the card's digest is written
+    plangate = await api(settings)
+    try:
+        plangate.approver_key(args.requester)  # before any call: a missing key is bad usage
+    except NoApproverKey as e:
+        raise UsageError(f"{args.command}: {e}") from None
+    try:
+        receipt = await send(plangate)
+    except (AnswerRefused, RunEnded) as e:
+        raise UsageError(f"{args.command} refused: {e}") from None
+    except UnknownRun as e:
+        raise UsageError(f"{e} on {settings.temporal.address}") from None
+    print(visible(f"plangate: step {receipt.step} of {args.id}: {receipt.decision} recorded at "
+                  f"{receipt.at.isoformat()}"))
+    return EXIT_OK
+
+
+async def _approve(args: argparse.Namespace, settings: Settings) -> int:
+    return await _answer(args, settings, lambda plangate: plangate.approve(
+        args.id, args.step, args.digest, by=args.requester))
+
+
+async def _reject(args: argparse.Namespace, settings: Settings) -> int:
+    return await _answer(args, settings, lambda plangate: plangate.reject(
+        args.id, args.step, args.digest, reason=args.reason, by=args.requester))
+
+
+APPROVE = Command(
+    "approve", help="approve the card of a step by its digest",
+    description="Approve the approval card of a step, by the digest status shows, signed with "
+                "your approver key (PLANGATE_APPROVER_KEY).",
+    run=_approve, arguments=lambda p: _arguments(p, reason=False),
+)
+REJECT = Command(
+    "reject", help="reject the card of a step, with a reason",
+    description="Reject the approval card of a step, with a reason, signed with your approver "
+                "key (PLANGATE_APPROVER_KEY); the step follows its on_unmet.",
+    run=_reject, arguments=lambda p: _arguments(p, reason=True),
+)
