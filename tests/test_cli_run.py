@@ -92,7 +92,9 @@ async def test_a_failed_run_exits_1_with_its_report(client, settings, stack, buc
     *changes, run, step_1, step_2, failure = out.splitlines()
     assert any(" v1 step 1 s3.get: FAILED " in line for line in changes), changes
     assert run == f"run {run_id}: failed (plan version 1)"
-    assert step_1.startswith("  v1 step 1 s3.get: FAILED [replan: a pre condition does not hold")
+    # the plan allows no re-plan: the step says so, not that one is coming (issue 38's defect)
+    assert step_1 == ("  v1 step 1 s3.get: FAILED [failed (precondition_unmet); not re-planned: "
+                      "the plan allows none (budget.replans_max 0)]")
     assert step_2 == "  v1 step 2 s3.put: VOID"
     assert failure == (
         f"  failure: step 1 s3.get precondition_unmet (retryable: false) object_exists(bucket="

@@ -310,10 +310,11 @@ def test_the_first_plan_runs_as_the_readme_says(dev: DevProcess) -> None:
     assert len(ran) >= 10, ran
     assert approve_line is not None and credits(env) == [(7.25, "account")]
 
-    # "Truncate the export to its header and the load's post check fails instead (`...`)":
+    # "Truncate the export to its header and the load is refused and rolled back (`...`)":
     # the README's snippet with the header alone as its body, then its run again
     prose = section(README.read_text(), "A first plan")
-    claim = re.search(r"Truncate the export to its header .*?\(`([^`]+)`\)", prose, re.S)
+    claim = re.search(r"Truncate\s+the\s+export\s+to\s+its\s+header\b.*?\(`([^`]+)`\)",
+                      prose, re.S)
     assert claim, "the README no longer says what a truncated export does"
     (put,) = [c for c in ran if "put_object" in c]
     header_only = put.replace('Body="invoice_id,amount\\n" + rows', 'Body="invoice_id,amount\\n"')
