@@ -33,9 +33,11 @@ async def activities_scheduled(client: Any, run_id: str) -> int:
     return n
 
 
-async def test_a_run_queued_for_8_hours_dispatches_nothing_until_then(time_skipping_env,
+async def test_a_run_queued_for_8_hours_dispatches_nothing_until_then(own_time_skipping_env,
                                                                       settings):
-    env = time_skipping_env
+    # a test server of its own: the shared one skips to the timers other tests' runs left
+    # (once an hour past the run's start: plan-to-use 9 h)
+    env = own_time_skipping_env
     job = f"queued-{uuid.uuid4().hex[:8]}"
     async with running_worker(env.client, settings) as h:
         api = Plangate(env.client, h.settings)
