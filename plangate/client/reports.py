@@ -9,6 +9,7 @@ from typing import Any
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -59,6 +60,13 @@ async def _last_word(h: WorkflowHandle[Any, RunReport]) -> RunReport | None:
         return ended_report(e)
 
 
+def _unbegun(desc: WorkflowExecutionDescription) -> bool:
+    """A running execution no worker has started a workflow task of: its history holds its
+    start (and, past its delay, its first task scheduled), nothing else. A query would wait
+    for a worker that has nothing to answer with."""
+    return desc.status == WorkflowExecutionStatus.RUNNING and desc.history_length <= 2
+
+
 async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     desc = await description(client, run_id)
     status = desc.status
@@ -66,6 +74,8 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     # a team's workflow guarded by plangate.temporal: its result is its own, its report the
     # guard's (the report query, answered by its worker)
     own = desc.workflow_type == PLAN_RUN
+    if own and _unbegun(desc):
+        return await unbegun.report(client, settings, run_id)
     if own and status not in (None, WorkflowExecutionStatus.RUNNING):
         last = await _last_word(h)  # read with no worker
         if last is not None:
@@ -102,8 +112,11 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
 
 
 async def begun(client: Client, run_id: str) -> bool:
-    """Whether the run has run a workflow task: the server says it has not at once, with no
-    worker (``FAILED_PRECONDITION``); a query no worker answers in time is of a run that has."""
+    """Whether the run has run a workflow task: its history says it has not (``_unbegun``), or
+    the server does, at once (``FAILED_PRECONDITION``); a query no worker answers in time is of
+    a run that has."""
+    if _unbegun(await description(client, run_id)):
+        return False
     try:
         await handle(client, run_id).query(
             REPORT_QUERY, result_type=RunReport, rpc_timeout=REPORT_QUERY_TIMEOUT

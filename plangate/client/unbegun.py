@@ -14,7 +14,7 @@ import contextlib
 from datetime import UTC
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHistoryEventFilterType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistoryEventFilterType
 
 from plangate.activities.catalogue import catalogue
 from plangate.client.errors import UnknownRun
@@ -46,23 +46,26 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
         break
     cancellation: Cancellation | None = None
     failed: str | None = None
-    async for event in h.fetch_history_events(event_filter_type=CLOSE_EVENT):  # how it ended
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
-            failure = event.workflow_execution_failed_event_attributes.failure
-            error = await convert.decode_failure(failure)
-            failed = f"the run failed with no report: {getattr(error, 'message', error)}"
-        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
-            terminated = event.workflow_execution_terminated_event_attributes
-            details = terminated.details.payloads
-            req: CancelRequest | None = None
-            with contextlib.suppress(Exception):  # details not plangate's: none to read
-                (req,) = await convert.decode(details, [CancelRequest]) if details else (None,)
-            # terminated by other means (Temporal's CLI or Web UI): its reason, no requester
-            cancellation = Cancellation(
-                reason=req.reason if req is not None else terminated.reason,
-                requester=req.requester if req is not None else terminated.identity,
-                at=event.event_time.ToDatetime(UTC),
-            )
+    # how it ended: asked only of a closed run (the server holds a close-event read of a
+    # running one until it closes, or for its long poll: 20 s)
+    if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
+        async for event in h.fetch_history_events(event_filter_type=CLOSE_EVENT):  # how it ended
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+                failure = event.workflow_execution_failed_event_attributes.failure
+                error = await convert.decode_failure(failure)
+                failed = f"the run failed with no report: {getattr(error, 'message', error)}"
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+                terminated = event.workflow_execution_terminated_event_attributes
+                details = terminated.details.payloads
+                req: CancelRequest | None = None
+                with contextlib.suppress(Exception):  # details not plangate's: none to read
+                    (req,) = await convert.decode(details, [CancelRequest]) if details else (None,)
+                # terminated by other means (Temporal's CLI or Web UI): its reason, no requester
+                cancellation = Cancellation(
+                    reason=req.reason if req is not None else terminated.reason,
+                    requester=req.requester if req is not None else terminated.identity,
+                    at=event.event_time.ToDatetime(UTC),
+                )
     if inp is None:
         raise UnknownRun(f"run {run_id!r} has no history")
     plan = inp.plan
