@@ -37,8 +37,11 @@ NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --site-dir "$ROOT/site" 
     || failed+=(mkdocs)
 
 echo "# pytest" >&2
+# two pytest processes (pytest-xdist), a test module each at a time (``loadfile``: a module's
+# fixtures start once), each with its own stack (tests/conftest.py); PLANGATE_TEST_WORKERS=0
+# runs them in this one process
 rc=0
-"$VENV/bin/python" -m pytest -q "$@" || rc=$?
+"$VENV/bin/python" -m pytest -q -n "${PLANGATE_TEST_WORKERS:-2}" --dist loadfile "$@" || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure" >&2
     failed+=("pytest (no tests)")
