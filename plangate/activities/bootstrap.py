@@ -142,6 +142,10 @@ async def ensure_schema(world: World, catalogue: CatalogueSettings) -> None:
         await ensure(world)
 
 
+# columns later plangates added to tables an older one created
+LATER_COLUMNS = (("plangate.jobs", "owner"), ("plangate.effects", "resource"))
+
+
 class SchemaNotReady(PlangateError):
     """plangate's own tables are missing, or this role may not read them."""
 
@@ -171,15 +175,15 @@ async def require_schema(world: World) -> None:
                 )
             for table in OWN_TABLES:
                 await conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 0").format(ident(table)))
-            await conn.execute("SELECT owner FROM plangate.jobs LIMIT 0")
-            await conn.execute("SELECT resource FROM plangate.effects LIMIT 0")
-        except psycopg.errors.UndefinedColumn as e:
-            which = ("plangate.effects has no resource" if "resource" in str(e)
-                     else "plangate.jobs has no owner")
-            raise SchemaNotReady(
-                f"plangate's tables are from an older plangate ({which}): run "
-                "`plangate setup` as the role that owns them"
-            ) from None
+            for table, column in LATER_COLUMNS:  # each asked alone: the one missing is named
+                try:
+                    await conn.execute(sql.SQL("SELECT {} FROM {} LIMIT 0").format(
+                        sql.Identifier(column), ident(table)))
+                except psycopg.errors.UndefinedColumn:
+                    raise SchemaNotReady(
+                        f"plangate's tables are from an older plangate ({table} has no "
+                        f"{column}): run `plangate setup` as the role that owns them"
+                    ) from None
         except psycopg.errors.InsufficientPrivilege as e:
             first = str(e).strip().splitlines()[0]
             raise SchemaNotReady(f"this role may not use plangate's tables: {first}") from None
