@@ -274,11 +274,17 @@ async def test_the_cli_approves_and_shows_a_guarded_run(
         return [t for t in json.loads(out.stdout)["tools"] if t["tool"] == "issue_credit"]
 
     assert await _eventually(staleness), "the staleness report does not count issue_credit"
-    # the report of another deployment in the namespace (its own task queue) does not
-    elsewhere = await cli("report", "--since", "1h", "--json",
-                          queue=f"elsewhere-{uuid.uuid4().hex[:8]}")
+    listed = await cli("runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert wf in {r["run_id"] for r in json.loads(listed.stdout)}
+    # another deployment in the namespace (a task queue of its own) neither counts nor lists it
+    queue = f"elsewhere-{uuid.uuid4().hex[:8]}"
+    elsewhere = await cli("report", "--since", "1h", "--json", queue=queue)
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert json.loads(elsewhere.stdout)["runs"] == 0
+    listed = await cli("runs", "--json", queue=queue)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []
 
 
 @pytest.mark.asyncio(loop_scope="session")

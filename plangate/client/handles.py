@@ -37,5 +37,8 @@ async def of_deployment(client: Client, run_id: str, task_queue: str) -> bool:
     if desc.workflow_type != PLAN_RUN:
         # a team's workflow whose activities plangate guards: on the team's queue, listed
         # by the attributes its guard sets (``plangate.temporal``)
-        return desc.typed_search_attributes.get(visibility.STATUS) is not None
+        sa = desc.typed_search_attributes
+        return sa.get(visibility.STATUS) is not None and visibility.answers_to(
+            sa.get(visibility.GOAL), task_queue
+        )
     return placement.of_deployment(desc.task_queue, task_queue)

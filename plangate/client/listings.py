@@ -94,6 +94,10 @@ async def runs(
     out: list[Listed] = []
     async for wf in client.list_workflows(runs_query(task_queue, status), limit=limit):
         sa = wf.typed_search_attributes
+        if wf.workflow_type != PLAN_RUN and not visibility.answers_to(
+            sa.get(visibility.GOAL), task_queue
+        ):
+            continue  # a team's guarded workflow of another deployment
         ended = CLOSED_STATUS.get(wf.status.name) if wf.status is not None else None
         said = sa.get(visibility.STATUS)
         # a run's own last word when it had one (a halted run's execution failed too)

@@ -69,6 +69,10 @@ async def pending_approvals(client: Client, queue: str, by_memo: bool) -> Pendin
     async for wf in client.list_workflows(query, limit=limit + 1):
         if wf.workflow_type == PLAN_RUN and not of_deployment(wf.task_queue, queue):
             continue
+        if wf.workflow_type != PLAN_RUN and not visibility.answers_to(
+            wf.typed_search_attributes.get(visibility.GOAL), queue
+        ):
+            continue  # a team's guarded workflow of another deployment
         listed += 1
         if listed > limit:
             truncated, listed = True, limit

@@ -34,6 +34,23 @@ CONTINUED = "continued"
 # it is listed with the runs by this condition (its task queue is the team's, not a
 # deployment's)
 GUARDED = f'(WorkflowType != "{PLAN_RUN}" AND PlangateStatus IS NOT NULL)'
+# ... and names in its goal the deployment it answers to (the task queue of its plugin's
+# settings), so that another deployment sharing the namespace leaves it out
+_FOR = " guarded by plangate for "
+
+
+def guarded_goal(workflow_type: str, deployment: str) -> str:
+    """The goal a team's guarded workflow shows: its type and the deployment it answers to."""
+    return f"{workflow_type}:{_FOR}{deployment}"
+
+
+def answers_to(goal: str | None, deployment: str) -> bool:
+    """Whether a team's guarded workflow showing ``goal`` answers to ``deployment`` (a goal
+    naming none, from before it was named: any)."""
+    if goal is None:
+        return False
+    _, named, which = goal.rpartition(_FOR)
+    return not named or which == deployment
 
 # Temporal refuses a search attribute value over 2 KiB (``limit.searchAttributeSize``): a long
 # goal is cut, on a character boundary.

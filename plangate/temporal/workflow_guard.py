@@ -255,7 +255,8 @@ class GuardedRun:
         """The run's report (empty until a guarded call), and its face to plangate."""
         info = workflow.info()
         self.report = RunReport(
-            run_id=info.workflow_id, goal=f"{info.workflow_type}: guarded by plangate",
+            run_id=info.workflow_id, goal=visibility.guarded_goal(info.workflow_type,
+                                                                  self.deployment),
             submitted_at=info.start_time, begun_at=workflow.now(),
         )
         self.install()
