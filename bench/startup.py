@@ -3,8 +3,10 @@ interpreter, and a whole ``plangate check`` process of a 4-step plan, each besid
 ``python -c pass``, alternating, medians of ``--runs`` (default 11). Goals: the import at most
 0.3 s, the check at most 0.5 s. Also the modules a client must never load.
 
-``--against REF`` measures the same two beside the same two of another commit (a checkout of REF
-in a temporary directory, run from there with this venv), alternating, and prints the ratios.
+``--against REF`` measures the same two of HEAD beside those of another commit, each run from a
+checkout of its own in a temporary directory (a checkout is not the working tree: the same
+commit measured there and in the tree differed by 10%) with this venv, alternating, and prints
+the ratios.
 
     .venv/bin/python -m bench.startup [--runs 11] [--against REF]
 """
@@ -44,7 +46,7 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> floa
 
 def checkout(ref: str, into: Path) -> Path:
     """REF's tree (no .git) in ``into``: ``python -m plangate`` run from there imports it."""
-    tree = into / "against"
+    tree = into / ref.replace("/", "_")
     tree.mkdir()
     archive = subprocess.run(["git", "archive", ref], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
@@ -59,7 +61,7 @@ def main(runs: int, against: str | None) -> None:
         plan = Path(tmp) / "plan.json"
         plan.write_text(json.dumps(PLAN))
         env["PLANGATE_WORKDIR"] = str(Path(tmp) / "work")
-        here = Path.cwd()
+        here = Path.cwd() if against is None else checkout("HEAD", Path(tmp))
         mine = {
             "from plangate import Plangate": [python, "-c", "from plangate import Plangate"],
             # python -m: the checkout it is run from, as the import is
@@ -92,7 +94,7 @@ def main(runs: int, against: str | None) -> None:
     if against is not None:
         for name in mine:
             ratio = statistics.median(times[name]) / statistics.median(times[f"{name} @ {against}"])
-            print(f"{name:32s} this tree / {against}: {ratio:5.3f}")
+            print(f"{name:32s} HEAD / {against}: {ratio:5.3f}")
 
 
 if __name__ == "__main__":
