@@ -45,9 +45,9 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> floa
 
 
 def checkout(ref: str, into: Path) -> Path:
-    """REF's tree (no .git) in ``into``: ``python -m plangate`` run from there imports it."""
-    tree = into / ref.replace("/", "_")
-    tree.mkdir()
+    """REF's tree (no .git) in a new directory of ``into``: ``python -m plangate`` run from
+    there imports it."""
+    tree = Path(tempfile.mkdtemp(dir=into))
     archive = subprocess.run(["git", "archive", ref], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
