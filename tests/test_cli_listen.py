@@ -1,6 +1,7 @@
 """Every command that listens (``ui``, ``codec-server``, ``mcp --http``) on an address another
 process holds: one line naming the command, the address and the OS's reason, exit 2
-(``plangate.cli.serve.listening``), and the holder keeps its port."""
+(``plangate.cli.serve.listening``), and the holder keeps its port; on a port that is no port,
+one usage line, exit 2."""
 
 from __future__ import annotations
 
@@ -45,3 +46,14 @@ def test_a_taken_port_is_one_line_and_exit_2(argv, held, stack, monkeypatch, cap
                        "Address already in use"), err
     assert "Traceback" not in "\n".join(err)
     assert still_holds(held)
+
+
+@pytest.mark.parametrize("command", [["codec-server", "--insecure-local"],
+                                     ["mcp", "--http", "--insecure-local"], ["ui"]])
+@pytest.mark.parametrize("bad", ["99999", "-1", "http"])
+def test_a_port_that_is_no_port_is_one_usage_line_and_exit_2(command, bad, capsys):
+    assert main([*command, "--port", bad]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith(
+        f"error: argument --port: a port is a number from 0 to 65535, not '{bad}'"), err
+    assert "Traceback" not in "\n".join(err)

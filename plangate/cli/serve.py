@@ -28,10 +28,22 @@ def listening(command: str, host: str, port: int) -> Iterator[None]:
         raise UsageError(f"{command}: cannot listen on {host}:{port}: {why}") from None
 
 
+def port(text: str) -> int:
+    """A ``--port``: a number from 0 (any free one) to 65535, refused by argparse otherwise
+    (one usage line, exit 2; a port past 65535 reached the socket as an OverflowError)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 0 to 65535, not {text!r}")
+    return n
+
+
 def _ui_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0: any free)")
+    p.add_argument("--port", type=port, default=8765, help="the port (default 8765; 0: any free)")
     p.add_argument("--temporal-ui", metavar="URL",
                    help="the Temporal Web UI's address, for each run's link (default: "
                         "PLANGATE_TEMPORAL_UI, else the dev server's http://localhost:8233)")
@@ -71,7 +83,7 @@ UI = Command(
 def _codec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on "
                    "(default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8081, help="default 8081")
+    p.add_argument("--port", type=port, default=8081, help="default 8081")
     p.add_argument("--origin", action="append", metavar="URL",
                    help="the Web UI's origin, allowed by CORS (repeatable; default: "
                    "localhost and 127.0.0.1, ports 8080 and 8233)")
@@ -118,7 +130,7 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
                         "a bearer token per client; PLANGATE_MCP_TOKEN: one)")
     p.add_argument("--host", default="127.0.0.1",
                    help="with --http: the address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8766,
+    p.add_argument("--port", type=port, default=8766,
                    help="with --http: the port (default 8766; 0: any free)")
     p.add_argument("--insecure-local", action="store_true",
                    help="with --http and no token: serve a loopback address "
