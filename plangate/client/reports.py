@@ -75,7 +75,7 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     # guard's (the report query, answered by its worker)
     own = desc.workflow_type == PLAN_RUN
     if own and _unbegun(desc):
-        return await unbegun.report(client, settings, run_id)
+        return await unbegun.report(client, settings, run_id, desc)
     if own and status not in (None, WorkflowExecutionStatus.RUNNING):
         last = await _last_word(h)  # read with no worker
         if last is not None:
@@ -87,12 +87,12 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     except WorkflowQueryFailedError:
         if status != WorkflowExecutionStatus.FAILED:
             raise
-        return await unbegun.report(client, settings, run_id)  # its input refused
+        return await unbegun.report(client, settings, run_id, desc)  # its input refused
     except RPCError as e:
         if e.status == RPCStatusCode.FAILED_PRECONDITION or (
             status == WorkflowExecutionStatus.TERMINATED
         ):  # no workflow task (yet): it has not begun
-            return await unbegun.report(client, settings, run_id)
+            return await unbegun.report(client, settings, run_id, desc)
         if e.status in NO_ANSWER:
             said = status.name.lower() if status is not None else "unknown"
             raise NoWorkerAnswered(
@@ -111,11 +111,12 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     return rep
 
 
-async def begun(client: Client, run_id: str) -> bool:
-    """Whether the run has run a workflow task: its history says it has not (``_unbegun``), or
-    the server does, at once (``FAILED_PRECONDITION``); a query no worker answers in time is of
-    a run that has."""
-    if _unbegun(await description(client, run_id)):
+async def begun(client: Client, desc: WorkflowExecutionDescription) -> bool:
+    """Whether the run ``desc`` describes has run a workflow task: its history says it has not
+    (``_unbegun``), or the server does, at once (``FAILED_PRECONDITION``); a query no worker
+    answers in time is of a run that has."""
+    run_id = desc.id
+    if _unbegun(desc):
         return False
     try:
         await handle(client, run_id).query(

@@ -167,12 +167,12 @@ async def submit(
 async def cancel(
     client: Client, settings: Settings, run_id: str, reason: str, requester: str
 ) -> None:
-    status = (await description(client, run_id)).status
-    if status not in (None, WorkflowExecutionStatus.RUNNING):
+    desc = await description(client, run_id)
+    if desc.status not in (None, WorkflowExecutionStatus.RUNNING):
         said = await reports.end_of(client, settings, run_id)
         raise RunEnded(f"run {run_id!r} has already ended: {said}")
     request = CancelRequest(reason=reason, requester=requester)
-    if not await reports.begun(client, run_id):
+    if not await reports.begun(client, desc):
         # it has not begun (a signal would wait for its start): it never will
         await handle(client, run_id).terminate(
             request, reason=f"cancelled before it started: {reason or 'no reason given'}"

@@ -14,7 +14,12 @@ import contextlib
 from datetime import UTC
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistoryEventFilterType
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHistoryEventFilterType,
+)
 
 from plangate.activities.catalogue import catalogue
 from plangate.client.errors import UnknownRun
@@ -33,10 +38,14 @@ from plangate.world.settings import Settings
 CLOSE_EVENT = WorkflowHistoryEventFilterType.CLOSE_EVENT
 
 
-async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
+async def report(
+    client: Client, settings: Settings, run_id: str,
+    desc: WorkflowExecutionDescription | None = None,
+) -> RunReport:
     """Its plan, every step pending; cancelled, when it was cancelled before it began; void,
-    with the failure as its escalation, when it failed with no report."""
-    desc = await description(client, run_id)
+    with the failure as its escalation, when it failed with no report. ``desc``: its
+    description, where the caller has read it already."""
+    desc = desc or await description(client, run_id)
     h = handle(client, run_id)
     convert = client.data_converter
     inp: RunInput | None = None
