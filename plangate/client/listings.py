@@ -92,7 +92,10 @@ async def runs(
             f"{names}: register them to list runs by status (docs/watching.md)"
         )
     out: list[Listed] = []
-    async for wf in client.list_workflows(runs_query(task_queue, status), limit=limit):
+    # ``limit`` counted after another deployment's guarded workflows are left out
+    async for wf in client.list_workflows(runs_query(task_queue, status), page_size=limit):
+        if len(out) >= limit:
+            break
         sa = wf.typed_search_attributes
         if wf.workflow_type != PLAN_RUN and not visibility.answers_to(
             sa.get(visibility.GOAL), task_queue
