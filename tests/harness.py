@@ -4,7 +4,6 @@ a call), readings of what a step's activities carried, and the seeds' incident a
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,7 +21,7 @@ from plangate.records.calls import ToolCall, ToolResult
 from plangate.records.interface import GUARD_ACTIVITY
 from plangate.records.run import GuardRequest, Resolved
 from plangate.records.signing import SigningKey
-from plangate.testing import Harness, local_activity, running_worker
+from plangate.testing import Harness, local_activity, payload_json, running_worker
 from plangate.world.clients import World
 from plangate.world.settings import APPROVER_KEY_VAR, CatalogueSettings, Settings, signing_keys
 
@@ -72,14 +71,12 @@ async def unchecked_worker(client: Client, settings: Settings) -> AsyncIterator[
 
 def reads_with_guards(e: Any) -> int:
     """How many first reads the worker made with a run's guards (``guard.resolve``'s marker),
-    else 0. A compressed result (over the codec's threshold) is not read here: 0."""
+    else 0."""
     record = local_activity(e)
     if record is None or record.get("activity_type") != GUARD_ACTIVITY:
         return 0
     payload = e.marker_recorded_event_attributes.details["result"].payloads[0]
-    if payload.metadata.get("encoding") != b"json/plain":
-        return 0
-    reads = json.loads(payload.data).get("reads", {}).values()  # ReadAhead values, answered
+    reads = payload_json(payload).get("reads", {}).values()  # ReadAhead values, answered
     return sum(len(r["report"]["results"]) > 0 for r in reads)
 
 
@@ -105,9 +102,9 @@ def reads_in_call(e: Any) -> int:
     if e.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
         return 0
     payloads = e.activity_task_completed_event_attributes.result.payloads
-    if not payloads or payloads[0].metadata.get("encoding") != b"json/plain":
+    if not payloads:
         return 0
-    result = json.loads(payloads[0].data)
+    result = payload_json(payloads[0])
     if not isinstance(result, dict):
         return 0
     return sum(1 for k in ("checked", "after") if result.get(k) is not None)

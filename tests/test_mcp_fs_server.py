@@ -9,7 +9,6 @@ write."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +24,7 @@ from plangate.client.checked import Checked
 from plangate.plans.load import parse_plan
 from plangate.plans.model import Plan
 from plangate.records.report import StepState
-from plangate.testing import history_events, local_activity, running_worker, scheduled
+from plangate.testing import history_events, local_activity, payload_json, running_worker, scheduled
 from plangate.world.settings import Settings
 from tests import test_mcp_back as back
 
@@ -82,11 +81,11 @@ async def reads_in_history(client: Client, run_id: str) -> list[tuple[str, str, 
         elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             a = e.activity_task_completed_event_attributes
             out += [(types[a.scheduled_event_id], *r)
-                    for p in a.result.payloads for r in _results(json.loads(p.data))]
+                    for p in a.result.payloads for r in _results(payload_json(p))]
         elif (local := local_activity(e)) is not None:
             result = e.marker_recorded_event_attributes.details.get("result")
             out += [(local["activity_type"], *r) for p in (result.payloads if result else [])
-                    for r in _results(json.loads(p.data))]
+                    for r in _results(payload_json(p))]
     return out
 
 

@@ -11,7 +11,6 @@ session's), so no other test meets the outage.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -29,7 +28,14 @@ from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.records.report import RunReport
 from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.backends.openai import OpenAIBackend
-from plangate.testing import attempts, history_events, running_worker, scheduled, stack_state
+from plangate.testing import (
+    attempts,
+    history_events,
+    payload_json,
+    running_worker,
+    scheduled,
+    stack_state,
+)
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import ModelSettings, Settings
@@ -157,7 +163,7 @@ async def test_a_read_made_for_the_next_step_while_its_system_was_down_is_no_rea
     body = await asyncio.to_thread(world.s3.get_object, Bucket=bucket, Key="figures.txt")
     assert body["Body"].read() == b"final figures"
     # the read in step 1's call asked S3 for step 2 (and could not reach it)
-    fused = [json.loads(p.data) for e in await history_events(client, rep.run_id)
+    fused = [payload_json(p) for e in await history_events(client, rep.run_id)
              if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
              for p in e.activity_task_completed_event_attributes.result.payloads]
     after = fused[0]["after"]["results"]

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from temporalio.common import RetryPolicy
 
 from plangate.activities.catalogue import catalogue
 from plangate.plans import bindings, jsonpath
 from plangate.plans.guards import StepGuard, conditions_for, guard, skip_evidence
 from plangate.plans.load import PlanError, load_text
 from plangate.plans.model import Condition, Effect, Plan
-from plangate.records.codes import PERMANENT_CODES
-from plangate.records.options import with_non_retryable_errors
 from plangate.world.errors import ToolError
 from tests.harness import DEMO_CATALOGUE
 
@@ -99,15 +96,6 @@ def test_effect_is_never_weaker_than_the_tools():
     assert guard_of("s3.put", effect="read").effect is Effect.WRITE
     assert guard_of("s3.get", effect="money").effect is Effect.MONEY
     assert catalogue(DEMO_CATALOGUE).effect_of("billing.issue_credit", Effect.WRITE) is Effect.MONEY
-
-
-def test_retry_classification_copies_the_policy():
-    base = RetryPolicy(maximum_attempts=3, non_retryable_error_types=["Other"])
-    derived = with_non_retryable_errors(base, PERMANENT_CODES)
-    assert base.non_retryable_error_types == ["Other"]
-    assert derived.non_retryable_error_types is not None
-    assert {"Other", "record_archived", "too_few_rows"} <= set(derived.non_retryable_error_types)
-    assert "unavailable" not in derived.non_retryable_error_types
 
 
 def test_tool_error_codes_come_from_one_table():

@@ -19,7 +19,7 @@ from temporalio.worker import Replayer
 
 from plangate.records.interface import ENDED_ERRORS
 from plangate.records.report import Phase, RunReport, StepState
-from plangate.testing import local_activity
+from plangate.testing import local_activity, payload_json
 from plangate.worker.assembly import PlangatePlugin
 from plangate.worker.compression import DATA_CONVERTER
 
@@ -158,12 +158,12 @@ async def test_every_path_was_recorded():
     assert [list(f) for f in modified] == [
         ["plangate.cards"], ["plangate.cards"], ["plangate.windows"]]
     added, removed = (f["plangate.cards"] for f in modified[:2])
-    windows = json.loads(modified[2]["plangate.windows"].data)
+    windows = payload_json(modified[2]["plangate.windows"])
     assert [c["tool"] for c in windows["calls"]] == ["s3.put"]
-    assert windows["status"] == "succeeded" and windows["execution"] == json.loads(
-        added.data)["execution"]
+    assert windows["status"] == "succeeded" and windows["execution"] == payload_json(
+        added)["execution"]
     started = memo.events[0].workflow_execution_started_event_attributes
-    assert json.loads(added.data)["execution"] == started.original_execution_run_id
+    assert payload_json(added)["execution"] == started.original_execution_run_id
     assert removed.metadata["encoding"] == b"binary/null"
     # a timer fired before the card went into the memo (the card issued after it)
     def first(events: Sequence[HistoryEvent], kind: EventType.ValueType) -> int:

@@ -5,14 +5,13 @@ imports the other for them (the contract in pyproject.toml says so)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
 from plangate.plans.model import Effect
-from plangate.records.codes import PERMANENT_CODES
 
 PROBE_ATTEMPTS = 3
 TOOL_ATTEMPTS = 3
@@ -46,17 +45,13 @@ PROBE = ActivityOptions(
 )
 
 
-def with_non_retryable_errors(policy: RetryPolicy, codes: tuple[str, ...]) -> RetryPolicy:
-    """A copy of ``policy`` that never retries ``codes`` (the policy passed in is not changed)."""
-    merged = tuple(dict.fromkeys((*(policy.non_retryable_error_types or ()), *codes)))
-    return replace(policy, non_retryable_error_types=list(merged))
-
-
 def tool_options(effect: Effect) -> ActivityOptions:
     # An unknown outcome of a money or external step must reach a person, not a blind retry:
     # those are attempted once by Temporal, and retried (probes first) only by the workflow.
     attempts = 1 if effect.outcome_must_be_known else TOOL_ATTEMPTS
-    base = RetryPolicy(
+    # A permanent code is never retried: the tool's activity raises it non-retryable
+    # (``activities.tool_activity.as_application_error``, from records.codes.CODES).
+    policy = RetryPolicy(
         initial_interval=_BACKOFF.initial_interval,
         backoff_coefficient=_BACKOFF.backoff_coefficient,
         maximum_interval=_BACKOFF.maximum_interval,
@@ -65,7 +60,7 @@ def tool_options(effect: Effect) -> ActivityOptions:
     return ActivityOptions(
         start_to_close_timeout=timedelta(minutes=10),
         heartbeat_timeout=timedelta(seconds=30),
-        retry_policy=with_non_retryable_errors(base, PERMANENT_CODES),
+        retry_policy=policy,
         # a cancelled run waits for a call in flight to stop, then reads what it really did
         cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     )

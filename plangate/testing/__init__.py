@@ -58,6 +58,7 @@ from plangate.testing._runs import (
     ended,
     history_events,
     local_activity,
+    payload_json,
     running_worker,
     scheduled,
     scrape,
@@ -75,6 +76,6 @@ from plangate.testing._stack import (
 __all__ = [
     "FakeOpenAI", "Harness", "Recorded", "Reply", "Scrape", "Script", "approver_env", "attempts",
     "chain", "console_script", "embedded_stack", "ended", "history_events", "local_activity",
-    "model_backed", "running_worker", "s3_client", "scheduled", "scrape", "stack_state",
-    "time_skipping", "until_state",
+    "model_backed", "payload_json", "running_worker", "s3_client", "scheduled", "scrape",
+    "stack_state", "time_skipping", "until_state",
 ]

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -26,6 +27,7 @@ from plangate.client.reports import ended_report
 from plangate.records.placement import catalogue_queue
 from plangate.records.report import RunReport
 from plangate.worker.assembly import build_worker
+from plangate.worker.compression import opened
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from plangate.world.settings import Settings
@@ -153,6 +155,12 @@ async def scrape(address: str) -> Scrape:
             return text
 
     return Scrape(await asyncio.to_thread(get))
+
+
+def payload_json(p: Payload) -> Any:
+    """A history's payload read as JSON, decompressed where the codec compressed it (payloads
+    of 256 bytes or more: ``plangate.worker.compression``)."""
+    return json.loads(opened(p).data)
 
 
 def local_activity(e: Any) -> dict[str, Any] | None:
