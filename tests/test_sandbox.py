@@ -17,7 +17,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 import plangate
 from plangate.temporal import PlangatePlugin as TeamPlugin
 from plangate.worker.assembly import PlangatePlugin, build_worker
-from plangate.worker.sandbox import SANDBOXED
+from plangate.testing import running_worker
+from plangate.worker.sandbox import SANDBOXED, CompiledOnceSandbox, compiled
 
 
 def passed_through(runner: Any) -> set[str]:
@@ -63,6 +64,26 @@ async def test_a_teams_worker_keeps_its_sandbox_with_plangate_added(client, sett
     plangate_passed_but_its_workflows(runner)
     unsandboxed = UnsandboxedWorkflowRunner()
     assert team_worker(unsandboxed).config(active_config=True)["workflow_runner"] is unsandboxed
+
+
+async def test_the_sandbox_compiles_its_code_once(client, settings):
+    """The sandbox enters a workflow by ``exec`` of a few strings, at every activation and every
+    payload: compiled once, then reused, while every run still runs in the sandbox."""
+    own = replace(settings, temporal=replace(settings.temporal,
+                                             task_queue=f"sandbox-{uuid.uuid4().hex[:8]}"))
+    worker = await build_worker(client, own, bootstrap=False)
+    assert isinstance(worker.config(active_config=True)["workflow_runner"], CompiledOnceSandbox)
+    before = compiled.cache_info()
+    plan = {"goal": "compiled once", "steps": [
+        {"n": n, "tool": "warehouse.run_sql", "args": {"statement": "select_one"}}
+        for n in (1, 2, 3)]}
+    async with running_worker(client, settings) as h:
+        rep = await h.run(plan)
+    assert rep.status == "succeeded" and [s.state for s in rep.steps] == ["DONE"] * 3
+    after = compiled.cache_info()
+    # every activation and payload of the run went through it: far more uses than strings
+    assert after.hits - before.hits >= 10, (before, after)
+    assert after.currsize <= 16, after
 
 
 def test_no_plangate_module_wraps_its_imports():
