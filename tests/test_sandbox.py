@@ -16,8 +16,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 import plangate
 from plangate.temporal import PlangatePlugin as TeamPlugin
-from plangate.worker.assembly import PlangatePlugin, build_worker
 from plangate.testing import running_worker
+from plangate.worker.assembly import PlangatePlugin, build_worker
 from plangate.worker.sandbox import SANDBOXED, CompiledOnceSandbox, compiled
 
 

@@ -52,7 +52,7 @@ from plangate.replanner.activity import ReplanActivities
 from plangate.replanner.review import ReviewActivities
 from plangate.replanner.workflow import ReplanWorkflow
 from plangate.worker import tracing
-from plangate.worker.compression import DATA_CONVERTER
+from plangate.worker.compression import DATA_CONVERTER, WORKER_COMPRESS_FROM
 from plangate.worker.encryption import data_converter, encrypts_with
 from plangate.worker.sandbox import passing_plangate
 from plangate.workflows.plan_run import PlanRunWorkflow
@@ -144,13 +144,15 @@ class CatalogueAnnouncement(SimplePlugin):
         super().__init__("plangate-catalogue", run_context=announcing)
 
 
-def refusing_plain(client: Client, encryption: EncryptionSettings) -> Client:
-    """``client``'s connection, namespace and interceptors with the deployment's converter that
-    refuses unencrypted payloads (``encryption`` names keys): the client a worker polls with.
-    Its plugins are left out: their converter is the one replaced (their effect on the rest of
-    the configuration is kept)."""
+def worker_client(client: Client, encryption: EncryptionSettings) -> Client:
+    """``client``'s connection, namespace and interceptors with the worker's converter: what it
+    writes into its runs' histories compressed from 256 bytes
+    (``compression.WORKER_COMPRESS_FROM``), and, where ``encryption`` names keys, unencrypted
+    payloads refused: the client a worker polls with. Its plugins are left out: their
+    converter is the one replaced (their effect on the rest of the configuration is kept)."""
     config = client.config(active_config=True)
-    config["data_converter"] = data_converter(encryption, refuse_plain=True)
+    config["data_converter"] = data_converter(
+        encryption, refuse_plain=bool(encryption.keys), compress_from=WORKER_COMPRESS_FROM)
     config["plugins"] = []
     return Client(**config)
 
@@ -196,7 +198,7 @@ async def build_worker(
     (``bootstrap``) plangate's tables created through ``world`` (made from ``settings.world``
     when not given); ``doubles`` (by activity name) stand in for ours: test doubles, injected,
     not patched. ``client`` must encrypt with the deployment's key when ``settings`` names keys
-    (``connect`` makes such a client); the worker then polls with ``refusing_plain(client)``.
+    (``connect`` makes such a client); the worker then polls with ``worker_client(client)``.
 
     The deployment's tools and probes are resolved first, then its policies: an extension that
     cannot load or that clashes (``ExtensionError``), or a policy file that does not validate
@@ -213,8 +215,7 @@ async def build_worker(
             f"{encryption.key_ids[0]!r} of PLANGATE_ENCRYPTION_KEYS: connect it with "
             "plangate.client.connection.connect"
         )
-    if encryption.keys:
-        client = refusing_plain(client, encryption)
+    client = worker_client(client, encryption)
     own = world is None
     world = world or World(settings.world)
     world.tracer = tracing.tracer(settings.observability)

@@ -1,14 +1,16 @@
-"""Payloads compressed: a payload of ``COMPRESS_FROM`` bytes or more is stored zlib-compressed
-(encoding ``binary/zlib``); smaller ones (answers, summaries, search attributes' values) stay
-plain JSON. Every plangate client, worker, replayer and the codec server (``plangate
-codec-server``, for the Temporal UI) decodes both (``plangate.worker.assembly``).
+"""Payloads compressed: a payload of the codec's threshold or more is stored zlib-compressed
+(encoding ``binary/zlib``); smaller ones stay plain JSON. Every plangate client, worker,
+replayer and the codec server (``plangate codec-server``, for the Temporal UI) decodes both
+(``plangate.worker.assembly``).
 
-256 bytes (issue 39): a guarded step's call and its result (its reads, timings and output:
-0.45 and 0.8 KB of JSON) are most of what a step adds to its history, and compress to about
-half in 7 us each; a run's report (about 1.7 KB of JSON a step) and what it carries when it
-continues as new to a tenth. Before, only payloads of 64 KiB or more were compressed (Temporal
-warns at 512 KiB a payload and refuses 2 MiB), and a guarded step added 3.3 KiB of history
-against a hand-written step's 0.7."""
+Two thresholds. What plangate's worker writes into its own runs' histories (a step's call and
+its result, the report, the memo, an Update's answer): ``WORKER_COMPRESS_FROM``, 256 bytes
+(issue 39). A guarded step's call and result (its reads, timings and output: 0.45 and 0.8 KB
+of JSON) are most of what a step adds to its history, and compress to about half in 7 us each;
+a run's report (about 1.7 KB of JSON a step) to a tenth. What a client sends
+(``COMPRESS_FROM``, 64 KiB: a plan, an answer, a cancel) can be bound for a team's own workflow
+(``plangate.temporal``), whose worker decodes with the team's converter, not this codec; only
+a payload near Temporal's limits (it warns at 512 KiB and refuses 2 MiB) is compressed there."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
-COMPRESS_FROM = 256
+COMPRESS_FROM = 64 * 1024
+WORKER_COMPRESS_FROM = 256
 ENCODING = b"binary/zlib"
 
 

@@ -68,7 +68,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from plangate.errors import PlangateError
-from plangate.worker.compression import CompressionCodec
+from plangate.worker.compression import COMPRESS_FROM, CompressionCodec
 from plangate.world.settings import ENCRYPTION_KEYS_VAR, EncryptionSettings
 
 ENCODING = b"binary/encrypted"
@@ -228,32 +228,38 @@ class _FailureConverter(DefaultFailureConverterWithEncodedAttributes):
             super().to_failure(exception, payload_converter, failure)
 
 
-def payload_codec(encryption: EncryptionSettings, *, refuse_plain: bool = False) -> CodecChain:
-    """The deployment's codec: large payloads compressed, then every payload encrypted with
-    ``encryption.keys`` (none: not encrypted). ``refuse_plain`` (with keys): a payload that is
-    not encrypted decodes to the ``UNENCRYPTED`` marker."""
+def payload_codec(
+    encryption: EncryptionSettings, *, refuse_plain: bool = False,
+    compress_from: int = COMPRESS_FROM,
+) -> CodecChain:
+    """The deployment's codec: payloads of ``compress_from`` bytes or more compressed, then
+    every payload encrypted with ``encryption.keys`` (none: not encrypted). ``refuse_plain``
+    (with keys): a payload that is not encrypted decodes to the ``UNENCRYPTED`` marker."""
     return CodecChain(
-        CompressionCodec(), EncryptionCodec(encryption.keys, refuse_plain=refuse_plain)
+        CompressionCodec(compress_from),
+        EncryptionCodec(encryption.keys, refuse_plain=refuse_plain),
     )
 
 
 def data_converter(
-    encryption: EncryptionSettings, *, refuse_plain: bool = False
+    encryption: EncryptionSettings, *, refuse_plain: bool = False,
+    compress_from: int = COMPRESS_FROM,
 ) -> DataConverter:
     """The pydantic data converter with the deployment's codec (``payload_codec``); with keys,
     failure messages and stack traces encoded (so encrypted) too. Every plangate client and
     worker is built with it (``plangate.client.connection.connect``). ``refuse_plain``, a
     worker's: with keys, every payload that is not encrypted is refused (the module's
-    docstring)."""
+    docstring). ``compress_from``: ``plangate.worker.compression``'s thresholds."""
+    codec = payload_codec(encryption, refuse_plain=refuse_plain, compress_from=compress_from)
     if not encryption.keys:
-        return dataclasses.replace(pydantic_data_converter, payload_codec=payload_codec(encryption))
+        return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
     failures: type[FailureConverter] = _FailureConverter
     return dataclasses.replace(
         pydantic_data_converter,
         payload_converter_class=(
             RefusingPayloadConverter if refuse_plain else PydanticPayloadConverter
         ),
-        payload_codec=payload_codec(encryption, refuse_plain=refuse_plain),
+        payload_codec=codec,
         failure_converter_class=failures,
     )
 
