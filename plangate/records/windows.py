@@ -51,6 +51,15 @@ class RunWindows(Model):
     deployment: str | None = None
 
 
+class WindowsRow(Model):
+    """What a run hands the worker as it ends, for its row in Postgres (``world.windows``):
+    its status and calls. Which execution and run it is, the worker reads from the activity's
+    own info, not from here."""
+
+    status: RunStatus
+    calls: list[Execution]
+
+
 def own(memo: RunWindows, workflow_id: str, run_id: str) -> RunWindows | None:
     """The memo, if the execution ``run_id`` of run ``workflow_id`` wrote it; else None."""
     return memo if memo.execution == run_id and memo.run_id == workflow_id else None

@@ -39,6 +39,7 @@ from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tool_activity import tool_activities
+from plangate.activities.windows import WindowsActivities
 from plangate.records.interface import (
     APPROVERS_ACTIVITY,
     CATALOGUE_ACTIVITY,
@@ -46,6 +47,7 @@ from plangate.records.interface import (
     PROBE_ACTIVITY,
     PROPOSE_ACTIVITY,
     REVIEW_ACTIVITY,
+    WINDOWS_ACTIVITY,
 )
 from plangate.records.placement import announcement, catalogue_queue
 from plangate.replanner.activity import ReplanActivities
@@ -56,6 +58,7 @@ from plangate.worker.compression import DATA_CONVERTER
 from plangate.worker.encryption import data_converter, encrypts_with
 from plangate.worker.sandbox import passing_plangate
 from plangate.workflows.plan_run import PlanRunWorkflow
+from plangate.world import windows
 from plangate.world.clients import World
 from plangate.world.policies import load_bundle
 from plangate.world.settings import EncryptionSettings, Settings
@@ -83,6 +86,7 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
         **tool_activities(world, cat, policy, book),
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy, book).review,
+        WINDOWS_ACTIVITY: WindowsActivities(world, settings.temporal.task_queue).record,
     }
 
 
@@ -222,6 +226,8 @@ async def build_worker(
         world.workdir.mkdir(parents=True, exist_ok=True)
         if bootstrap:
             await ensure_schema(world, settings.catalogue)
+        # from now on the deployment's runs end with their row (its first worker's start)
+        await windows.mark(world, settings.temporal.task_queue)
         for line in await start_checks(registry, world):
             log.info("%s", line)
         acts = {**activities(world, settings), **doubles}
