@@ -8,6 +8,7 @@ execution that holds it (``RunWindows.execution``); otherwise the report fetches
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import datetime
 
@@ -33,7 +34,7 @@ class Execution(Model):
 
     @property
     def plan_to_use_h(self) -> float:
-        return sum(self.segments.values())
+        return math.fsum(self.segments.values())  # in any order of the keys (jsonb's)
 
     @property
     def check_to_use_h(self) -> float:

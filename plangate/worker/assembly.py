@@ -58,7 +58,6 @@ from plangate.worker.compression import DATA_CONVERTER
 from plangate.worker.encryption import data_converter, encrypts_with
 from plangate.worker.sandbox import passing_plangate
 from plangate.workflows.plan_run import PlanRunWorkflow
-from plangate.world import windows
 from plangate.world.clients import World
 from plangate.world.policies import load_bundle
 from plangate.world.settings import EncryptionSettings, Settings
@@ -226,8 +225,6 @@ async def build_worker(
         world.workdir.mkdir(parents=True, exist_ok=True)
         if bootstrap:
             await ensure_schema(world, settings.catalogue)
-        # from now on the deployment's runs end with their row (its first worker's start)
-        await windows.mark(world, settings.temporal.task_queue)
         for line in await start_checks(registry, world):
             log.info("%s", line)
         acts = {**activities(world, settings), **doubles}

@@ -8,9 +8,10 @@ instead of the visibility listing (``client.reporting``).
   ``deployment`` is the task queue of the worker's settings (never the run's say);
   ``closed_at`` is Postgres's clock as the row is written, an instant before the execution
   closes; ``calls`` the run's ``records.windows.Execution`` list as JSON.
-- ``plangate.windows_since``: per deployment, when its first worker that writes rows started
-  (``mark``, never moved once written). Runs that closed before it have no row: the report
-  reads those from visibility, so none is missed.
+- ``plangate.windows_since``: per deployment, when it wrote its first row (the mark, written
+  with that row, never moved after). A run of this code writes its row before its execution
+  closes, so only runs closed before the mark (by code that wrote none) lack one: the report
+  reads those from visibility, and none is missed.
 """
 
 from __future__ import annotations
@@ -26,24 +27,26 @@ from plangate.world.clients import World
 
 _CALLS: TypeAdapter[list[Execution]] = TypeAdapter(list[Execution])
 
+# the row, and the deployment's mark where it has none yet (the same now(): the first row is
+# not before the mark), in one statement
 _RECORD = """
+WITH marked AS (
+    INSERT INTO plangate.windows_since (deployment) VALUES (%(deployment)s)
+    ON CONFLICT (deployment) DO NOTHING
+)
 INSERT INTO plangate.windows (execution, workflow_id, deployment, status, calls)
-VALUES (%s, %s, %s, %s, %s::jsonb)
+VALUES (%(execution)s, %(workflow_id)s, %(deployment)s, %(status)s, %(calls)s::jsonb)
 ON CONFLICT (execution) DO NOTHING
 """
-_MARK = """
-INSERT INTO plangate.windows_since (deployment) VALUES (%s)
-ON CONFLICT (deployment) DO NOTHING
-"""
-# One query: the mark (no row: the deployment has none) and every row closed after
-# max(since, mark); a mark with no row after it comes back as one row of NULLs. The calls as
+# One query: the mark (no row: the deployment has none) and every row closed after since, from
+# the mark on; a mark with no row after it comes back as one row of NULLs. The calls as
 # text: pydantic parses them from it at once (json.loads of each jsonb, then validating the
 # dicts, took twice as long).
 _LISTED = """
 SELECT m.since, w.execution, w.workflow_id, w.status, w.calls::text
 FROM plangate.windows_since m
 LEFT JOIN plangate.windows w
-    ON w.deployment = m.deployment AND w.closed_at > greatest(%(since)s, m.since)
+    ON w.deployment = m.deployment AND w.closed_at > %(since)s AND w.closed_at >= m.since
 WHERE m.deployment = %(deployment)s
 """
 
@@ -51,19 +54,12 @@ WHERE m.deployment = %(deployment)s
 async def record(world: World, execution: str, workflow_id: str, deployment: str,
                  status: RunStatus, calls: list[Execution]) -> bool:
     """The row of the execution ``execution``; False where it was there already."""
-    data = _CALLS.dump_json(calls).decode()
+    params = {"execution": execution, "workflow_id": workflow_id, "deployment": deployment,
+              "status": status.value, "calls": _CALLS.dump_json(calls).decode()}
     pool = await world.pool()
     async with pool.connection() as conn:
-        cur = await conn.execute(_RECORD, (execution, workflow_id, deployment, status.value,
-                                           data))
+        cur = await conn.execute(_RECORD, params)
         return bool(cur.rowcount == 1)
-
-
-async def mark(world: World, deployment: str) -> None:
-    """``deployment`` writes rows from now on (its first worker's start; kept after)."""
-    pool = await world.pool()
-    async with pool.connection() as conn:
-        await conn.execute(_MARK, (deployment,))
 
 
 @dataclass(frozen=True)
@@ -76,7 +72,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Listed:
-    """The rows of the runs closed after max(since, ``mark``); before ``mark``, no row."""
+    """The rows of the runs closed after ``since``, from ``mark`` on; before it, no row."""
 
     mark: datetime
     rows: list[Row]
