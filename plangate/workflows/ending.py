@@ -21,8 +21,7 @@ async def keep(memo: RunWindows) -> None:
     writing = asyncio.ensure_future(workflow.execute_local_activity(
         WINDOWS_ACTIVITY, row, start_to_close_timeout=options.WINDOWS_TIMEOUT,
         schedule_to_close_timeout=options.WINDOWS_PATIENCE, retry_policy=options.WINDOWS_RETRY,
-        summary="plangate: the run's windows kept for the report",
-    ))
+    ))  # no summary: the marker alone (a run's steps are what its timeline shows)
     try:
         try:
             await asyncio.shield(writing)
