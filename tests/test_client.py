@@ -90,7 +90,7 @@ async def test_every_name_the_interface_declares_is_what_the_workers_register(cl
     assert {n: ours[n] for n in interface.WORKER_ACTIVITIES} == {
         interface.GUARD_ACTIVITY: "resolve", interface.APPROVERS_ACTIVITY: "approvers",
         interface.PROBE_ACTIVITY: "evaluate", interface.PROPOSE_ACTIVITY: "propose",
-        interface.REVIEW_ACTIVITY: "review"}
+        interface.REVIEW_ACTIVITY: "review", interface.WINDOWS_ACTIVITY: "record"}
     types = {w.__temporal_workflow_definition.name  # type: ignore[attr-defined]
              for w in worker.config(active_config=True)["workflows"]}
     assert types == {interface.PLAN_RUN, interface.REPLAN_WORKFLOW}

@@ -11,6 +11,9 @@ demo systems are on).
   ``external`` or ``money`` tool, written by the tool's activity.
 - ``plangate.policy_decisions``: every decision of the deployment's Cedar policies that was not
   a plain permit (``world.decisions``): refusals, and in shadow mode what would have been.
+- ``plangate.windows`` and ``plangate.windows_since``: each finished run's tool calls' windows,
+  and since when the deployment's workers write them (``world.windows``), read by
+  ``plangate report``.
 
 A worker creates them when it starts (``ensure_schema``), unless its role may not: then
 ``plangate setup`` creates them once, as their owner, and the worker, started with
@@ -92,6 +95,19 @@ CREATE TABLE IF NOT EXISTS plangate.policy_decisions (
     decided_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS policy_decisions_at ON plangate.policy_decisions (decided_at);
+CREATE TABLE IF NOT EXISTS plangate.windows (
+    execution text PRIMARY KEY,
+    workflow_id text NOT NULL,
+    deployment text NOT NULL,
+    status text NOT NULL,
+    closed_at timestamptz NOT NULL DEFAULT now(),
+    calls jsonb NOT NULL
+);
+CREATE INDEX IF NOT EXISTS windows_closed ON plangate.windows (deployment, closed_at);
+CREATE TABLE IF NOT EXISTS plangate.windows_since (
+    deployment text PRIMARY KEY,
+    since timestamptz NOT NULL DEFAULT now()
+);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
@@ -125,7 +141,8 @@ END $$;
 # plangate's own tables, as SCHEMA creates them
 OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+) \(", SCHEMA))
 # those a later plangate added: missing beside the others, the tables are an older plangate's
-LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions"})
+LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
+                          "plangate.windows_since"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"

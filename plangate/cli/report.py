@@ -21,6 +21,9 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
                    help="runs finished in this long before now (default 7d)")
     p.add_argument("--all-queues", action="store_true",
                    help="runs on every task queue (default: PLANGATE_TASK_QUEUE's only)")
+    p.add_argument("--visibility", action="store_true",
+                   help="read every run from Temporal's visibility, none from the windows the "
+                        "worker keeps in Postgres (slower; what --all-queues does)")
     p.add_argument("--json", action="store_true", help="print it as JSON")
     p.add_argument("--html", metavar="FILE", help="also write it as an HTML page with charts")
 
@@ -46,7 +49,7 @@ async def _report(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     client = await connect(settings)  # Temporal unreachable: one line, exit 1
-    runs = await reporting.finished_runs(client, since, queue)
+    runs = await _runs(client, settings, since, None if args.visibility else queue, queue)
     tools = staleness.per_tool(runs)
     table = reporting.text(tools, len(runs), since)
     decided = await _policy_decisions(settings, since)
@@ -69,6 +72,26 @@ async def _report(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print("\n".join(visible(line) for line in table))
     return EXIT_OK
+
+
+async def _runs(client: Any, settings: Settings, since: datetime, ledger: str | None,
+                queue: str | None) -> list[Any]:
+    """The finished runs of ``queue``: those the deployment's Postgres holds read there (with
+    ``ledger`` the deployment's queue), the rest from visibility; why visibility alone was
+    read, on stderr."""
+    from plangate.client import report_runs
+    from plangate.world.clients import World
+
+    if ledger is None:
+        return (await report_runs.gathered(client, None, since, queue)).runs
+    world = World(settings.world)
+    try:
+        got = await report_runs.gathered(client, world, since, ledger)
+    finally:
+        await world.close()
+    if got.note is not None:
+        print(visible(f"plangate: {got.note}"), file=sys.stderr)
+    return got.runs
 
 
 async def _policy_decisions(settings: Settings, since: datetime) -> list[Any] | None:

@@ -37,16 +37,25 @@ def _stamp(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def query(since: datetime, task_queue: str | None) -> str:
-    """Runs closed after ``since``."""
+def query(since: datetime, task_queue: str | None, *, until: datetime | None = None,
+          plan_runs: bool = True, guarded: bool = True) -> str:
+    """Runs closed after ``since``: plan runs (closed at or before ``until`` where given) and
+    the team workflows plangate guards (either left out with ``plan_runs`` or ``guarded``
+    False)."""
     # a run that did not succeed fails its execution, with its report (``truthful-end``)
     ran = f'WorkflowType="{PLAN_RUN}"'
     if task_queue is not None:
         if '"' in task_queue or "\\" in task_queue:
             raise ValueError(f"task queue {task_queue!r}: quotes and backslashes not allowed")
         ran += f" AND {visibility_clause(task_queue)}"  # and its catalogue queues
+    if until is not None:
+        ran += f' AND CloseTime <= "{_stamp(until)}"'
     # and the team workflows plangate guards (``plangate.temporal``), whatever their queue
-    return (f'(({ran}) OR {GUARDED}) AND ExecutionStatus IN ("Completed", "Failed") '
+    if not (plan_runs or guarded):
+        raise ValueError("a query for no runs")
+    which = (f"(({ran}) OR {GUARDED})" if plan_runs and guarded
+             else f"({ran})" if plan_runs else GUARDED)
+    return (f'{which} AND ExecutionStatus IN ("Completed", "Failed") '
             f'AND CloseTime > "{_stamp(since)}"')
 
 
@@ -58,9 +67,15 @@ async def finished_runs(
     ended (``records.windows``), in the listing itself; for a run with no such memo (begun
     before runs wrote one, or one it did not write), from its result, fetched. The last run of
     a chain that continued as new carries the whole report."""
+    return [f for _, f in await listed(client, query(since, task_queue), task_queue, page_size)]
+
+
+async def listed(client: Client, q: str, task_queue: str | None, page_size: int = PAGE
+                 ) -> list[tuple[str, Finished]]:
+    """The finished runs visibility lists for ``q``, each with its execution's run id."""
     gate = asyncio.Semaphore(FETCH_AT_ONCE)
 
-    async def fetched(e: WorkflowExecutionInfo) -> Finished | None:
+    async def fetched(e: WorkflowExecutionInfo) -> tuple[str, Finished] | None:
         ex = e.execution
         if e.type.name != PLAN_RUN:  # a team's workflow: its result is its own, not a report
             return None
@@ -78,17 +93,17 @@ async def finished_runs(
         submitted = rep.submitted_at or started
         begun = rep.begun_at or (e.execution_time.ToDatetime(UTC)
                                  if e.HasField("execution_time") else submitted)
-        return Finished.of(rep, submitted, begun)
+        return ex.run_id, Finished.of(rep, submitted, begun)
 
-    out: list[Finished] = []
+    out: list[tuple[str, Finished]] = []
     fetch: list[WorkflowExecutionInfo] = []
 
-    async for page in pages(client, query(since, task_queue), page_size):
+    async for page in pages(client, q, page_size):
         for e, memo in zip(page, await _memos(client, page), strict=True):
             if memo is None:
                 fetch.append(e)
             elif not _elsewhere(memo, task_queue):
-                out.append(Finished(memo.run_id, memo.status, memo.calls))
+                out.append((memo.execution, Finished(memo.run_id, memo.status, memo.calls)))
     return out + [f for f in await asyncio.gather(*(fetched(e) for e in fetch)) if f is not None]
 
 

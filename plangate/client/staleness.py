@@ -111,7 +111,8 @@ def _tool(tool: str, calls: list[Execution]) -> ToolStaleness:
     check = _pair([c.check_to_use_h for c in calls])
     waited = [c.segments["approval"] for c in calls if c.segments["approval"] > 0]
     changes = sum(c.changes for c in calls)
-    exposure = sum(c.plan_to_use_h for c in calls)
+    # fsum: exactly rounded, so the report is the same whatever order its runs came in
+    exposure = math.fsum(c.plan_to_use_h for c in calls)
     rate = changes / exposure if exposure > 0 else 0.0
     upper = 3 / exposure if changes == 0 and exposure > 0 else None
     refusals: dict[int, int] = defaultdict(int)
@@ -132,7 +133,7 @@ def _tool(tool: str, calls: list[Execution]) -> ToolStaleness:
         e_plan=(plan[0] * rate * v, plan[1] * rate * v),
         e_check=(check[0] * rate * v, check[1] * rate * v),
         refusals=dict(refusals),
-        segments_mean_h={s: sum(c.segments[s] for c in calls) / v for s in SEGMENTS},
+        segments_mean_h={s: math.fsum(c.segments[s] for c in calls) / v for s in SEGMENTS},
     )
 
 

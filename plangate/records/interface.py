@@ -30,9 +30,11 @@ APPROVERS_ACTIVITY = "guard.approvers"  # local: who may answer a card, now
 PROBE_ACTIVITY = "probe.evaluate"  # local: conditions read
 PROPOSE_ACTIVITY = "replanner.propose"  # local: the re-planner asked for a plan
 REVIEW_ACTIVITY = "replanner.review"  # local: a proposed plan checked and its guards resolved
+WINDOWS_ACTIVITY = "windows.record"  # local: an ended run's windows kept in Postgres
 CATALOGUE_ACTIVITY = "plangate.catalogue"  # a worker's catalogue announced; never scheduled
+# the catalogue's is registered on its own poller
 WORKER_ACTIVITIES = (GUARD_ACTIVITY, APPROVERS_ACTIVITY, PROBE_ACTIVITY, PROPOSE_ACTIVITY,
-                     REVIEW_ACTIVITY)  # the catalogue's is registered on its own poller
+                     REVIEW_ACTIVITY, WINDOWS_ACTIVITY)
 
 # plangate.temporal's local activities, on a team's worker (``PlangatePlugin``)
 TEAM_CHECK_ACTIVITY = "plangate.guard.check"  # the guards of a call, decided and read

@@ -79,6 +79,15 @@ def outage_backoff(reads: int) -> timedelta:
 GUARD_TIMEOUT = timedelta(seconds=30)
 GUARD_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
 
+# An ended run's windows row (``windows.record``): written before the execution closes, tried
+# again through a Postgres outage for up to an hour (past a minute each try waits on a timer in
+# the history); only then does the run close without it (``plangate report --visibility``
+# still counts it).
+WINDOWS_TIMEOUT = timedelta(seconds=10)
+WINDOWS_PATIENCE = timedelta(hours=1)
+WINDOWS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
+                            maximum_interval=timedelta(minutes=1))
+
 # The replan child: asking the model (each attempt at most PROPOSE_TIMEOUT), reviewing its plan
 # (a local activity), and the whole child, model retries included.
 PROPOSE_TIMEOUT = timedelta(minutes=3)

@@ -8,6 +8,7 @@ execution that holds it (``RunWindows.execution``); otherwise the report fetches
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import datetime
 
@@ -33,7 +34,7 @@ class Execution(Model):
 
     @property
     def plan_to_use_h(self) -> float:
-        return sum(self.segments.values())
+        return math.fsum(self.segments.values())  # in any order of the keys (jsonb's)
 
     @property
     def check_to_use_h(self) -> float:
@@ -49,6 +50,15 @@ class RunWindows(Model):
     # a team's guarded run (``plangate.temporal``): the deployment's task queue its plugin
     # answers to, since the run's own queue is the team's; none for a plan run
     deployment: str | None = None
+
+
+class WindowsRow(Model):
+    """What a run hands the worker as it ends, for its row in Postgres (``world.windows``):
+    its status and calls. Which execution and run it is, the worker reads from the activity's
+    own info, not from here."""
+
+    status: RunStatus
+    calls: list[Execution]
 
 
 def own(memo: RunWindows, workflow_id: str, run_id: str) -> RunWindows | None:

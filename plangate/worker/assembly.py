@@ -39,6 +39,7 @@ from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tool_activity import tool_activities
+from plangate.activities.windows import WindowsActivities
 from plangate.records.interface import (
     APPROVERS_ACTIVITY,
     CATALOGUE_ACTIVITY,
@@ -46,6 +47,7 @@ from plangate.records.interface import (
     PROBE_ACTIVITY,
     PROPOSE_ACTIVITY,
     REVIEW_ACTIVITY,
+    WINDOWS_ACTIVITY,
 )
 from plangate.records.placement import announcement, catalogue_queue
 from plangate.replanner.activity import ReplanActivities
@@ -83,6 +85,7 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
         **tool_activities(world, cat, policy, book),
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy, book).review,
+        WINDOWS_ACTIVITY: WindowsActivities(world, settings.temporal.task_queue).record,
     }
 
 

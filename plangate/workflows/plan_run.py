@@ -16,7 +16,7 @@ from plangate.records import interface
 from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
 from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
 from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
-from plangate.workflows import bookkeeping, guarding, replanning, summaries
+from plangate.workflows import bookkeeping, ending, guarding, replanning, summaries
 from plangate.workflows.answers import Answers
 from plangate.workflows.context import VersionContext
 from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
@@ -139,8 +139,8 @@ class PlanRunWorkflow:
             # it. The run fails, with its report, instead of hanging as "running".
             self._crashed(e)
         self._shown.show(self._report)  # the final status, in the workflow task of the end
-        self._shown.end(self._report)
         shown.cancel()
+        await ending.keep(self._shown.end(self._report))
         r = self._report
         if r.status in _ERROR_TYPES:
             # Temporal's own views (Web UI, ``temporal workflow list``) show it Failed, the

@@ -73,15 +73,16 @@ class Shown:
         memo = CardsMemo(execution=workflow.info().run_id, goal=r.goal, cards=cards)
         workflow.upsert_memo({CARDS_MEMO: memo if cards else None})
 
-    def end(self, r: RunReport) -> None:
+    def end(self, r: RunReport) -> RunWindows:
         """The run ends (in this workflow task): its calls' windows in its memo, unless they
-        are too many to keep there (the report then fetches the result)."""
+        are too many to keep there (the report then fetches the result); the windows."""
         info = workflow.info()
         submitted = r.submitted_at or info.start_time
         calls = executions(r, submitted, r.begun_at or submitted)
         memo = RunWindows(execution=info.run_id, run_id=r.run_id, status=r.status, calls=calls)
         if len(memo.model_dump_json()) <= WINDOWS_MEMO_MAX:
             workflow.upsert_memo({WINDOWS_MEMO: memo})
+        return memo
 
     def hand_over(self) -> None:
         """This execution continues as new: its attributes say so (``continued``, waiting for

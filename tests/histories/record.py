@@ -82,7 +82,10 @@ async def saturday_export_deleted(b: Bench) -> RunReport:  # failed: the rest of
     s3 = boto3.client("s3", endpoint_url=b.settings.world.s3_endpoint_url)
     s3.create_bucket(Bucket=BUCKET)
     s3.delete_object(Bucket=BUCKET, Key=KEY)
-    return await b.run(saturday_plan("staging.rec_gone"))
+    # no re-plan: the path is the failure itself (the demo's plan re-plans, then halts, since
+    # 7ecf827)
+    plan = saturday_plan("staging.rec_gone")
+    return await b.run({**plan, "budget": {**plan["budget"], "replans_max": 0}})
 
 
 async def closeout_replanned(b: Bench) -> RunReport:

@@ -1,0 +1,31 @@
+"""A run's end kept where ``plangate report`` reads it in one query: its windows (the memo it
+upserted, ``showing.Shown.end``) written to the deployment's Postgres by the worker
+(``windows.record``, a local activity: its marker is the one event this adds to the history)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from plangate.records import options
+from plangate.records.interface import WINDOWS_ACTIVITY
+from plangate.records.windows import RunWindows, WindowsRow
+
+
+async def keep(memo: RunWindows) -> None:
+    """The row written, before the execution closes. A cancel from Temporal that arrives while
+    it is written does not stop it: the run has ended, its status is its own."""
+    row = WindowsRow(status=memo.status, calls=memo.calls)
+    writing = asyncio.ensure_future(workflow.execute_local_activity(
+        WINDOWS_ACTIVITY, row, start_to_close_timeout=options.WINDOWS_TIMEOUT,
+        schedule_to_close_timeout=options.WINDOWS_PATIENCE, retry_policy=options.WINDOWS_RETRY,
+    ))  # no summary: the marker alone (a run's steps are what its timeline shows)
+    try:
+        try:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await writing
+    except ActivityError as e:  # an hour without Postgres: the run ends without its row
+        workflow.logger.warning("the run's windows were not kept for the report: %s", e.cause)
