@@ -9,8 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import boto3
-from botocore.config import Config
 from opentelemetry.trace import Tracer
 from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool
@@ -23,7 +21,10 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 # Temporal owns retries: the clients fail fast and say so.
-_S3_CONFIG = Config(connect_timeout=3, read_timeout=20, retries={"max_attempts": 1})
+# S3: connect in 3 s, read in 20, one attempt (boto3 loaded with the first S3 call: 0.2 s that
+# a process reading Postgres alone, ``plangate report`` or ``ledger``, need not pay)
+_S3_CONFIG: dict[str, Any] = {"connect_timeout": 3, "read_timeout": 20,
+                              "retries": {"max_attempts": 1}}
 PG_CONNECT_TIMEOUT_S = 3.0
 # A transaction of the worker's that goes quiet this long is ended by Postgres. A worker paused
 # in the middle of one (a GC pause, a VM migration, SIGSTOP) would otherwise hold its locks until
@@ -63,8 +64,11 @@ class World:
     @property
     def s3(self) -> S3Client:
         if self._s3 is None:
+            import boto3
+            from botocore.config import Config
+
             self._s3 = boto3.client(
-                "s3", endpoint_url=self.settings.s3_endpoint_url, config=_S3_CONFIG
+                "s3", endpoint_url=self.settings.s3_endpoint_url, config=Config(**_S3_CONFIG)
             )
         return self._s3
 
