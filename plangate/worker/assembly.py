@@ -38,6 +38,7 @@ from plangate.activities.extensions import ExtensionError, Registry, registry_fo
 from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
+from plangate.activities.reading import ReadActivities
 from plangate.activities.tool_activity import tool_activities
 from plangate.records.interface import (
     APPROVERS_ACTIVITY,
@@ -45,6 +46,7 @@ from plangate.records.interface import (
     GUARD_ACTIVITY,
     PROBE_ACTIVITY,
     PROPOSE_ACTIVITY,
+    READ_CALL_ACTIVITY,
     REVIEW_ACTIVITY,
 )
 from plangate.records.placement import announcement, catalogue_queue
@@ -83,6 +85,8 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
         **tool_activities(world, cat, policy, book),
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy, book).review,
+        # a read over MCP answered without a run (plangate mcp's fast path)
+        READ_CALL_ACTIVITY: ReadActivities(world, cat, policy, settings.runs, book).read_call,
     }
 
 
