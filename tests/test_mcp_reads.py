@@ -7,6 +7,8 @@ the world: files written, objects in S3, workflows and activities in Temporal.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -47,9 +49,9 @@ async def activities(client: Client, call_id: str) -> int:
 
 
 async def call(settings: Settings, stack: Any, worker: Settings, tool: str,
-               args: dict[str, Any]) -> Any:
+               args: dict[str, Any], **extra: str) -> Any:
     """``tool`` called over MCP on a front with the test's settings, the worker with its own."""
-    env = server_env(stack, settings, worker.temporal.task_queue)
+    env = server_env(stack, settings, worker.temporal.task_queue, **extra)
     async with http_server(env) as srv, srv.client() as mcp:
         return await mcp.call_tool(tool, args)
 
@@ -172,3 +174,27 @@ async def test_the_worker_calls_no_write_without_a_run_whatever_the_request_says
         assert got.report is None and "effect write" in got.run
     listed = s3.list_objects_v2(Bucket=bucket).get("Contents", [])
     assert [o["Key"] for o in listed] == ["k"]  # nothing written
+
+
+async def test_a_deployment_can_make_every_read_a_run(
+    client: Client, settings: Settings, stack: Any, s3: Any
+) -> None:
+    bucket = bucket_with_object(s3)
+    dest = f"run-{uuid.uuid4().hex[:8]}.txt"
+    async with running_worker(client, settings) as h:
+        res = await call(settings, stack, h.settings, "s3_get",
+                         {"bucket": bucket, "key": "k", "dest": dest}, PLANGATE_MCP_READS="run")
+    out = res.structured_content
+    assert not res.is_error and out is not None and out["status"] == "succeeded"
+    assert (settings.world.workdir / dest).read_bytes() == b"hello"
+    assert await workflows(client, out["run_id"]) == 1
+    assert await activities(client, out["run_id"]) == 0
+
+
+def test_a_reads_setting_that_is_neither_is_a_usage_error(stack: Any, settings: Settings
+                                                          ) -> None:
+    env = {**server_env(stack, settings, "unused"), "PLANGATE_MCP_READS": "fast"}
+    done = subprocess.run([sys.executable, "-m", "plangate", "mcp"], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "PLANGATE_MCP_READS='fast': give worker" in done.stderr

@@ -41,10 +41,11 @@ class ReadNotAnswered(PlangateError):
 
 async def read_call(
     client: Client, settings: Settings, done: Checked, call_id: str, *,
-    take_within: timedelta,
+    take_within: timedelta, queue: str | None = None,
 ) -> ReadAnswer:
     """The worker's answer to the one-step read ``done`` under ``call_id`` (the activity's id,
-    what the submission is signed for). ``take_within``: how long it may wait for a worker."""
+    what the submission is signed for). ``take_within``: how long it may wait for a worker;
+    ``queue``: where it goes (``starting.queue_for``'s answer for the plan; asked when None)."""
     from temporalio.client import ActivityFailureError
     from temporalio.common import ActivityIDConflictPolicy, RetryPolicy
     from temporalio.service import RPCError, RPCStatusCode
@@ -53,7 +54,7 @@ async def read_call(
 
     plan = done.plan
     key = settings.identity.submitter_key
-    queue = await queue_for(client, settings, plan)
+    queue = queue or await queue_for(client, settings, plan)
     req = ReadCall(plan=plan, submission=sign_submission(key, call_id, plan, datetime.now(UTC))
                    if key else None)
     try:

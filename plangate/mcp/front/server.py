@@ -166,14 +166,16 @@ def caller_of(clients: Clients) -> Caller:
 def build_server(
     settings: Settings, *, answer_within_s: float = DEFAULT_ANSWER_WITHIN_S,
     approval_url: str = DEFAULT_APPROVAL_URL, clients: Clients | None = None,
-    runs_per_minute: int = DEFAULT_RUNS_PER_MINUTE,
+    runs_per_minute: int = DEFAULT_RUNS_PER_MINUTE, reads_by_worker: bool = True,
 ) -> MCPServer:
     """The MCP server of the deployment ``settings`` describe (``plangate mcp`` runs it). A
     guarded call is answered once its run has ended or waits for a person, or after
     ``answer_within_s`` seconds (then as a task, or the run's id and state); a card's input
     request points a person at ``approval_url`` (the approval page). ``clients``: who may
     call (default: stdio's one client with the server's submitter key); each starts at most
-    ``runs_per_minute`` runs a minute (0: no limit)."""
+    ``runs_per_minute`` runs a minute (0: no limit), a read counted as a run.
+    ``reads_by_worker``: a call of a tool the catalogue declares ``read`` is offered to the
+    worker first, answered without a run where it can be (``plangate.mcp.front.reads``)."""
     from plangate.activities.catalogue import catalogue
     from plangate.client.checked import check
 
@@ -206,7 +208,8 @@ def build_server(
     tasks = GuardedTasks(
         {name: known.tools[tool] for name, tool in served.items()},
         start=start_guarded, access=access, caller=caller,
-        answer_within_s=answer_within_s, approval_url=approval_url, read=read_guarded,
+        answer_within_s=answer_within_s, approval_url=approval_url,
+        read=read_guarded if reads_by_worker else None,
     )
     server: MCPServer = MCPServer(
         name="plangate",
