@@ -7,6 +7,7 @@ the world: files written, objects in S3, workflows and activities in Temporal.""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
@@ -20,7 +21,10 @@ from temporalio.common import RetryPolicy
 
 from plangate.activities.catalogue import announced
 from plangate.client.checked import check
+from plangate.client.connection import connect
 from plangate.client.reading import read_call
+from plangate.dev._stack import choose_port
+from plangate.dev._stack._temporal import TemporalDevServer
 from plangate.records.interface import READ_CALL_ACTIVITY
 from plangate.records.placement import catalogue_queue
 from plangate.records.reading import ReadAnswer, ReadCall
@@ -198,3 +202,33 @@ def test_a_reads_setting_that_is_neither_is_a_usage_error(stack: Any, settings: 
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "PLANGATE_MCP_READS='fast': give worker" in done.stderr
+
+
+async def test_a_server_without_standalone_activities_answers_every_read_by_a_run(
+    settings: Settings, stack: Any, s3: Any, tmp_path: Path
+) -> None:
+    """A Temporal server that refuses standalone activities: the read is a run all the same
+    (the front learns it from the refusal, and says so once)."""
+    bucket = bucket_with_object(s3)
+    server = TemporalDevServer(
+        port=choose_port("Temporal", None, fallback=True), ui_port=None,
+        db_file=tmp_path / "temporal.db", log_file=tmp_path / "temporal.log",
+        namespace=settings.temporal.namespace,
+        dynamic_config={"activity.enableStandalone": "false"},
+    )
+    await server.start()
+    try:
+        own = replace(settings, temporal=replace(settings.temporal, address=server.address))
+        other = await connect(own)
+        async with running_worker(other, own) as h:
+            for n in range(2):  # the second call is not offered: the front knows now
+                dest = f"nostandalone-{n}-{uuid.uuid4().hex[:6]}.txt"
+                res = await call(own, stack, h.settings, "s3_get",
+                                 {"bucket": bucket, "key": "k", "dest": dest},
+                                 TEMPORAL_ADDRESS=server.address)
+                out = res.structured_content
+                assert not res.is_error and out is not None and out["status"] == "succeeded"
+                assert (settings.world.workdir / dest).read_bytes() == b"hello"
+                assert await workflows(other, out["run_id"]) == 1
+    finally:
+        await asyncio.to_thread(server.stop)
