@@ -27,7 +27,9 @@ from plangate.dev._stack import choose_port
 from plangate.dev._stack._temporal import TemporalDevServer
 from plangate.records.interface import READ_CALL_ACTIVITY
 from plangate.records.placement import catalogue_queue
+from plangate.records.proofs import Submitter
 from plangate.records.reading import ReadAnswer, ReadCall
+from plangate.records.signing import SigningKey
 from plangate.testing import running_worker
 from plangate.world.settings import Settings
 from tests.mcp_client import http_server, server_env
@@ -232,3 +234,33 @@ async def test_a_server_without_standalone_activities_answers_every_read_by_a_ru
                 assert await workflows(other, out["run_id"]) == 1
     finally:
         await asyncio.to_thread(server.stop)
+
+
+async def test_a_deployment_of_listed_submitters_reads_only_for_a_proven_one(
+    client: Client, settings: Settings, s3: Any
+) -> None:
+    """Where the deployment lists its submitters, the worker reads only on a submission signed
+    for this very call (its activity id), by a listed submitter, for a principal it may act as;
+    an unsigned call, or one signed by a key the deployment does not list, is a run's to refuse."""
+    bucket = bucket_with_object(s3)
+    agent, stranger = SigningKey.generate("agent"), SigningKey.generate("stranger")
+    worker = replace(settings, policy=replace(
+        settings.policy, submitters=(Submitter(agent.name, agent.public, ("dana",)),)))
+
+    def plan(dest: str) -> dict[str, Any]:
+        return {"goal": "s3.get called over MCP", "budget": {"replans_max": 0},
+                "on_behalf_of": "dana", "steps": [{"n": 1, "tool": "s3.get", "effect": "read",
+                "args": {"bucket": bucket, "key": "k", "dest": dest}}]}
+
+    async with running_worker(client, worker) as h:
+        for key, answered in ((agent, True), (stranger, False), (None, False)):
+            signer = replace(h.settings, identity=replace(h.settings.identity,
+                                                          submitter_key=key))
+            dest = f"signed-{uuid.uuid4().hex[:8]}.txt"
+            got = await read_call(client, signer, check(plan(dest), h.settings),
+                                  f"mcp-s3.get-{uuid.uuid4().hex[:16]}",
+                                  take_within=timedelta(seconds=10))
+            assert (got.report is not None) is answered, got.run
+            assert (settings.world.workdir / dest).exists() is answered
+            if not answered:
+                assert got.run.startswith("not_permitted: ")
