@@ -49,6 +49,7 @@ def reads_by_worker(env: Mapping[str, str] | None = None) -> bool:
             f"run, the default) or {BY_RUN} (every read a one-step run)")
     return value == BY_WORKER
 
+
 class FastReads:
     """Offers reads to the worker until the server says it runs no standalone activities
     (then ``off`` says why, and every call is a run)."""
