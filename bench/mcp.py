@@ -1,9 +1,11 @@
 """What the MCP gateway costs, measured side by side in one run:
 
-1. a guarded call through ``plangate mcp`` (stdio) of a read tool of the git MCP server (the
-   one-step guarded run: guards resolved, the tool called by the worker over its own session
-   to the git server, its answer) against the same read tool called directly on the git
-   server (``mcp-server-git`` over stdio): p50 of each, and their ratio;
+1. a guarded call through ``plangate mcp`` (stdio) of a read tool of the git MCP server,
+   answered by the worker without a run (a standalone activity: guards derived by the worker,
+   the tool called over its own session to the git server), the same call as a one-step
+   guarded run (a second ``plangate mcp`` with ``PLANGATE_MCP_READS=run``), and the same read
+   tool called directly on the git server (``mcp-server-git`` over stdio): p50 of each, and
+   each guarded path's ratio to direct;
 2. a one-step guarded run (``s3.put``) started over MCP, its answer awaited, against the same
    run started through the Python API (``start`` then ``result``): p50 of each, and their ratio;
 3. what one identity per client adds to a guarded call (over HTTP, a client of 100 in
@@ -77,19 +79,25 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
     return (time.perf_counter() - began) * 1000
 
 
+async def alternate(calls: int, *fns: Callable[[], Awaitable[Any]]) -> list[float]:
+    """p50 (ms) of each of ``fns``, called in turn ``calls`` times each, after 3 warm-ups of
+    each."""
+    for _ in range(3):
+        for fn in fns:
+            await fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(calls):
+        for fn, ts in zip(fns, times, strict=True):
+            ts.append(await timed(fn))
+    return [statistics.median(ts) for ts in times]
+
+
 async def pair(calls: int, a: Callable[[], Awaitable[Any]], b: Callable[[], Awaitable[Any]]
                ) -> tuple[float, float]:
     """p50 (ms) of ``a`` and of ``b``, called alternately ``calls`` times each, after 3
     warm-ups of each."""
-    for _ in range(3):
-        await a()
-        await b()
-    ta: list[float] = []
-    tb: list[float] = []
-    for _ in range(calls):
-        ta.append(await timed(a))
-        tb.append(await timed(b))
-    return statistics.median(ta), statistics.median(tb)
+    pa, pb = await alternate(calls, a, b)
+    return pa, pb
 
 
 def ok(result: Any, what: str) -> Any:
@@ -106,7 +114,8 @@ async def main(calls: int) -> None:
         extra = {"PLANGATE_MCP_SERVERS": str(servers)}
         async with bench_stack(env=extra) as b:
             api = Plangate(b.client, b.settings)
-            env = {**os.environ, **b.env, **extra,
+            # no limit a minute: every call here is measured, reads counted as runs
+            env = {**os.environ, **b.env, **extra, "PLANGATE_MCP_RUNS_PER_MINUTE": "0",
                    "PLANGATE_TASK_QUEUE": b.settings.temporal.task_queue}
             bucket = f"bench-{uuid.uuid4().hex[:8]}"
             boto3.client("s3", endpoint_url=b.settings.world.s3_endpoint_url).create_bucket(
@@ -114,16 +123,30 @@ async def main(calls: int) -> None:
             git_cmd = [sys.executable, "-m", "mcp_server_git", "--repository", str(repo)]
             plangate_cmd = [sys.executable, "-m", "plangate", "mcp"]
             log_args = {"repo_path": str(repo), "max_count": 1}
-            async with stdio(git_cmd, env) as git, stdio(plangate_cmd, env) as gate:
+            as_runs = {**env, "PLANGATE_MCP_READS": "run"}
+            async with stdio(git_cmd, env) as git, stdio(plangate_cmd, env) as gate, \
+                    stdio(plangate_cmd, as_runs) as gate_runs:
                 async def direct() -> None:
                     ok(await git.call_tool("git_log", log_args), "git_log")
 
-                async def guarded() -> None:
-                    res = ok(await gate.call_tool("git_log", log_args), "git.log")
-                    if (res.structured_content or {}).get("status") != "succeeded":
-                        raise SystemExit(f"git.log did not succeed: {res.structured_content}")
+                ran: dict[str, list[str]] = {"worker": [], "run": []}
 
-                g50, d50 = await pair(calls, guarded, direct)
+                def guarded(over: Client, path: str) -> Callable[[], Awaitable[None]]:
+                    async def call() -> None:
+                        res = ok(await over.call_tool("git_log", log_args), "git.log")
+                        out = res.structured_content or {}
+                        if out.get("status") != "succeeded":
+                            raise SystemExit(f"git.log did not succeed: {out}")
+                        ran[path].append(str(out["run_id"]))
+                    return call
+
+                g50, r50, d50 = await alternate(calls, guarded(gate, "worker"),
+                                                guarded(gate_runs, "run"), direct)
+                # each path is what it says: the worker's reads left no workflow, runs did
+                runs = [await b.client.count_workflows(f"WorkflowId = '{i}'")
+                        for i in (ran["worker"][-1], ran["run"][-1])]
+                if [r.count for r in runs] != [0, 1]:
+                    raise SystemExit(f"the paths were not taken: workflows {runs}")
 
                 def put() -> dict[str, Any]:
                     return {"bucket": bucket, "key": f"k-{uuid.uuid4().hex[:8]}",
@@ -147,8 +170,10 @@ async def main(calls: int) -> None:
     micro_us = identity_micro()
     print(f"calls: {calls} of each, alternating, after 3 warm-ups of each")
     print(f"git_log directly on mcp-server-git (stdio):        p50 {d50:8.1f} ms")
-    print(f"git.log guarded through plangate mcp (stdio):       p50 {g50:8.1f} ms")
-    print(f"  guarded / direct:                                  {g50 / d50:8.1f}x")
+    print(f"git.log guarded, read by the worker (no run):      p50 {g50:8.1f} ms")
+    print(f"git.log guarded, a one-step run (MCP_READS=run):    p50 {r50:8.1f} ms")
+    print(f"  read by the worker / direct:                       {g50 / d50:8.2f}x")
+    print(f"  one-step run / direct:                             {r50 / d50:8.2f}x")
     print(f"s3.put one-step run through the Python API:         p50 {a50:8.1f} ms")
     print(f"s3.put one-step run over MCP (call to answer):      p50 {m50:8.1f} ms")
     print(f"  over MCP / Python API:                             {m50 / a50:8.2f}x")

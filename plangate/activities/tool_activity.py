@@ -123,6 +123,13 @@ class Proven:
     approvers: int = 0
 
 
+def run_of_call() -> str:
+    """The run this call acts for, as its submission and approvals were signed: its workflow's
+    id, or a standalone activity's own id (a read without a run: ``activities.reading``)."""
+    info = activity.info()
+    return info.workflow_id or info.activity_id
+
+
 def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings) -> Proven:
     """What protects the call, decided here, where it acts, from this worker's own policy and
     catalogue, whatever the workflow says: a deployment that lists submitters acts only for a
@@ -131,7 +138,7 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings)
     or a re-planned money or external step) acts only on a card that is this very call, with
     an approval signed by an approver the deployment knows now (403 ``approval_missing``).
     A grant a call carries without needing one is verified too, and counts only if it holds."""
-    workflow_id = activity.info().workflow_id or ""  # a tool runs only for a workflow
+    workflow_id = run_of_call()
     submitter: str | None = None
     submitter_key: bytes | None = None
     if policy.submitters:

@@ -149,6 +149,7 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     try:
         from plangate.mcp.front.clients import runs_per_minute
         from plangate.mcp.front.http import McpServerRefused, clients_of, serve_http
+        from plangate.mcp.front.reads import reads_by_worker
         from plangate.mcp.front.server import serve_stdio
 
         if args.http:
@@ -164,10 +165,11 @@ async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("mcp: --answer-within must be a positive number of seconds")
     try:
         per_minute = runs_per_minute(os.environ)
+        by_worker = reads_by_worker(os.environ)
     except ConfigurationError as e:
         raise UsageError(f"mcp: {e}") from None
     options = {"answer_within_s": args.answer_within, "approval_url": args.approval_url,
-               "runs_per_minute": per_minute}
+               "runs_per_minute": per_minute, "reads_by_worker": by_worker}
     warning = startup.approver_warning(settings)
     if not args.http:
         # stderr: stdout carries the protocol, nothing else

@@ -32,6 +32,8 @@ PROPOSE_ACTIVITY = "replanner.propose"  # local: the re-planner asked for a plan
 REVIEW_ACTIVITY = "replanner.review"  # local: a proposed plan checked and its guards resolved
 WINDOWS_ACTIVITY = "windows.record"  # local: an ended run's windows kept in Postgres
 CATALOGUE_ACTIVITY = "plangate.catalogue"  # a worker's catalogue announced; never scheduled
+# a standalone activity (no workflow): one read tool's call over MCP, guarded by the worker
+READ_CALL_ACTIVITY = "plangate.read_call"
 # the catalogue's is registered on its own poller
 WORKER_ACTIVITIES = (GUARD_ACTIVITY, APPROVERS_ACTIVITY, PROBE_ACTIVITY, PROPOSE_ACTIVITY,
                      REVIEW_ACTIVITY, WINDOWS_ACTIVITY)

@@ -38,6 +38,7 @@ from plangate.activities.extensions import ExtensionError, Registry, registry_fo
 from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
+from plangate.activities.reading import ReadActivities
 from plangate.activities.tool_activity import tool_activities
 from plangate.activities.windows import WindowsActivities
 from plangate.records.interface import (
@@ -46,6 +47,7 @@ from plangate.records.interface import (
     GUARD_ACTIVITY,
     PROBE_ACTIVITY,
     PROPOSE_ACTIVITY,
+    READ_CALL_ACTIVITY,
     REVIEW_ACTIVITY,
     WINDOWS_ACTIVITY,
 )
@@ -86,6 +88,8 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy, book).review,
         WINDOWS_ACTIVITY: WindowsActivities(world, settings.temporal.task_queue).record,
+        # a read over MCP answered without a run (plangate mcp's fast path)
+        READ_CALL_ACTIVITY: ReadActivities(world, cat, policy, settings.runs, book).read_call,
     }
 
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -27,10 +28,14 @@ from . import HOST, StackError, find_script, log, log_tail
 # the limiter's burst every workflow task then waits 35-50 ms to be dispatched, whatever the
 # worker does (20 sequential activities: 1,043 ms against 394 ms at 1,000). The limit only caps
 # loads when tasks are waiting; it adds no polling when idle.
-DYNAMIC_CONFIG: dict[str, int] = {
+DYNAMIC_CONFIG: dict[str, int | str] = {
     f"history.{queue}ProcessorMaxPollRPS": 1000
     for queue in ("transfer", "timer", "visibility", "outbound")
 }
+# Standalone activities (an activity without a workflow): ``plangate mcp`` answers a read with
+# one (docs/mcp.md). The dev server of Temporal 1.32 enables them already; said here so a dev
+# server that changes its default does not quietly turn every read into a run.
+DYNAMIC_CONFIG["activity.enableStandalone"] = "true"
 
 # Every workflow task completion is a commit; with the default journal each one waits for an
 # fsync (about 3.5 ms here, the larger part of a tool's dispatch). In WAL mode with
@@ -48,9 +53,12 @@ class TemporalDevServer:
     """
 
     def __init__(
-        self, *, port: int, ui_port: int | None, db_file: Path, log_file: Path, namespace: str
+        self, *, port: int, ui_port: int | None, db_file: Path, log_file: Path, namespace: str,
+        dynamic_config: Mapping[str, int | str] = {},
     ) -> None:
         self.port = port
+        # over plangate's own (``DYNAMIC_CONFIG``): a test's server without a feature
+        self.dynamic_config = {**DYNAMIC_CONFIG, **dynamic_config}
         self.ui_port = ui_port  # None: headless
         self.db_file = db_file
         self.log_file = log_file
@@ -77,7 +85,7 @@ class TemporalDevServer:
         ]  # fmt: skip
         for pragma in SQLITE_PRAGMAS:
             cmd += ["--sqlite-pragma", pragma]
-        for key, value in DYNAMIC_CONFIG.items():
+        for key, value in self.dynamic_config.items():
             cmd += ["--dynamic-config-value", f"{key}={value}"]
         if self.ui_port is None:
             cmd.append("--headless")

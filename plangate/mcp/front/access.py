@@ -52,11 +52,14 @@ class Access:
 
     async def start(
         self, who: McpClient, done: Checked, *, run_id: str | None = None, once: bool = False,
+        admitted: bool = False,
     ) -> str:
-        """Start a run for ``who`` (``RunsLimited`` past the limit). ``once``: the run of this
+        """Start a run for ``who`` (``RunsLimited`` past the limit, unless ``admitted``: a read
+        the worker sent back to a run was counted when offered). ``once``: the run of this
         call's derived id, started at most once; ``CallTaken`` where that id holds a run
         that is not ``who``'s of this plan. A run id the client chose must be new."""
-        self.limit.admit(who)
+        if not admitted:
+            self.limit.admit(who)
         api = await self.api(who)
         digest = plan_sha256(done.plan)
         handle = await api.submit(done, run_id=run_id, once=once, fresh_id=not once,

@@ -35,6 +35,7 @@ from pydantic import BaseModel, WithJsonSchema
 
 from plangate import __version__
 from plangate.client.api import NoWorkerAnswered, RunEnded, RunIdInUse, UnknownRun
+from plangate.client.checked import Checked
 from plangate.mcp.front.access import Access
 from plangate.mcp.front.clients import (
     CLIENT_SCOPE,
@@ -48,10 +49,12 @@ from plangate.mcp.front.clients import (
 from plangate.mcp.front.guarded import RUN_PREFIX, GuardedCall, description, hints
 from plangate.mcp.front.language import LANGUAGE_URI, language_text, plan_schema
 from plangate.mcp.front.names import served_name, served_names
+from plangate.mcp.front.reads import FastReads
 from plangate.mcp.front.tasks import Caller, GuardedTasks
 from plangate.plans.catalogue import Catalogue, Term, ToolInfo
 from plangate.plans.load import PlanError
 from plangate.plans.problem import Problem as PlanProblem
+from plangate.records.report import RunReport
 from plangate.world.settings import Settings
 
 CATALOGUE_URI = "plangate://catalogue"
@@ -163,14 +166,16 @@ def caller_of(clients: Clients) -> Caller:
 def build_server(
     settings: Settings, *, answer_within_s: float = DEFAULT_ANSWER_WITHIN_S,
     approval_url: str = DEFAULT_APPROVAL_URL, clients: Clients | None = None,
-    runs_per_minute: int = DEFAULT_RUNS_PER_MINUTE,
+    runs_per_minute: int = DEFAULT_RUNS_PER_MINUTE, reads_by_worker: bool = True,
 ) -> MCPServer:
     """The MCP server of the deployment ``settings`` describe (``plangate mcp`` runs it). A
     guarded call is answered once its run has ended or waits for a person, or after
     ``answer_within_s`` seconds (then as a task, or the run's id and state); a card's input
     request points a person at ``approval_url`` (the approval page). ``clients``: who may
     call (default: stdio's one client with the server's submitter key); each starts at most
-    ``runs_per_minute`` runs a minute (0: no limit)."""
+    ``runs_per_minute`` runs a minute (0: no limit), a read counted as a run.
+    ``reads_by_worker``: a call of a tool the catalogue declares ``read`` is offered to the
+    worker first, answered without a run where it can be (``plangate.mcp.front.reads``)."""
     from plangate.activities.catalogue import catalogue
     from plangate.client.checked import check
 
@@ -180,19 +185,31 @@ def build_server(
     known = catalogue(settings.catalogue)
     served = served_names(known.tools)  # served name -> catalogue name; a clash: NameClash
 
-    async def start_guarded(who: McpClient, call: GuardedCall, info: ToolInfo) -> str:
+    def checked(call: GuardedCall, info: ToolInfo) -> Checked:
         try:
-            done = check(call.plan(info), settings)
+            return check(call.plan(info), settings)
         except PlanError as e:
             raise ToolError("call refused: " + "; ".join(e.problems)) from None
-        if call.request_id is None:
-            return await access.start(who, done, run_id=call.run_id(who.name))
-        return await access.start(who, done, run_id=call.run_id(who.name), once=True)
+
+    async def start_guarded(who: McpClient, call: GuardedCall, info: ToolInfo, run_id: str,
+                            admitted: bool) -> str:
+        done = checked(call, info)
+        return await access.start(who, done, run_id=run_id, once=call.request_id is not None,
+                                  admitted=admitted)
+
+    reads = FastReads(access, answer_within_s)
+
+    async def read_guarded(who: McpClient, call: GuardedCall, info: ToolInfo, call_id: str
+                           ) -> tuple[RunReport | None, bool]:
+        if not reads.offered(info):
+            return None, False
+        return await reads.answer(who, checked(call, info), call_id), True
 
     tasks = GuardedTasks(
         {name: known.tools[tool] for name, tool in served.items()},
         start=start_guarded, access=access, caller=caller,
         answer_within_s=answer_within_s, approval_url=approval_url,
+        read=read_guarded if reads_by_worker else None,
     )
     server: MCPServer = MCPServer(
         name="plangate",

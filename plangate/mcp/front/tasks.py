@@ -49,6 +49,7 @@ from plangate.mcp.front.access import Access
 from plangate.mcp.front.clients import McpClient, NotYourRun
 from plangate.mcp.front.guarded import RUN_PREFIX, GuardedCall, call_result, follow, summary
 from plangate.plans.catalogue import ToolInfo
+from plangate.plans.model import Effect
 from plangate.records.report import RunReport, RunStatus
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -63,7 +64,11 @@ class UpdateParams(TaskParams):
     input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
 
 
-Start = Callable[[McpClient, GuardedCall, ToolInfo], Awaitable[str]]
+# who, the call, its tool, the run id, whether the call was counted already (a read offered)
+Start = Callable[[McpClient, GuardedCall, ToolInfo, str, bool], Awaitable[str]]
+# a read offered to the worker: its report (None where a run must answer), and whether the
+# call was counted against the client's limit
+Read = Callable[[McpClient, GuardedCall, ToolInfo, str], Awaitable[tuple[RunReport | None, bool]]]
 Caller = Callable[[ServerRequestContext[Any, Any]], McpClient]
 
 
@@ -145,10 +150,11 @@ class GuardedTasks(Extension):
 
     def __init__(
         self, tools: Mapping[str, ToolInfo], *, start: Start, access: Access, caller: Caller,
-        answer_within_s: float, approval_url: str,
+        answer_within_s: float, approval_url: str, read: Read | None = None,
     ) -> None:
         self.guarded = tools
         self._start, self._access, self._caller = start, access, caller
+        self._read = read
         self.answer_within_s = answer_within_s
         self.approval_url = approval_url
 
@@ -180,8 +186,14 @@ class GuardedTasks(Extension):
             call = GuardedCall.of(info.name, params.arguments, params.meta)
         except ValueError as e:
             raise MCPError(code=INVALID_PARAMS, message=str(e)) from None
+        run_id = call.run_id(who.name)
         try:
-            run_id = await self._start(who, call, info)
+            counted = False
+            if self._read is not None and info.effect is Effect.READ:
+                read, counted = await self._read(who, call, info, run_id)
+                if read is not None:  # the worker answered: no run
+                    return call_result(read)
+            run_id = await self._start(who, call, info, run_id, counted)
         except (ToolError, PlangateError) as e:  # refused before a run began: nothing started
             return _error(str(e))
         # From here the run exists: every answer names it, whatever happens next.
