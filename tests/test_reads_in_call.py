@@ -27,8 +27,9 @@ from plangate.records.calls import (
     ToolCall,
     ToolResult,
 )
+from plangate.records.interface import GUARD_ACTIVITY, WINDOWS_ACTIVITY
 from plangate.records.report import Phase, StepState
-from plangate.testing import running_worker
+from plangate.testing import local_activity, running_worker
 from plangate.world.errors import ToolError
 from tests.harness import MovedBeforeCall
 
@@ -141,11 +142,10 @@ async def test_a_guarded_chain_reads_around_each_call_not_in_between(client, set
     patch = [m.marker_recorded_event_attributes for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_patch"]
     assert [json.loads(p.details["patch-data"].payloads[0].data)["id"] for p in patch] == []
-    local = [m for m in markers
-             if m.marker_recorded_event_attributes.marker_name == "core_local_activity"]
+    local = [kind["activity_type"] for m in markers if (kind := local_activity(m)) is not None]
     # the guards derived, with step 1's first read, in one local activity; every later read was
-    # made inside a tool's activity
-    assert len(local) == 1
+    # made inside a tool's activity; at the end, the run's windows kept for the report
+    assert local == [GUARD_ACTIVITY, WINDOWS_ACTIVITY], local
     started = {e.activity_task_started_event_attributes.scheduled_event_id: e.event_time
                for e in history if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED}
     scheduled = [e.event_id for e in history

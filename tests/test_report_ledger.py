@@ -151,6 +151,29 @@ async def test_runs_closed_before_the_mark_come_from_visibility(client, settings
     assert later.from_ledger == len(later.runs) == 1
 
 
+async def test_a_run_with_no_row_after_the_mark_sends_the_report_to_visibility(
+    client, settings, stack
+):
+    """A run that closed without its row (Postgres down past ``windows.record``'s patience):
+    visibility counts more runs than the rows, so every run is read from visibility, said."""
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    async with running_worker(client, settings) as h:
+        queue = h.settings.temporal.task_queue
+        reps = [await h.run(job_plan(f"n-{uuid.uuid4().hex[:6]}", "done")) for _ in range(3)]
+        kept = await rows(stack.database_url, queue)
+        async with await psycopg.AsyncConnection.connect(stack.database_url) as c:
+            await c.execute("DELETE FROM plangate.windows WHERE execution = %s", (kept[1][0],))
+        world = World(h.settings.world)
+        try:
+            got, seen = await both(h, world, since, len(reps))
+        finally:
+            await world.close()
+    assert len(await rows(stack.database_url, queue)) == 2
+    assert got.from_ledger == 0 and got.note is not None
+    assert got.note.startswith("1 of the 3 runs closed since"), got.note
+    assert ordered(got.runs) == ordered(seen) and len(got.runs) == 3
+
+
 async def test_an_end_written_twice_is_one_row(client, settings, stack):
     """The row's write retried after it committed (the answer lost): the first row stays, no
     second; the run's history holds one marker for it."""

@@ -54,6 +54,17 @@ async def gathered(client: Client, world: World | None, since: datetime,
         if got is None:
             why = f"no worker of {task_queue!r} has written windows to Postgres yet"
             return await _visibility(client, since, task_queue, why)
+        # every plan run visibility counts closed since the rows begin has its row, or the
+        # rows are not the whole story (a run that ended while Postgres was down past
+        # ``windows.record``'s patience, a row deleted): then visibility's, every run
+        start = max(since, got.mark)
+        closed = (await client.count_workflows(
+            reporting.query(start, task_queue, guarded=False))).count
+        kept = len(got.rows)  # (a row written an instant before its run closed may be more)
+        if closed > kept:
+            why = (f"{closed - kept} of the {closed} runs closed since {start:%Y-%m-%d %H:%M:%S} "
+                   "have no windows in Postgres")
+            return await _visibility(client, since, task_queue, why)
         seen = await guarded
     finally:
         guarded.cancel()  # (done, or not wanted: every run is read from visibility)

@@ -161,7 +161,10 @@ async def scrape(address: str) -> Scrape:
 def payload_json(p: Payload) -> Any:
     """A history's payload read as JSON, decompressed where the codec compressed it (payloads
     of 256 bytes or more: ``plangate.worker.compression``)."""
-    return json.loads(opened(p).data)
+    p = opened(p)
+    if p.metadata.get("encoding") == b"binary/null":  # None, as the SDK writes it
+        return None
+    return json.loads(p.data)
 
 
 def local_activity(e: Any) -> dict[str, Any] | None:
