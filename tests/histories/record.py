@@ -1,7 +1,7 @@
 """Records workflow histories for the replay test: one per path a plan run can take. Run by hand
 to add a path (a new one, or a patch's new branch); never to make a failing replay pass
 (docs/versioning.md). Every history was recorded again once on each baseline before the first
-release (the last: baseline-38, issue 38):
+release (the last: baseline-39, issue 39):
 
     .venv/bin/python -m tests.histories.record            # the paths not recorded yet
     .venv/bin/python -m tests.histories.record NAME ...   # these, again
