@@ -54,13 +54,20 @@ def _waiting(run_id: str, rep: RunReport) -> list[PendingCard]:
     ]
 
 
-async def pending_approvals(client: Client, queue: str, by_memo: bool) -> PendingApprovals:
-    """``by_memo``: the namespace has plangate's search attributes (the runs awaiting
-    approval are found by them, their cards read from their memos)."""
+def pending_query(queue: str, by_memo: bool) -> str:
+    """The open runs of ``queue`` (and guarded team workflows) that may hold cards; ``by_memo``:
+    only those awaiting approval (found by plangate's search attributes)."""
     query = (f'((WorkflowType="{PLAN_RUN}" AND {visibility_clause(queue)}) OR '
              f'{visibility.GUARDED}) AND ExecutionStatus="Running"')
     if by_memo:
         query += f" AND {visibility.AWAITING_APPROVAL.name} = true"
+    return query
+
+
+async def pending_approvals(client: Client, queue: str, by_memo: bool) -> PendingApprovals:
+    """``by_memo``: the namespace has plangate's search attributes (the runs awaiting
+    approval are found by them, their cards read from their memos)."""
+    query = pending_query(queue, by_memo)
     cards: list[PendingCard] = []
     ask: list[str] = []  # runs whose report is read
     listed = 0
