@@ -149,14 +149,17 @@ class PageReader:
         form = urllib.parse.urlencode({"token": token}).encode()
         self.opener.open(f"{url}login", form, timeout=120).read()
 
-    def cards(self) -> tuple[int, bool]:
-        """The cards the list page shows, and whether it said only the first runs were read."""
+    def cards(self) -> tuple[int, int, int, bool]:
+        """The cards the list page counts, the cards it shows (a page of them), its size in
+        bytes, and whether it said only the first runs were read."""
         with self.opener.open(self.url, timeout=120) as r:
-            page = r.read().decode()
+            body = r.read()
+        page = body.decode()
         found = re.search(r"<title>plangate: (\d+) approval cards</title>", page)
         if found is None:
             raise SystemExit(f"the approval page shows no cards list: {page[:300]!r}")
-        return int(found.group(1)), "open runs were read" in page
+        shown = page.count('<section class="card')
+        return int(found.group(1)), shown, len(body), "open runs were read" in page
 
 
 class WorkerUse:
@@ -182,11 +185,15 @@ async def count(api: Plangate, query: str) -> int:
 async def until_counted(api: Plangate, query: str, want: int, within_s: float) -> int:
     """Poll visibility until ``query`` counts ``want`` runs (or ``within_s`` passes): the
     count then."""
-    deadline = time.monotonic() + within_s
+    t0 = time.monotonic()
+    told = t0
     while True:
         n = await count(api, query)
-        if n >= want or time.monotonic() > deadline:
+        if n >= want or time.monotonic() > t0 + within_s:
             return n
+        if time.monotonic() - told > 30:  # progress, on stderr
+            told = time.monotonic()
+            print(f"  {n} of {want} after {told - t0:.0f} s", file=sys.stderr, flush=True)
         await asyncio.sleep(0.5)
 
 
@@ -200,8 +207,13 @@ async def server_pages(api: Plangate, query: str) -> int:
     return sum([len(p) async for p in reporting.pages(api.client, query)])
 
 
-async def has_card(api: Plangate, run_id: str) -> bool:
-    rep = await api.report(run_id)
+async def has_card(api: Plangate, run_id: str) -> bool | str:
+    """Whether the run's report shows a pending card; why not, where it could not be read (a
+    loaded worker replaying an evicted run may miss the query's deadline)."""
+    try:
+        rep = await api.report(run_id)
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e)[:160]}"
     return not rep.status.final and any(a.status is CardStatus.PENDING for a in rep.approvals)
 
 
@@ -247,15 +259,16 @@ class Scale:
         # seeded sample of --checked (each one's report replays it: 10,000 take minutes)
         checked = sorted(random.Random(a.seed).sample(runs, min(a.checked, len(runs))))
         carded = await bounded(len(checked), 16, lambda i: has_card(api, checked[i]))
-        self.bad += [f"{r}: no card waiting" for r, ok in zip(checked, carded, strict=True)
-                     if not ok]
+        self.bad += [f"{r}: {'no card waiting' if ok is False else ok}"
+                     for r, ok in zip(checked, carded, strict=True) if ok is not True]
         if seen < a.waiting:
             self.bad.append(f"{a.waiting - seen} runs never awaited approval in visibility")
         return [
             f"waiting runs: {a.waiting} submitted in {submitted_s:.1f} s "
             f"({a.waiting / submitted_s:.0f} runs/s, {a.concurrency} at once); {seen} "
             f"awaiting_approval in visibility {reached_s:.1f} s after the first; "
-            f"{sum(carded)} of {len(checked)} read afterwards with a pending card",
+            f"{sum(ok is True for ok in carded)} of {len(checked)} read afterwards with a pending "
+            "card",
             f"worker RSS: {idle / 2**20:.0f} MB idle, {held / 2**20:.0f} MB with {a.waiting} "
             f"waiting: {per_run:.0f} KiB a waiting run   goal <= 30 KiB",
             f"worker CPU while they wait: {cpu:.2f} s in {wall:.0f} s "
@@ -288,10 +301,12 @@ class Scale:
             s, text = await median(partial(plangate, env, *args))
             out.append(f"plangate {' '.join(args)}, {label}: {s:.2f} s ({lines(text)} lines)"
                        "   goal about 1 s")
-        s, (shown, truncated) = await median(lambda: asyncio.to_thread(page.cards))
+        s, (counted, shown, size, truncated) = await median(
+            lambda: asyncio.to_thread(page.cards))
         cut = ", says only the first runs were read" if truncated else ""
         out.append(f"approval page (plangate ui, GET /), {label}: {s:.2f} s "
-                   f"({shown} cards{cut})   goal about 1 s")
+                   f"({counted} cards, {shown} shown, {size / 1024:.0f} KiB{cut})"
+                   "   goal about 1 s")
         return out
 
     async def finished(self) -> list[str]:
@@ -332,21 +347,25 @@ class Scale:
                    f"{s_list:.2f} s)")
         return out
 
-    async def run(self, bucket: str, key: SigningKey, ui: TextIO) -> list[str]:
+    async def run(self, bucket: str, key: SigningKey, ui: TextIO) -> None:
+        """Each phase's lines printed as it ends (a run that stops early keeps what it had)."""
         await self.warm_up(bucket)
         s, _ = await median(partial(plangate, self.env, "--help"))
-        out = [f"plangate --help (the CLI's own start, nothing asked of Temporal): {s:.2f} s"]
+        say([f"plangate --help (the CLI's own start, nothing asked of Temporal): {s:.2f} s"])
         await asyncio.sleep(3)
-        out += await self.waiting(bucket)
+        say(await self.waiting(bucket))
         async with approval_page(self.env, ui) as url:
             page = await asyncio.to_thread(PageReader, url, key.login_token())
-            out += await self.open_runs(page, f"{self.a.waiting} open")
+            say(await self.open_runs(page, f"{self.a.waiting} open"))
             if self.a.finished:
-                out += await self.finished()
-                out += await self.open_runs(
-                    page, f"{self.a.waiting} open + {self.a.finished} finished")
-        out.append(f"worker RSS at the end: {self.use.rss() / 2**20:.0f} MB")
-        return out
+                say(await self.finished())
+                say(await self.open_runs(
+                    page, f"{self.a.waiting} open + {self.a.finished} finished"))
+        say([f"worker RSS at the end: {self.use.rss() / 2**20:.0f} MB"])
+
+
+def say(lines: list[str]) -> None:
+    print("\n".join(lines), flush=True)
 
 
 async def main(a: argparse.Namespace) -> int:
@@ -363,6 +382,10 @@ async def main(a: argparse.Namespace) -> int:
         s3 = s3_client(env)
         s3.create_bucket(Bucket=bucket)
         s3.close()
+        said = a.max_cached_runs if a.max_cached_runs is not None else (
+            f"unset ({settings.temporal.max_cached_runs})")
+        say([f"scale: {a.waiting} waiting, {a.finished} finished, one plangate worker process, "
+             f"PLANGATE_MAX_CACHED_RUNS {said}, seed {a.seed}"])
         logs = Path(stack.state_dir)
         with (logs / "worker.log").open("a") as log, (logs / "ui.log").open("a") as ui:
             worker = WorkerProcess({**env, **cache}, log)
@@ -370,13 +393,9 @@ async def main(a: argparse.Namespace) -> int:
             assert worker.proc is not None
             bench = Scale(a, api, env, WorkerUse(worker.proc.pid), tag)
             try:
-                out = await bench.run(bucket, key, ui)
+                await bench.run(bucket, key, ui)
             finally:
                 await worker.kill(signal.SIGTERM)
-    said = a.max_cached_runs if a.max_cached_runs is not None else "unset (1000)"
-    print(f"scale: {a.waiting} waiting, {a.finished} finished, one plangate worker process, "
-          f"PLANGATE_MAX_CACHED_RUNS {said}, seed {a.seed}")
-    print("\n".join(out))
     print(f"runs that went wrong: {len(bench.bad)}")
     for b in bench.bad[:10]:
         print(f"  {b}")
