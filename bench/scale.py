@@ -1,28 +1,32 @@
-"""A thousand open runs on one worker (issue 23): runs waiting for a card on one ``plangate
+"""Open runs on one worker (issues 23 and 39): runs waiting for a card on one ``plangate
 worker`` process (the command an operator runs, on a task queue of its own), what they cost it
 while they wait, the card list, ``plangate runs`` and the approval page over them; then
 finished runs, and ``plangate report`` over them.
 
     .venv/bin/python -m bench.scale [--waiting 1000] [--finished 10000] [--seed 23]
                                     [--concurrency 100] [--cpu-window 20]
-                                    [--max-cached-runs N]
+                                    [--max-cached-runs N] [--checked 1000]
+    .venv/bin/python -m bench.scale --waiting 10000 --finished 0   # about 17 minutes
 
-Prints one block of lines, each figure beside the issue's goal: how long the waiting runs took
-to reach their cards; the worker's RSS idle (after warm-up runs) and with them all waiting, per
-waiting run in KiB; its CPU while they wait (CPU seconds / wall seconds); the card list
-(``Plangate.pending_approvals``: cards returned of those waiting, truncated or not), ``plangate
-runs`` with and without ``--status awaiting_approval`` (lines printed) and the approval page
-(``plangate ui``, its list page fetched with urllib), each the median of 3 wall seconds; the
-finished runs' rate (one-step ``SELECT 1`` plans, ``--concurrency`` in flight); ``plangate
-report`` over them (median of 3 when one is under 30 s) in seconds and runs/s; and the card
-list, ``plangate runs`` and the page again with the finished runs there. The waiting runs are
-left open to the end. ``--max-cached-runs``: ``PLANGATE_MAX_CACHED_RUNS`` of the worker
-(default: unset, Temporal's 1000); ``--seed``: the names of the task queue and the runs. Every
-CLI call is ``python -m plangate`` from this checkout, a process of its own, its interpreter's
-start included. Exit 1 if a run failed or a waiting run never reached its card; the goals
-decide nothing.
+Prints each phase's lines as it ends, each figure beside the issue's goal: how long the waiting
+runs took to reach their cards (progress on stderr); the worker's RSS idle (after warm-up runs)
+and with them all waiting, per waiting run in KiB; its CPU while they wait (CPU seconds / wall
+seconds); ``--checked`` of the waiting runs (a seeded sample: reading one replays it when it was
+evicted) read for their pending card; the card list (``Plangate.pending_approvals``: cards
+returned of those waiting, truncated or not) beside its listing alone (the server's pages as
+sent, and the SDK's ``list_workflows``), ``plangate runs`` with and without ``--status
+awaiting_approval`` (lines printed) and the approval page (``plangate ui``, its list page
+fetched with urllib: the cards it counts, those it shows, its size), each the median of 3 wall
+seconds; the finished runs' rate (one-step ``SELECT 1`` plans, ``--concurrency`` in flight;
+``--finished 0``: none); ``plangate report`` over them (median of 3 when one is under 30 s) in
+seconds and runs/s; and the card list, ``plangate runs`` and the page again with the finished
+runs there. The waiting runs are left open to the end. ``--max-cached-runs``:
+``PLANGATE_MAX_CACHED_RUNS`` of the worker (default: unset, plangate's default); ``--seed``: the
+names of the task queue and the runs. Every CLI call is ``python -m plangate`` from this
+checkout, a process of its own, its interpreter's start included. Exit 1 if a run failed, a
+waiting run never awaited approval, or a run read showed no pending card; the goals decide
+nothing.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -46,7 +50,7 @@ from typing import Any, TextIO, TypeVar
 
 import psutil
 
-from plangate.client import reporting
+from plangate.client import paging, reporting
 from plangate.client.api import Plangate, runs_query
 from plangate.client.connection import connect
 from plangate.client.pending import pending_query
@@ -204,7 +208,7 @@ async def listed(api: Plangate, query: str) -> int:
 
 async def server_pages(api: Plangate, query: str) -> int:
     """The listing's pages as the server sends them, nothing decoded (what the report reads)."""
-    return sum([len(p) async for p in reporting.pages(api.client, query)])
+    return sum([len(p) async for p in paging.pages(api.client, query)])
 
 
 async def has_card(api: Plangate, run_id: str) -> bool | str:
@@ -412,5 +416,5 @@ if __name__ == "__main__":
     ap.add_argument("--checked", type=int, default=1000,
                     help="waiting runs whose report is read afterwards (a seeded sample)")
     ap.add_argument("--max-cached-runs", type=int, default=None,
-                    help="PLANGATE_MAX_CACHED_RUNS of the worker (default: unset)")
+                    help="PLANGATE_MAX_CACHED_RUNS of the worker (default: unset, plangate's)")
     raise SystemExit(asyncio.run(main(ap.parse_args())))

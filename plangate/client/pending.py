@@ -15,7 +15,7 @@ from temporalio.converter import decode_typed_search_attributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from plangate.client.handles import handle
-from plangate.client.reporting import PAGE, pages
+from plangate.client.paging import PAGE, pages
 from plangate.records import visibility
 from plangate.records.approvals import ApprovalRecord, CardStatus
 from plangate.records.cards import CARDS_MEMO, CardsMemo, trusted
@@ -73,7 +73,7 @@ async def pending_approvals(
 ) -> PendingApprovals:
     """``by_memo``: the namespace has plangate's search attributes (the runs awaiting
     approval are found by them, their cards read from their memos). The listing is read as the
-    server sends its pages (``reporting.pages``, the next page asked for while this one is
+    server sends its pages (``paging.pages``, the next page asked for while this one is
     read), and of each execution only what the list needs is decoded: its cards memo, a page's
     at once, and a guarded team workflow's goal (the SDK's ``list_workflows`` decoded every
     search attribute and memo of every execution: more than half the client's time)."""
