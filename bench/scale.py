@@ -1,28 +1,32 @@
-"""A thousand open runs on one worker (issue 23): runs waiting for a card on one ``plangate
+"""Open runs on one worker (issues 23 and 39): runs waiting for a card on one ``plangate
 worker`` process (the command an operator runs, on a task queue of its own), what they cost it
 while they wait, the card list, ``plangate runs`` and the approval page over them; then
 finished runs, and ``plangate report`` over them.
 
     .venv/bin/python -m bench.scale [--waiting 1000] [--finished 10000] [--seed 23]
                                     [--concurrency 100] [--cpu-window 20]
-                                    [--max-cached-runs N]
+                                    [--max-cached-runs N] [--checked 1000]
+    .venv/bin/python -m bench.scale --waiting 10000 --finished 0   # about 17 minutes
 
-Prints one block of lines, each figure beside the issue's goal: how long the waiting runs took
-to reach their cards; the worker's RSS idle (after warm-up runs) and with them all waiting, per
-waiting run in KiB; its CPU while they wait (CPU seconds / wall seconds); the card list
-(``Plangate.pending_approvals``: cards returned of those waiting, truncated or not), ``plangate
-runs`` with and without ``--status awaiting_approval`` (lines printed) and the approval page
-(``plangate ui``, its list page fetched with urllib), each the median of 3 wall seconds; the
-finished runs' rate (one-step ``SELECT 1`` plans, ``--concurrency`` in flight); ``plangate
-report`` over them (median of 3 when one is under 30 s) in seconds and runs/s; and the card
-list, ``plangate runs`` and the page again with the finished runs there. The waiting runs are
-left open to the end. ``--max-cached-runs``: ``PLANGATE_MAX_CACHED_RUNS`` of the worker
-(default: unset, Temporal's 1000); ``--seed``: the names of the task queue and the runs. Every
-CLI call is ``python -m plangate`` from this checkout, a process of its own, its interpreter's
-start included. Exit 1 if a run failed or a waiting run never reached its card; the goals
-decide nothing.
+Prints each phase's lines as it ends, each figure beside the issue's goal: how long the waiting
+runs took to reach their cards (progress on stderr); the worker's RSS idle (after warm-up runs)
+and with them all waiting, per waiting run in KiB; its CPU while they wait (CPU seconds / wall
+seconds); ``--checked`` of the waiting runs (a seeded sample: reading one replays it when it was
+evicted) read for their pending card; the card list (``Plangate.pending_approvals``: cards
+returned of those waiting, truncated or not) beside its listing alone (the server's pages as
+sent, and the SDK's ``list_workflows``), ``plangate runs`` with and without ``--status
+awaiting_approval`` (lines printed) and the approval page (``plangate ui``, its list page
+fetched with urllib: the cards it counts, those it shows, its size), each the median of 3 wall
+seconds; the finished runs' rate (one-step ``SELECT 1`` plans, ``--concurrency`` in flight;
+``--finished 0``: none); ``plangate report`` over them (median of 3 when one is under 30 s) in
+seconds and runs/s; and the card list, ``plangate runs`` and the page again with the finished
+runs there. The waiting runs are left open to the end. ``--max-cached-runs``:
+``PLANGATE_MAX_CACHED_RUNS`` of the worker (default: unset, plangate's default); ``--seed``: the
+names of the task queue and the runs. Every CLI call is ``python -m plangate`` from this
+checkout, a process of its own, its interpreter's start included. Exit 1 if a run failed, a
+waiting run never awaited approval, or a run read showed no pending card; the goals decide
+nothing.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -46,9 +50,10 @@ from typing import Any, TextIO, TypeVar
 
 import psutil
 
-from plangate.client import reporting
+from plangate.client import paging, reporting
 from plangate.client.api import Plangate, runs_query
 from plangate.client.connection import connect
+from plangate.client.pending import pending_query
 from plangate.records.approvals import CardStatus
 from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause
@@ -148,14 +153,17 @@ class PageReader:
         form = urllib.parse.urlencode({"token": token}).encode()
         self.opener.open(f"{url}login", form, timeout=120).read()
 
-    def cards(self) -> tuple[int, bool]:
-        """The cards the list page shows, and whether it said only the first runs were read."""
+    def cards(self) -> tuple[int, int, int, bool]:
+        """The cards the list page counts, the cards it shows (a page of them), its size in
+        bytes, and whether it said only the first runs were read."""
         with self.opener.open(self.url, timeout=120) as r:
-            page = r.read().decode()
+            body = r.read()
+        page = body.decode()
         found = re.search(r"<title>plangate: (\d+) approval cards</title>", page)
         if found is None:
             raise SystemExit(f"the approval page shows no cards list: {page[:300]!r}")
-        return int(found.group(1)), "open runs were read" in page
+        shown = page.count('<section class="card')
+        return int(found.group(1)), shown, len(body), "open runs were read" in page
 
 
 class WorkerUse:
@@ -181,11 +189,15 @@ async def count(api: Plangate, query: str) -> int:
 async def until_counted(api: Plangate, query: str, want: int, within_s: float) -> int:
     """Poll visibility until ``query`` counts ``want`` runs (or ``within_s`` passes): the
     count then."""
-    deadline = time.monotonic() + within_s
+    t0 = time.monotonic()
+    told = t0
     while True:
         n = await count(api, query)
-        if n >= want or time.monotonic() > deadline:
+        if n >= want or time.monotonic() > t0 + within_s:
             return n
+        if time.monotonic() - told > 30:  # progress, on stderr
+            told = time.monotonic()
+            print(f"  {n} of {want} after {told - t0:.0f} s", file=sys.stderr, flush=True)
         await asyncio.sleep(0.5)
 
 
@@ -196,11 +208,16 @@ async def listed(api: Plangate, query: str) -> int:
 
 async def server_pages(api: Plangate, query: str) -> int:
     """The listing's pages as the server sends them, nothing decoded (what the report reads)."""
-    return sum([len(p) async for p in reporting.pages(api.client, query)])
+    return sum([len(p) async for p in paging.pages(api.client, query)])
 
 
-async def has_card(api: Plangate, run_id: str) -> bool:
-    rep = await api.report(run_id)
+async def has_card(api: Plangate, run_id: str) -> bool | str:
+    """Whether the run's report shows a pending card; why not, where it could not be read (a
+    loaded worker replaying an evicted run may miss the query's deadline)."""
+    try:
+        rep = await api.report(run_id)
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e)[:160]}"
     return not rep.status.final and any(a.status is CardStatus.PENDING for a in rep.approvals)
 
 
@@ -242,17 +259,22 @@ class Scale:
         c0, w0 = use.cpu_s(), time.perf_counter()
         await asyncio.sleep(a.cpu_window)
         cpu, wall = use.cpu_s() - c0, time.perf_counter() - w0
-        # then each run's report, to know its card waits (an evicted run is replayed for it)
-        carded = await bounded(a.waiting, 16, lambda i: has_card(api, runs[i]))
-        self.bad += [f"{r}: no card waiting" for r, ok in zip(runs, carded, strict=True)
-                     if not ok]
+        # then runs' reports, to know their cards wait (an evicted run is replayed for it): a
+        # seeded sample of --checked (each one's report replays it: 10,000 take minutes)
+        checked = sorted(random.Random(a.seed).sample(runs, min(a.checked, len(runs))))
+        carded = await bounded(len(checked), 16, lambda i: has_card(api, checked[i]))
+        self.bad += [f"{r}: {'no card waiting' if ok is False else ok}"
+                     for r, ok in zip(checked, carded, strict=True) if ok is not True]
+        if seen < a.waiting:
+            self.bad.append(f"{a.waiting - seen} runs never awaited approval in visibility")
         return [
             f"waiting runs: {a.waiting} submitted in {submitted_s:.1f} s "
             f"({a.waiting / submitted_s:.0f} runs/s, {a.concurrency} at once); {seen} "
             f"awaiting_approval in visibility {reached_s:.1f} s after the first; "
-            f"{sum(carded)} with a pending card (each run's report read, afterwards)",
+            f"{sum(ok is True for ok in carded)} of {len(checked)} read afterwards with a pending "
+            "card",
             f"worker RSS: {idle / 2**20:.0f} MB idle, {held / 2**20:.0f} MB with {a.waiting} "
-            f"waiting: {per_run:.0f} KiB a waiting run   goal <= 100 KiB",
+            f"waiting: {per_run:.0f} KiB a waiting run   goal <= 30 KiB",
             f"worker CPU while they wait: {cpu:.2f} s in {wall:.0f} s "
             f"({cpu / wall:.4f} CPU s / s)   goal nil",
             f"worker RSS after each waiting run's report was read: {use.rss() / 2**20:.0f} MB",
@@ -268,6 +290,11 @@ class Scale:
         out = [f"card list (pending_approvals), {label}: {s:.2f} s ({cards}{cut}{gone})"
                "   goal <= 1 s"]
         queue = self.api.settings.temporal.task_queue
+        q = pending_query(queue, by_memo=True)
+        s_raw, raw = await median(partial(server_pages, self.api, q))
+        s_sdk, _ = await median(partial(listed, self.api, q))
+        out.append(f"  beside it, its listing (runs awaiting approval): the server's pages alone "
+                   f"{s_raw:.2f} s ({raw} runs), the SDK's list_workflows {s_sdk:.2f} s")
         every_open = (f'WorkflowType="{PLAN_RUN}" AND ExecutionStatus="Running" '
                       f"AND {visibility_clause(queue)}")
         s, runs = await median(partial(listed, self.api, every_open))
@@ -278,10 +305,12 @@ class Scale:
             s, text = await median(partial(plangate, env, *args))
             out.append(f"plangate {' '.join(args)}, {label}: {s:.2f} s ({lines(text)} lines)"
                        "   goal about 1 s")
-        s, (shown, truncated) = await median(lambda: asyncio.to_thread(page.cards))
+        s, (counted, shown, size, truncated) = await median(
+            lambda: asyncio.to_thread(page.cards))
         cut = ", says only the first runs were read" if truncated else ""
         out.append(f"approval page (plangate ui, GET /), {label}: {s:.2f} s "
-                   f"({shown} cards{cut})   goal about 1 s")
+                   f"({counted} cards, {shown} shown, {size / 1024:.0f} KiB{cut})"
+                   "   goal about 1 s")
         return out
 
     async def finished(self) -> list[str]:
@@ -322,21 +351,25 @@ class Scale:
                    f"{s_list:.2f} s)")
         return out
 
-    async def run(self, bucket: str, key: SigningKey, ui: TextIO) -> list[str]:
+    async def run(self, bucket: str, key: SigningKey, ui: TextIO) -> None:
+        """Each phase's lines printed as it ends (a run that stops early keeps what it had)."""
         await self.warm_up(bucket)
         s, _ = await median(partial(plangate, self.env, "--help"))
-        out = [f"plangate --help (the CLI's own start, nothing asked of Temporal): {s:.2f} s"]
+        say([f"plangate --help (the CLI's own start, nothing asked of Temporal): {s:.2f} s"])
         await asyncio.sleep(3)
-        out += await self.waiting(bucket)
+        say(await self.waiting(bucket))
         async with approval_page(self.env, ui) as url:
             page = await asyncio.to_thread(PageReader, url, key.login_token())
-            out += await self.open_runs(page, f"{self.a.waiting} open")
+            say(await self.open_runs(page, f"{self.a.waiting} open"))
             if self.a.finished:
-                out += await self.finished()
-                out += await self.open_runs(
-                    page, f"{self.a.waiting} open + {self.a.finished} finished")
-        out.append(f"worker RSS at the end: {self.use.rss() / 2**20:.0f} MB")
-        return out
+                say(await self.finished())
+                say(await self.open_runs(
+                    page, f"{self.a.waiting} open + {self.a.finished} finished"))
+        say([f"worker RSS at the end: {self.use.rss() / 2**20:.0f} MB"])
+
+
+def say(lines: list[str]) -> None:
+    print("\n".join(lines), flush=True)
 
 
 async def main(a: argparse.Namespace) -> int:
@@ -353,6 +386,10 @@ async def main(a: argparse.Namespace) -> int:
         s3 = s3_client(env)
         s3.create_bucket(Bucket=bucket)
         s3.close()
+        said = a.max_cached_runs if a.max_cached_runs is not None else (
+            f"unset ({settings.temporal.max_cached_runs})")
+        say([f"scale: {a.waiting} waiting, {a.finished} finished, one plangate worker process, "
+             f"PLANGATE_MAX_CACHED_RUNS {said}, seed {a.seed}"])
         logs = Path(stack.state_dir)
         with (logs / "worker.log").open("a") as log, (logs / "ui.log").open("a") as ui:
             worker = WorkerProcess({**env, **cache}, log)
@@ -360,13 +397,9 @@ async def main(a: argparse.Namespace) -> int:
             assert worker.proc is not None
             bench = Scale(a, api, env, WorkerUse(worker.proc.pid), tag)
             try:
-                out = await bench.run(bucket, key, ui)
+                await bench.run(bucket, key, ui)
             finally:
                 await worker.kill(signal.SIGTERM)
-    said = a.max_cached_runs if a.max_cached_runs is not None else "unset (1000)"
-    print(f"scale: {a.waiting} waiting, {a.finished} finished, one plangate worker process, "
-          f"PLANGATE_MAX_CACHED_RUNS {said}, seed {a.seed}")
-    print("\n".join(out))
     print(f"runs that went wrong: {len(bench.bad)}")
     for b in bench.bad[:10]:
         print(f"  {b}")
@@ -380,6 +413,8 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=23)
     ap.add_argument("--concurrency", type=int, default=100, help="runs started at once")
     ap.add_argument("--cpu-window", type=float, default=20.0, help="seconds of CPU measured")
+    ap.add_argument("--checked", type=int, default=1000,
+                    help="waiting runs whose report is read afterwards (a seeded sample)")
     ap.add_argument("--max-cached-runs", type=int, default=None,
-                    help="PLANGATE_MAX_CACHED_RUNS of the worker (default: unset)")
+                    help="PLANGATE_MAX_CACHED_RUNS of the worker (default: unset, plangate's)")
     raise SystemExit(asyncio.run(main(ap.parse_args())))

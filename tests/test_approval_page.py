@@ -40,11 +40,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from plangate.cli import main
-from plangate.client.api import PendingCard, Plangate
+from plangate.client.api import PendingApprovals, PendingCard, Plangate
 from plangate.client.connection import connect
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
-from plangate.servers.page.views import card_html, span
+from plangate.servers.page.views import Links, card_html, cards_page, span
 from plangate.testing import running_worker, scheduled
 from plangate.world.settings import parse_encryption_keys
 from tests.browser import chromium, in_time_zone, screenshot  # noqa: F401  (the fixture)
@@ -256,6 +256,40 @@ def test_card_values_are_escaped_and_hidden_characters_shown():
     assert "/workflows/%22%3E%3Cimg%20src%3Dx" in page
 
 
+def test_the_cards_are_shown_a_page_at_a_time_each_on_one_page():
+    """250 cards: 100 a page, the soonest to expire first, each card on exactly one page; the
+    count and the summary name all 250; a page past the last shows the last."""
+    now = datetime.now(UTC)
+    cards = []
+    for i in range(250):
+        card = ApprovalCard(run_id=f"run-{i:03}", plan_version=1, step=1, tool="s3.put",
+                            effect=Effect.WRITE, args={"key": f"k{i}"}, issued_at=now,
+                            expires_at=now + timedelta(minutes=10 + i))
+        cards.append(PendingCard(run_id=card.run_id, goal=f"goal {i}", record=ApprovalRecord(
+            step=1, plan_version=1, digest=card.digest(), expires_at=card.expires_at,
+            card=card)))
+    pending = PendingApprovals(cards=cards, runs=250, unanswered=[], truncated=False)
+
+    def shown(page: int) -> tuple[list[str], str]:
+        text = cards_page(pending, "q", "c" * 43, now, "erin", Links(), page=page)
+        assert "<title>plangate: 250 approval cards</title>" in text
+        assert "250 cards waiting in 250 open runs" in text
+        return re.findall(r'<section class="card[^>]*data-run="(run-\d+)"', text), text
+
+    pages = {n: shown(n) for n in (1, 2, 3)}
+    runs = [r for n in (1, 2, 3) for r in pages[n][0]]
+    assert [len(pages[n][0]) for n in (1, 2, 3)] == [100, 100, 50]
+    assert runs == [c.run_id for c in cards]  # each once, in the list's order
+    first, third = pages[1][1], pages[3][1]
+    assert 'href="/?page=2">next' in first and "previous" not in first
+    assert "cards 201-250 of 250" in third and 'href="/?page=2">previous' in third
+    assert 'href="/?page=4"' not in third
+    assert shown(9)[0] == pages[3][0]
+    one = PendingApprovals(cards=cards[:3], runs=3, unanswered=[], truncated=False)
+    alone = cards_page(one, "q", "c" * 43, now, "erin", Links())
+    assert '<nav id="pages"></nav>' in alone and alone.count('<section class="card') == 3
+
+
 def test_time_left_in_its_two_largest_units():
     assert [span(s) for s in (0, -5, 9, 70, 3600 * 5 + 61, 86400 * 2 + 3600 * 3)] == [
         "expired", "expired", "9s", "1m 10s", "5h 01m", "2d 03h"]
@@ -420,6 +454,13 @@ async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings
             status, _, page = await asyncio.to_thread(request, url, headers=session)
             assert status == 200 and card_a.record.digest in page
             assert run_b not in page and card_b.record.digest not in page
+            # a page of cards past the last shows the last; one that is no page is refused
+            status, _, page = await asyncio.to_thread(request, f"{url}?page=7", headers=session)
+            assert status == 200 and card_a.record.digest in page
+            for bad in ("0", "-1", "two", "1.5", "9" * 7):
+                status, _, page = await asyncio.to_thread(
+                    request, f"{url}?page={quote(bad)}", headers=session)
+                assert status == 400 and "?page=N" in page and card_a.record.digest not in page
             # nor is queue B's run's report shown here, readable or as JSON
             for route in ("run", "run.json"):
                 status, _, page = await asyncio.to_thread(

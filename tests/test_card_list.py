@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, Interceptor, OutboundInterceptor, QueryWorkflowInput
 
+from plangate.client import pending
 from plangate.client.api import Plangate
 from plangate.records import visibility
 from plangate.records.approvals import CardStatus
@@ -51,7 +52,8 @@ def bucket(s3: Any) -> str:
     return name
 
 
-async def test_the_card_list_reads_the_cards_from_memos_not_reports(client, settings, bucket):
+async def test_the_card_list_reads_the_cards_from_memos_not_reports(client, settings, bucket,
+                                                                     monkeypatch):
     async with running_worker(client, settings) as h:
         api = Plangate(client, h.settings)
         handles = [await h.start(publish(bucket, f"r{i}.txt")) for i in range(3)]
@@ -66,6 +68,17 @@ async def test_the_card_list_reads_the_cards_from_memos_not_reports(client, sett
         assert count.queries == 0 and listed.asked == 0
         assert listed.runs == 3 and not listed.truncated and not listed.unanswered
         assert {c.goal for c in listed.cards} == {"publish the report"}
+        # over listing pages of one run each: every card still, in the same order
+        queue = h.settings.temporal.task_queue
+        paged = await pending.pending_approvals(quiet, queue, True, page_size=1)
+        assert [(c.run_id, c.record) for c in paged.cards] == [
+            (c.run_id, c.record) for c in listed.cards]
+        assert paged.runs == 3 and not paged.truncated and count.queries == 0
+        # more runs than a listing reads: the first only, and said so
+        monkeypatch.setattr(pending, "PENDING_LIST_MAX", 2)
+        cut = await pending.pending_approvals(quiet, queue, True, page_size=1)
+        assert cut.truncated and cut.runs == 2 and len({c.run_id for c in cut.cards}) == 2
+        monkeypatch.undo()
         # answered: its card leaves the memo and the list
         first = cards[handles[0].id]
         await api.approve(handles[0].id, first.step, first.digest, by="erin")

@@ -44,7 +44,7 @@ PARTS: dict[type[Any], dict[str, str]] = {
     TemporalSettings: {
         "TEMPORAL_ADDRESS": "temporal.internal:7233", "TEMPORAL_NAMESPACE": "plans",
         "TEMPORAL_API_KEY": SECRETS[1], "PLANGATE_TASK_QUEUE": "q",
-        "PLANGATE_MAX_CACHED_RUNS": "200",
+        "PLANGATE_MAX_CACHED_RUNS": "300",
     },
     WorldSettings: {
         "PLANGATE_DATABASE_URL": "postgresql://w@db:5432/p",

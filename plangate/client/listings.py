@@ -4,13 +4,15 @@ whether the namespace has plangate's search attributes to find them by."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.converter import decode_typed_search_attributes
 from temporalio.service import RPCError
 
 from plangate.client.errors import SearchAttributesMissing
+from plangate.client.paging import pages
 from plangate.client.reports import CLOSED_STATUS
 from plangate.records import placement, visibility
 from plangate.records.interface import PLAN_RUN
@@ -92,24 +94,28 @@ async def runs(
             f"{names}: register them to list runs by status (docs/watching.md)"
         )
     out: list[Listed] = []
-    # ``limit`` counted after another deployment's guarded workflows are left out
-    async for wf in client.list_workflows(runs_query(task_queue, status), page_size=limit):
-        if len(out) >= limit:
-            break
-        sa = wf.typed_search_attributes
-        if wf.workflow_type != PLAN_RUN and not visibility.answers_to(
-            sa.get(visibility.GOAL), task_queue
-        ):
-            continue  # a team's guarded workflow of another deployment
-        ended = CLOSED_STATUS.get(wf.status.name) if wf.status is not None else None
-        said = sa.get(visibility.STATUS)
-        # a run's own last word when it had one (a halted run's execution failed too)
-        if said is not None and said in _FINAL_VALUES:
-            shown = said
-        else:
-            shown = ended.value if ended is not None else said or "unknown"
-        out.append(Listed(
-            run_id=wf.id, status=shown, goal=sa.get(visibility.GOAL) or "",
-            started_at=wf.start_time, closed_at=wf.close_time,
-        ))
+    # ``limit`` counted after another deployment's guarded workflows are left out; the pages
+    # as the server sends them, only the search attributes decoded (the SDK's list_workflows
+    # decodes every memo too: the cards a waiting run shows, 10,000 of them a second and more)
+    async for page in pages(client, runs_query(task_queue, status), limit):
+        for e in page:
+            if len(out) >= limit:
+                return out
+            sa = decode_typed_search_attributes(e.search_attributes)
+            if e.type.name != PLAN_RUN and not visibility.answers_to(
+                sa.get(visibility.GOAL), task_queue
+            ):
+                continue  # a team's guarded workflow of another deployment
+            ended = CLOSED_STATUS.get(WorkflowExecutionStatus(e.status).name) if e.status else None
+            said = sa.get(visibility.STATUS)
+            # a run's own last word when it had one (a halted run's execution failed too)
+            if said is not None and said in _FINAL_VALUES:
+                shown = said
+            else:
+                shown = ended.value if ended is not None else said or "unknown"
+            out.append(Listed(
+                run_id=e.execution.workflow_id, status=shown,
+                goal=sa.get(visibility.GOAL) or "", started_at=e.start_time.ToDatetime(UTC),
+                closed_at=e.close_time.ToDatetime(UTC) if e.HasField("close_time") else None,
+            ))
     return out

@@ -4,18 +4,16 @@ staleness report (``plangate.client.staleness``) as text, JSON or an HTML page."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
-from temporalio.api.workflowservice.v1 import (
-    ListWorkflowExecutionsRequest,
-    ListWorkflowExecutionsResponse,
-)
 from temporalio.client import Client, WorkflowFailureError
 
+from plangate.client.paging import PAGE as PAGE  # re-exported: the listing moved there
+from plangate.client.paging import pages as pages
 from plangate.client.reports import ended_report
 from plangate.client.staleness import Finished, ToolStaleness, bound, duration, plain
 from plangate.records.interface import PLAN_RUN
@@ -30,7 +28,6 @@ if TYPE_CHECKING:
     from plangate.world.decisions import Recorded
 
 FETCH_AT_ONCE = 32
-PAGE = 1000  # the most a visibility page holds (the server's default limit)
 
 
 def _stamp(t: datetime) -> str:
@@ -111,34 +108,6 @@ def _elsewhere(memo: RunWindows, task_queue: str | None) -> bool:
     """A team's guarded run of another deployment (the listing finds guarded team runs
     whatever their queue; their memo names the deployment they answer to)."""
     return task_queue is not None and memo.deployment not in (None, task_queue)
-
-
-async def pages(client: Client, q: str, page_size: int = PAGE
-                ) -> AsyncIterator[list[WorkflowExecutionInfo]]:
-    """The listing's pages as the server sends them (the SDK's ``list_workflows`` decodes every
-    execution's search attributes and memo, which the report does not read: 0.94 s of the
-    client's 1.30 s over 3,000 runs), the next one asked for before this one is handed on:
-    the server, which spends most of a listing's time, makes it while the caller reads this
-    one. Listed in one query: the dev server's visibility spends the same CPU a row however
-    the listing is split (0.47 ms), and slices of close time listed at once took longer."""
-
-    def ask(token: bytes) -> asyncio.Task[ListWorkflowExecutionsResponse]:
-        return asyncio.ensure_future(client.workflow_service.list_workflow_executions(
-            ListWorkflowExecutionsRequest(namespace=client.namespace, query=q,
-                                          page_size=page_size, next_page_token=token),
-            retry=True))
-
-    asking = ask(b"")
-    try:
-        while True:
-            resp = await asking
-            if resp.next_page_token:
-                asking = ask(resp.next_page_token)
-            yield list(resp.executions)
-            if not resp.next_page_token:
-                return
-    finally:
-        asking.cancel()  # a caller that stopped early: the page asked for is not wanted
 
 
 async def _memos(client: Client, page: list[WorkflowExecutionInfo]) -> list[RunWindows | None]:

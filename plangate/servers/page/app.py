@@ -126,10 +126,13 @@ class Page:
     # -- routes -----------------------------------------------------------------------------
     async def cards(self, request: Request) -> Response:
         s = self.session(request)
+        raw = request.query_params.get("page", "1")
+        if not (raw.isascii() and raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0):
+            raise refused(400, "Which page?", "Give the page of cards as ?page=N, N from 1.", s)
         pending, recent = await self.call(self.answers.listing())
         return HTMLResponse(views.cards_page(
             pending, self.api.settings.temporal.task_queue, s.csrf, datetime.now(UTC), s.name,
-            self.links, recent))
+            self.links, recent, page=int(raw)))
 
     async def run(self, request: Request) -> Response:
         """A run of the page's queue: its report readably (``/run``) or as JSON."""

@@ -24,6 +24,9 @@ from plangate.servers.page.answers import Given
 from plangate.servers.page.options import DEFAULT_TEMPORAL_UI
 
 REFRESH_S = 20  # the cards are fetched again this often (a half-typed reason is kept)
+# the cards one page shows: 10,000 cards made a 25 MB page that took seconds to render (and
+# again at each refresh); a person answers the soonest to expire first, the rest on later pages
+CARDS_SHOWN = 100
 _TARGETS = ("target", "table", "account_id", "invoice_id", "sub_id", "ticket_id", "to")
 
 
@@ -109,13 +112,19 @@ def login_page(problem: str | None = None, next_: str = "/") -> str:
 
 
 def cards_page(pending: PendingApprovals, queue: str, csrf: str, now: datetime, by: str,
-               links: Links, recent: Sequence[tuple[Given, str]] = ()) -> str:
+               links: Links, recent: Sequence[tuple[Given, str]] = (), page: int = 1) -> str:
     """``by``: who is logged in, and answers what they approve or reject here; ``recent``:
-    the answers given here lately, each with what became of it."""
+    the answers given here lately, each with what became of it; ``page``: which
+    ``CARDS_SHOWN`` of the cards, the soonest to expire first (a page past the last: the
+    last)."""
     unanswered = pending.unanswered
+    last = max(1, -(-len(pending.cards) // CARDS_SHOWN))
+    page = min(page, last)
+    first = (page - 1) * CARDS_SHOWN
     return render("cards.html", pending=pending, queue=queue, csrf=csrf, now=now, by=by,
                   links=links, recent=recent, unanswered=", ".join(unanswered[:20])
-                  + (" ..." if len(unanswered) > 20 else ""))
+                  + (" ..." if len(unanswered) > 20 else ""), page=page, last=last,
+                  first=first, shown=pending.cards[first:first + CARDS_SHOWN])
 
 
 def outcome_page(accepted: bool, headline: str, detail: str, csrf: str | None = None,

@@ -43,9 +43,12 @@ class TemporalSettings:
     # announce it here (records.placement)
     task_queue: str = "plangate"
     # the runs a worker keeps in memory between their workflow tasks (Temporal's sticky cache,
-    # max_cached_workflows: Temporal's default). A run past it is evicted and replayed from its
-    # history when it wakes: a run waiting for a card then costs the worker nothing
-    max_cached_runs: int = 1000
+    # max_cached_workflows). A run past it is evicted and replayed from its history when it
+    # wakes: a run waiting for a card then costs the worker nothing. A cached run holds about
+    # 330 KiB of the worker (bench.scale): Temporal's default of 1,000 made 10,000 runs waiting
+    # for a card cost 37 KiB each, 100 made it 7 KiB; 200 is twice the workflow tasks a worker
+    # runs at once (the SDK's max_concurrent_workflow_tasks), so a run between its tasks stays
+    max_cached_runs: int = 200
 
     @property
     def tls_enabled(self) -> bool:

@@ -17,11 +17,11 @@ function typed(c){const r=c.querySelector("input[name=reason]");return !!(r&&r.v
 async function refresh(){
 const cards=document.getElementById("cards"),said=document.getElementById("refresh-problem");
 if(!cards)return;let r;
-try{r=await fetch("/",{credentials:"same-origin",cache:"no-store"})}
+try{r=await fetch("/"+location.search,{credentials:"same-origin",cache:"no-store"})}
 catch(e){said.textContent="refresh failed: "+e.message;return}
 if(r.status!==200){said.textContent="refresh failed (HTTP "+r.status+"): reload the page";return}
 said.textContent="";const doc=new DOMParser().parseFromString(await r.text(),"text/html");
-for(const id of["summary","notes","answered"]){const a=document.getElementById(id),
+for(const id of["summary","notes","answered","pages"]){const a=document.getElementById(id),
 b=doc.getElementById(id);if(a&&b)a.replaceWith(document.importNode(b,true))}
 const kept=new Map();for(const c of cards.querySelectorAll("section.card"))
 if(typed(c))kept.set(c.dataset.digest,c);
