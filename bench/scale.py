@@ -6,7 +6,7 @@ finished runs, and ``plangate report`` over them.
     .venv/bin/python -m bench.scale [--waiting 1000] [--finished 10000] [--seed 23]
                                     [--concurrency 100] [--cpu-window 20]
                                     [--max-cached-runs N] [--checked 1000]
-    .venv/bin/python -m bench.scale --waiting 10000 --finished 0   # about 17 minutes
+    .venv/bin/python -m bench.scale --waiting 10000 --finished 0   # 10-17 minutes
 
 Prints each phase's lines as it ends, each figure beside the issue's goal: how long the waiting
 runs took to reach their cards (progress on stderr); the worker's RSS idle (after warm-up runs)
