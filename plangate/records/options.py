@@ -80,11 +80,11 @@ GUARD_TIMEOUT = timedelta(seconds=30)
 GUARD_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
 
 # An ended run's windows row (``windows.record``): written before the execution closes, tried
-# again for 10 s; a Postgres still down then does not hold the run's end back (it would stay
-# "running" in every listing): it closes without the row, and ``plangate report``, finding
+# again for 3 s (a blip); a Postgres still down then does not hold the run's end back (it would
+# stay "running" in every listing): it closes without the row, and ``plangate report``, finding
 # fewer rows than visibility counts runs, reads them all from visibility.
-WINDOWS_TIMEOUT = timedelta(seconds=5)
-WINDOWS_PATIENCE = timedelta(seconds=10)
+WINDOWS_TIMEOUT = timedelta(seconds=3)
+WINDOWS_PATIENCE = timedelta(seconds=3)
 WINDOWS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
                             maximum_interval=timedelta(minutes=1))
 
