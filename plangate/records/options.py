@@ -80,13 +80,14 @@ GUARD_TIMEOUT = timedelta(seconds=30)
 GUARD_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
 
 # An ended run's windows row (``windows.record``): written before the execution closes, tried
-# again for 3 s (a blip); a Postgres still down then does not hold the run's end back (it would
-# stay "running" in every listing): it closes without the row, and ``plangate report``, finding
-# fewer rows than visibility counts runs, reads them all from visibility.
-WINDOWS_TIMEOUT = timedelta(seconds=3)
-WINDOWS_PATIENCE = timedelta(seconds=3)
-WINDOWS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
-                            maximum_interval=timedelta(minutes=1))
+# twice (a blip; each try within the pool's own 3 s wait for a connection); a Postgres still down
+# then does not hold the run's end back (it would stay "running" in every listing): it closes
+# without the row, and ``plangate report``, finding fewer rows than visibility counts runs, reads
+# them all from visibility. The attempts are bounded by count: a local activity's
+# schedule-to-close did not stop its retries when each try timed out.
+WINDOWS_TIMEOUT = timedelta(seconds=5)
+WINDOWS_PATIENCE = timedelta(seconds=12)
+WINDOWS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=2)
 
 # The replan child: asking the model (each attempt at most PROPOSE_TIMEOUT), reviewing its plan
 # (a local activity), and the whole child, model retries included.

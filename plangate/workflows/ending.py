@@ -27,5 +27,5 @@ async def keep(memo: RunWindows) -> None:
             await asyncio.shield(writing)
         except asyncio.CancelledError:
             await writing
-    except ActivityError as e:  # 3 s without Postgres: the run ends without its row
+    except ActivityError as e:  # Postgres down past two tries: the run ends without its row
         workflow.logger.warning("the run's windows were not kept for the report: %s", e.cause)
