@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import (
     ListWorkflowExecutionsRequest,
@@ -42,3 +44,29 @@ async def pages(client: Client, q: str, page_size: int = PAGE
                 return
     finally:
         asking.cancel()  # a caller that stopped early: the page asked for is not wanted
+
+
+async def memo_payloads(client: Client, page: list[WorkflowExecutionInfo], field: str
+                        ) -> list[Payload | None]:
+    """Each execution's memo ``field`` through the client's codec, a page's at once (one this
+    deployment cannot decode: each on its own); None where it has none or it does not decode."""
+    have = [e for e in page if field in e.memo.fields]
+    payloads = [e.memo.fields[field] for e in have]
+    codec = client.data_converter.payload_codec
+    if codec is None or not payloads:
+        plain: dict[int, Payload | None] = dict(zip(map(id, have), payloads, strict=True))
+        return [plain.get(id(e)) for e in page]
+    try:
+        decoded: list[Payload | None] = list(await codec.decode(payloads))
+    except Exception:  # one this deployment cannot decode: each one on its own
+        decoded = [await _one(codec.decode, p) for p in payloads]
+    found = dict(zip(map(id, have), decoded, strict=True))
+    return [found.get(id(e)) for e in page]
+
+
+async def _one(decode: Any, p: Payload) -> Payload | None:
+    try:
+        [out] = await decode([p])
+    except Exception:  # not one this deployment can decode
+        return None
+    return out  # type: ignore[no-any-return]

@@ -15,7 +15,7 @@ from temporalio.converter import decode_typed_search_attributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from plangate.client.handles import handle
-from plangate.client.paging import PAGE, pages
+from plangate.client.paging import PAGE, memo_payloads, pages
 from plangate.records import visibility
 from plangate.records.approvals import ApprovalRecord, CardStatus
 from plangate.records.cards import CARDS_MEMO, CardsMemo, trusted
@@ -142,29 +142,8 @@ def _ours(e: WorkflowExecutionInfo, queue: str) -> bool:
 async def _memos(client: Client, rows: list[WorkflowExecutionInfo]) -> list[CardsMemo | None]:
     """Each execution's cards memo, a page's payloads through the codec at once; None where it
     has none or it is not one this code reads (the run is asked instead)."""
-    have = [e for e in rows if CARDS_MEMO in e.memo.fields]
-    payloads = [e.memo.fields[CARDS_MEMO] for e in have]
-    codec = client.data_converter.payload_codec
-    if codec is not None and payloads:
-        try:
-            payloads = list(await codec.decode(payloads))
-        except Exception:  # one this deployment cannot decode: each one on its own
-            return [await _memo(client, e) for e in rows]
-    decoded = {id(e): _decoded(client, p) for e, p in zip(have, payloads, strict=True)}
-    return [decoded.get(id(e)) for e in rows]
-
-
-async def _memo(client: Client, e: WorkflowExecutionInfo) -> CardsMemo | None:
-    if CARDS_MEMO not in e.memo.fields:
-        return None
-    p = e.memo.fields[CARDS_MEMO]
-    codec = client.data_converter.payload_codec
-    try:
-        if codec is not None:
-            [p] = await codec.decode([p])
-    except Exception:  # not one this deployment can decode: ask the run
-        return None
-    return _decoded(client, p)
+    return [None if p is None else _decoded(client, p)
+            for p in await memo_payloads(client, rows, CARDS_MEMO)]
 
 
 def _decoded(client: Client, p: Payload) -> CardsMemo | None:

@@ -13,6 +13,7 @@ from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.client import Client, WorkflowFailureError
 
 from plangate.client.paging import PAGE as PAGE  # re-exported: the listing moved there
+from plangate.client.paging import memo_payloads
 from plangate.client.paging import pages as pages
 from plangate.client.reports import ended_report
 from plangate.client.staleness import Finished, ToolStaleness, bound, duration, plain
@@ -111,17 +112,16 @@ def _elsewhere(memo: RunWindows, task_queue: str | None) -> bool:
 
 
 async def _memos(client: Client, page: list[WorkflowExecutionInfo]) -> list[RunWindows | None]:
-    """Each execution's own windows memo (``_windows``), a page's payloads decoded at once."""
-    have = [e for e in page if WINDOWS_MEMO in e.memo.fields]
-    payloads = [e.memo.fields[WINDOWS_MEMO] for e in have]
-    codec = client.data_converter.payload_codec
-    if codec is not None and payloads:
-        try:
-            payloads = await codec.decode(payloads)
-        except Exception:  # one this deployment cannot decode: each one on its own
-            return [await _windows(client, e) for e in page]
-    decoded = {id(e): _decoded(client, e, p) for e, p in zip(have, payloads, strict=True)}
-    return [decoded.get(id(e)) for e in page]
+    """Each execution's own windows memo, a page's payloads decoded at once; None where it has
+    none or it does not decode (the result is fetched instead)."""
+    return [None if p is None else _decoded(client, e, p)
+            for e, p in zip(page, await memo_payloads(client, page, WINDOWS_MEMO),
+                            strict=True)]
+
+
+async def _windows(client: Client, e: WorkflowExecutionInfo) -> RunWindows | None:
+    """The windows the execution itself wrote, or None."""
+    return (await _memos(client, [e]))[0]
 
 
 def _decoded(client: Client, e: WorkflowExecutionInfo, p: Payload) -> RunWindows | None:
@@ -132,20 +132,6 @@ def _decoded(client: Client, e: WorkflowExecutionInfo, p: Payload) -> RunWindows
     if not isinstance(memo, RunWindows):
         return None
     return own(memo, e.execution.workflow_id, e.execution.run_id)
-
-
-async def _windows(client: Client, e: WorkflowExecutionInfo) -> RunWindows | None:
-    """The windows the execution itself wrote, or None."""
-    if WINDOWS_MEMO not in e.memo.fields:
-        return None
-    p = e.memo.fields[WINDOWS_MEMO]
-    codec = client.data_converter.payload_codec
-    try:
-        if codec is not None:
-            [p] = await codec.decode([p])
-    except Exception:  # not one this deployment can decode: fetch the result
-        return None
-    return _decoded(client, e, p)
 
 
 def since_arg(raw: str, now: datetime) -> datetime:
