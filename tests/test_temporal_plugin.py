@@ -323,7 +323,8 @@ async def test_a_forged_guard_header_does_not_pass_the_call(
     team_client: Client, settings: Settings, pg: psycopg.AsyncConnection[Any],
 ) -> None:
     """A workflow of someone else's that sends the guard's header itself (a key of its own, no
-    approval): the activity side decides the call from its own table and refuses it (403)."""
+    approval): the header carries no seal of the deployment, so the activity refuses the call
+    before deciding anything (403 ``not_permitted``)."""
     from temporalio.worker import (
         Interceptor,
         StartActivityInput,
@@ -366,7 +367,8 @@ async def test_a_forged_guard_header_does_not_pass_the_call(
                 execution_timeout=timedelta(seconds=60))
     cause = caught.value.cause
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
-    assert cause.cause.type == "approval_missing"
+    assert cause.cause.type == "not_permitted"
+    assert "carries no seal of this deployment" in cause.cause.message
     assert cause.cause.details and cause.cause.details[0]["status"] == 403
     assert team.CALLS["issue_credit"] == before
     assert await credits_of(pg, account) == 0

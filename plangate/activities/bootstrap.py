@@ -14,6 +14,8 @@ demo systems are on).
 - ``plangate.windows`` and ``plangate.windows_since``: each finished run's tool calls' windows,
   and since when the deployment's workers write them (``world.windows``), read by
   ``plangate report``.
+- ``plangate.keys``: the deployment's own secrets (``world.keys``: the call seal's key), made
+  once by the first worker and read by every worker after.
 
 A worker creates them when it starts (``ensure_schema``), unless its role may not: then
 ``plangate setup`` creates them once, as their owner, and the worker, started with
@@ -29,6 +31,7 @@ from psycopg import sql
 
 from plangate.activities.extensions import registry_for
 from plangate.errors import PlangateError
+from plangate.world import keys
 from plangate.world.clients import World
 from plangate.world.pg import ident
 from plangate.world.settings import CatalogueSettings
@@ -108,6 +111,11 @@ CREATE TABLE IF NOT EXISTS plangate.windows_since (
     deployment text PRIMARY KEY,
     since timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS plangate.keys (
+    name text PRIMARY KEY,
+    key bytea NOT NULL,
+    made_at timestamptz NOT NULL DEFAULT now()
+);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
@@ -142,7 +150,7 @@ END $$;
 OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+) \(", SCHEMA))
 # those a later plangate added: missing beside the others, the tables are an older plangate's
 LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
-                          "plangate.windows_since"})
+                          "plangate.windows_since", "plangate.keys"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"
@@ -155,6 +163,7 @@ async def ensure_schema(world: World, catalogue: CatalogueSettings) -> None:
         await conn.execute(_LOCK)
         await conn.execute(SCHEMA)
         await conn.execute(MIGRATE)
+    await keys.seal_key(world)  # made by the setup, so a worker that may only read finds it
     for ensure in registry_for(catalogue).schemas.values():
         await ensure(world)
 

@@ -22,9 +22,12 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 from plangate.activities.tool_activity import as_application_error, perform
 from plangate.activities.tools.registry import CallContext
 from plangate.records.calls import ToolFailure
+from plangate.records.interface import TEAM_ACTIVITIES
 from plangate.temporal.calls import ANSWER_META, HEADER, GuardAnswer, header_of, wire_json
 from plangate.temporal.guards import Guarded, jsonable
 from plangate.temporal.table import UnboundCheck, arguments, conditions
+from plangate.worker.door import seal_refusal
+from plangate.workflows.sealing import SealKey
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 
@@ -43,13 +46,23 @@ def call_key() -> str | None:
 
 
 class GuardAtCall(ActivityInboundInterceptor):
-    def __init__(self, next: ActivityInboundInterceptor, guarded: Guarded) -> None:
+    def __init__(self, next: ActivityInboundInterceptor, guarded: Guarded,
+                 key: SealKey | None = None) -> None:
         super().__init__(next)
         self.g = guarded
+        self.key = key or SealKey()
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
         name = info.activity_type
+        if name in TEAM_ACTIVITIES and not info.is_local:
+            # plangate's own checks run only as local activities of a guarded workflow
+            where = ("started outside a workflow (a standalone activity)"
+                     if info.workflow_id is None else
+                     f"workflow {info.workflow_id!r} scheduled it as a regular activity")
+            raise as_application_error(ToolError("not_permitted", (
+                f"{name}: not called: plangate runs {name} only as a local activity of a "
+                f"guarded workflow; {where}")))
         spec = self.g.specs.get(name)
         if spec is None or self.g.table.get(name) is None:
             return await super().execute_activity(input)
@@ -81,6 +94,14 @@ class GuardAtCall(ActivityInboundInterceptor):
                 f"{name}: not called: plangate guards {name} on this worker and this call did "
                 f"not come through its guard ({how})",
             )
+        if info.workflow_id is None:
+            raise ToolError("not_permitted", f"{name}: not called: started outside a workflow "
+                            "(a standalone activity): plangate guards it only for a call a "
+                            "guarded workflow scheduled")
+        why = seal_refusal(self.key.value, info, input.headers, input.args, vouched=raw.data)
+        if why is not None:
+            raise ToolError("not_permitted", f"{name}: not called: the guard header is not "
+                            f"the deployment's word: {why}")
         header = header_of(raw)
         args = arguments(wire_json(activity.payload_converter(), input.args), guard.params)
         try:

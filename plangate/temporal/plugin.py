@@ -37,19 +37,21 @@ from plangate.temporal.guards import GuardActivities, Guarded, activity_name
 from plangate.temporal.table import GuardTable
 from plangate.temporal.workflow_guard import Guarding, workflow_interceptor
 from plangate.worker.sandbox import passing_plangate
+from plangate.workflows.sealing import SealKey
 from plangate.world.clients import World
+from plangate.world.keys import seal_key
 from plangate.world.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 class GuardInterceptor(Interceptor):
-    def __init__(self, guarded: Guarded) -> None:
-        self.guarded = guarded
+    def __init__(self, guarded: Guarded, key: SealKey) -> None:
+        self.guarded, self.key = guarded, key
         self._workflow: type[WorkflowInboundInterceptor] | None = None
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return GuardAtCall(next, self.guarded)
+        return GuardAtCall(next, self.guarded, self.key)
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
@@ -59,7 +61,7 @@ class GuardInterceptor(Interceptor):
             self._workflow = workflow_interceptor({
                 n: Guarding(g.effect, g.approval or g.effect in asks)
                 for n, g in self.guarded.table.activities.items()},
-                self.guarded.settings.temporal.task_queue)
+                self.guarded.settings.temporal.task_queue, self.key)
         return self._workflow
 
 
@@ -82,7 +84,9 @@ class PlangatePlugin(SimplePlugin):
         self.settings = settings or Settings.from_env(os.environ)
         self.guarded = Guarded(self.table, self.settings, principal)
         self.checks = GuardActivities(self.guarded)
-        interceptor = GuardInterceptor(self.guarded)
+        # the deployment's call seal key, read from its Postgres when the worker runs
+        self.key = SealKey()
+        interceptor = GuardInterceptor(self.guarded, self.key)
         if not workflow_guard:
             interceptor.workflow_interceptor_class = (  # type: ignore[method-assign]
                 lambda input: None)
@@ -120,6 +124,7 @@ class PlangatePlugin(SimplePlugin):
         world = World(self.settings.world)
         try:
             await ensure_schema(world, self.settings.catalogue)
+            self.key.value = await seal_key(world)
             self.guarded.open(world)
             self.guarded.visible = await _registered(self.settings)
             yield

@@ -86,6 +86,7 @@ from plangate.temporal.calls import (
 from plangate.temporal.errors import GuardRefused
 from plangate.workflows.answers import Answers
 from plangate.workflows.context import key_tag
+from plangate.workflows.sealing import SealKey, sealed_headers
 
 LOCAL = timedelta(seconds=30)
 LOCAL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5)
@@ -110,9 +111,11 @@ class Guarding:
 class GuardedRun:
     """One workflow execution's guarded calls, as a plangate run report."""
 
-    def __init__(self, names: Mapping[str, Guarding], deployment: str) -> None:
+    def __init__(self, names: Mapping[str, Guarding], deployment: str,
+                 key: SealKey | None = None) -> None:
         self.names = dict(names)  # the guarded activities, as the worker's table says
         self.deployment = deployment  # the deployment's task queue (its reports find it by)
+        self.key = key or SealKey()  # the call seal's: the header is the deployment's word
         self.report = RunReport(run_id="", goal="")  # the run's, once it begins (``run``)
         self.answers = Answers()
         self.n = 0
@@ -311,8 +314,10 @@ class GuardedRun:
             step.state = StepState.EXECUTING
             step.timings.dispatched_at = workflow.now()
             try:
-                raw = await start(replace(input, ret_type=RawValue, headers={
-                    **input.headers, HEADER: header_payload(header)}))
+                said = header_payload(header)
+                headers = sealed_headers(self.key, name, input.args,
+                                         {**input.headers, HEADER: said}, vouched=said.data)
+                raw = await start(replace(input, ret_type=RawValue, headers=headers))
                 break
             except ActivityError as e:
                 refused = _refused_at_call(e)
@@ -556,15 +561,15 @@ class _Outbound(WorkflowOutboundInterceptor):
 
 
 def workflow_interceptor(
-    names: Mapping[str, Guarding], deployment: str
+    names: Mapping[str, Guarding], deployment: str, key: SealKey | None = None,
 ) -> type[WorkflowInboundInterceptor]:
     """The inbound interceptor class for workflows on a worker guarding ``names`` for the
-    deployment of task queue ``deployment``."""
+    deployment of task queue ``deployment``, sealing each guarded call with ``key``."""
     guarded = dict(names)
 
     class GuardInbound(WorkflowInboundInterceptor):
         def init(self, outbound: WorkflowOutboundInterceptor) -> None:
-            self.run = GuardedRun(guarded, deployment)
+            self.run = GuardedRun(guarded, deployment, key)
             super().init(_Outbound(outbound, self.run))
 
         async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:

@@ -39,7 +39,7 @@ from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.reading import ReadActivities
-from plangate.activities.tool_activity import tool_activities
+from plangate.activities.tool_activity import as_application_error, tool_activities
 from plangate.activities.windows import WindowsActivities
 from plangate.records.interface import (
     APPROVERS_ACTIVITY,
@@ -57,10 +57,14 @@ from plangate.replanner.review import ReviewActivities
 from plangate.replanner.workflow import ReplanWorkflow
 from plangate.worker import tracing
 from plangate.worker.compression import DATA_CONVERTER, WORKER_COMPRESS_FROM
+from plangate.worker.door import Door
 from plangate.worker.encryption import data_converter, encrypts_with
 from plangate.worker.sandbox import passing_plangate
 from plangate.workflows.plan_run import PlanRunWorkflow
+from plangate.workflows.sealing import SealKey
 from plangate.world.clients import World
+from plangate.world.errors import ToolError
+from plangate.world.keys import seal_key
 from plangate.world.policies import load_bundle
 from plangate.world.settings import EncryptionSettings, Settings
 
@@ -95,7 +99,9 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
 
 class PlangatePlugin(SimplePlugin):
     """plangate on a Temporal client, worker or replayer: its workflows, and a worker's
-    ``activities`` (``activities(world, settings)``, with any test doubles in place of ours).
+    ``activities`` (``activities(world, settings)``, with any test doubles in place of ours),
+    behind the door (``worker.door``): its workflows seal the calls they schedule with
+    ``seal_key`` (a replayer needs none), its activities refuse a call they cannot place.
 
     The data converter (which a client and a replayer take; a worker uses its client's) is the
     one of ``encryption``; with none, compression alone
@@ -107,6 +113,7 @@ class PlangatePlugin(SimplePlugin):
         encryption: EncryptionSettings | None = None,
         *,
         activities: Mapping[str, Callable[..., Any]] | None = None,
+        seal_key: SealKey | None = None,
     ) -> None:
         super().__init__(
             "plangate",
@@ -114,6 +121,7 @@ class PlangatePlugin(SimplePlugin):
             workflows=WORKFLOWS,
             activities=None if activities is None else list(activities.values()),
             workflow_runner=passing_plangate,
+            interceptors=[Door(seal_key or SealKey())],
         )
 
 
@@ -129,12 +137,15 @@ class CatalogueAnnouncement(SimplePlugin):
     """While the worker runs, a poller on the deployment's queue whose identity announces the
     worker's catalogue (``records.placement.announcement``), for clients to read with
     DescribeTaskQueue. It polls activity tasks only, so it never takes a run; nothing plangate
-    does schedules its one activity, which answers the catalogue's names."""
+    does schedules its one activity, which refuses every call (the identity is the message)."""
 
     def __init__(self, client: Client, queue: str, identity: str, names: CatalogueNames) -> None:
         @activity.defn(name=CATALOGUE_ACTIVITY)
         async def catalogue() -> CatalogueNames:
-            return names
+            # the poller exists for its identity; nothing of plangate's calls it, so nobody may
+            raise as_application_error(ToolError(
+                "not_permitted", f"{CATALOGUE_ACTIVITY}: not called: it announces the worker's "
+                "catalogue by its poller's identity and is never scheduled"))
 
         # made here, not when the worker runs: a poller the SDK refuses (a second worker on
         # this queue and client) fails the build, as the worker's own would
@@ -233,6 +244,7 @@ async def build_worker(
         for line in await start_checks(registry, world):
             log.info("%s", line)
         acts = {**activities(world, settings), **doubles}
+        key = SealKey(await seal_key(world))
         mine = announced(settings.catalogue)
         names = CatalogueNames(
             digest=mine.digest, tools=sorted(registry.tools), probes=sorted(registry.probes)
@@ -243,7 +255,7 @@ async def build_worker(
             client,
             task_queue=catalogue_queue(deployment_queue, mine.digest),
             plugins=[
-                PlangatePlugin(encryption, activities=acts),
+                PlangatePlugin(encryption, activities=acts, seal_key=key),
                 CatalogueAnnouncement(client, deployment_queue, ours, names),
             ],
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
