@@ -258,8 +258,10 @@ def worker_args(d: Deployment, name: str) -> list[Any]:
         "guard.resolve": {"plan": run_input["plan"], "version": 1, "workflow_id": v.workflow_id,
                           "submission": run_input.get("submission")},
         "guard.approvers": {"workflow_id": v.workflow_id},
+        # the victim's step, reading what the stranger wants read, as the worker's role
         "probe.evaluate": {"step": call["step"], "idempotency_key": call["idempotency_key"],
-                           "conditions": [*call.get("check", []), *call.get("after", [])]},
+                           "conditions": [{"probe": "object_exists", "args": {
+                               "bucket": d.bucket, "key": "figures.csv"}}]},
         "replanner.propose": request,
         "replanner.review": {"plan": run_input["plan"], "request": request},
         "windows.record": {"status": "succeeded", "calls": []},
