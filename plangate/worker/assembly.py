@@ -143,9 +143,12 @@ class CatalogueAnnouncement(SimplePlugin):
         @activity.defn(name=CATALOGUE_ACTIVITY)
         async def catalogue() -> CatalogueNames:
             # the poller exists for its identity; nothing of plangate's calls it, so nobody may
+            wf = activity.info().workflow_id
+            where = ("started outside a workflow (a standalone activity)" if wf is None
+                     else f"scheduled by workflow {wf!r}")
             raise as_application_error(ToolError(
-                "not_permitted", f"{CATALOGUE_ACTIVITY}: not called: it announces the worker's "
-                "catalogue by its poller's identity and is never scheduled"))
+                "not_permitted", f"{CATALOGUE_ACTIVITY}: not called: {where}; it announces the "
+                "worker's catalogue by its poller's identity and is never scheduled"))
 
         # made here, not when the worker runs: a poller the SDK refuses (a second worker on
         # this queue and client) fails the build, as the worker's own would
