@@ -35,8 +35,9 @@ from credits import activities as team
 from credits.workflows import ArchiveWorkflow, CreditWorkflow
 from psycopg import sql
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from plangate.activities.bootstrap import OWN_TABLES, ensure_schema
@@ -44,7 +45,9 @@ from plangate.client.api import Plangate
 from plangate.demo.schema import Account, seed_account
 from plangate.records.interface import (
     CATALOGUE_ACTIVITY,
+    PLAN_RUN,
     READ_CALL_ACTIVITY,
+    REPLAN_WORKFLOW,
     TEAM_ACTIVITIES,
     WORKER_ACTIVITIES,
 )
@@ -355,6 +358,54 @@ async def test_the_read_call_scheduled_by_a_workflow_is_refused(
     (outcome,) = await from_workflow(d.client, stranger, d.read_victim.workflow_id,
                                      [shot(READ_CALL_ACTIVITY, [req], d.queue)])
     assert outcome.refused("standalone"), outcome.said()
+    assert await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables()) == before
+
+
+async def test_a_captured_submission_starts_no_second_run(
+    door: Deployment, stack: Any, s3: Any
+) -> None:
+    """The read-only victim's own start, replayed as it is (its plan, its signed submission,
+    within the submission's ten minutes) under its id once it ended: plangate's own workflow
+    runs it, and its guard refuses it, the submission taken by the victim's run."""
+    d = door
+    before = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
+    victim = d.read_victim
+    handle = await d.client.start_workflow(
+        PLAN_RUN, victim.input[0], id=victim.workflow_id, task_queue=d.queue,
+        execution_timeout=timedelta(seconds=60))
+    api = Plangate(d.client, d.settings)
+    rep = await api.result(victim.workflow_id)
+    assert rep.status == "halted", rep.status
+    assert rep.failure is not None and rep.failure.code == "not_permitted", rep.failure
+    assert "already started run" in rep.failure.detail, rep.failure.detail
+    assert handle.result_run_id  # a new execution, under the victim's id
+    # no tool was scheduled by the replayed run
+    replayed = await captured(d.client, victim.workflow_id)
+    assert replayed.calls == [], [c.name for c in replayed.calls]
+    after = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
+    # the refused run is a run: its end is kept for the report (one row in plangate.windows)
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed == {"plangate.windows"}, changed
+    assert after["plangate.windows"][0] == before["plangate.windows"][0] + 1
+
+
+async def test_the_replan_workflow_started_by_a_stranger_asks_no_model(
+    door: Deployment, stack: Any, s3: Any
+) -> None:
+    """``Replan`` runs only as the child of a plangate run: started by a stranger (the input a
+    genuine re-plan would get), it fails before its first activity: no model is asked."""
+    d = door
+    before = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
+    wid = f"door-replan-{d.tag}"
+    with pytest.raises(WorkflowFailureError) as caught:
+        await d.client.execute_workflow(
+            REPLAN_WORKFLOW, worker_args(d, "replanner.propose")[0], id=wid, task_queue=d.queue,
+            execution_timeout=timedelta(seconds=60))
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "not_permitted", cause
+    assert "started by no workflow" in cause.message and cause.non_retryable
+    ran = await captured(d.client, wid)
+    assert ran.local == [] and ran.calls == []  # neither the model nor the review was asked
     assert await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables()) == before
 
 

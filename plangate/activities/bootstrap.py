@@ -14,6 +14,8 @@ demo systems are on).
 - ``plangate.windows`` and ``plangate.windows_since``: each finished run's tool calls' windows,
   and since when the deployment's workers write them (``world.windows``), read by
   ``plangate report``.
+- ``plangate.submissions``: which run chain each signed submission started
+  (``world.submissions``): a submission starts one run.
 - ``plangate.keys``: the deployment's own secrets (``world.keys``: the call seal's key), made
   once by the first worker and read by every worker after.
 
@@ -111,6 +113,13 @@ CREATE TABLE IF NOT EXISTS plangate.windows_since (
     deployment text PRIMARY KEY,
     since timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS plangate.submissions (
+    signature_sha256 text PRIMARY KEY,
+    submitter text NOT NULL,
+    workflow_id text NOT NULL,
+    execution text NOT NULL,
+    taken_at timestamptz NOT NULL DEFAULT now()
+);
 CREATE TABLE IF NOT EXISTS plangate.keys (
     name text PRIMARY KEY,
     key bytea NOT NULL,
@@ -150,7 +159,8 @@ END $$;
 OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+) \(", SCHEMA))
 # those a later plangate added: missing beside the others, the tables are an older plangate's
 LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
-                          "plangate.windows_since", "plangate.keys"})
+                          "plangate.windows_since", "plangate.submissions",
+                          "plangate.keys"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"

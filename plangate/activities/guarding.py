@@ -43,7 +43,7 @@ from plangate.records.run import (
     HistoryBound,
     Resolved,
 )
-from plangate.world import decisions
+from plangate.world import decisions, submissions
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.policies import Bundle, cents, resources_of
@@ -194,6 +194,21 @@ class GuardActivities:
         self.probes = ProbeActivities(world, cat)
         self.book = book or PolicyBook(policy, world.settings.scope, catalogue(cat))
 
+    async def _claimed(self, req: GuardRequest, out: Resolved) -> Resolved:
+        """A verified submission taken for this run chain, once: one a run of another chain
+        took first (a captured submission replayed under the same id) acts for nobody."""
+        sub = req.submission
+        if not self.policy.submitters or sub is None or req.version != 1 or (
+                req.first_run_id is None):
+            return out
+        execution = f"{activity.info().workflow_id or req.workflow_id}/{req.first_run_id}"
+        taken = await submissions.claim(self.world, sub, execution)
+        if taken is None:
+            return out
+        why = (f"the submission of {sub.submitter} already started run {taken}: a submission "
+               "starts one run (sign the plan again for a new one)")
+        return out.model_copy(update={"refusal": why, "refusal_code": "not_permitted"})
+
     @activity.defn(name=APPROVERS_ACTIVITY)
     async def approvers(self, req: ApproversRequest) -> Approvers:
         """This worker's approvers now (its settings, read at its start)."""
@@ -212,6 +227,8 @@ class GuardActivities:
         out = await asyncio.to_thread(
             resolve, req, self.cat, self.world.settings, self.policy, self.runs, cedar, kept
         )
+        if out.refusal is None:
+            out = await self._claimed(req, out)
         for n, tool, d in kept:
             await decisions.record(self.world, d, run_id=req.workflow_id, plan_version=req.version,
                                    step=n, tool=tool, principal=out.on_behalf_of, at_call=False)

@@ -52,10 +52,10 @@ def seal_refusal(key: bytes | None, info: activity.Info, headers: dict[str, Payl
         return ("it carries no seal of this deployment: only a plangate run of this deployment "
                 "schedules it")
     if (key is None or info.workflow_run_id is None or info.workflow_id is None
-            or info.workflow_namespace is None):
+            ):
         return "this worker holds no seal key to verify it with"
     datas = [p.data for p in activity.payload_converter().to_payloads(list(args))]
-    ok = seal.verifies(key, given.data, namespace=info.workflow_namespace,
+    ok = seal.verifies(key, given.data, namespace=info.namespace,
                        workflow_id=info.workflow_id, run_id=info.workflow_run_id,
                        activity=info.activity_type, args=seal.args_digest(datas),
                        header=vouched)
