@@ -22,6 +22,7 @@ from plangate.records.report import Phase, RunReport, StepState
 from plangate.testing import local_activity, payload_json
 from plangate.worker.assembly import PlangatePlugin
 from plangate.worker.compression import DATA_CONVERTER
+from plangate.workflows.sealing import CHILD_SEAL_PATCH
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -36,6 +37,9 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     # re-planned: the money and external steps of the new version waited for fresh cards
     "closeout_replanned": ("succeeded", E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED),
     "closeout_replanned_replan1": ("", E.EVENT_TYPE_MARKER_RECORDED),
+    # the same once the child's start is sealed (issue 46): its patch marker recorded
+    "closeout_replanned_sealed": ("succeeded", E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED),
+    "closeout_replanned_sealed_replan1": ("", E.EVENT_TYPE_MARKER_RECORDED),
     "halted": ("halted", E.EVENT_TYPE_MARKER_RECORDED),
     # a wait (timers with summaries) ran out, the step halted, and the execution failed with
     # the report in the failure's details
@@ -66,6 +70,13 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "pre_failed_at_call": ("failed", E.EVENT_TYPE_ACTIVITY_TASK_FAILED),
     # a raw start with no submitter's signature, on a deployment that lists its submitters
     "refused_unsigned": ("halted", E.EVENT_TYPE_MARKER_RECORDED),
+}
+
+
+# the patches since the baseline (docs/versioning.md), each with the history of its new branch
+PATCHED = {
+    # issue 46: Replan runs only as the child of a plangate run that sealed its start
+    "closeout_replanned_sealed_replan1": [CHILD_SEAL_PATCH],
 }
 
 
@@ -134,11 +145,13 @@ async def test_every_path_was_recorded():
     unsigned = await ending(load(recorded["refused_unsigned"]))
     assert isinstance(unsigned, RunReport) and unsigned.failure is not None
     assert unsigned.failure.code == "not_permitted"
-    # the baseline (baseline-38) asks no patch: no history records a patch marker or an upsert
-    # of the SDK's TemporalChangeVersion
+    # the baseline (baseline-39) asks no patch: no history records a patch marker or an upsert
+    # of the SDK's TemporalChangeVersion, but the new branch of each patch since (PATCHED)
     for name, path in recorded.items():
         events = load(path).events
-        assert patch_ids(events) == [] and change_versions(events) == [], name
+        assert patch_ids(events) == PATCHED.get(name, []), name
+        # the SDK upserts TemporalChangeVersion with a patch, where the namespace has it
+        assert change_versions(events) in ([], [PATCHED[name]] if name in PATCHED else []), name
     # a run that did not succeed fails its execution: a summary on every timer, the failure's
     # message
     truthful = load(recorded["halted_after_wait"]).events

@@ -299,6 +299,9 @@ SCENARIOS: dict[str, Scenario] = {
     "saturday_succeeded": saturday_succeeded,
     "saturday_export_deleted": saturday_export_deleted,
     "closeout_replanned": closeout_replanned,
+    # the same after issue 46: the re-plan child's start sealed by its parent and verified
+    # (the ``plangate-child-seal`` patch marker in the child's history)
+    "closeout_replanned_sealed": closeout_replanned,
     "halted": halted,
     "halted_after_wait": halted_after_wait,
     "waited": waited,
