@@ -230,3 +230,13 @@ async def from_workflow(client: Client, attacker_queue: str, workflow_id: str,
         execution_timeout=timedelta(seconds=90))
     return [Outcome(s["name"], s.get("type"), s.get("message", ""),
                     bool(s.get("non_retryable")), s.get("result")) for s in said]
+
+
+@workflow.defn(name="DoorContinue", sandboxed=False)
+class ContinueWorkflow:
+    """Continues as new into another workflow type on another queue, with the input it is
+    given: Temporal then says the next run continued from this one."""
+
+    @workflow.run
+    async def run(self, into: str, queue: str, input: dict[str, Any]) -> None:
+        workflow.continue_as_new(input, workflow=into, task_queue=queue)  # type: ignore[arg-type]

@@ -61,6 +61,7 @@ from plangate.world.clients import World
 from plangate.world.settings import Settings
 from tests.attacker import (
     AttackWorkflow,
+    ContinueWorkflow,
     CopiedHeaders,
     History,
     Outcome,
@@ -387,6 +388,34 @@ async def test_a_captured_submission_starts_no_second_run(
     changed = {k for k in before if before[k] != after[k]}
     assert changed == {"plangate.windows"}, changed
     assert after["plangate.windows"][0] == before["plangate.windows"][0] + 1
+
+
+async def test_a_continuation_forged_from_a_strangers_workflow_starts_no_run(
+    door: Deployment, stack: Any, s3: Any
+) -> None:
+    """The stranger's own workflow, under the read-only victim's id once it ended, continues as
+    new into ``PlanRun`` on the deployment's queue with the victim's plan and submission and
+    state of its own making (so Temporal says the run continued from another): the chain is the
+    stranger's, the submission the victim's chain's, and nothing runs."""
+    d = door
+    before = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
+    victim = d.read_victim
+    run_input = victim.input[0]
+    made = run_input.get("plan_made_at") or "2026-01-01T00:00:00Z"
+    carried = {"report": {"run_id": victim.workflow_id, "goal": run_input["plan"]["goal"]},
+               "version": 1, "begun": False, "plan_made_at": made, "key_tag": "forged"}
+    queue = f"stranger-cont-{d.tag}"
+    async with Worker(d.client, task_queue=queue, workflows=[ContinueWorkflow]):
+        await d.client.start_workflow(
+            ContinueWorkflow.run, args=[PLAN_RUN, d.queue, {**run_input, "carried": carried}],
+            id=victim.workflow_id, task_queue=queue, execution_timeout=timedelta(seconds=60))
+        rep = await Plangate(d.client, d.settings).result(victim.workflow_id)
+    assert rep.failure is not None and rep.failure.code == "not_permitted", rep.failure
+    assert "already started run" in rep.failure.detail, rep.failure.detail
+    assert (await captured(d.client, victim.workflow_id)).calls == []
+    after = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed <= {"plangate.windows"}, changed  # the refused run's end, kept
 
 
 async def test_the_replan_workflow_started_by_a_stranger_asks_no_model(

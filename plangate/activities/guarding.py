@@ -198,8 +198,7 @@ class GuardActivities:
         """A verified submission taken for this run chain, once: one a run of another chain
         took first (a captured submission replayed under the same id) acts for nobody."""
         sub = req.submission
-        if not self.policy.submitters or sub is None or req.version != 1 or (
-                req.first_run_id is None):
+        if not self.policy.submitters or sub is None or req.first_run_id is None:
             return out
         execution = f"{activity.info().workflow_id or req.workflow_id}/{req.first_run_id}"
         taken = await submissions.claim(self.world, sub, execution)

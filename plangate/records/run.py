@@ -112,8 +112,9 @@ class GuardRequest(Model):
     # when Temporal started this run; None for a run that continued as new (its first run
     # judged the submission's age)
     started_at: datetime | None = None
-    # the first run of this run's chain (Temporal's; a reset keeps it): a submission starts one
-    # chain, and this is the one it is claimed for (None where ``started_at`` is)
+    # the first run of this run's chain (Temporal's; a reset and a continue-as-new keep it): a
+    # submission starts one chain, and this is the one it is claimed for, in every run of it
+    # (a continuation forged by a stranger's own workflow is a chain of its own)
     first_run_id: str | None = None
     # the run's principal and policy, once decided (versions after the first)
     on_behalf_of: str | None = None

@@ -74,7 +74,7 @@ async def resolve(plan: Plan, version: int, ctx: VersionContext, *, first_run: b
     req = GuardRequest(
         plan=plan, version=version, workflow_id=info.workflow_id, submission=ctx.submission,
         started_at=info.workflow_start_time if first_run else None,
-        first_run_id=info.first_execution_run_id if first_run else None,
+        first_run_id=info.first_execution_run_id,
         on_behalf_of=None if version == 1 else ctx.on_behalf_of,
         policy_bundle=None if version == 1 else ctx.policy_bundle,
         reads=reads,
