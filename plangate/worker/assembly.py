@@ -20,6 +20,8 @@ update from anyone who reaches Temporal does not act.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -57,7 +59,7 @@ from plangate.replanner.review import ReviewActivities
 from plangate.replanner.workflow import ReplanWorkflow
 from plangate.worker import tracing
 from plangate.worker.compression import DATA_CONVERTER, WORKER_COMPRESS_FROM
-from plangate.worker.door import Door
+from plangate.worker.door import Door, ensure, keep_trying
 from plangate.worker.encryption import data_converter, encrypts_with
 from plangate.worker.sandbox import passing_plangate
 from plangate.workflows.plan_run import PlanRunWorkflow
@@ -122,7 +124,21 @@ class PlangatePlugin(SimplePlugin):
             activities=None if activities is None else list(activities.values()),
             workflow_runner=passing_plangate,
             interceptors=[Door(seal_key or SealKey())],
+            run_context=None if seal_key is None else functools.partial(_keeping, seal_key),
         )
+
+
+@asynccontextmanager
+async def _keeping(key: SealKey) -> AsyncIterator[None]:
+    """While the worker runs, its seal key read until it is (Postgres was down at its start)."""
+    if key.value is not None:
+        yield
+        return
+    task = asyncio.create_task(keep_trying(key))
+    try:
+        yield
+    finally:
+        task.cancel()
 
 
 class CatalogueNames(BaseModel):
@@ -247,7 +263,10 @@ async def build_worker(
         for line in await start_checks(registry, world):
             log.info("%s", line)
         acts = {**activities(world, settings), **doubles}
-        key = SealKey(await seal_key(world))
+        key = SealKey(source=functools.partial(seal_key, world))
+        if await ensure(key) is None:
+            log.warning("the worker starts without the call seal's key (the deployment's "
+                        "Postgres does not answer): it schedules no tool call until it has it")
         mine = announced(settings.catalogue)
         names = CatalogueNames(
             digest=mine.digest, tools=sorted(registry.tools), probes=sorted(registry.probes)

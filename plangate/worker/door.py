@@ -19,6 +19,7 @@ plangate's workflow code with the deployment's key (``workflows.sealing``), says
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -39,6 +40,7 @@ from plangate.workflows.sealing import SealKey, sealing_interceptor
 from plangate.world.errors import ToolError
 
 log = logging.getLogger(__name__)
+KEY_RETRY_S = 2.0
 
 LOCAL_ONLY = frozenset(WORKER_ACTIVITIES)
 STANDALONE_ONLY = frozenset({READ_CALL_ACTIVITY})
@@ -87,6 +89,26 @@ def refusal(info: activity.Info, key: bytes | None, input: ExecuteActivityInput)
     return seal_refusal(key, info, input.headers, input.args)
 
 
+async def ensure(key: SealKey) -> bytes | None:
+    """The key, read now where it is not yet (None where it cannot be read: a worker that
+    starts while Postgres is down starts without it and schedules no tool call until it has
+    it, its workflow tasks failing and tried again)."""
+    if key.value is None and key.source is not None:
+        try:
+            key.value = await key.source()
+        except Exception as e:  # Postgres down: the caller says what waits for it
+            log.warning("the call seal's key cannot be read yet: %s", e)
+    return key.value
+
+
+async def keep_trying(key: SealKey) -> None:
+    """Read the key until it is read (a task of the worker's while it runs)."""
+    while True:
+        if await ensure(key) is not None:
+            return
+        await asyncio.sleep(KEY_RETRY_S)
+
+
 class DoorAtCall(ActivityInboundInterceptor):
     def __init__(self, next: ActivityInboundInterceptor, key: SealKey) -> None:
         super().__init__(next)
@@ -94,7 +116,14 @@ class DoorAtCall(ActivityInboundInterceptor):
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
-        why = refusal(info, self.key.value, input)
+        key = self.key.value
+        if key is None and seal.HEADER in input.headers:
+            key = await ensure(self.key)
+            if key is None:  # nothing acts without Postgres anyway: asked again later
+                raise as_application_error(ToolError(
+                    "system_unavailable", f"{info.activity_type}: not called: the call's seal "
+                    "cannot be verified until the deployment's key can be read (Postgres)"))
+        why = refusal(info, key, input)
         if why is not None:
             log.warning("refused %s (workflow %s, activity %s): %s", info.activity_type,
                         info.workflow_id, info.activity_id, why)

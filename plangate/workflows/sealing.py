@@ -13,8 +13,8 @@ it, never for a stranger who starts it (a model's time is the deployment's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from temporalio import workflow
@@ -36,9 +36,11 @@ _REPLAY_KEY = b"\0" * seal.KEY_BYTES
 
 @dataclass
 class SealKey:
-    """The deployment's seal key, once the worker has read it (None until then)."""
+    """The deployment's seal key, once the worker has read it (None until then). ``source``
+    reads it (from the deployment's Postgres: ``worker.door.ensure`` asks it)."""
 
     value: bytes | None = None
+    source: Callable[[], Awaitable[bytes]] | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:  # never the key
         return f"SealKey({'loaded' if self.value else 'unset'})"
