@@ -36,6 +36,7 @@ from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import ToolSpec
 from plangate.plans.guards import step_conditions
 from plangate.plans.model import Effect, Plan, Step
+from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall, ToolResult
 from plangate.records.interface import READ_CALL_ACTIVITY
 from plangate.records.policy import Decision
@@ -144,7 +145,7 @@ class ReadActivities:
         call = ToolCall(
             step=StepRef(run_id=call_id, plan_version=1, n=step.n, tool=step.tool,
                          args=step.args),
-            idempotency_key=f"{call_id[:48]}~read/v1/{step.n}",
+            idempotency_key=keys.idempotency_key(call_id, "read", f"v1/{step.n}"),
             on_behalf_of=g.on_behalf_of, policy_bundle=g.policy_bundle,
             check=pre, after=post, submission=req.submission,
         )
