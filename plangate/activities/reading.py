@@ -14,7 +14,8 @@ nothing waiting for a person, one attempt that succeeds with every post conditio
 Anything else (a tool that is no read here, a refusal, a card, a pre or post condition that
 does not hold, a tool error, a probe that cannot answer) is answered by a run: the activity
 says why (``ReadAnswer.run``) and the front starts the one-step run, which decides it again
-and answers as it always has. A refusal is not recorded here: the run records it, once.
+and answers as it always has. A refusal is not recorded here: the run records it, once. An
+answer names the call it answers (``Asked``), which the front compares with its own.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall, ToolResult
 from plangate.records.interface import READ_CALL_ACTIVITY
 from plangate.records.policy import Decision
-from plangate.records.reading import ReadAnswer, ReadCall
+from plangate.records.reading import Asked, ReadAnswer, ReadCall
 from plangate.records.report import (
     RunReport,
     RunStatus,
@@ -157,7 +158,8 @@ class ReadActivities:
         if post and (out.after is None or not out.after.all_hold):
             return self._run(call_id, "its post conditions were not read holding")
         log.info("%s: %s answered without a run", call_id, step.tool)
-        return ReadAnswer(report=succeeded(req.plan, step, g, out, call_id, at))
+        return ReadAnswer(report=succeeded(req.plan, step, g, out, call_id, at),
+                          asked=Asked.of(call_id, req.plan))
 
     @staticmethod
     def _run(call_id: str, why: str) -> ReadAnswer:
