@@ -32,6 +32,7 @@ from plangate.activities.tool_activity import _make
 from plangate.activities.tools.registry import CallContext, ToolSpec
 from plangate.demo.schema import Account, seed_account
 from plangate.plans.model import Effect
+from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall
 from plangate.world.clients import World
 from plangate.world.settings import PolicySettings
@@ -54,14 +55,15 @@ async def measure(
     recorded = _make(replace(spec, effect=Effect.MONEY), world, policy, probes)
     plain = _make(replace(spec, effect=Effect.READ), world, policy, probes)
     env = ActivityEnvironment()
-    env.info = replace(env.info, workflow_id=f"bench-ledger-{uuid.uuid4().hex[:8]}")
+    run_id = f"bench-ledger-{uuid.uuid4().hex[:8]}"
+    env.info = replace(env.info, workflow_id=run_id)
     out: dict[bool, list[float]] = {True: [], False: []}
     for i in range(calls + 10):
         for on in ((True, False) if i % 2 else (False, True)):
             call = ToolCall(
-                step=StepRef(run_id=env.info.workflow_id, plan_version=1, n=i + 1,
-                             tool=spec.name, args=args()),
-                idempotency_key=f"{env.info.workflow_id}~{uuid.uuid4().hex}/v1/{i + 1}",
+                step=StepRef(run_id=run_id, plan_version=1, n=i + 1, tool=spec.name,
+                             args=args()),
+                idempotency_key=keys.idempotency_key(run_id, uuid.uuid4().hex, f"v1/{i + 1}"),
             )
             t0 = time.perf_counter()
             await env.run(recorded if on else plain, call)

@@ -34,6 +34,7 @@ from plangate.activities.tools.registry import TOOLS, CallContext
 from plangate.client.api import Plangate
 from plangate.mcp.back.sessions import IDEMPOTENCY_META
 from plangate.plans.model import Effect
+from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall, ToolFailure
 from plangate.records.report import RunReport
 from plangate.testing import ended, running_worker
@@ -284,7 +285,7 @@ async def test_the_ledger_unavailable_the_tool_does_not_act(settings, tmp_path):
     act, called = blind_pay(world, settings)  # nothing waits: the ledger alone refuses
     call = ToolCall(step=StepRef(run_id="plan-down", plan_version=1, n=1, tool="pay.blind",
                                  args={"account": "a_down", "amount_eur": 1.0}),
-                    idempotency_key="plan-down~k/v1/1")
+                    idempotency_key=keys.idempotency_key("plan-down", "k", "v1/1"))
     try:
         with pytest.raises(ApplicationError) as failed:
             await as_run("plan-down").run(act, call)
@@ -368,7 +369,7 @@ async def test_a_call_under_another_runs_key_is_not_called(settings, world, pg):
     tool not called, no row written."""
     act, called = blind_pay(world, settings)  # nothing waits: the key alone refuses
     victim = f"plan-{uuid.uuid4().hex[:12]}"
-    key = f"{victim}~0123456789abcdef/v1/1"
+    key = keys.idempotency_key(victim, "0123456789abcdef", "v1/1")
     call = ToolCall(step=StepRef(run_id=victim, plan_version=1, n=1, tool="pay.blind",
                                  args={"account": "a_victim", "amount_eur": 1.0}),
                     idempotency_key=key)
@@ -379,3 +380,50 @@ async def test_a_call_under_another_runs_key_is_not_called(settings, world, pg):
         f"pay.blind: not called: the idempotency key {key!r} is not a key of run plan-rogue"))
     assert called == []
     assert await rows(pg, victim) == [] and await rows(pg, "plan-rogue") == []
+
+
+async def test_runs_whose_ids_share_their_first_58_characters_keep_their_keys_apart(
+    client, settings, pg, world
+):
+    """Two workflow ids alike but for their last characters (a key made of the first 48 would
+    be one for both): each run's keys begin with a digest of its whole id; the other run's
+    activity, handed the victim's key while the victim waits for its card, is refused before
+    the ledger is asked (no row), and each run then pays once under its own key."""
+    s = ledgered(settings)
+    shared = f"plan-{uuid.uuid4().hex}-sharing-the-first-48"  # 58 characters
+    victim, rogue = f"{shared}-v01", f"{shared}-r02"
+    who, other = account(), account()
+    api = Plangate(client, s)
+    act, called = blind_pay(world, settings)
+    async with running_worker(client, s) as h:
+        handle = await h.start(pay_plan("pay.blind", who), run_id=victim)
+        card = None
+        async for rep in api.poll(victim, every_s=0.05):
+            pending = [a for a in rep.approvals if a.status == "pending"]
+            if pending:
+                card = pending[0]
+                break
+        assert card is not None and card.card.idempotency_key is not None
+        key = card.card.idempotency_key
+        assert keys.of_workflow(key, victim) and not keys.of_workflow(key, rogue)
+        taken = ToolCall(step=StepRef(run_id=victim, plan_version=1, n=1, tool="pay.blind",
+                                      args={"account": other, "amount_eur": 1.0}),
+                         idempotency_key=key)
+        with pytest.raises(ApplicationError) as refused:
+            await as_run(rogue).run(act, taken)
+        assert await rows(pg, victim) == [] and await rows(pg, rogue) == []
+        await api.approve(victim, card.step, card.digest, by="erin")
+        paid = await ended(handle)
+        second = await h.run_approving(pay_plan("pay.blind", other), run_id=rogue)
+    failure = ToolFailure.model_validate(refused.value.details[0])
+    assert (refused.value.type, failure.detail) == ("bad_arguments", (
+        f"pay.blind: not called: the idempotency key {key!r} is not a key of run {rogue}"))
+    assert called == []
+    assert paid.status == "succeeded" and second.status == "succeeded"
+    assert await payments(pg, who) == 1 and await payments(pg, other) == 1
+    assert await rows(pg, victim) == [(key, "pay.blind", "done", "erin")]
+    ((own, tool, state, _),) = await rows(pg, rogue)
+    assert (tool, state) == ("pay.blind", "done") and own != key
+    assert own.startswith(f"{keys.run_part(rogue)}~") and key.startswith(
+        f"{keys.run_part(victim)}~")
+    assert len(key) < 60 and len(own) < 60  # short: a key is in every history

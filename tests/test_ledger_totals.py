@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from plangate.records import keys
 from plangate.world import ledger
 from plangate.world.errors import ToolError
 
@@ -20,7 +21,8 @@ def intent(principal: str, amount: int | None = 1000, tool: str = "billing.issue
            key: str | None = None, resource: str = "table:demo.credits") -> ledger.Intent:
     run = f"plan-{uuid.uuid4().hex[:12]}"
     return ledger.Intent(
-        key=key or f"{run}~{uuid.uuid4().hex[:16]}/v1/1", run_id=run, step=1, plan_version=1,
+        key=key or keys.idempotency_key(run, uuid.uuid4().hex[:16], "v1/1"), run_id=run,
+        step=1, plan_version=1,
         tool=tool, args_sha256=uuid.uuid4().hex, effect="money", principal=principal,
         amount=None if amount is None else Decimal(amount), resource=resource,
     )

@@ -12,6 +12,7 @@ from temporalio import activity
 from plangate.activities.tool_activity import as_application_error
 from plangate.activities.tools import TOOLS, CallContext
 from plangate.demo.schema import Account, seed_account
+from plangate.records import keys
 from plangate.records.calls import ToolCall, ToolResult
 from plangate.testing import attempts, running_worker, scheduled
 from plangate.world.clients import World
@@ -114,8 +115,8 @@ async def test_a_reused_run_id_never_reuses_keys(client, settings, pg, world):
     assert first.status == second.status == "succeeded"
     rows = await credits(pg, aid)
     assert len(rows) == 2  # two runs asked for two credits: neither passed for the other
-    keys = [k for _, _, k in rows]
-    assert len(set(keys)) == 2 and all(k.startswith(run_id) and len(k) < 100 for k in keys)
+    made = [k for _, _, k in rows]
+    assert len(set(made)) == 2 and all(keys.of_workflow(k, run_id) and len(k) < 60 for k in made)
 
 
 async def test_a_credit_found_in_suspense_halts_instead_of_replanning(

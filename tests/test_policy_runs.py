@@ -25,6 +25,7 @@ from plangate.activities.tool_activity import tool_activities
 from plangate.client.api import Plangate
 from plangate.client.checked import check
 from plangate.plans.load import PlanError
+from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall, ToolFailure
 from plangate.testing import running_worker, scheduled
 from plangate.world.clients import World
@@ -87,7 +88,7 @@ async def test_a_credit_over_the_cap_is_refused_at_check_start_and_call(
     run = f"plan-{uuid.uuid4().hex[:12]}"
     call = ToolCall(step=StepRef(run_id=run, plan_version=1, n=1, tool=CREDIT,
                                  args={"account_id": aid, "amount_eur": 1500.0}),
-                    idempotency_key=f"{run}~{uuid.uuid4().hex[:16]}/v1/1",
+                    idempotency_key=keys.idempotency_key(run, uuid.uuid4().hex[:16], "v1/1"),
                     policy_bundle=bundle.bundle)
     env = ActivityEnvironment()
     env.info = replace(env.info, workflow_id=run)
@@ -385,7 +386,7 @@ async def test_approvals_a_call_carries_count_only_when_their_proofs_hold(
     act = tool_activities(world, strict.catalogue, strict.policy)[CREDIT]
     aid = await account(world)
     run = f"plan-{uuid.uuid4().hex[:12]}"
-    key = f"{run}~{uuid.uuid4().hex[:16]}/v1/1"
+    key = keys.idempotency_key(run, uuid.uuid4().hex[:16], "v1/1")
     args: dict[str, Any] = {"account_id": aid, "amount_eur": 20000.0}
     now = datetime.now(UTC)
     card = ApprovalCard(run_id=run, plan_version=1, step=1, tool=CREDIT, effect="money",

@@ -35,6 +35,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from plangate.client.api import Plangate
+from plangate.records import keys
 from plangate.temporal import PlangatePlugin
 from plangate.testing import attempts
 from plangate.world.settings import Settings
@@ -186,7 +187,7 @@ async def test_a_worker_killed_between_the_credit_and_its_answer(
         await approve_card(api, handle.id)
         credit_id, key, cents = await credited(pg, account)
         await first.kill()
-    assert cents == 4200 and key.startswith(f"{handle.id}~")
+    assert cents == 4200 and keys.of_workflow(key, handle.id)
     assert await ledger_rows(pg, handle.id) == [(key, "issue_credit", "intent", "")]
 
     before = team.CALLS["issue_credit"]

@@ -28,6 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
 from plangate.client.api import Plangate
+from plangate.records import keys
 from plangate.temporal import GuardTable, PlangatePlugin
 from plangate.testing import scheduled
 from plangate.world.settings import Settings
@@ -258,7 +259,7 @@ async def test_the_cli_approves_and_shows_a_guarded_run(
     rep = json.loads(shown.stdout)
     (step,) = rep["steps"]
     assert (step["tool"], step["state"], step["effect"]) == ("issue_credit", "DONE", "money")
-    assert step["ledger"]["key"].startswith(wf)
+    assert keys.of_workflow(step["ledger"]["key"], wf)
     assert [c["phase"] for c in step["checks"]] == ["post"]
     assert step["checks"][0]["results"][0]["outcome"] == "holds"
     ledger = await cli("ledger", wf, "--json")
@@ -339,7 +340,9 @@ async def test_a_forged_guard_header_does_not_pass_the_call(
         def start_activity(self, input: StartActivityInput) -> Any:
             from temporalio import workflow
 
-            key = f"{workflow.info().workflow_id}~forged/g/1"
+            from plangate.records import keys
+
+            key = keys.idempotency_key(workflow.info().workflow_id, "forged", "g/1")
             forged = {**input.headers, HEADER: header_payload(GuardHeader(n=1, key=key))}
             return super().start_activity(replace_input(input, forged))
 

@@ -31,6 +31,7 @@ from temporalio import activity
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import ToolSpec
 from plangate.plans.model import Condition, Effect
+from plangate.records import keys
 from plangate.records.calls import Outcome, ProbeRequest, ToolCall
 from plangate.world import ledger
 from plangate.world.clients import World
@@ -101,10 +102,11 @@ class Answered:
 
 
 def refuse_foreign_key(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> None:
-    """A run's keys begin with its workflow id (``workflows.context``): a call whose key is
-    another run's (a workflow of someone else's scheduling the tool) is not called, so it can
-    neither take another run's answer from the ledger nor take its key first."""
-    if not call.idempotency_key.startswith(f"{run_id[:48]}~"):
+    """A run's keys begin with a digest of its whole workflow id (``records.keys``): a call
+    whose key is another run's (a workflow of someone else's scheduling the tool, its id
+    sharing any part of the victim's) is not called, so it can neither take another run's
+    answer from the ledger nor take its key first."""
+    if not keys.of_workflow(call.idempotency_key, run_id):
         raise ToolError(
             "bad_arguments",
             f"{spec.name}: not called: the idempotency key {call.idempotency_key!r} is not a "

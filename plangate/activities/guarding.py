@@ -82,7 +82,7 @@ def derive(
     out = Resolved(
         guards=guards, systems=g.systems, approval_ttl_s=g.approval_ttl_s,
         approvers=approver_keys(policy),
-        on_behalf_of=on_behalf_of, policy_bundle=bundle,
+        on_behalf_of=on_behalf_of, policy_bundle=bundle, whole_id_keys=True,
     )
     if refusal is not None:
         return out.model_copy(update={"refusal": refusal, "refusal_code": "policy_denied"})

@@ -14,7 +14,8 @@ nothing waiting for a person, one attempt that succeeds with every post conditio
 Anything else (a tool that is no read here, a refusal, a card, a pre or post condition that
 does not hold, a tool error, a probe that cannot answer) is answered by a run: the activity
 says why (``ReadAnswer.run``) and the front starts the one-step run, which decides it again
-and answers as it always has. A refusal is not recorded here: the run records it, once.
+and answers as it always has. A refusal is not recorded here: the run records it, once. An
+answer names the call it answers (``Asked``), which the front compares with its own.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import ToolSpec
 from plangate.plans.guards import step_conditions
 from plangate.plans.model import Effect, Plan, Step
+from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall, ToolResult
 from plangate.records.interface import READ_CALL_ACTIVITY
 from plangate.records.policy import Decision
-from plangate.records.reading import ReadAnswer, ReadCall
+from plangate.records.reading import Asked, ReadAnswer, ReadCall
 from plangate.records.report import (
     RunReport,
     RunStatus,
@@ -144,7 +146,7 @@ class ReadActivities:
         call = ToolCall(
             step=StepRef(run_id=call_id, plan_version=1, n=step.n, tool=step.tool,
                          args=step.args),
-            idempotency_key=f"{call_id[:48]}~read/v1/{step.n}",
+            idempotency_key=keys.idempotency_key(call_id, "read", f"v1/{step.n}"),
             on_behalf_of=g.on_behalf_of, policy_bundle=g.policy_bundle,
             check=pre, after=post, submission=req.submission,
         )
@@ -156,7 +158,8 @@ class ReadActivities:
         if post and (out.after is None or not out.after.all_hold):
             return self._run(call_id, "its post conditions were not read holding")
         log.info("%s: %s answered without a run", call_id, step.tool)
-        return ReadAnswer(report=succeeded(req.plan, step, g, out, call_id, at))
+        return ReadAnswer(report=succeeded(req.plan, step, g, out, call_id, at),
+                          asked=Asked.of(call_id, req.plan))
 
     @staticmethod
     def _run(call_id: str, why: str) -> ReadAnswer:

@@ -67,6 +67,7 @@ class Carried(Model):
     begun: bool  # whether that version's steps are in the report already
     plan_made_at: datetime
     key_tag: str  # of idempotency keys: the same in every run of the chain
+    whole_id_keys: bool = False  # ``Resolved.whole_id_keys``, as the chain's first run took it
     bound: dict[str, JsonValue] = Field(default_factory=dict)
     verified: dict[str, int] = Field(default_factory=dict)
     parked: list[Parked] = Field(default_factory=list)
@@ -148,6 +149,9 @@ class Resolved(Model):
     # by a worker before them, whose runs took the input's)
     outage_patience_s: float | None = None
     history: HistoryBound | None = None
+    # the run's idempotency keys begin with a digest of its whole workflow id
+    # (``records.keys``); False: said by a worker before them, whose runs keep the old keys
+    whole_id_keys: bool = False
 
     def guarded(self, plan: Plan) -> GuardedPlan:
         return GuardedPlan(

@@ -35,7 +35,7 @@ from temporalio.worker import (
 )
 
 from plangate.plans.model import Effect
-from plangate.records import visibility
+from plangate.records import keys, visibility
 from plangate.records.approvals import (
     ApprovalAnswer,
     ApprovalCard,
@@ -274,7 +274,7 @@ class GuardedRun:
         self.n += 1
         n, name = self.n, input.activity
         info = workflow.info()
-        key = f"{info.workflow_id[:48]}~{key_tag()}/g/{_segment(info)}{n}"
+        key = keys.idempotency_key(info.workflow_id, key_tag(), f"g/{_segment(info)}{n}")
         values = wire_json(workflow.payload_converter(), input.args)
         step = StepReport(n=n, tool=name, plan_version=GUARD_VERSION,
                           effect=self.names[name].effect, state=StepState.EXECUTING,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -12,6 +11,7 @@ from temporalio import workflow
 from plangate.plans import bindings
 from plangate.plans.guards import GuardedPlan, StepGuard, conditions_for
 from plangate.plans.model import Condition, Plan, Step
+from plangate.records import keys
 from plangate.records.proofs import Submission
 from plangate.records.read_ahead import ReadAhead
 from plangate.records.report import RunReport, StepReport, StepState
@@ -25,8 +25,7 @@ def key_tag() -> str:
     """What makes a run's idempotency keys its own: the workflow id and the first run of its
     chain (a reused workflow id gets a new first execution). Carried across continue-as-new."""
     info = workflow.info()
-    tag = hashlib.sha256(f"{info.workflow_id}/{info.first_execution_run_id}".encode())
-    return tag.hexdigest()[:16]
+    return keys.chain_tag(info.workflow_id, info.first_execution_run_id)
 
 
 @dataclass
@@ -47,6 +46,7 @@ class VersionContext:
     on_behalf_of: str | None = None
     policy_bundle: str | None = None
     key_tag: str = ""
+    whole_id_keys: bool = False  # the keys' format (``Resolved.whole_id_keys``)
     history: HistoryBound = field(default_factory=HistoryBound)
     # how long a step waits for a system that does not answer before it halts
     outage_patience: timedelta = timedelta(minutes=15)
@@ -70,6 +70,7 @@ class VersionContext:
             run_id=report.run_id, guarded=GuardedPlan(plan=inp.plan), report=report,
             version=0 if c is None else c.version, plan_made_at=made_at,
             key_tag=key_tag() if c is None else c.key_tag, history=inp.history,
+            whole_id_keys=False if c is None else c.whole_id_keys,
             outage_patience=outage_patience, submission=inp.submission,
             on_behalf_of=authority.on_behalf_of, policy_bundle=authority.policy_bundle,
             bound={} if c is None else dict(c.bound),
@@ -120,8 +121,11 @@ class VersionContext:
 
     def idempotency_key(self, n: int) -> str:
         """Stable across retries, worker crashes and replays; unique per run (a reused workflow
-        id gets a new first execution) and per plan version; at most about 90 characters."""
-        return f"{self.run_id[:48]}~{self.key_tag or key_tag()}/v{self.version}/{n}"
+        id gets a new first execution) and per plan version (``records.keys``)."""
+        tag, call = self.key_tag or key_tag(), f"v{self.version}/{n}"
+        if self.whole_id_keys:
+            return keys.idempotency_key(self.run_id, tag, call)
+        return keys.prefix_key(self.run_id, tag, call)
 
     def resolve_conditions(
         self, conds: list[Condition], where: str, bound: dict[str, JsonValue] | None = None

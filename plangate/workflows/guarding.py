@@ -66,8 +66,9 @@ async def resolve(plan: Plan, version: int, ctx: VersionContext, *, first_run: b
     """The plan version's guards as this worker derives them, and what else the worker says
     (who may answer its cards, the run's principal and policy, or why it may not act)."""
     info = workflow.info()
-    # a new run's first steps are read in the same activity (nothing is bound yet)
-    keyed = replace(ctx, version=version)
+    # a new run's first steps are read in the same activity (nothing is bound yet), under
+    # the keys its steps will have: this worker's (``Resolved.whole_id_keys``)
+    keyed = replace(ctx, version=version, whole_id_keys=True)
     reads = {
         s.n: keyed.idempotency_key(s.n) for s in plan.steps if not s.depends_on
     } if first_run else {}

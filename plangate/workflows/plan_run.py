@@ -189,6 +189,8 @@ class PlanRunWorkflow:
         ctx = replace(
             guarding.limited(base, resolved), guarded=guarded,
             on_behalf_of=resolved.on_behalf_of, policy_bundle=resolved.policy_bundle,
+            # the chain's keys as its first run's worker made them; the rest carry them
+            whole_id_keys=resolved.whole_id_keys if c is None else base.whole_id_keys,
         )
         plan: GuardedPlan | None = guarded
         while plan is not None:
@@ -236,7 +238,8 @@ class PlanRunWorkflow:
         r = self._report
         carried = Carried(
             report=r, samples=r.samples(), version=version, begun=begun, plan_made_at=made_at,
-            key_tag=ctx.key_tag, bound=ctx.bound, verified=ctx.verified,
+            key_tag=ctx.key_tag, whole_id_keys=ctx.whole_id_keys, bound=ctx.bound,
+            verified=ctx.verified,
             parked=outcome.parked if outcome else [],
             failure=outcome.failure if outcome else None,
             failed_state=outcome.failed_state if outcome else None,

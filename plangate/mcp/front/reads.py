@@ -4,7 +4,8 @@ every guard from its own catalogue and settings and answers a plain successful r
 Whatever it does not answer (a tool that is no read on the worker, a refusal, a card, a
 condition that does not hold, a failure), and every call when the Temporal server runs no
 standalone activities, is answered by the one-step run, as before (docs/mcp.md, "what a read
-costs and why").
+costs and why"); so is a read whose activity did not answer within the front's limit, or
+answered another call.
 
 The front's catalogue only chooses which calls to offer: what the worker's catalogue says
 decides. A call of a write, external or money tool is never offered, and the worker refuses
@@ -20,7 +21,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from plangate.client.checked import Checked
-from plangate.client.reading import NoStandaloneReads, ReadNotAnswered, read_call
+from plangate.client.reading import NoStandaloneReads, ReadNotAnswered, read_call, read_id
 from plangate.errors import ConfigurationError
 from plangate.mcp.front.access import Access
 from plangate.mcp.front.clients import McpClient
@@ -79,12 +80,13 @@ class FastReads:
     def offered(self, info: ToolInfo) -> bool:
         return self.off is None and info.effect is Effect.READ
 
-    async def answer(self, who: McpClient, done: Checked, call_id: str
-                     ) -> RunReport | None:
+    async def answer(self, who: McpClient, done: Checked) -> RunReport | None:
         """The worker's report of the read, or None where a run must answer it (``RunsLimited``
-        past the client's limit: a read counts as a run would)."""
+        past the client's limit: a read counts as a run would). The read's id is new and
+        unguessable (``read_id``), never the run's: no one can start it first."""
         self.access.limit.admit(who)
         api = await self.access.api(who)
+        call_id = read_id(done.plan.steps[0].tool)
         try:
             got = await read_call(api.client, api.settings, done, call_id,
                                   take_within=self.take_within,

@@ -199,11 +199,11 @@ def build_server(
 
     reads = FastReads(access, answer_within_s)
 
-    async def read_guarded(who: McpClient, call: GuardedCall, info: ToolInfo, call_id: str
+    async def read_guarded(who: McpClient, call: GuardedCall, info: ToolInfo
                            ) -> tuple[RunReport | None, bool]:
         if not reads.offered(info):
             return None, False
-        return await reads.answer(who, checked(call, info), call_id), True
+        return await reads.answer(who, checked(call, info)), True
 
     tasks = GuardedTasks(
         {name: known.tools[tool] for name, tool in served.items()},

@@ -68,7 +68,7 @@ class UpdateParams(TaskParams):
 Start = Callable[[McpClient, GuardedCall, ToolInfo, str, bool], Awaitable[str]]
 # a read offered to the worker: its report (None where a run must answer), and whether the
 # call was counted against the client's limit
-Read = Callable[[McpClient, GuardedCall, ToolInfo, str], Awaitable[tuple[RunReport | None, bool]]]
+Read = Callable[[McpClient, GuardedCall, ToolInfo], Awaitable[tuple[RunReport | None, bool]]]
 Caller = Callable[[ServerRequestContext[Any, Any]], McpClient]
 
 
@@ -190,7 +190,7 @@ class GuardedTasks(Extension):
         try:
             counted = False
             if self._read is not None and info.effect is Effect.READ:
-                read, counted = await self._read(who, call, info, run_id)
+                read, counted = await self._read(who, call, info)
                 if read is not None:  # the worker answered: no run
                     return call_result(read)
             run_id = await self._start(who, call, info, run_id, counted)
