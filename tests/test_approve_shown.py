@@ -11,15 +11,19 @@ import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from temporalio import workflow
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from plangate.client.api import AnswerRefused, Plangate
-from plangate.records.interface import PLAN_RUN
+from plangate.records import visibility
+from plangate.records.approvals import ApprovalCard, ApprovalRecord
+from plangate.records.interface import PLAN_RUN, REPORT_QUERY
+from plangate.records.report import RunReport, RunStatus
 from plangate.testing import running_worker, scheduled
 from tests.test_approvals import bucket, card_of, events, publish, unique
 
@@ -64,13 +68,35 @@ class Payout(_Taker):
         await self.wait()
 
 
+@workflow.defn(name="TeamAgent")
+class Forger(_Taker):
+    """Says it is a team's workflow guarded for the deployment, and shows a card (5 EUR) under
+    the digest of another (999 EUR to someone else)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: dict[str, Any] = {}
+
+    @workflow.run
+    async def run(self, shown: dict[str, Any]) -> None:
+        self.shown = shown
+        await self.wait()
+
+    @workflow.query(name=REPORT_QUERY)
+    def report(self) -> dict[str, Any]:
+        return self.shown
+
+
 @asynccontextmanager
-async def impostor(client: Client, kind: type[_Taker]) -> AsyncIterator[str]:
+async def impostor(client: Client, kind: type[_Taker], wf: str = "",
+                   *args: Any) -> AsyncIterator[str]:
     queue = unique("elsewhere")
     async with Worker(client, task_queue=queue, workflows=[kind],
                       workflow_runner=UnsandboxedWorkflowRunner()):
-        wf = unique("payout")
-        h = await client.start_workflow(kind.run, id=wf, task_queue=queue)  # type: ignore[attr-defined]
+        wf = wf or unique("payout")
+        run = kind.run  # type: ignore[attr-defined]
+        h: WorkflowHandle[Any, Any] = await client.start_workflow(
+            run, id=wf, task_queue=queue, args=args)
         try:
             yield wf
         finally:
@@ -177,3 +203,39 @@ def settings_for(settings: Any, queue: str) -> Any:
     from dataclasses import replace
 
     return replace(settings, temporal=replace(settings.temporal, task_queue=queue))
+
+
+async def test_a_card_shown_under_another_cards_digest_gets_nothing_signed(
+    client: Client, settings: Any, stack: Any, monkeypatch: Any, capsys: Any,
+) -> None:
+    """A workflow that says it is guarded for this deployment shows a 5 EUR card under the
+    digest of a 999 EUR one: the card's content is not its digest's, nothing is signed."""
+    from plangate.cli import main
+
+    for k, v in stack.env().items():
+        monkeypatch.setenv(k, v)
+    queue = f"plangate-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("PLANGATE_TASK_QUEUE", queue)
+    wf = unique("team")
+    now = datetime.now(UTC)
+
+    def card(account: str, eur: float) -> ApprovalCard:
+        return ApprovalCard(run_id=wf, plan_version=1, step=1, tool="billing.issue_credit",
+                            effect="money", args={"account_id": account, "amount_eur": eur},
+                            issued_at=now, expires_at=now + timedelta(hours=1))
+
+    small, big = card("acct_dana", 5.0), card("acct_mallory", 999.0)
+    shown = RunReport(
+        run_id=wf, goal=visibility.guarded_goal("TeamAgent", queue),
+        status=RunStatus.AWAITING_APPROVAL,
+        approvals=[ApprovalRecord(step=1, plan_version=1, digest=big.digest(),
+                                  expires_at=small.expires_at, card=small)])
+    async with impostor(client, Forger, wf, shown.model_dump(mode="json")):
+        argv = ["approve", wf, "--step", "1", "--digest", big.digest(), "--as", "erin"]
+        capsys.readouterr()
+        assert await asyncio.to_thread(main, argv) == 2
+        out, err = capsys.readouterr()
+        assert await client.get_workflow_handle(wf).query(Forger.answers) == 0
+    assert out == ""
+    assert err == (f"plangate: approve refused: the card run '{wf}' shows for step 1 is not the "
+                   "card its digest is of (another run, step or content); nothing signed\n")
