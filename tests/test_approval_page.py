@@ -494,11 +494,10 @@ async def test_the_page_answers_only_runs_of_its_own_task_queue(client, settings
     assert s3.list_objects_v2(Bucket=bucket, Prefix="b.txt").get("KeyCount", 0) == 0
 
 
-async def test_an_answer_recorded_is_never_shown_as_an_error(settings, stack, s3, tmp_path):
+async def test_a_card_the_page_cannot_read_is_never_signed(settings, stack, s3, tmp_path):
     """Keys mid-rotation: the worker encrypts with a new key the page does not hold yet. The
-    page's answer (encrypted with the old key, which the worker still reads) is recorded, and
-    its receipt, written under the new key, does not decrypt in the page: the page says the
-    answer was recorded (it showed a 500 before), and the step runs."""
+    page cannot read the card the answer would sign (it showed a 500 before, and once signed
+    the answer): it refuses, naming why, with nothing signed or sent; the run still waits."""
     old, new = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
     keys = parse_encryption_keys(f"k2:{new},k1:{old}")
     rotated = replace(settings, encryption=replace(settings.encryption, keys=keys))
@@ -519,12 +518,14 @@ async def test_an_answer_recorded_is_never_shown_as_an_error(settings, stack, s3
                     "decision": "approve", "as": "erin", "csrf": csrf}
             status, _, page = await asyncio.to_thread(request, url + "answer", "POST", form,
                                                       session)
-            rep = await asyncio.wait_for(api.result(run_id), 30)
-    assert status == 200 and 'data-outcome="accepted"' in page, page
-    assert f"approve of step 1 of run {run_id}" in html.unescape(page), page
-    assert rep.status == "succeeded" and rep.approvals[0].answer is not None
-    assert rep.approvals[0].answer.by == "erin"
-    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"approved"
+            rep = await api.report(run_id)
+            await api.cancel(run_id, reason="test over")
+    assert status == 409 and 'data-outcome="accepted"' not in page, page
+    assert f"the report of run '{run_id}' cannot be read here (" in html.unescape(page), page
+    assert "so its card cannot be shown; nothing signed" in html.unescape(page), page
+    assert rep.status == "awaiting_approval" and rep.approvals[0].answer is None
+    assert rep.approvals[0].approvals == []
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=key).get("KeyCount", 0) == 0
 
 
 def raw_request(url: str, line: str) -> bytes:

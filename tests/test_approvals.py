@@ -313,7 +313,8 @@ async def test_the_cli_shows_the_card_and_answers_it(client, settings, stack, s3
         wrong = ["approve", run_id, "--step", "1", "--digest", "a" * 64, "--as", "erin"]
         assert await asyncio.to_thread(main, wrong) == 2
         err = capsys.readouterr().err.strip()
-        assert err.startswith("plangate: approve refused: wrong digest") and "\n" not in err
+        assert err.startswith("plangate: approve refused: the digest given is not that of the "
+                              "card step 1") and "\n" not in err
         right = ["approve", run_id, "--step", "1", "--digest", card.digest, "--as", "erin"]
         assert await asyncio.to_thread(main, right) == 0
         rep = await api.result(run_id)

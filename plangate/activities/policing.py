@@ -1,9 +1,10 @@
 """The deployment's Cedar policies where a call acts (``PLANGATE_POLICIES``, docs/policy.md).
 
-The worker holds the bundle in force (``PolicyBook``): read when it starts, read again when a
-policy file changes, so a change while a run waits is in force at its next call. At the call
-the tool's activity decides again, from what it was handed and verified and what its check at
-the call observed, never from what the workflow says of the decision:
+The worker holds the bundle in force (``PolicyBook``): read when it starts, parsed again when
+the policy files' bytes change (their digest, never their size or time), so a change while a
+run waits is in force at its next call. At the call the tool's activity decides again, from
+what it was handed and verified and what its check at the call observed, never from what the
+workflow says of the decision:
 
 - the bundle the run was decided under is not the one in force: 412 ``policy_superseded``;
 - forbidden (a forbid, or no permit): 403 ``policy_denied``, nothing sent;
@@ -19,6 +20,7 @@ for it. Without ``PLANGATE_POLICIES`` nothing here runs: the settings decide as 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from datetime import UTC, datetime
@@ -38,16 +40,26 @@ from plangate.records.policy import Decision, PolicyRequest, Totals
 from plangate.world import decisions, ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
-from plangate.world.policies import Bundle, cents, load_bundle, resources_of
-from plangate.world.settings import PolicySettings
+from plangate.world.policies import Bundle, bundle_read, cents, read_directory, resources_of
+from plangate.world.settings import POLICIES_VAR, PolicySettings
 
 
-def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:
+def _contents(directory: Path) -> tuple[str, list[tuple[str, bytes]] | None, str]:
+    """The policy files' bytes now and their SHA-256 (name and bytes of each); where they
+    cannot be read: no files, and why (its first line), which stands in for the digest.
+    Read whole on every call: a file edited with its size and time kept (``rsync -a``,
+    ``cp -p``) is still a change (a few KB hash in microseconds)."""
     try:
-        return tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size)
-                            for p in directory.glob("*.cedar")))
-    except OSError:
-        return ()
+        files = read_directory(directory, POLICIES_VAR)
+    except (ConfigurationError, OSError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return f"unreadable: {why}", None, why
+    h = hashlib.sha256()
+    for name, data in files:
+        for part in (name.encode(), data):
+            h.update(len(part).to_bytes(8, "big"))
+            h.update(part)
+    return h.hexdigest(), files, ""
 
 
 class PolicyBook:
@@ -56,7 +68,7 @@ class PolicyBook:
     def __init__(self, policy: PolicySettings, scope: Scope, catalogue: Catalogue) -> None:
         self.policy, self.scope, self.catalogue = policy, scope, catalogue
         self._lock = threading.Lock()
-        self._seen: tuple[tuple[str, int, int], ...] | None = None
+        self._seen: str | None = None  # the digest of the files the bundle was read from
         self._bundle: Bundle | None = None
         self._broken: str | None = None
 
@@ -65,19 +77,23 @@ class PolicyBook:
         return self.policy.policies is not None
 
     def current(self) -> Bundle:
-        """The bundle now (read again when a file changed). ``ToolError`` ``policy_denied``
-        when the files in force cannot be read: no call is decided by a bundle nobody wrote."""
+        """The bundle now (parsed again when the files' bytes changed). ``ToolError``
+        ``policy_denied`` when the files in force cannot be read: no call is decided by a
+        bundle nobody wrote."""
         directory = self.policy.policies
         if directory is None:
             raise RuntimeError("no PLANGATE_POLICIES")  # callers ask ``on`` first
-        seen = _signature(directory)
+        seen, files, why = _contents(directory)
         with self._lock:
             if seen != self._seen:
-                try:
-                    self._bundle, self._broken = load_bundle(
-                        self.policy, self.scope, self.catalogue), None
-                except ConfigurationError as e:
-                    self._bundle, self._broken = None, str(e).splitlines()[0]
+                if files is None:
+                    self._bundle, self._broken = None, why
+                else:
+                    try:  # the very bytes hashed: a change meanwhile is the next call's
+                        self._bundle, self._broken = bundle_read(
+                            files, self.policy, self.scope, self.catalogue), None
+                    except ConfigurationError as e:
+                        self._bundle, self._broken = None, str(e).splitlines()[0]
                 self._seen = seen
             if self._bundle is None:
                 raise ToolError("policy_denied",

@@ -164,7 +164,8 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings)
     )
     if why is not None and need:
         raise ToolError("approval_missing", f"not called: {why}")
-    return Proven(submitter, 0 if why is not None else distinct_approvers(call.approval))
+    return Proven(submitter, 0 if why is not None else distinct_approvers(
+        call.approval, policy.approver_map))
 
 
 def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -32,8 +33,11 @@ def _arguments(p: argparse.ArgumentParser, *, reason: bool) -> None:
 
 async def _answer(args: argparse.Namespace, settings: Settings,
                   send: Callable[[Plangate], Awaitable[ApprovalReceipt]]) -> int:
-    """Check the digest's form and the key, then ``send`` the answer through the API."""
+    """Check the digest's form and the key, fetch the card the run publishes for the step and
+    show it (stderr: stdout keeps the one receipt line), then ``send`` the answer through
+    the API, which signs only that card."""
     from plangate.client.api import AnswerRefused, NoApproverKey, RunEnded, UnknownRun
+    from plangate.client.shown import signing_lines
 
     if not _DIGEST.fullmatch(args.digest):
         given = args.digest if len(args.digest) <= 80 else args.digest[:80] + "..."
@@ -46,6 +50,9 @@ async def _answer(args: argparse.Namespace, settings: Settings,
     except NoApproverKey as e:
         raise UsageError(f"{args.command}: {e}") from None
     try:
+        shown = await plangate.published_card(args.id, args.step, args.digest)
+        for line in signing_lines(shown, args.command):
+            print(visible(line), file=sys.stderr)
         receipt = await send(plangate)
     except (AnswerRefused, RunEnded) as e:
         raise UsageError(f"{args.command} refused: {e}") from None
@@ -69,12 +76,16 @@ async def _reject(args: argparse.Namespace, settings: Settings) -> int:
 APPROVE = Command(
     "approve", help="approve the card of a step by its digest",
     description="Approve the approval card of a step, by the digest status shows, signed with "
-                "your approver key (PLANGATE_APPROVER_KEY).",
+                "your approver key (PLANGATE_APPROVER_KEY). The card is fetched from the run "
+                "and shown (stderr) before it is signed; a digest the run does not publish "
+                "for the step, or a workflow that is not a plangate run of this deployment, "
+                "is refused (exit 2) and nothing is signed.",
     run=_approve, arguments=lambda p: _arguments(p, reason=False),
 )
 REJECT = Command(
     "reject", help="reject the card of a step, with a reason",
     description="Reject the approval card of a step, with a reason, signed with your approver "
-                "key (PLANGATE_APPROVER_KEY); the step follows its on_unmet.",
+                "key (PLANGATE_APPROVER_KEY); the step follows its on_unmet. The card is "
+                "fetched and shown first, as approve does.",
     run=_reject, arguments=lambda p: _arguments(p, reason=True),
 )

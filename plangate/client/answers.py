@@ -78,7 +78,7 @@ async def answer(
         raise
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
-            raise await _ended(client, settings, run_id, given) from None
+            raise await ended(client, settings, run_id, given.step, given.digest) from None
         raise
     except Exception:
         # The workflow may have taken the answer and only its receipt does not read here
@@ -108,15 +108,15 @@ async def _recorded(
     return None
 
 
-async def _ended(
-    client: Client, settings: Settings, run_id: str, given: ApprovalAnswer
+async def ended(
+    client: Client, settings: Settings, run_id: str, step: int, digest: str
 ) -> RunEnded:
     """Why an answer to an ended run is refused: what became of its card."""
     try:
         rep = await reports.report(client, settings, run_id)
     except (RPCError, UnknownRun):
         return RunEnded(f"run {run_id!r} has ended: no card waits for an answer")
-    fate = card_fate(rep, given.step, given.digest)
+    fate = card_fate(rep, step, digest)
     return RunEnded(f"run {run_id!r} has ended ({rep.status.value}): {fate}")
 
 

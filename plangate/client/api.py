@@ -241,29 +241,49 @@ class Plangate:
 
         return answers.approver_key(self.settings, name)
 
+    async def published_card(self, run_id: str, step: int, digest: str) -> PendingCard:
+        """The card of ``step`` run ``run_id`` waits on, fetched from the run, whose digest is
+        ``digest``: what an answer to it signs (its ``record.card``: tool, arguments,
+        principal, run, step, expiry). ``AnswerRefused`` (nothing signed) when the run is not a
+        plangate run of this deployment (a plan run on its task queue or a catalogue queue, or
+        a team's workflow guarded for it) or publishes no such card there; ``RunEnded``,
+        ``UnknownRun`` as their names say."""
+        from plangate.client import shown
+
+        return await shown.published(self.client, self.settings, run_id, step, digest)
+
     async def approve(
         self, run_id: str, step: int, digest: str, *, by: str = "", at: datetime | None = None
     ) -> ApprovalReceipt:
         """Approve the card of ``step`` by its digest, signed with the approver key named
-        ``by`` (default: the first; ``approver_key``). Refused: no such key, a key the
-        deployment does not know, the run's own submitter, a wrong digest, an expired card, an
-        unknown step, a second answer; nothing is recorded then. ``at``: the time it is signed
-        at (default: now; a time-skipping test server's clock is not this machine's)."""
-        from plangate.client import answers
-
-        answer = self.signed_answer(run_id, step, digest, Decision.APPROVE, "", by, at)
-        return await answers.answer(self.client, self.settings, run_id, APPROVE_UPDATE, answer)
+        ``by`` (default: the first; ``approver_key``). The card is fetched from the run first
+        (``published_card``): a digest the run does not publish for the step, or a workflow
+        that is not a plangate run of this deployment, is refused before anything is signed.
+        Refused too: no such key, a key the deployment does not know, the run's own
+        submitter, an expired card, a second answer; nothing is recorded then. ``at``: the
+        time it is signed at (default: now; a time-skipping test server's clock is not this
+        machine's)."""
+        return await self._answer(run_id, step, digest, Decision.APPROVE, "", by, at)
 
     async def reject(
         self, run_id: str, step: int, digest: str, *, reason: str, by: str = "",
         at: datetime | None = None,
     ) -> ApprovalReceipt:
-        """Reject the card of ``step``: the step follows its ``on_unmet`` (signed as
-        ``approve``)."""
+        """Reject the card of ``step``: the step follows its ``on_unmet`` (fetched, checked
+        and signed as ``approve``)."""
+        return await self._answer(run_id, step, digest, Decision.REJECT, reason, by, at)
+
+    async def _answer(
+        self, run_id: str, step: int, digest: str, decision: Decision, reason: str, by: str,
+        at: datetime | None,
+    ) -> ApprovalReceipt:
         from plangate.client import answers
 
-        answer = self.signed_answer(run_id, step, digest, Decision.REJECT, reason, by, at)
-        return await answers.answer(self.client, self.settings, run_id, REJECT_UPDATE, answer)
+        self.approver_key(by)  # a missing key is said before the run is asked
+        await self.published_card(run_id, step, digest)
+        answer = self.signed_answer(run_id, step, digest, decision, reason, by, at)
+        update = APPROVE_UPDATE if decision is Decision.APPROVE else REJECT_UPDATE
+        return await answers.answer(self.client, self.settings, run_id, update, answer)
 
     def signed_answer(
         self, run_id: str, step: int, digest: str, decision: Decision, reason: str = "",

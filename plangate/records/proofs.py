@@ -157,11 +157,20 @@ def grant_refusal(
     return None
 
 
-def distinct_approvers(grant: ApprovalGrant | None) -> int:
-    """How many distinct approvers a grant's proofs name (each verified by ``grant_refusal``)."""
+def distinct_approvers(grant: ApprovalGrant | None, approvers: Mapping[str, bytes]) -> int:
+    """How many distinct people a grant's proofs (each verified by ``grant_refusal``) prove:
+    distinct public keys, not names (one key listed under two names is one person)."""
     if grant is None:
         return 0
-    return len({grant.proof.approver, *(p.approver for p, _ in grant.others)})
+    names = {grant.proof.approver, *(p.approver for p, _ in grant.others)}
+    return len({approvers[n] for n in names if n in approvers})
+
+
+def same_key_as(approver: str, earlier: list[str], approvers: Mapping[str, bytes]) -> str | None:
+    """The name among ``earlier`` listed with ``approver``'s key (the same person under
+    another name), if any."""
+    key = approvers.get(approver)
+    return next((n for n in earlier if key is not None and approvers.get(n) == key), None)
 
 
 # -- submissions ------------------------------------------------------------------------------

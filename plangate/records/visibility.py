@@ -44,6 +44,16 @@ def guarded_goal(workflow_type: str, deployment: str) -> str:
     return f"{workflow_type}:{_FOR}{deployment}"
 
 
+def names(goal: str | None, deployment: str) -> bool:
+    """Whether a team's guarded workflow's goal names ``deployment`` (``guarded_goal``): what
+    an approver's client asks before it signs an answer to its card (a goal naming none is
+    not enough)."""
+    if goal is None:
+        return False
+    _, named, which = goal.rpartition(_FOR)
+    return bool(named) and which == deployment
+
+
 def answers_to(goal: str | None, deployment: str) -> bool:
     """Whether a team's guarded workflow showing ``goal`` answers to ``deployment`` (a goal
     naming none, from before it was named: any)."""

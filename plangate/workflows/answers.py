@@ -25,7 +25,7 @@ from plangate.records.approvals import (
     Decision,
 )
 from plangate.records.interface import APPROVERS_ACTIVITY
-from plangate.records.proofs import AnswerContext, answer_refusal
+from plangate.records.proofs import AnswerContext, answer_refusal, same_key_as
 from plangate.records.report import RunReport
 from plangate.records.run import Approvers, ApproversRequest, Resolved
 from plangate.workflows import summaries
@@ -77,10 +77,16 @@ class Answers:
             return f"the card of step {answer.step} expired at {record.expires_at.isoformat()}"
         if decision is Decision.REJECT and not answer.reason.strip():
             return "a rejection needs a reason"
-        if record.approvals and answer.proof is not None \
-                and answer.proof.approver in record.approved_by():
-            return (f"{answer.proof.approver} approved the card of step {answer.step} already: "
-                    f"it waits for {record.needed} distinct approvers")
+        if record.approvals and answer.proof is not None:
+            # distinct people are distinct keys: one key listed under two names is one
+            who = answer.proof.approver
+            if who in record.approved_by():
+                return (f"{who} approved the card of step {answer.step} already: it waits "
+                        f"for {record.needed} distinct approvers")
+            twin = same_key_as(who, record.approved_by(), self.approvers)
+            if twin is not None:
+                return (f"{who}'s key approved the card of step {answer.step} already (as "
+                        f"{twin}): it waits for {record.needed} distinct approvers' keys")
         # an answer counts only with an approver's proof
         ctx = AnswerContext(
             record.card, record.digest, self.approvers, self.submitter, self.submitter_key

@@ -12,16 +12,22 @@ from plangate.world.policies.builtin import builtin_policies
 from plangate.world.policies.engine import (
     Bundle,
     bundle_of,
+    bundle_read,
     decide,
     digest_of,
     load_bundle,
     resources_of,
 )
 from plangate.world.policies.schema import arg_types, base_schema, cents, schema_text
-from plangate.world.policies.source import PoliciesUnusable, PolicyFileError, PolicyProblem
+from plangate.world.policies.source import (
+    PoliciesUnusable,
+    PolicyFileError,
+    PolicyProblem,
+    read_directory,
+)
 
 __all__ = [
     "Bundle", "PoliciesUnusable", "PolicyFileError", "PolicyProblem", "arg_types", "base_schema",
-    "builtin_policies", "bundle_of", "cents", "decide", "digest_of", "load_bundle",
-    "resources_of", "schema_text",
+    "builtin_policies", "bundle_of", "bundle_read", "cents", "decide", "digest_of",
+    "load_bundle", "read_directory", "resources_of", "schema_text",
 ]

@@ -135,11 +135,19 @@ def load_bundle(policy: PolicySettings, scope: Scope, catalogue: Catalogue) -> B
     used: a worker refuses to start."""
     if policy.policies is None:
         return bundle_of([], policy, scope, catalogue)
-    files = read_directory(policy.policies, POLICIES_VAR)
+    return bundle_read(read_directory(policy.policies, POLICIES_VAR), policy, scope, catalogue)
+
+
+def bundle_read(
+    files: Sequence[tuple[str, bytes]], policy: PolicySettings, scope: Scope,
+    catalogue: Catalogue,
+) -> Bundle:
+    """``bundle_of`` the files read from ``PLANGATE_POLICIES`` (``read_directory``): its
+    problems name that directory."""
     try:
         return bundle_of(files, policy, scope, catalogue)
     except PolicyFileError as e:
-        raise e.under(policy.policies) from None
+        raise (e.under(policy.policies) if policy.policies is not None else e) from None
 
 
 def resources_of(tool: str, info: ToolInfo | None, args: Mapping[str, Any]) -> tuple[
