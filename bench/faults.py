@@ -55,8 +55,10 @@ async def main(cfg: MixConfig, log_dir: Path | None, mix: bool, loads: int, rows
                 print(line, flush=True)
         if loads:
             print(f"loads: {loads} of {rows} rows, Postgres killed in each", flush=True)
+            store = s3_client(env)
             async with running_worker(client, settings) as h:
-                loaded = await loads_killed(h, settings.world.workdir, loads, rows, cfg.seed)
+                loaded = await loads_killed(h, store, loads, rows, cfg.seed)
+            store.close()
             for line in loaded.lines():
                 print(line, flush=True)
     return mixed, loaded

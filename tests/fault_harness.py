@@ -41,6 +41,7 @@ from tests.crash_harness import (
     seed_plan,
 )
 from tests.fault_proxy import FaultProxy
+from tests.inputs import after, staged
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -409,7 +410,7 @@ class LoadsResult:
         return out + [f"  {x}" for x in self.partial + self.unfinished + self.wrong_end]
 
 
-async def loads_killed(h: Harness, workdir: Path, n: int, rows: int, seed: int) -> LoadsResult:
+async def loads_killed(h: Harness, s3: S3Client, n: int, rows: int, seed: int) -> LoadsResult:
     """``n`` runs each loading ``rows`` new rows over a table that holds 10 old ones; while a
     load's COPY runs, its backend is killed with SIGKILL (Postgres then ends every session and
     recovers). Right after the recovery the table must hold the 10 old rows (or, the load done
@@ -422,14 +423,14 @@ async def loads_killed(h: Harness, workdir: Path, n: int, rows: int, seed: int) 
     for i in range(n):
         table = f"public.faultload_{tag}_{i}"
         name = f"faultload_{tag}_{i}"
-        (workdir / "loads").mkdir(parents=True, exist_ok=True)
-        src = workdir / "loads" / f"{name}.csv"
-        src.write_text("id,label\n" + "".join(f"{k},new-{i}-{k}\n" for k in range(rows)))
+        source = f"loads/{name}.csv"  # fetched by the run's first step into its directory
+        fetch = staged(s3, source, "id,label\n" + "".join(f"{k},new-{i}-{k}\n"
+                                                          for k in range(rows)))
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as pg:
             await pg.execute(f"CREATE TABLE {name} (id int, label text)")
             await pg.execute(f"INSERT INTO {name} SELECT k, 'old' FROM generate_series(1, 10) k")
-        plan = {"goal": f"load {i}", "steps": [{"n": 1, "tool": "warehouse.load", "args": {
-            "target": table, "source": f"loads/{name}.csv"}}]}
+        plan = {"goal": f"load {i}", "steps": after(fetch, {"tool": "warehouse.load", "args": {
+            "target": table, "source": source}})}
         handle = await h.start(plan)
         out.loads += 1
         pid = await _copy_backend(url, name, within_s=30)

@@ -32,6 +32,7 @@ from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.pg import tool_transaction
 from plangate.world.settings import Settings
+from tests.inputs import after, staged
 
 MakeRole = Callable[..., Awaitable[str]]
 
@@ -158,18 +159,16 @@ async def test_a_role_that_does_not_exist_is_authority_gone(client, settings, wo
     assert (await attempts(client, rep.run_id))["customer.update"] == [1]
 
 
-def write_csv(settings: Settings, rows: int, tag: str) -> str:
+def write_csv(s3: Any, rows: int, tag: str) -> dict[str, Any]:
+    """The step that fetches a CSV of ``rows`` rows into the run's directory."""
     name = f"authority/{tag}-{uuid.uuid4().hex[:8]}.csv"
-    path = settings.world.workdir / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("id,label\n" + "".join(f"{i},{tag}\n" for i in range(rows)))
-    return name
+    return staged(s3, name, "id,label\n" + "".join(f"{i},{tag}\n" for i in range(rows)))
 
 
-def load_plan(target: str, source: str, role: str) -> dict[str, Any]:
+def load_plan(target: str, fetch: dict[str, Any], role: str) -> dict[str, Any]:
     return {"goal": f"load {target}", "on_behalf_of": role, "budget": {"replans_max": 0},
-            "steps": [{"n": 1, "tool": "warehouse.load",
-                       "args": {"target": target, "source": source}}]}
+            "steps": after(fetch, {"tool": "warehouse.load", "args": {
+                "target": target, "source": fetch["args"]["dest"]}})}
 
 
 async def owner_and_rows(pg: Any, schema: str, table: str) -> tuple[str, int]:
@@ -188,7 +187,7 @@ async def owner_and_rows(pg: Any, schema: str, table: str) -> tuple[str, int]:
 
 
 async def test_a_load_is_made_as_the_principal_and_recorded_as_the_worker(
-    client, settings, pg, make_role
+    client, settings, pg, make_role, s3
 ):
     role = await make_role()
     schema = f"own_{uuid.uuid4().hex[:8]}"
@@ -199,7 +198,7 @@ async def test_a_load_is_made_as_the_principal_and_recorded_as_the_worker(
     )
     target = f"{schema}.invoices"
     async with running_worker(client, settings) as h:
-        rep = await h.run(load_plan(target, write_csv(settings, 5, "own"), role))
+        rep = await h.run(load_plan(target, write_csv(s3, 5, "own"), role))
     assert rep.status == "succeeded", rep.failure
     # the table the load created belongs to the role it acted as
     assert await owner_and_rows(pg, schema, "invoices") == (role, 5)
@@ -214,7 +213,7 @@ async def test_a_load_is_made_as_the_principal_and_recorded_as_the_worker(
 
 
 async def test_a_load_into_a_table_the_principal_may_only_fill_and_then_may_not(
-    client, settings, pg, make_role
+    client, settings, pg, make_role, s3
 ):
     """Granted INSERT and TRUNCATE on an existing table (no right to create anything), the
     principal's load succeeds; with INSERT revoked, the next load is 403 and the table keeps
@@ -230,11 +229,11 @@ async def test_a_load_into_a_table_the_principal_may_only_fill_and_then_may_not(
     target = f"{schema}.invoices"
     try:
         async with running_worker(client, settings) as h:
-            first = await h.run(load_plan(target, write_csv(settings, 3, "first"), role))
+            first = await h.run(load_plan(target, write_csv(s3, 3, "first"), role))
             assert first.status == "succeeded", first.failure
             assert await owner_and_rows(pg, schema, "invoices") == ("postgres", 3)
             await pg.execute(sql.SQL("REVOKE INSERT ON {} FROM {}").format(t, r))
-            second = await h.run(load_plan(target, write_csv(settings, 7, "second"), role))
+            second = await h.run(load_plan(target, write_csv(s3, 7, "second"), role))
         assert second.status == "halted"
         assert second.failure is not None
         assert (second.failure.code, second.failure.status) == ("authority_revoked", 403)

@@ -1,6 +1,7 @@
 """At run time, after ``${}`` binding: a path that leaves the work directory or names no file in
 it, and run_sql parameters that do not fit the statement, are ``bad_arguments``; nothing is
-written outside the work directory and no statement runs. Real worker, S3 and Postgres."""
+written outside the run's own directory under the work directory and no statement runs. Real
+worker, S3 and Postgres."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from plangate.probes.files import FileArgs, local_file_nonempty
 from plangate.probes.registry import ProbeContext
 from plangate.testing import attempts, running_worker, scheduled
 from plangate.world.clients import World
+from plangate.world.runfiles import RunFiles
+from plangate.world.scopes import SCOPE, run_scope
 
 
 def unique(prefix: str) -> str:
@@ -75,7 +78,14 @@ async def test_a_bound_path_that_names_no_file_inside_is_refused(client, setting
     # nothing new beside the work directory (no <workdir>.part, no escaped.csv); inside it,
     # only step 1's file (no temporary file left behind)
     assert entries_beside(workdir) == beside
-    assert names_in(workdir / first) == ["k.csv"]
+    # step 1's file is in the run's own directory under the work directory, nowhere else
+    result = rep.step(1).result
+    assert result is not None
+    got = Path(str(result["dest"]))
+    own = got.parent.parent
+    assert own.parent == workdir and SCOPE.match(own.name) and own.name.startswith("run-")
+    assert got == own / first / "k.csv" and names_in(own / first) == ["k.csv"]
+    assert not (workdir / first).exists()
 
 
 async def test_run_sql_params_are_checked_after_binding(client, settings, bucket, pg):
@@ -109,9 +119,10 @@ async def test_probe_arguments_that_do_not_fit_after_binding_fail_at_once(client
 async def test_local_file_nonempty_holds_only_for_a_regular_file(settings):
     world = World(settings.world)
     a_dir, a_file = unique("a-dir"), unique("a-file")
-    (settings.world.workdir / a_dir).mkdir(parents=True)
-    (settings.world.workdir / a_file).write_text("x")
-    ctx = ProbeContext(tool="s3.get", args={})
+    scope = run_scope(unique("wf"), "0" * 16)
+    (settings.world.workdir / scope / a_dir).mkdir(parents=True)
+    (settings.world.workdir / scope / a_file).write_text("x")
+    ctx = ProbeContext(tool="s3.get", args={}, files=RunFiles(world.files, scope))
     on_dir = await local_file_nonempty(FileArgs(path=a_dir), world, ctx)
     on_workdir = await local_file_nonempty(FileArgs(path="."), world, ctx)
     on_file = await local_file_nonempty(FileArgs(path=a_file), world, ctx)

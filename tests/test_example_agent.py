@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 from agent_handover import hand_over
@@ -14,6 +15,10 @@ from openai import AsyncOpenAI
 
 from plangate import Plangate
 from plangate.testing import FakeOpenAI, Reply, Script, running_worker, scheduled
+
+
+def text_of(path: str) -> str:
+    return Path(path).read_text()
 
 
 def publish_plan(bucket: str, key: str) -> dict[str, Any]:
@@ -47,7 +52,9 @@ async def test_the_agent_hands_its_plan_over_and_reads_the_report(client, settin
     calls = await scheduled(client, run_id)
     assert (calls["s3.put"], calls["s3.get"]) == (1, 1)
     assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"v1.4 is out"
-    assert (settings.world.workdir / "agent" / key).read_text() == "v1.4 is out"
+    (got,) = [s for s in final.steps if s.tool == "s3.get"]
+    assert got.result is not None and str(got.result["dest"]).endswith(f"/agent/{key}")
+    assert text_of(str(got.result["dest"])) == "v1.4 is out"  # in the run's own directory
     # the second request carried the run report as the result of the model's tool call
     asked, answered = second.messages[-2:]
     (call,) = asked["tool_calls"]

@@ -5,6 +5,7 @@ artifact prefix in the object store (``PLANGATE_ARTIFACTS``)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import uuid
 from collections import Counter
 from dataclasses import replace
@@ -19,6 +20,7 @@ from plangate.client.connection import connect
 from plangate.testing import Harness, history_events
 from plangate.worker.assembly import build_worker
 from plangate.world.clients import World
+from plangate.world.scopes import run_scope
 from plangate.world.settings import Settings
 
 PAIRS = 10
@@ -70,16 +72,21 @@ async def test_a_file_passing_plan_runs_on_three_workers_that_share_no_disk(
     for k in range(1, PAIRS + 1):
         cur = await pg.execute(f"SELECT count(*) FROM staging.{tag}_{k}")  # the test's own name
         assert (await cur.fetchone())[0] == k
-    # the files are the run's artifacts, in the object store; no worker's disk kept one
-    listed = s3.list_objects_v2(Bucket=artifacts, Prefix=f"runs/{rep.run_id}/")
+    # the files are the run's artifacts, in the object store under the run's own scope (its
+    # workflow id and chain, world.scopes); no worker's disk kept one
+    events = await history_events(client, rep.run_id)
+    first = events[0].workflow_execution_started_event_attributes.first_execution_run_id
+    chain = hashlib.sha256(f"{rep.run_id}/{first}".encode()).hexdigest()[:16]
+    scope = run_scope(rep.run_id, chain)
+    listed = s3.list_objects_v2(Bucket=artifacts, Prefix="runs/")
     assert sorted(o["Key"] for o in listed.get("Contents", [])) == sorted(
-        f"runs/{rep.run_id}/in/{k}.csv" for k in range(1, PAIRS + 1)
+        f"runs/{scope}/in/{k}.csv" for k in range(1, PAIRS + 1)
     )
     assert [p for w in workdirs for p in w.rglob("*") if p.is_file()] == []
     # the tool calls spread over the workers: the history says which one started each
     started = Counter(
         e.activity_task_started_event_attributes.identity
-        for e in await history_events(client, rep.run_id)
+        for e in events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
     )
     assert sum(started.values()) == 2 * PAIRS

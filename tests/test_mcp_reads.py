@@ -1,13 +1,15 @@
 """A read over MCP without a run (issue 39): a call of a tool the deployment declares ``read`` is
 answered by the worker in a Temporal standalone activity (no workflow in the namespace, the
-object read onto the worker's disk); a read the worker refuses (its scope, its Cedar policies)
-or whose condition does not hold is answered by the one-step run, exactly as before; a write
-is a run; and the worker answers no forged request to call a write without a run. Judged by
-the world: files written, objects in S3, workflows and activities in Temporal."""
+object read onto the worker's disk, into a directory of the call's own, removed once answered);
+a read the worker refuses (its scope, its Cedar policies) or whose condition does not hold is
+answered by the one-step run, exactly as before; a write is a run; and the worker answers no
+forged request to call a write without a run. Judged by the world: files written (the effect
+ledger's local writes), objects in S3, workflows and activities in Temporal."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import subprocess
 import sys
 import uuid
@@ -39,6 +41,24 @@ NO_GET = ('@id("no-get")\nforbid(principal, action == Plangate::Action::"read", 
           'when { resource.tool == "s3.get" };\n')
 
 
+HELLO = hashlib.sha256(b"hello").hexdigest()
+
+
+async def downloaded(pg: Any, run_id: str) -> list[str]:
+    """The SHA-256 of each file the run (or read) wrote, as the effect ledger records it."""
+    cur = await pg.execute("SELECT output->>'sha256' FROM plangate.effects WHERE run_id = %s "
+                           "AND effect = 'local_write'", (run_id,))
+    return [r[0] for r in await cur.fetchall()]
+
+
+def content(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
+def exists(path: str) -> bool:
+    return Path(path).exists()
+
+
 def bucket_with_object(s3: Any) -> str:
     bucket = f"reads-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
@@ -63,7 +83,7 @@ async def call(settings: Settings, stack: Any, worker: Settings, tool: str,
 
 
 async def test_a_read_is_answered_by_the_worker_without_a_workflow(
-    client: Client, settings: Settings, stack: Any, s3: Any
+    client: Client, settings: Settings, stack: Any, s3: Any, pg: Any
 ) -> None:
     bucket = bucket_with_object(s3)
     dest = f"read-{uuid.uuid4().hex[:8]}.txt"
@@ -74,30 +94,33 @@ async def test_a_read_is_answered_by_the_worker_without_a_workflow(
     assert not res.is_error and out is not None, res
     assert (out["status"], out["state"], out["tool"]) == ("succeeded", "DONE", "s3.get")
     assert out["result"]["size"] == 5 and out["failure"] is None and out["awaiting"] is None
-    assert (settings.world.workdir / dest).read_bytes() == b"hello"  # the worker read it
+    assert dest in out["result"]["dest"]
+    # the worker read it into a directory of the call's own, removed once answered
+    assert await downloaded(pg, out["run_id"]) == [HELLO]
+    assert not exists(out["result"]["dest"])
     assert await workflows(client, out["run_id"]) == 0  # no run
     assert await activities(client, out["run_id"]) == 1  # the worker's standalone activity
 
 
 async def refused(client: Client, settings: Settings, stack: Any, worker: Settings,
-                  bucket: str) -> dict[str, Any]:
+                  bucket: str, pg: Any) -> dict[str, Any]:
     dest = f"refused-{uuid.uuid4().hex[:8]}.txt"
     async with running_worker(client, worker) as h:
         res = await call(settings, stack, h.settings, "s3_get",
                          {"bucket": bucket, "key": "k", "dest": dest})
     assert res.is_error and res.structured_content is not None
-    assert not (settings.world.workdir / dest).exists()  # nothing was read
     out: dict[str, Any] = res.structured_content
+    assert await downloaded(pg, out["run_id"]) == []  # nothing was read
     assert await workflows(client, out["run_id"]) == 1  # the run answered, as before
     return out
 
 
 async def test_a_read_out_of_the_workers_scope_is_refused_as_before(
-    client: Client, settings: Settings, stack: Any, s3: Any
+    client: Client, settings: Settings, stack: Any, s3: Any, pg: Any
 ) -> None:
     bucket = bucket_with_object(s3)
     narrow = replace(settings, world=replace(settings.world, allowed_buckets="elsewhere"))
-    out = await refused(client, settings, stack, narrow, bucket)
+    out = await refused(client, settings, stack, narrow, bucket, pg)
     assert (out["status"], out["state"]) == ("failed", "VOID")
     assert out["failure"]["code"] == "bad_plan"
     assert out["failure"]["detail"] == (
@@ -106,7 +129,7 @@ async def test_a_read_out_of_the_workers_scope_is_refused_as_before(
 
 
 async def test_a_read_the_workers_policies_forbid_is_refused_as_before(
-    client: Client, settings: Settings, stack: Any, s3: Any, tmp_path: Path
+    client: Client, settings: Settings, stack: Any, s3: Any, tmp_path: Path, pg: Any
 ) -> None:
     bucket = bucket_with_object(s3)
     policies = tmp_path / "policies"
@@ -114,7 +137,7 @@ async def test_a_read_the_workers_policies_forbid_is_refused_as_before(
     (policies / "base.cedar").write_text(BASE)
     (policies / "no-get.cedar").write_text(NO_GET)
     strict = replace(settings, policy=replace(settings.policy, policies=policies))
-    out = await refused(client, settings, stack, strict, bucket)
+    out = await refused(client, settings, stack, strict, bucket, pg)
     assert (out["status"], out["failure"]["code"]) == ("halted", "policy_denied")
     assert out["failure"]["detail"].startswith(
         "step 1: s3.get is forbidden by the deployment's policy (no-get, bundle cedar:")
@@ -183,7 +206,7 @@ async def test_the_worker_calls_no_write_without_a_run_whatever_the_request_says
 
 
 async def test_a_deployment_can_make_every_read_a_run(
-    client: Client, settings: Settings, stack: Any, s3: Any
+    client: Client, settings: Settings, stack: Any, s3: Any, pg: Any
 ) -> None:
     bucket = bucket_with_object(s3)
     dest = f"run-{uuid.uuid4().hex[:8]}.txt"
@@ -192,7 +215,8 @@ async def test_a_deployment_can_make_every_read_a_run(
                          {"bucket": bucket, "key": "k", "dest": dest}, PLANGATE_MCP_READS="run")
     out = res.structured_content
     assert not res.is_error and out is not None and out["status"] == "succeeded"
-    assert (settings.world.workdir / dest).read_bytes() == b"hello"
+    assert content(out["result"]["dest"]) == b"hello"  # in the run's own directory
+    assert await downloaded(pg, out["run_id"]) == [HELLO]
     assert await workflows(client, out["run_id"]) == 1
     assert await activities(client, out["run_id"]) == 0
 
@@ -230,14 +254,14 @@ async def test_a_server_without_standalone_activities_answers_every_read_by_a_ru
                                  TEMPORAL_ADDRESS=server.address)
                 out = res.structured_content
                 assert not res.is_error and out is not None and out["status"] == "succeeded"
-                assert (settings.world.workdir / dest).read_bytes() == b"hello"
+                assert content(out["result"]["dest"]) == b"hello"
                 assert await workflows(other, out["run_id"]) == 1
     finally:
         await asyncio.to_thread(server.stop)
 
 
 async def test_a_deployment_of_listed_submitters_reads_only_for_a_proven_one(
-    client: Client, settings: Settings, s3: Any
+    client: Client, settings: Settings, s3: Any, pg: Any
 ) -> None:
     """Where the deployment lists its submitters, the worker reads only on a submission signed
     for this very call (its activity id), by a listed submitter, for a principal it may act as;
@@ -257,10 +281,10 @@ async def test_a_deployment_of_listed_submitters_reads_only_for_a_proven_one(
             signer = replace(h.settings, identity=replace(h.settings.identity,
                                                           submitter_key=key))
             dest = f"signed-{uuid.uuid4().hex[:8]}.txt"
-            got = await read_call(client, signer, check(plan(dest), h.settings),
-                                  f"mcp-s3.get-{uuid.uuid4().hex[:16]}",
+            call_id = f"mcp-s3.get-{uuid.uuid4().hex[:16]}"
+            got = await read_call(client, signer, check(plan(dest), h.settings), call_id,
                                   take_within=timedelta(seconds=10))
             assert (got.report is not None) is answered, got.run
-            assert (settings.world.workdir / dest).exists() is answered
+            assert await downloaded(pg, call_id) == ([HELLO] if answered else [])
             if not answered:
                 assert got.run.startswith("not_permitted: ")

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from dataclasses import replace
+
+from temporalio.testing import ActivityEnvironment
 
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.plans.model import Condition
 from plangate.records.calls import Outcome, ProbeRequest, StepRef
+from plangate.world.scopes import run_scope
 
 
 async def test_a_load_is_read_back_with_one_connection_left(world, settings, pg):
     tag = uuid.uuid4().hex[:8]
     table, source = f"public.loaded_{tag}", f"loads/{tag}.csv"
     body = b"id\n1\n2\n"
-    file = world.path(source)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_bytes(body)
+    run_id, chain = f"r-{tag}", "0" * 16
+    world.files.write(run_scope(run_id, chain), source, [body])  # the run's own file
     await pg.execute(f"CREATE TABLE {table} (id int)")  # the test's own literal name
     await pg.execute(f"INSERT INTO {table} VALUES (1), (2)")
     await pg.execute(
@@ -26,13 +29,16 @@ async def test_a_load_is_read_back_with_one_connection_left(world, settings, pg)
         "VALUES (%s, %s, 2, %s)", (table, hashlib.sha256(body).hexdigest(), f"k-{tag}"),
     )
     read = ProbeRequest(
-        step=StepRef(run_id=f"r-{tag}", plan_version=1, n=1, tool="warehouse.load"),
+        step=StepRef(run_id=run_id, plan_version=1, n=1, tool="warehouse.load"),
         conditions=[Condition(probe="table_loaded_from", args={"table": table, "source": source})],
+        idempotency_key=f"{run_id}~{chain}/v1/1",
     )
+    env = ActivityEnvironment()  # the probe activity of that run, as Temporal would say
+    env.info = replace(env.info, workflow_id=run_id)
     pool = await world.pool()
     held = [await pool.getconn() for _ in range(pool.max_size - 1)]  # every other read's
     try:
-        report = await ProbeActivities(world, settings.catalogue).read(read)
+        report = await env.run(ProbeActivities(world, settings.catalogue).read, read)
     finally:
         for conn in held:
             await pool.putconn(conn)

@@ -37,6 +37,7 @@ from plangate.testing import ended, history_events, running_worker, scheduled, u
 from plangate.workflows.plan_run import PlanRunWorkflow
 from plangate.world.clients import World
 from tests.harness import polling_plan, unchecked_worker
+from tests.inputs import after, staged
 
 
 def test_scope_refusals():
@@ -142,16 +143,13 @@ async def test_a_write_outside_the_allowed_buckets_is_refused_by_the_tool(client
 
 
 @pytest.mark.parametrize("target", ["plangate.loads", "plangate.jobs"])
-async def test_plangates_own_tables_are_never_a_load_target(client, settings, pg, target):
+async def test_plangates_own_tables_are_never_a_load_target(client, settings, pg, s3, target):
     source = f"scope-{uuid.uuid4().hex[:8]}/own.csv"
-    (settings.world.workdir / source).parent.mkdir(parents=True)
-    (settings.world.workdir / source).write_text("target,source_sha256\nx,y\n")
+    fetch = staged(s3, source, "target,source_sha256\nx,y\n")
     cur = await pg.execute(f"SELECT count(*) FROM {target}")  # the test's own literal name
     before = (await cur.fetchone())[0]
-    plan = {"goal": "load", "budget": {"replans_max": 0}, "steps": [
-        {"n": 1, "tool": "warehouse.load",
-         "args": {"target": target, "source": source}},
-    ]}
+    plan = {"goal": "load", "budget": {"replans_max": 0}, "steps": after(fetch, {
+        "tool": "warehouse.load", "args": {"target": target, "source": source}})}
     async with unchecked_worker(client, settings) as h:
         rep = await start_unchecked(h, plan)
     assert rep.status == "halted"
@@ -328,23 +326,20 @@ async def test_a_probe_naming_a_protected_table_is_refused_never_a_pass(client, 
 
 
 async def test_a_schema_named_in_another_case_is_refused_and_never_created(
-    client, settings, pg
+    client, settings, pg, s3
 ):
     """``STAGING.x`` with ``staging`` allowed: the SQL would quote it, schema "STAGING"."""
     tag = uuid.uuid4().hex[:8]
     source = f"scope-{tag}/evil.csv"
-    (settings.world.workdir / source).parent.mkdir(parents=True)
-    (settings.world.workdir / source).write_text("a\n1\n")
+    fetch = staged(s3, source, "a\n1\n")
 
     async def upper_schemas() -> int:
         cur = await pg.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'STAGING'")
         return int((await cur.fetchone())[0])
 
     assert await upper_schemas() == 0
-    plan = {"goal": "load", "budget": {"replans_max": 0}, "steps": [
-        {"n": 1, "tool": "warehouse.load",
-         "args": {"target": f"STAGING.evil_{tag}", "source": source}},
-    ]}
+    plan = {"goal": "load", "budget": {"replans_max": 0}, "steps": after(fetch, {
+        "tool": "warehouse.load", "args": {"target": f"STAGING.evil_{tag}", "source": source}})}
     narrow = replace(settings, world=replace(settings.world, allowed_schemas="staging"))
     async with unchecked_worker(client, narrow) as h:
         rep = await start_unchecked(h, plan)

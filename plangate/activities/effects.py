@@ -37,6 +37,7 @@ from plangate.world import ledger
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.policies import resources_of
+from plangate.world.runfiles import RunFiles
 
 LEDGERED = frozenset({Effect.WRITE, Effect.EXTERNAL, Effect.MONEY})
 
@@ -215,3 +216,23 @@ async def _settle(
             "the effect ledger did not take the outcome of %s (%s): left as intent",
             spec.name, key, exc_info=True,
         )
+
+
+async def record_local_writes(world: World, spec: ToolSpec[Any], call: ToolCall,
+                              files: RunFiles) -> None:
+    """Each file the call wrote in its run's directory, a ``local_write`` row (done) under the
+    run Temporal says the call is of: what a read such as ``s3.get`` wrote here is ledgered as
+    a write, though its effect towards the system it reads stays ``read``."""
+    info = activity.info()
+    run = info.workflow_id or info.activity_id
+    for path, written in files.written:
+        at = hashlib.sha256(f"{files.scope}/{path}".encode("utf-8", "surrogatepass"))
+        row = ledger.Intent(
+            key=f"{call.idempotency_key}#local/{at.hexdigest()[:24]}", run_id=run,
+            step=call.step.n, plan_version=call.step.plan_version, tool=spec.name,
+            args_sha256=args_sha256(call.step.args), effect=ledger.LOCAL_WRITE,
+            principal=call.on_behalf_of, resource=f"file:{files.scope}/{path}",
+        )
+        await ledger.local_write(world, row, {"path": path, "size": written.size,
+                                              "sha256": written.sha256,
+                                              "stored": written.where})

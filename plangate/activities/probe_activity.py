@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 from plangate.activities import metrics
 from plangate.activities.extensions import Registry, registry_for
 from plangate.activities.tools.registry import PROBE_READ, CallContext, ToolSpec
+from plangate.activities.workspace import run_files
 from plangate.plans.model import Condition
 from plangate.plans.scope import refusals
 from plangate.probes.registry import NoRecord, ProbeContext, ProbeSpec
@@ -74,6 +75,7 @@ def probe_context(
     return ProbeContext(
         req.step.tool, req.step.args, req.idempotency_key, read=read,
         reads_by_key=bool(reader and reader.by_key), run_id=req.step.run_id,
+        files=run_files(world, req.idempotency_key),
     )
 
 

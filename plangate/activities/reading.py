@@ -9,6 +9,9 @@ again, the scope after binding, the pre conditions read at the call, the post co
 just after). Nothing the request says about the call's guards is read: the effect is the
 catalogue's, not the plan's or the client's.
 
+What the call writes on the worker (``s3.get``'s file) is in a directory of its own, never a
+run's, removed once it is answered; each such file is ledgered (``local_write``).
+
 Only the plainest call is answered here: a tool this deployment declares ``read``, one step,
 nothing waiting for a person, one attempt that succeeds with every post condition holding.
 Anything else (a tool that is no read here, a refusal, a card, a pre or post condition that
@@ -29,7 +32,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from plangate.activities import policing, tool_activity
+from plangate.activities import policing, tool_activity, workspace
 from plangate.activities.catalogue import catalogue
 from plangate.activities.extensions import registry_for
 from plangate.activities.guarding import resolve
@@ -116,6 +119,22 @@ class ReadActivities:
         call_id = info.activity_id  # the call's id: what its submission was signed for
         if info.workflow_id is not None:  # a run's reads go through its own steps
             return self._run(call_id, "scheduled by a workflow")
+        # the call's own directory (``activities.workspace``): what it wrote is nobody's after
+        scope = workspace.scope_of_call("")
+        try:
+            return await self._answer(req, call_id)
+        finally:
+            if scope is not None:
+                await asyncio.shield(self._discard(scope))
+
+    async def _discard(self, scope: str) -> None:
+        try:
+            await asyncio.to_thread(self.world.files.discard, scope)
+        except Exception:  # the answer stands; a file left is in no run's directory
+            log.warning("the files of read %s were not removed", scope, exc_info=True)
+
+    async def _answer(self, req: ReadCall, call_id: str) -> ReadAnswer:
+        info = activity.info()
         found = plain(req.plan, self.tools)
         if isinstance(found, str):
             return self._run(call_id, found)

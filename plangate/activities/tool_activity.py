@@ -27,7 +27,7 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from plangate.activities import effects, metrics, policing
+from plangate.activities import effects, metrics, policing, workspace
 from plangate.activities.catalogue import catalogue as catalogue_of
 from plangate.activities.extensions import registry_for
 from plangate.activities.probe_activity import ProbeActivities
@@ -266,6 +266,7 @@ async def perform(
     ctx = CallContext(
         call.step.run_id, call.step.n, call.idempotency_key,
         on_behalf_of=call.on_behalf_of, policy_bundle=call.policy_bundle,
+        files=workspace.run_files(world, call.idempotency_key),
     )
     beat = asyncio.create_task(_heartbeat())
     checked = after = None
@@ -341,6 +342,8 @@ async def perform(
             finally:
                 if token is not None:
                     ledger.reset(token)
+        if ctx.files.written:  # a file in the run's directory: a write, whatever the effect
+            await effects.record_local_writes(world, spec, call, ctx.files)
         refs = reader_refs(spec, output)
         if opened:  # the outcome, written while the read after is made
             opened = False

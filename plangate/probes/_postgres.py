@@ -44,7 +44,7 @@ async def table_rowcount(args: RowcountArgs, world: World, ctx: ProbeContext) ->
 
 
 async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContext) -> Verdict:
-    want = await asyncio.to_thread(world.files.sha256, ctx.run_id, args.source)
+    want = await asyncio.to_thread(ctx.files.sha256, args.source)
     if want is None:
         return Verdict(False, None, f"source file {args.source} is not there to compare with")
     async with reading(world) as conn, conn.cursor() as cur:

@@ -52,7 +52,7 @@ async def object_content_equals(args: ContentArgs, world: World, ctx: ProbeConte
     if args.body is not None:
         want = args.body.encode()
     else:
-        want = await asyncio.to_thread(world.files.read, ctx.run_id, args.source or "")
+        want = await asyncio.to_thread(ctx.files.read, args.source or "")
 
     def read() -> tuple[bytes, str]:
         obj = world.s3.get_object(Bucket=args.bucket, Key=args.key)

@@ -1,4 +1,4 @@
-"""Local file probes (paths resolve under the work directory)."""
+"""Local file probes (paths resolve in the run's own directory under the work directory)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class FileArgs(ProbeArgs):
 @probe("local_file_nonempty", FileArgs, system="file")
 async def local_file_nonempty(args: FileArgs, world: World, ctx: ProbeContext) -> Verdict:
     try:
-        size = await asyncio.to_thread(world.files.size, ctx.run_id, args.path)
+        size = await asyncio.to_thread(ctx.files.size, args.path)
     except NotAFile as e:
         return Verdict(False, None, str(e))
     if size is None:

@@ -7,7 +7,7 @@ raises means it could not answer: the probe activity records that as ``unknown``
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from plangate.plans.catalogue import ProbeInfo
 from plangate.plans.scope import Reads
+from plangate.world.runfiles import RunFiles, no_files
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
@@ -61,7 +62,9 @@ class ProbeContext:
     idempotency_key: str = ""
     read: ReadRecord = _no_reader
     reads_by_key: bool = False
-    run_id: str = ""  # the plan run: whose files (world.files) the step passes
+    run_id: str = ""  # the plan run, as the request names it (a job's owner)
+    # the run's own files, its directory derived by the worker (``activities.workspace``)
+    files: RunFiles = field(default_factory=no_files)
 
 
 ProbeFn = Callable[[A, "World", ProbeContext], Awaitable[Verdict]]

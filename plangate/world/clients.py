@@ -6,15 +6,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry.trace import Tracer
 from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool
 
-from plangate.world.files import Files, LocalFiles, SharedFiles
-from plangate.world.paths import confine, confine_file
+from plangate.world.files import LocalFiles, SharedFiles
+from plangate.world.runfiles import Files
 from plangate.world.settings import WorldSettings
 
 if TYPE_CHECKING:
@@ -96,12 +95,6 @@ class World:
             self._kept[name] = make()
         kept: C = self._kept[name]
         return kept
-
-    def path(self, path: str) -> Path:
-        return confine(self.workdir, path)
-
-    def file_path(self, path: str) -> Path:
-        return confine_file(self.workdir, path)
 
     async def close(self) -> None:
         kept, self._kept = list(self._kept.values()), {}

@@ -1,10 +1,12 @@
 """The effect ledger: plangate's own record of every effect it causes, ``plangate.effects``.
 
 One row per tool call of effect ``write``, ``external`` or ``money``, keyed by the call's
-idempotency key, written by the tool's activity and never by a plan. Its intent commits before
-the tool acts, its outcome after; where the tool acts in the deployment's Postgres
-(``world.pg.tool_transaction``) the outcome commits in the effect's own transaction
-(``in_effect``), so there is no instant at which one is in the world and not the other.
+idempotency key, written by the tool's activity and never by a plan; and one per file a call
+wrote in its run's directory (``local_write``: ``s3.get``'s download, a read towards S3 but a
+write here), recorded done once written, never answered from and no part of the totals. A
+call's intent commits before the tool acts, its outcome after; where the tool acts in the
+deployment's Postgres (``world.pg.tool_transaction``) the outcome commits in the effect's own
+transaction (``in_effect``), so there is no instant at which one is in the world and not the other.
 
 A row's state:
 
@@ -196,7 +198,7 @@ SELECT coalesce(sum(amount) FILTER (WHERE {_HOUR}), 0) AS amount_hour,
     count(*) FILTER (WHERE resource = %(resource)s) AS resource_calls_day
 FROM plangate.effects
 WHERE principal IS NOT DISTINCT FROM %(principal)s AND state <> 'failed'
-    AND intent_at > now() - interval '1 day'
+    AND effect <> 'local_write' AND intent_at > now() - interval '1 day'
 """
 # one lock per principal (a transaction's): its calls are admitted one at a time
 _ADMIT_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
@@ -353,6 +355,32 @@ async def settle(
     data = None if output is None else Jsonb(output, dumps=_dumps)
     async with pg.reading(world) as conn:
         await conn.execute(_OUTCOME, (state.value, data, detail[:DETAIL_MAX], key))
+
+
+LOCAL_WRITE = "local_write"  # a row of its own kind: a file written in the run's directory
+_LOCAL = """
+INSERT INTO plangate.effects (idempotency_key, run_id, step, plan_version, tool, args_sha256,
+    effect, principal, resource, state, output, outcome_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'done', %s, now())
+ON CONFLICT (idempotency_key) DO UPDATE SET attempts = plangate.effects.attempts + 1,
+    output = EXCLUDED.output, outcome_at = now()
+    WHERE plangate.effects.effect = %s
+"""
+
+
+async def local_write(world: World, row: Intent, output: dict[str, JsonValue]) -> None:
+    """A file a call wrote in its run's directory, recorded done (``effect`` ``local_write``):
+    an audit row, never an answer (no call is answered from it) and no part of the running
+    totals. A retry of the same call under the same key counts an attempt."""
+    try:
+        async with pg.reading(world) as conn:
+            await conn.execute(_LOCAL, (
+                row.key, row.run_id, row.step, row.plan_version, row.tool, row.args_sha256,
+                LOCAL_WRITE, row.principal, row.resource, Jsonb(output, dumps=_dumps),
+                LOCAL_WRITE,
+            ))
+    except _LEDGER_DOWN as e:
+        raise unavailable(e, "the local write was not recorded") from e
 
 
 async def found_by_key(world: World, key: str, record: JsonValue) -> None:

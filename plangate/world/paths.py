@@ -1,4 +1,5 @@
-"""Path confinement: every local path a plan names resolves inside one work directory."""
+"""Path confinement: every local path a plan names resolves inside one directory: the run's own
+under the work directory (``world.files``), or the work directory where a plan is checked."""
 
 from __future__ import annotations
 

@@ -16,17 +16,15 @@ from plangate.world.s3errors import to_tool_error
 
 
 async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
-    dest = world.file_path(args.dest)  # a file inside the work directory, or bad_arguments
-
     def fetch() -> dict[str, Any]:
+        call.files.check(args.dest)  # a file of the run's directory, or bad_arguments: unread
         extra = {"IfMatch": args.if_match} if args.if_match else {}
         obj = world.s3.get_object(Bucket=args.bucket, Key=args.key, **extra)  # type: ignore[arg-type]
-        # the run's file, whole or not at all (world.files): in the work directory, or, when
-        # workers share no disk, in the run's artifact prefix where any worker finds it
-        info = world.files.write(call.run_id, args.dest, obj["Body"].iter_chunks(1 << 20))
-        shared = info.where != str(dest)
+        # the run's file, whole or not at all (world.files): in the run's own directory, or,
+        # when workers share no disk, in the run's artifact prefix where any worker finds it
+        info = call.files.write(args.dest, obj["Body"].iter_chunks(1 << 20))
         return {"etag": obj["ETag"], "size": info.size, "sha256": info.sha256,
-                "dest": args.dest if shared else str(dest), "stored": info.where}
+                "dest": info.where if info.local else args.dest, "stored": info.where}
 
     try:
         return await asyncio.to_thread(fetch)
@@ -37,7 +35,7 @@ async def s3_get(args: GetArgs, world: World, call: CallContext) -> dict[str, Js
 async def s3_put(args: PutArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     def put() -> dict[str, Any]:
         if args.source is not None:
-            body = world.files.read(call.run_id, args.source)
+            body = call.files.read(args.source)
         else:
             body = (args.body or "").encode()
         extra: dict[str, str] = {}

@@ -21,6 +21,7 @@ from plangate.activities.tools.warehouse import LoadArgs, RunSqlArgs
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.pg import as_worker, ident, to_tool_error, tool_transaction
+from plangate.world.runfiles import RunFiles
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -33,8 +34,8 @@ ON CONFLICT (target) DO UPDATE SET source_sha256 = EXCLUDED.source_sha256,
 """
 
 
-def _read_csv(path: str, world: World, run_id: str) -> tuple[list[str], bytes, str]:
-    data = world.files.read(run_id, path)
+def _read_csv(path: str, files: RunFiles) -> tuple[list[str], bytes, str]:
+    data = files.read(path)
     header = next(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))), [])
     bad = [c for c in header if not _COLUMN.match(c)]
     if not header or bad:
@@ -83,7 +84,7 @@ async def _created(
 
 async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dict[str, JsonValue]:
     try:
-        header, data, sha256 = await asyncio.to_thread(_read_csv, args.source, world, call.run_id)
+        header, data, sha256 = await asyncio.to_thread(_read_csv, args.source, call.files)
     except FileNotFoundError as e:
         raise ToolError("not_found", f"source file {args.source}") from e
     table = ident(args.target)

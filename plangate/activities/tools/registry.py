@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 from plangate.plans.catalogue import Contract, Reader, ToolInfo, VersionBinding
 from plangate.plans.model import Effect
 from plangate.plans.scope import Reads, Writes
+from plangate.world.runfiles import RunFiles, no_files
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
@@ -43,6 +44,8 @@ class CallContext:
     idempotency_key: str
     on_behalf_of: str | None = None  # whose authority the call acts under: re-checked here
     policy_bundle: str | None = None  # the policy version the plan was decided under
+    # the run's own files, its directory derived by the worker (``activities.workspace``)
+    files: RunFiles = field(default_factory=no_files)
 
 
 ToolFn = Callable[[A, "World", CallContext], Awaitable[dict[str, JsonValue]]]
