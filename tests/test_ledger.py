@@ -156,7 +156,7 @@ async def test_three_resets_to_the_approval_pay_once(client, settings, pg, tmp_p
     s = ledgered(settings, servers_file(tmp_path, log))
     who = account()
     async with running_worker(client, s) as h:
-        api = Plangate(client, s)
+        api = Plangate(client, h.settings)
         handle = await h.start(pay_plan(tool, who))
         run_id = handle.id
         await approve_when_waiting(api, run_id)
@@ -189,7 +189,7 @@ async def test_the_ledger_lists_a_run_from_the_cli(client, settings, stack, pg, 
     who = account()
     async with running_worker(client, s) as h:
         handle = await h.start(pay_plan("pay.blind", who, 12.5))
-        await approve_when_waiting(Plangate(client, s), handle.id)
+        await approve_when_waiting(Plangate(client, h.settings), handle.id)
         assert (await ended(handle)).status == "succeeded"
     env = {**os.environ, **stack.env()}
 
@@ -254,7 +254,7 @@ async def test_an_approval_pays_once_another_key_is_refused_at_the_call(
     who = account()
     async with running_worker(client, s) as h:
         handle = await h.start(pay_plan("pay.blind", who))
-        await approve_when_waiting(Plangate(client, s), handle.id)
+        await approve_when_waiting(Plangate(client, h.settings), handle.id)
         rep = await ended(handle)
     assert rep.status == "succeeded" and await payments(pg, who) == 1
     call = await scheduled_call(client, handle.id, "pay.blind")
@@ -393,9 +393,9 @@ async def test_runs_whose_ids_share_their_first_58_characters_keep_their_keys_ap
     shared = f"plan-{uuid.uuid4().hex}-sharing-the-first-48"  # 58 characters
     victim, rogue = f"{shared}-v01", f"{shared}-r02"
     who, other = account(), account()
-    api = Plangate(client, s)
     act, called = blind_pay(world, settings)
     async with running_worker(client, s) as h:
+        api = Plangate(client, h.settings)
         handle = await h.start(pay_plan("pay.blind", who), run_id=victim)
         card = None
         async for rep in api.poll(victim, every_s=0.05):

@@ -7,6 +7,7 @@ answers. Judged against the real Temporal dev server (standalone activities on) 
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from datetime import timedelta
@@ -78,8 +79,15 @@ class OnQueue(FastReads):
         return self.to
 
 
+async def downloaded(pg: Any, run_id: str) -> list[tuple[str, str]]:
+    """What a read wrote on the worker, by its ledger rows (its directory is gone)."""
+    cur = await pg.execute("SELECT output->>'path', output->>'sha256' FROM plangate.effects "
+                           "WHERE run_id = %s AND effect = 'local_write'", (run_id,))
+    return [(str(p), str(d)) for p, d in await cur.fetchall()]
+
+
 async def test_an_activity_started_first_under_the_id_a_call_had_does_not_answer_it(
-    client: Client, settings: Settings, stack: Any, s3: Any
+    client: Client, settings: Settings, stack: Any, s3: Any, pg: Any
 ) -> None:
     """The attacker starts ``plangate.read_call`` under the id the front derived before (the
     client, the request id, the tool and the arguments): on a queue nobody polls (it would have
@@ -111,7 +119,8 @@ async def test_an_activity_started_first_under_the_id_a_call_had_does_not_answer
                 assert not res.is_error and out is not None, res
                 assert (out["status"], out["tool"]) == ("succeeded", "s3.get")
                 assert out["result"]["size"] == len(b"hello")  # its own object
-                assert (settings.world.workdir / dest).read_bytes() == b"hello"
+                (path, digest), = await downloaded(pg, out["run_id"])
+                assert path.endswith(dest) and digest == hashlib.sha256(b"hello").hexdigest()
                 assert out["run_id"] != before and out["run_id"].startswith("mcp-s3.get-read-")
                 expected = (ActivityExecutionStatus.RUNNING if what == "squat"
                             else ActivityExecutionStatus.COMPLETED)
@@ -183,7 +192,7 @@ def test_an_answer_is_taken_only_for_the_call_it_names() -> None:
 
 
 async def test_an_answer_that_names_another_call_is_never_returned(
-    client: Client, settings: Settings, s3: Any
+    client: Client, settings: Settings, s3: Any, pg: Any
 ) -> None:
     """The attacker polls a read's queue and answers it: with the worker's genuine answer to
     another read (another object, another id), or with an answer that names no call. The
@@ -228,7 +237,10 @@ async def test_an_answer_that_names_another_call_is_never_returned(
                             queue)
             assert await front.answer(McpClient("attacked"), done) is None
         assert answers == []  # each forged answer was asked for, and none was taken
-    assert not (settings.world.workdir / dest).exists()  # nobody read for this call
+    # nobody read for this call: no file written anywhere under its name
+    cur = await pg.execute("SELECT count(*) FROM plangate.effects WHERE effect = 'local_write' "
+                           "AND output->>'path' LIKE %s", (f"%{dest}",))
+    assert await cur.fetchone() == (0,)
 
 
 async def test_a_read_nobody_takes_is_given_up_within_the_fronts_limit(

@@ -16,6 +16,7 @@ from temporalio.testing import ActivityEnvironment
 
 from plangate.activities.catalogue import catalogue
 from plangate.activities.tool_activity import tool_activities
+from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall, ToolFailure
 from plangate.world.clients import World
 from plangate.world.policies import load_bundle
@@ -42,7 +43,7 @@ async def test_a_policy_edited_with_its_size_and_time_kept_decides_the_next_call
     async def credit(run: str, bundle: str) -> None:
         call = ToolCall(step=StepRef(run_id=run, plan_version=1, n=1, tool=CREDIT,
                                      args={"account_id": aid, "amount_eur": 50.0}),
-                        idempotency_key=f"{run}~{uuid.uuid4().hex[:16]}/v1/1",
+                        idempotency_key=keys.idempotency_key(run, uuid.uuid4().hex[:16], "v1/1"),
                         policy_bundle=bundle)
         env = ActivityEnvironment()
         env.info = replace(env.info, workflow_id=run)
