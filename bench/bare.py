@@ -44,7 +44,7 @@ from psycopg import sql
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from bench._bare_workflow import SET_JOB, BareChain, Chain, JobWrite
 from bench._cpu import StackCpu
@@ -56,8 +56,10 @@ from plangate.testing import Harness, history_events, running_worker
 # "guarded (worker 2)": the guarded chain on a second worker like the policed kinds' and with no
 # policies: what they are compared with (a worker beside the stack's own costs ~0.8 ms a step
 # of its own in this one process)
-KINDS = ("guarded", "guarded (worker 2)", "guarded+policy", "guarded+totals", "unguarded",
-         "hand-written")
+# "guarded (no door)": the same on a third worker whose door lets every call in (no seal made
+# or verified, issue 46): what the door costs, beside "guarded (worker 2)"
+KINDS = ("guarded", "guarded (worker 2)", "guarded (no door)", "guarded+policy",
+         "guarded+totals", "unguarded", "hand-written")
 # the deployment's Cedar policies of the two policed kinds: a permissive base and a cap, every
 # call decided at the worker's guards and at the call; the second's cap reads the running
 # totals, so each write is decided against them under the ledger's lock
@@ -157,7 +159,8 @@ async def main(pairs: int, steps: int) -> None:
                           activities=[writes.set_job]), \
                 running_worker(b.client, ruled["guarded+policy"], world=b.world) as capped, \
                 running_worker(b.client, ruled["guarded+totals"], world=b.world) as totalled, \
-                running_worker(b.client, b.settings, world=b.world) as second:
+                running_worker(b.client, b.settings, world=b.world) as second, \
+                running_worker(b.client, b.settings, world=b.world, door=Interceptor()) as open_:
 
             async def hand(n: int) -> str:
                 run_id = f"bare-{uuid.uuid4().hex[:12]}"
@@ -180,6 +183,7 @@ async def main(pairs: int, steps: int) -> None:
                 "guarded": plangate(True), "guarded+policy": plangate(True, capped),
                 "guarded+totals": plangate(True, totalled),
                 "guarded (worker 2)": plangate(True, second),
+                "guarded (no door)": plangate(True, open_),
                 "unguarded": plangate(False), "hand-written": hand}
 
             cpu = StackCpu(b.settings.temporal.address, b.database_url)
@@ -220,6 +224,9 @@ def cpu_report(pairs: int, steps: int, spent: dict[str, dict[str, float]]) -> No
     for kind in KINDS:
         parts = "  ".join(f"{part} {ms / per * 1000:5.2f} ms" for part, ms in spent[kind].items())
         print(f"  {kind:<18} {parts}")
+    shut, opened = spent["guarded (worker 2)"], spent["guarded (no door)"]
+    print("  guarded (worker 2) / guarded (no door): " + ", ".join(
+        f"{part} {shut[part] / opened[part]:.3f}" for part in opened if opened[part] > 0))
     hand = spent["hand-written"]
     for kind in KINDS[:-1]:
         ratios = ", ".join(f"{part} {spent[kind][part] / hand[part]:.2f}"
@@ -240,6 +247,7 @@ def report(pairs: int, steps: int, per_step: dict[str, list[float]],
     print(f"  unguarded / hand-written: {med['unguarded'] / hand:.2f}")
     print(f"  guarded / unguarded:      {med['guarded'] / med['unguarded']:.2f}")
     second = med["guarded (worker 2)"]
+    print(f"  guarded (worker 2) / guarded (no door): {second / med['guarded (no door)']:.3f}")
     print(f"  guarded+policy / guarded (worker 2): {med['guarded+policy'] / second:.3f}")
     print(f"  guarded+totals / guarded (worker 2): {med['guarded+totals'] / second:.3f}")
     print(f"per step, from the histories ({steps}-step chain - 1-step chain) / {steps - 1}:")

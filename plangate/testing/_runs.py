@@ -19,6 +19,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.worker import Interceptor
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced
@@ -98,11 +99,12 @@ async def running_worker(
     *,
     queue: str | None = None,
     identity: str | None = None,
+    door: Interceptor | None = None,
 ) -> AsyncIterator[Harness]:
     """The real worker assembly (``plangate.worker.assembly.build_worker``) on a fresh task queue
     (or the deployment's ``queue``, with its own ``identity``: a second worker there).
     ``doubles``, by activity name, stand in for the real activities (test doubles, injected
-    rather than patched). A ``world`` given may be one whose services are down: the tables are
+    rather than patched); ``door`` for the worker's door (a benchmark of what it costs). A ``world`` given may be one whose services are down: the tables are
     created through the stack's own."""
     queue = queue or f"test-{uuid.uuid4().hex[:8]}"
     s = replace(settings, temporal=replace(settings.temporal, task_queue=queue))
@@ -113,7 +115,7 @@ async def running_worker(
         await setup.close()
     world = world or World(s.world)
     async with await build_worker(
-        client, s, world, doubles=doubles, bootstrap=own, identity=identity
+        client, s, world, doubles=doubles, bootstrap=own, identity=identity, door=door
     ):
         yield Harness(client, s)
     if own:

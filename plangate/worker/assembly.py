@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced, catalogue
@@ -116,6 +116,7 @@ class PlangatePlugin(SimplePlugin):
         *,
         activities: Mapping[str, Callable[..., Any]] | None = None,
         seal_key: SealKey | None = None,
+        door: Interceptor | None = None,
     ) -> None:
         super().__init__(
             "plangate",
@@ -123,7 +124,7 @@ class PlangatePlugin(SimplePlugin):
             workflows=WORKFLOWS,
             activities=None if activities is None else list(activities.values()),
             workflow_runner=passing_plangate,
-            interceptors=[Door(seal_key or SealKey())],
+            interceptors=[door or Door(seal_key or SealKey())],
             run_context=None if seal_key is None else functools.partial(_keeping, seal_key),
         )
 
@@ -229,12 +230,14 @@ async def build_worker(
     doubles: Mapping[str, Callable[..., Any]] = {},
     bootstrap: bool = True,
     identity: str | None = None,
+    door: Interceptor | None = None,
 ) -> Worker:
     """A worker on the task queue of its catalogue (``catalogue_queue`` of
     ``settings.temporal.task_queue``), announcing it there: its work directory made and
     (``bootstrap``) plangate's tables created through ``world`` (made from ``settings.world``
     when not given); ``doubles`` (by activity name) stand in for ours: test doubles, injected,
-    not patched. ``client`` must encrypt with the deployment's key when ``settings`` names keys
+    not patched; ``door`` stands in for the door (``worker.door.Door``): a benchmark of what it
+    costs. ``client`` must encrypt with the deployment's key when ``settings`` names keys
     (``connect`` makes such a client); the worker then polls with ``worker_client(client)``.
 
     The deployment's tools and probes are resolved first, then its policies: an extension that
@@ -277,7 +280,7 @@ async def build_worker(
             client,
             task_queue=catalogue_queue(deployment_queue, mine.digest),
             plugins=[
-                PlangatePlugin(encryption, activities=acts, seal_key=key),
+                PlangatePlugin(encryption, activities=acts, seal_key=key, door=door),
                 CatalogueAnnouncement(client, deployment_queue, ours, names),
             ],
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
