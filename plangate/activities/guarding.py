@@ -201,7 +201,11 @@ class GuardActivities:
         if not self.policy.submitters or sub is None or req.first_run_id is None:
             return out
         execution = f"{activity.info().workflow_id or req.workflow_id}/{req.first_run_id}"
-        taken = await submissions.claim(self.world, sub, execution)
+        try:
+            taken = await submissions.claim_patiently(self.world, sub, execution)
+        except submissions.Unrecorded as e:  # a guard: nothing acts on what it cannot record
+            return out.model_copy(update={"refusal": str(e),
+                                          "refusal_code": "system_unavailable"})
         if taken is None:
             return out
         why = (f"the submission of {sub.submitter} already started run {taken}: a submission "

@@ -104,8 +104,9 @@ async def running_worker(
     """The real worker assembly (``plangate.worker.assembly.build_worker``) on a fresh task queue
     (or the deployment's ``queue``, with its own ``identity``: a second worker there).
     ``doubles``, by activity name, stand in for the real activities (test doubles, injected
-    rather than patched); ``door`` for the worker's door (a benchmark of what it costs). A ``world`` given may be one whose services are down: the tables are
-    created through the stack's own."""
+    rather than patched); ``door`` for the worker's door (a benchmark of what it costs). A
+    ``world`` given may be one whose services are down: the tables are created through the
+    stack's own."""
     queue = queue or f"test-{uuid.uuid4().hex[:8]}"
     s = replace(settings, temporal=replace(settings.temporal, task_queue=queue))
     own = world is None

@@ -8,10 +8,19 @@ chain, and its own again.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
+import time
 
 from plangate.records.proofs import Submission
 from plangate.world.clients import World
+
+log = logging.getLogger(__name__)
+# Postgres down at a run's start: the claim is tried again for this long (inside the guard's
+# own 30 s), then the run is refused, acting on nothing
+PATIENCE_S = 20.0
+RETRY_S = 1.0
 
 _CLAIM = """
 INSERT INTO plangate.submissions (signature_sha256, submitter, workflow_id, execution)
@@ -34,3 +43,24 @@ async def claim(world: World, sub: Submission, execution: str) -> str | None:
         row = await (await conn.execute(_TAKEN, (digest,))).fetchone()
     taken = None if row is None else str(row[0])
     return None if taken == execution else taken or "another run"
+
+
+class Unrecorded(Exception):
+    """The claim could not be written: Postgres did not answer within ``PATIENCE_S``."""
+
+
+async def claim_patiently(world: World, sub: Submission, execution: str,
+                          patience_s: float = PATIENCE_S) -> str | None:
+    """``claim``, tried again while Postgres does not answer, for ``patience_s`` at most."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return await claim(world, sub, execution)
+        except Exception as e:  # unreachable, or the pool gave up waiting
+            if time.monotonic() + RETRY_S > deadline:
+                raise Unrecorded(
+                    f"the submission of {sub.submitter} could not be recorded as this run's "
+                    f"(the deployment's Postgres did not answer for {patience_s:.0f} s): "
+                    "nothing ran") from e
+            log.warning("the submission's claim waits for Postgres: %s", e)
+            await asyncio.sleep(RETRY_S)
