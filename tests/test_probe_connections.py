@@ -12,6 +12,7 @@ from temporalio.testing import ActivityEnvironment
 
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.plans.model import Condition
+from plangate.records import keys
 from plangate.records.calls import Outcome, ProbeRequest, StepRef
 from plangate.world.scopes import run_scope
 
@@ -31,7 +32,7 @@ async def test_a_load_is_read_back_with_one_connection_left(world, settings, pg)
     read = ProbeRequest(
         step=StepRef(run_id=run_id, plan_version=1, n=1, tool="warehouse.load"),
         conditions=[Condition(probe="table_loaded_from", args={"table": table, "source": source})],
-        idempotency_key=f"{run_id}~{chain}/v1/1",
+        idempotency_key=keys.idempotency_key(run_id, chain, "v1/1"),
     )
     env = ActivityEnvironment()  # the probe activity of that run, as Temporal would say
     env.info = replace(env.info, workflow_id=run_id)
