@@ -5,22 +5,17 @@ both proofs directly counts one approver: nothing is credited, no ledger row."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from plangate.activities.catalogue import catalogue
 from plangate.activities.tool_activity import tool_activities
 from plangate.client.api import AnswerRefused, Plangate
-from plangate.records.approvals import ApprovalCard, Decision
-from plangate.records.calls import StepRef, ToolCall, ToolFailure
+from plangate.records.approvals import Decision
 from plangate.records.proofs import ApprovalGrant, sign_answer
 from plangate.records.signing import SigningKey, public_entries
 from plangate.testing import running_worker, scheduled
@@ -28,6 +23,7 @@ from plangate.world.clients import World
 from plangate.world.policies import load_bundle
 from plangate.world.settings import APPROVERS_VAR, Settings
 from tests.conftest import APPROVER_KEYS
+from tests.grants import money_card, refused_with
 from tests.test_mcp_guarded import account, credits
 from tests.test_policy_runs import BASE, CREDIT, TWO, credit_plan, policies, with_policies
 
@@ -85,13 +81,8 @@ async def test_a_call_handed_two_proofs_of_one_key_counts_one_approver(
     bundle = load_bundle(twins.policy, twins.world.scope, catalogue(twins.catalogue))
     act = tool_activities(world, twins.catalogue, twins.policy)[CREDIT]
     aid = await account(world)
-    run = f"plan-{uuid.uuid4().hex[:12]}"
-    key = f"{run}~{uuid.uuid4().hex[:16]}/v1/1"
-    args: dict[str, Any] = {"account_id": aid, "amount_eur": 20000.0}
-    now = datetime.now(UTC)
-    card = ApprovalCard(run_id=run, plan_version=1, step=1, tool=CREDIT, effect="money",
-                        args=args, issued_at=now, expires_at=now + timedelta(hours=1),
-                        idempotency_key=key)
+    card = money_card(CREDIT, {"account_id": aid, "amount_eur": 20000.0})
+    run, now = card.run_id, card.issued_at
 
     def proof(k: SigningKey) -> Any:
         return sign_answer(k, run_id=run, step=1, digest=card.digest(),
@@ -99,14 +90,7 @@ async def test_a_call_handed_two_proofs_of_one_key_counts_one_approver(
 
     grant = ApprovalGrant(card=card, digest=card.digest(), proof=proof(APPROVER_KEYS["erin"]),
                           others=[(proof(twin), "")])
-    call = ToolCall(step=StepRef(run_id=run, plan_version=1, n=1, tool=CREDIT, args=args),
-                    idempotency_key=key, policy_bundle=bundle.bundle, approval=grant)
-    env = ActivityEnvironment()
-    env.info = replace(env.info, workflow_id=run)
-    with pytest.raises(ApplicationError) as refused:
-        await env.run(act, call)
-    failure = ToolFailure.model_validate(refused.value.details[0])
-    assert (refused.value.type, failure.detail) == ("approval_missing", (
+    assert await refused_with(act, card, bundle.bundle, grant) == ("approval_missing", (
         "not called: the deployment's policy (base, two-over-10000) asks 2 distinct approvers "
         "of billing.issue_credit; 1 approved"))
     assert await credits(pg, aid) == 0

@@ -31,6 +31,7 @@ from plangate.testing import running_worker, scheduled
 from plangate.world.clients import World
 from plangate.world.policies import load_bundle
 from plangate.world.settings import Settings
+from tests.grants import money_card, refused_with
 from tests.test_mcp_guarded import account, credits
 
 CREDIT = "billing.issue_credit"
@@ -376,36 +377,23 @@ async def test_approvals_a_call_carries_count_only_when_their_proofs_hold(
     """A workflow of anyone's schedules the credit directly, saying it needs no person and
     carrying a grant with two approvers' names whose proofs do not verify: the policy asks
     two distinct approvers, the activity counts none, nothing is credited."""
-    from datetime import UTC, datetime, timedelta
 
-    from plangate.records.approvals import ApprovalCard, ApprovalProof
+    from plangate.records.approvals import ApprovalProof
     from plangate.records.proofs import ApprovalGrant
 
     strict = with_policies(settings, policies(tmp_path, BASE, TWO))
     bundle = load_bundle(strict.policy, strict.world.scope, catalogue(strict.catalogue))
     act = tool_activities(world, strict.catalogue, strict.policy)[CREDIT]
     aid = await account(world)
-    run = f"plan-{uuid.uuid4().hex[:12]}"
-    key = keys.idempotency_key(run, uuid.uuid4().hex[:16], "v1/1")
-    args: dict[str, Any] = {"account_id": aid, "amount_eur": 20000.0}
-    now = datetime.now(UTC)
-    card = ApprovalCard(run_id=run, plan_version=1, step=1, tool=CREDIT, effect="money",
-                        args=args, issued_at=now, expires_at=now + timedelta(hours=1),
-                        idempotency_key=key)
+    card = money_card(CREDIT, {"account_id": aid, "amount_eur": 20000.0})
+    now = card.issued_at
 
     def forged(name: str) -> ApprovalProof:
         return ApprovalProof(approver=name, signed_at=now, signature="AAAA")
 
     grant = ApprovalGrant(card=card, digest=card.digest(), proof=forged("erin"),
                           others=[(forged("frank"), "")])
-    call = ToolCall(step=StepRef(run_id=run, plan_version=1, n=1, tool=CREDIT, args=args),
-                    idempotency_key=key, policy_bundle=bundle.bundle, approval=grant)
-    env = ActivityEnvironment()
-    env.info = replace(env.info, workflow_id=run)
-    with pytest.raises(ApplicationError) as refused:
-        await env.run(act, call)
-    failure = ToolFailure.model_validate(refused.value.details[0])
-    assert (refused.value.type, failure.detail) == ("approval_missing", (
+    assert await refused_with(act, card, bundle.bundle, grant) == ("approval_missing", (
         "not called: the deployment's policy (base, two-over-10000) asks 2 distinct approvers "
         "of billing.issue_credit; 0 approved"))
     assert await credits(pg, aid) == 0
