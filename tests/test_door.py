@@ -36,12 +36,15 @@ from credits.workflows import ArchiveWorkflow, CreditWorkflow
 from psycopg import sql
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import ActivityIDReusePolicy, RetryPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from plangate.activities.bootstrap import OWN_TABLES, ensure_schema
 from plangate.client.api import Plangate
+from plangate.client.checked import check
+from plangate.client.reading import read_call, read_id
 from plangate.demo.schema import Account, seed_account
 from plangate.records.interface import (
     CATALOGUE_ACTIVITY,
@@ -52,6 +55,7 @@ from plangate.records.interface import (
     WORKER_ACTIVITIES,
 )
 from plangate.records.proofs import Submitter
+from plangate.records.reading import ReadAnswer, ReadCall
 from plangate.records.signing import SigningKey
 from plangate.temporal import PlangatePlugin
 from plangate.temporal.calls import HEADER
@@ -92,6 +96,8 @@ class Deployment:
     bucket: str
     read_victim: History  # a read-only run's
     paid_victim: History  # a run whose credit a person approved
+    agent: SigningKey  # the victims' submitter (what a genuine client signs with)
+    principal: str
 
     @property
     def workdir(self) -> Path:
@@ -157,8 +163,8 @@ async def door(client: Client, settings: Settings, s3: Any, role: str,
         api = Plangate(client, replace(h.settings, identity=replace(
             h.settings.identity, submitter_key=agent)))
         reads, paid = victim_plans(aid, role)
-        read_id = await api.start(reads)
-        assert (await api.result(read_id)).status == "succeeded"
+        reads_id = await api.start(reads)
+        assert (await api.result(reads_id)).status == "succeeded"
         paid_id = await api.start(paid)
         card = await api.wait_for_card(paid_id, timeout=60)
         await api.approve(paid_id, card.step, card.digest, by="erin")
@@ -169,7 +175,8 @@ async def door(client: Client, settings: Settings, s3: Any, role: str,
         finally:
             await w.close()
         yield Deployment(client, h.settings, h.queue, names, tag, aid, bucket,
-                         await captured(client, read_id), await captured(client, paid_id))
+                         await captured(client, reads_id), await captured(client, paid_id),
+                         agent, role)
 
 
 async def world_now(stack: Any, s3: Any, buckets: tuple[str, ...], workdir: Path,
@@ -416,6 +423,38 @@ async def test_a_continuation_forged_from_a_strangers_workflow_starts_no_run(
     after = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
     changed = {k for k in before if before[k] != after[k]}
     assert changed <= {"plangate.windows"}, changed  # the refused run's end, kept
+
+
+async def test_a_captured_read_answers_nobody_again(door: Deployment, stack: Any,
+                                                     s3: Any) -> None:
+    """A genuine read over MCP's fast path (a standalone ``plangate.read_call``, its submission
+    signed for its id), then the stranger: its input, as Temporal describes the activity to
+    anyone on the namespace, started again under the same id once it closed. The submission
+    answered one read: the second reads nothing and says why."""
+    d = door
+    signed = replace(d.settings, identity=replace(d.settings.identity, submitter_key=d.agent))
+    plan = {"goal": f"look at {d.aid}", "on_behalf_of": d.principal,
+            "budget": {"replans_max": 0},
+            "steps": [{"n": 1, "tool": "customer.get", "effect": "read",
+                       "args": {"account_id": d.aid}}]}
+    rid = read_id("customer.get")
+    genuine = await read_call(d.client, signed, check(plan, signed), rid,
+                              take_within=timedelta(seconds=10), queue=d.queue)
+    assert genuine.report is not None and genuine.report.steps[0].result is not None
+    described = await d.client.get_activity_handle(rid).describe(include_input=True)
+    assert described.raw_input is not None
+    (captured_input,) = await d.client.data_converter.decode(described.raw_input.payloads,
+                                                             [ReadCall])
+    assert captured_input.submission is not None  # the victim's own, signed for this id
+    before = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
+    again = await d.client.execute_activity(
+        READ_CALL_ACTIVITY, captured_input, id=rid, task_queue=d.queue, result_type=ReadAnswer,
+        schedule_to_close_timeout=timedelta(seconds=15),
+        retry_policy=RetryPolicy(maximum_attempts=1),
+        id_reuse_policy=ActivityIDReusePolicy.ALLOW_DUPLICATE)
+    assert again.report is None, again.report
+    assert again.run is not None and "already answered read" in again.run, again.run
+    assert await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables()) == before
 
 
 async def test_the_replan_workflow_started_by_a_stranger_asks_no_model(

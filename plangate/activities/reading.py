@@ -54,12 +54,14 @@ from plangate.records.report import (
     summarize,
 )
 from plangate.records.run import GuardRequest, Resolved
-from plangate.world import decisions
+from plangate.world import decisions, submissions
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.settings import CatalogueSettings, PolicySettings, RunSettings
 
 log = logging.getLogger(__name__)
+# a read is answered within the front's own limit: its claim waits for Postgres only briefly
+READ_CLAIM_PATIENCE_S = 5.0
 
 
 def plain(plan: Plan, tools: Mapping[str, ToolSpec[Any]]) -> tuple[Step, ToolSpec[Any]] | str:
@@ -153,6 +155,9 @@ class ReadActivities:
                                     self.policy, self.runs, cedar, kept)
         if g.refusal is not None:
             return self._run(call_id, f"{g.refusal_code}: {g.refusal}")
+        taken = await self._claimed(req, call_id, info.activity_run_id or "")
+        if taken is not None:
+            return self._run(call_id, taken)
         guard = g.guards[step.n]
         if guard.approval:
             return self._run(call_id, "the call waits for a person")
@@ -179,6 +184,23 @@ class ReadActivities:
         log.info("%s: %s answered without a run", call_id, step.tool)
         return ReadAnswer(report=succeeded(req.plan, step, g, out, call_id, at),
                           asked=Asked.of(call_id, req.plan))
+
+    async def _claimed(self, req: ReadCall, call_id: str, execution: str) -> str | None:
+        """Why this read may not act on its submission, or None: a submission answers one
+        read (this activity execution: its attempts share it); the same id started again by
+        anyone with the captured input is another execution, and reads nothing."""
+        sub = req.submission
+        if not self.policy.submitters or sub is None:
+            return None
+        try:
+            taken = await submissions.claim_patiently(
+                self.world, sub, f"{call_id}/{execution}", patience_s=READ_CLAIM_PATIENCE_S)
+        except submissions.Unrecorded as e:
+            return f"system_unavailable: {e}"
+        if taken is None:
+            return None
+        return (f"not_permitted: the submission of {sub.submitter} already answered read "
+                f"{taken}: a submission answers one call")
 
     @staticmethod
     def _run(call_id: str, why: str) -> ReadAnswer:
