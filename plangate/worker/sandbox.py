@@ -33,6 +33,12 @@ except ImportError:  # pragma: no cover - another SDK layout
     _Instance = None  # type: ignore[assignment,misc]
 
 SANDBOXED = ("plangate.workflows.plan_run", "plangate.replanner.workflow")
+# Import hooks a process may carry, passed through so the sandbox does not import them again at
+# each workflow instance: beartype's claw (installed by py-key-value-aio, which fastmcp and so
+# pydantic-ai import) imports beartype from its loader at every module load. In the sandbox
+# that re-imported beartype for every run made (under pytest, its asserts rewritten too): 100
+# runs at once in such a process took 194 s where they take 5, their workflow tasks timing out.
+IMPORT_HOOKS = ("beartype",)
 
 
 @functools.cache
@@ -89,4 +95,4 @@ def passing_plangate(runner: WorkflowRunner | None) -> WorkflowRunner:
         runner = CompiledOnceSandbox(restrictions=runner.restrictions,
                                      runner_class=runner.runner_class)
     return replace(runner, restrictions=runner.restrictions.with_passthrough_modules(
-        *passed_through()))
+        *passed_through(), *IMPORT_HOOKS))
