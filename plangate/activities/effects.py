@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -38,6 +39,8 @@ from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.policies import resources_of
 from plangate.world.runfiles import RunFiles
+
+log = logging.getLogger(__name__)
 
 LEDGERED = frozenset({Effect.WRITE, Effect.EXTERNAL, Effect.MONEY})
 
@@ -222,7 +225,9 @@ async def record_local_writes(world: World, spec: ToolSpec[Any], call: ToolCall,
                               files: RunFiles) -> None:
     """Each file the call wrote in its run's directory, a ``local_write`` row (done) under the
     run Temporal says the call is of: what a read such as ``s3.get`` wrote here is ledgered as
-    a write, though its effect towards the system it reads stays ``read``."""
+    a write, though its effect towards the system it reads stays ``read``. Bookkeeping: a row
+    that cannot be written is logged, and the call stands (the file is in the run's own
+    directory whatever the ledger says)."""
     info = activity.info()
     run = info.workflow_id or info.activity_id
     for path, written in files.written:
@@ -233,6 +238,10 @@ async def record_local_writes(world: World, spec: ToolSpec[Any], call: ToolCall,
             args_sha256=args_sha256(call.step.args), effect=ledger.LOCAL_WRITE,
             principal=call.on_behalf_of, resource=f"file:{files.scope}/{path}",
         )
-        await ledger.local_write(world, row, {"path": path, "size": written.size,
-                                              "sha256": written.sha256,
-                                              "stored": written.where})
+        try:
+            await ledger.local_write(world, row, {"path": path, "size": written.size,
+                                                  "sha256": written.sha256,
+                                                  "stored": written.where})
+        except Exception:  # the record's, not the call's: a Postgres blink fails no read
+            log.warning("the local write %s of %s was not recorded", path, call.idempotency_key,
+                        exc_info=True)

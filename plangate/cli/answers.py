@@ -14,7 +14,7 @@ from plangate.plans.visible import visible
 from plangate.world.settings import Settings
 
 if TYPE_CHECKING:
-    from plangate.client.api import Plangate
+    from plangate.client.api import PendingCard, Plangate
     from plangate.records.approvals import ApprovalReceipt
 
 _DIGEST = re.compile(r"[0-9a-fA-F]{64}")
@@ -32,7 +32,7 @@ def _arguments(p: argparse.ArgumentParser, *, reason: bool) -> None:
 
 
 async def _answer(args: argparse.Namespace, settings: Settings,
-                  send: Callable[[Plangate], Awaitable[ApprovalReceipt]]) -> int:
+                  send: Callable[[Plangate, PendingCard], Awaitable[ApprovalReceipt]]) -> int:
     """Check the digest's form and the key, fetch the card the run publishes for the step and
     show it (stderr: stdout keeps the one receipt line), then ``send`` the answer through
     the API, which signs only that card."""
@@ -53,7 +53,7 @@ async def _answer(args: argparse.Namespace, settings: Settings,
         shown = await plangate.published_card(args.id, args.step, args.digest)
         for line in signing_lines(shown, args.command):
             print(visible(line), file=sys.stderr)
-        receipt = await send(plangate)
+        receipt = await send(plangate, shown)  # the card shown is the one signed
     except (AnswerRefused, RunEnded) as e:
         raise UsageError(f"{args.command} refused: {e}") from None
     except UnknownRun as e:
@@ -64,13 +64,13 @@ async def _answer(args: argparse.Namespace, settings: Settings,
 
 
 async def _approve(args: argparse.Namespace, settings: Settings) -> int:
-    return await _answer(args, settings, lambda plangate: plangate.approve(
-        args.id, args.step, args.digest, by=args.requester))
+    return await _answer(args, settings, lambda plangate, shown: plangate.approve(
+        args.id, args.step, args.digest, by=args.requester, shown=shown))
 
 
 async def _reject(args: argparse.Namespace, settings: Settings) -> int:
-    return await _answer(args, settings, lambda plangate: plangate.reject(
-        args.id, args.step, args.digest, reason=args.reason, by=args.requester))
+    return await _answer(args, settings, lambda plangate, shown: plangate.reject(
+        args.id, args.step, args.digest, reason=args.reason, by=args.requester, shown=shown))
 
 
 APPROVE = Command(

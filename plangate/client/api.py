@@ -253,7 +253,8 @@ class Plangate:
         return await shown.published(self.client, self.settings, run_id, step, digest)
 
     async def approve(
-        self, run_id: str, step: int, digest: str, *, by: str = "", at: datetime | None = None
+        self, run_id: str, step: int, digest: str, *, by: str = "", at: datetime | None = None,
+        shown: PendingCard | None = None,
     ) -> ApprovalReceipt:
         """Approve the card of ``step`` by its digest, signed with the approver key named
         ``by`` (default: the first; ``approver_key``). The card is fetched from the run first
@@ -262,25 +263,29 @@ class Plangate:
         Refused too: no such key, a key the deployment does not know, the run's own
         submitter, an expired card, a second answer; nothing is recorded then. ``at``: the
         time it is signed at (default: now; a time-skipping test server's clock is not this
-        machine's)."""
-        return await self._answer(run_id, step, digest, Decision.APPROVE, "", by, at)
+        machine's). ``shown``: the card this client just fetched for this very answer
+        (``published_card``; the CLI shows it first): not fetched again."""
+        return await self._answer(run_id, step, digest, Decision.APPROVE, "", by, at, shown)
 
     async def reject(
         self, run_id: str, step: int, digest: str, *, reason: str, by: str = "",
-        at: datetime | None = None,
+        at: datetime | None = None, shown: PendingCard | None = None,
     ) -> ApprovalReceipt:
         """Reject the card of ``step``: the step follows its ``on_unmet`` (fetched, checked
         and signed as ``approve``)."""
-        return await self._answer(run_id, step, digest, Decision.REJECT, reason, by, at)
+        return await self._answer(run_id, step, digest, Decision.REJECT, reason, by, at, shown)
 
     async def _answer(
         self, run_id: str, step: int, digest: str, decision: Decision, reason: str, by: str,
-        at: datetime | None,
+        at: datetime | None, shown: PendingCard | None = None,
     ) -> ApprovalReceipt:
         from plangate.client import answers
 
         self.approver_key(by)  # a missing key is said before the run is asked
-        await self.published_card(run_id, step, digest)
+        fetched = shown is not None and (shown.run_id, shown.record.step,
+                                         shown.record.digest) == (run_id, step, digest)
+        if not fetched:
+            await self.published_card(run_id, step, digest)
         answer = self.signed_answer(run_id, step, digest, decision, reason, by, at)
         update = APPROVE_UPDATE if decision is Decision.APPROVE else REJECT_UPDATE
         return await answers.answer(self.client, self.settings, run_id, update, answer)
