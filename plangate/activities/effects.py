@@ -34,7 +34,7 @@ from plangate.activities.tools.registry import ToolSpec
 from plangate.plans.model import Condition, Effect
 from plangate.records import keys
 from plangate.records.calls import Outcome, ProbeRequest, ToolCall
-from plangate.world import ledger
+from plangate.world import ledger, owed
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.policies import resources_of
@@ -43,6 +43,7 @@ from plangate.world.runfiles import RunFiles
 log = logging.getLogger(__name__)
 
 LEDGERED = frozenset({Effect.WRITE, Effect.EXTERNAL, Effect.MONEY})
+SETTLE_TRY_S = 4.0  # an outcome's one try before it is owed (the pool waits 3 s itself)
 
 
 def ledgered(spec: ToolSpec[Any]) -> bool:
@@ -196,29 +197,37 @@ async def abandon(world: World, spec: ToolSpec[Any], key: str, why: str) -> None
 async def close_effect(
     world: World, spec: ToolSpec[Any], key: str, output: dict[str, JsonValue] | None,
     error: ToolError | None = None,
-) -> None:
+) -> bool:
     """The outcome, once the tool returned or raised. The tool may have acted: nothing here
-    fails the call; a row left ``intent`` is read back or halted the next time its key comes."""
+    fails the call; a row left ``intent`` is read back or halted the next time its key comes.
+    False: the outcome is owed, not written yet."""
     if error is None:
         state, detail = ledger.State.DONE, ""
     elif error.may_have_acted:
         state, detail = ledger.State.UNKNOWN, error.detail
     else:
         state, detail = ledger.State.FAILED, error.detail
-    await _settle(world, spec, key, state, output, detail)
+    return await _settle(world, spec, key, state, output, detail)
 
 
 async def _settle(
     world: World, spec: ToolSpec[Any], key: str, state: ledger.State,
     output: dict[str, JsonValue] | None, detail: str,
-) -> None:
-    try:
+) -> bool:
+    """False: Postgres did not take it now; it is owed (``world.owed``), and until it is
+    written the row reads ``intent`` (read back the next time its key comes)."""
+
+    async def write() -> None:
         await ledger.settle(world, key, state, output, detail)
-    except (psycopg.Error, OSError, TimeoutError):
+
+    try:
+        return await owed.written(world, f"the outcome of {spec.name} {key}", write, SETTLE_TRY_S)
+    except psycopg.Error:  # not an outage: a row that will not go in
         activity.logger.warning(
             "the effect ledger did not take the outcome of %s (%s): left as intent",
             spec.name, key, exc_info=True,
         )
+        return False
 
 
 async def record_local_writes(world: World, spec: ToolSpec[Any], call: ToolCall,

@@ -270,7 +270,8 @@ async def perform(
     )
     beat = asyncio.create_task(_heartbeat())
     checked = after = None
-    opened = recorded_now = acting = False
+    opened = acting = False
+    recorded_now = ""  # the outcome's row: "recorded", or "owed" (Postgres away: later)
     try:
         cedar = book.current() if book is not None and cedar_on else None
         if cedar is not None:
@@ -348,8 +349,8 @@ async def perform(
         if opened:  # the outcome, written while the read after is made
             opened = False
             closing = effects.close_effect(world, spec, call.idempotency_key, output)
-            after, _ = await asyncio.gather(read_after(probes, spec, call, refs), closing)
-            recorded_now = True
+            after, kept = await asyncio.gather(read_after(probes, spec, call, refs), closing)
+            recorded_now = "recorded" if kept else "owed"
         else:
             after = await read_after(probes, spec, call, refs)
     except asyncio.CancelledError:
@@ -379,7 +380,7 @@ async def perform(
         refs=refs,
         checked=checked,
         after=after,
-        ledger="recorded" if recorded_now else "",
+        ledger=recorded_now,
     )
 
 

@@ -117,7 +117,8 @@ class ToolResult(Model):
     after: ProbeReport | None = None  # ``ToolCall.after``, read just after it returned
     # The effect ledger's word (``world.ledger``): "recorded", this call's effect has its row
     # (keyed by the call's idempotency key); "answered", the key was done already and the
-    # answer is the ledger's: the tool was not called. "": a read, not recorded.
+    # answer is the ledger's: the tool was not called; "owed", the effect is made and its
+    # outcome's row waits for Postgres (``world.owed``). "": a read, not recorded.
     ledger: str = ""
 
     @model_serializer(mode="wrap")

@@ -182,10 +182,13 @@ class Refusal(Model):
 
 class LedgerLink(Model):
     """The effect ledger's row of a step's call (``plangate ledger RUN``): its idempotency key,
-    and whether the answer came from the ledger (the key was done already; not called)."""
+    and whether the answer came from the ledger (the key was done already; not called);
+    ``owed``: the call's outcome was not written when it returned (Postgres away), the worker
+    writes it when Postgres answers (until then the row reads ``intent``)."""
 
     key: str
     answered: bool = False
+    owed: bool = False
 
 
 class StepReport(Model):

@@ -338,7 +338,8 @@ class GuardedRun:
         step.effect = answer.effect
         self.visible = self.visible or answer.visible
         if answer.effect in LEDGERED:
-            step.ledger = LedgerLink(key=key, answered=answer.ledger == "answered")
+            step.ledger = LedgerLink(key=key, answered=answer.ledger == "answered",
+                                     owed=answer.ledger == "owed")
         # on the workflow's clock: dispatched, and answered
         step.timings.tool_started_at = step.timings.dispatched_at
         step.timings.tool_finished_at = workflow.now()

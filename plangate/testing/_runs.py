@@ -10,7 +10,7 @@ import re
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -100,11 +100,13 @@ async def running_worker(
     queue: str | None = None,
     identity: str | None = None,
     door: Interceptor | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> AsyncIterator[Harness]:
     """The real worker assembly (``plangate.worker.assembly.build_worker``) on a fresh task queue
     (or the deployment's ``queue``, with its own ``identity``: a second worker there).
     ``doubles``, by activity name, stand in for the real activities (test doubles, injected
-    rather than patched); ``door`` for the worker's door (a benchmark of what it costs). A
+    rather than patched); ``door`` for the worker's door (a benchmark of what it costs);
+    ``interceptors`` after it (faults injected at a chosen point). A
     ``world`` given may be one whose services are down: the tables are created through the
     stack's own."""
     queue = queue or f"test-{uuid.uuid4().hex[:8]}"
@@ -116,7 +118,8 @@ async def running_worker(
         await setup.close()
     world = world or World(s.world)
     async with await build_worker(
-        client, s, world, doubles=doubles, bootstrap=own, identity=identity, door=door
+        client, s, world, doubles=doubles, bootstrap=own, identity=identity, door=door,
+        interceptors=interceptors,
     ):
         yield Harness(client, s)
     if own:

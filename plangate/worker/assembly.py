@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -231,13 +231,15 @@ async def build_worker(
     bootstrap: bool = True,
     identity: str | None = None,
     door: Interceptor | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Worker:
     """A worker on the task queue of its catalogue (``catalogue_queue`` of
     ``settings.temporal.task_queue``), announcing it there: its work directory made and
     (``bootstrap``) plangate's tables created through ``world`` (made from ``settings.world``
     when not given); ``doubles`` (by activity name) stand in for ours: test doubles, injected,
     not patched; ``door`` stands in for the door (``worker.door.Door``): a benchmark of what it
-    costs. ``client`` must encrypt with the deployment's key when ``settings`` names keys
+    costs; ``interceptors`` go on the worker after the door (a test's faults at a chosen point).
+    ``client`` must encrypt with the deployment's key when ``settings`` names keys
     (``connect`` makes such a client); the worker then polls with ``worker_client(client)``.
 
     The deployment's tools and probes are resolved first, then its policies: an extension that
@@ -288,6 +290,7 @@ async def build_worker(
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             identity=identity,
+            interceptors=list(interceptors),
         )
     except BaseException:
         if own:

@@ -111,7 +111,7 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult, attempt:
 def record_ledger(rep: StepReport, key: str, word: str) -> None:
     """The call's row in the effect ledger, as the tool's activity said (``ToolResult.ledger``)."""
     if word:
-        rep.ledger = LedgerLink(key=key, answered=word == "answered")
+        rep.ledger = LedgerLink(key=key, answered=word == "answered", owed=word == "owed")
 
 
 def count_answer(

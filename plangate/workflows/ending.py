@@ -1,17 +1,21 @@
 """A run's end kept where ``plangate report`` reads it in one query: its windows (the memo it
 upserted, ``showing.Shown.end``) written to the deployment's Postgres by the worker
-(``windows.record``, a local activity: its marker is the one event this adds to the history)."""
+(``windows.record``, a local activity: its marker is the one event this adds to the history).
+
+The row is bookkeeping: nothing it meets changes how the run ends or what it reports."""
 
 from __future__ import annotations
 
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, FailureError
 
 from plangate.records import options
 from plangate.records.interface import WINDOWS_ACTIVITY
 from plangate.records.windows import RunWindows, WindowsRow
+
+KEPT_PATCH = "plangate-windows-kept"
 
 
 async def keep(memo: RunWindows) -> None:
@@ -27,5 +31,10 @@ async def keep(memo: RunWindows) -> None:
             await asyncio.shield(writing)
         except asyncio.CancelledError:
             await writing
-    except ActivityError as e:  # Postgres down past two tries: the run ends without its row
-        workflow.logger.warning("the run's windows were not kept for the report: %s", e.cause)
+    except FailureError as e:
+        # A local activity's failure arrives unwrapped (an ``ApplicationError``, a timeout):
+        # before this patch it failed the run with no report over steps that were done.
+        if not isinstance(e, ActivityError) and not workflow.patched(KEPT_PATCH):
+            raise
+        why = e.cause if isinstance(e, ActivityError) else e
+        workflow.logger.warning("the run's windows were not kept for the report: %s", why)

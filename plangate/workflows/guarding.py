@@ -22,6 +22,9 @@ from plangate.workflows import bookkeeping, summaries
 from plangate.workflows.context import VersionContext
 from plangate.workflows.router import Refused
 
+UNAVAILABLE = "system_unavailable"
+GUARDS_WAIT_PATCH = "plangate-guards-wait"  # the guards wait out an outage (issue 47)
+
 
 def forged(inp: RunInput) -> str | None:
     """Why this run's input cannot be what plangate itself made: carried state comes only from
@@ -80,11 +83,28 @@ async def resolve(plan: Plan, version: int, ctx: VersionContext, *, first_run: b
         policy_bundle=None if version == 1 else ctx.policy_bundle,
         reads=reads,
     )
-    resolved: Resolved = await workflow.execute_local_activity(
-        GUARD_ACTIVITY, req, result_type=Resolved,
-        start_to_close_timeout=options.GUARD_TIMEOUT, retry_policy=options.GUARD_RETRY,
-        summary=summaries.guards(version, len(plan.steps), sorted(reads)),
-    )
+
+    async def asked() -> Resolved:
+        got: Resolved = await workflow.execute_local_activity(
+            GUARD_ACTIVITY, req, result_type=Resolved,
+            start_to_close_timeout=options.GUARD_TIMEOUT, retry_policy=options.GUARD_RETRY,
+            summary=summaries.guards(version, len(plan.steps), sorted(reads)),
+        )
+        return got
+
+    resolved = await asked()
+    # What the guards could not record or read (Postgres, the policy files) is an outage,
+    # not a verdict: asked again, as a step's probes are, for the run's outage patience.
+    waited, tries = timedelta(0), 0
+    while resolved.refusal_code == UNAVAILABLE and waited < ctx.outage_patience \
+            and workflow.patched(GUARDS_WAIT_PATCH):
+        tries += 1
+        pause = min(options.outage_backoff(tries), ctx.outage_patience - waited)
+        workflow.logger.warning("the guards wait for the deployment's systems (%s): %s",
+                                pause, resolved.refusal)
+        await workflow.sleep(pause)
+        waited += pause
+        resolved = await asked()
     return resolved
 
 
@@ -107,6 +127,8 @@ def refuse(
     if Refused.of(status) is Refused.REVOKED:
         r.metrics.answers_403 += 1
         r.status = RunStatus.HALTED
+    elif code == UNAVAILABLE and workflow.patched(GUARDS_WAIT_PATCH):
+        r.status = RunStatus.HALTED  # the deployment's systems away past the run's patience
     else:
         r.status = RunStatus.FAILED
     r.escalation = f"refused before any step acted: {why}"

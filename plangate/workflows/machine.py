@@ -11,6 +11,7 @@ step are here; the activity calls and their failures are ``calls``, the report `
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from pydantic import JsonValue
 from temporalio import workflow
@@ -38,6 +39,9 @@ from plangate.workflows.step import (
 
 __all__ = ["StepOutcome", "StepRunner"]
 
+OUTAGE = "system_unavailable"  # a tool's refusal that sent nothing: its systems did not answer
+TOOL_OUTAGE_PATCH = "plangate-tool-outage-waits"  # issue 47: before, an attempt of the step's
+
 
 class StepRunner:
     """One step, run to an end or to a safe point (``resume``: where an earlier run of the
@@ -46,6 +50,8 @@ class StepRunner:
     def __init__(self, ctx: VersionContext, step: Step, resume: Parked | None = None) -> None:
         self.s = StepScope(ctx, step)
         self.resume = resume
+        self.outage_began: datetime | None = None  # a tool's system away since (``OUTAGE``)
+        self.outage_reads = 0
 
     async def run(self) -> StepOutcome:
         s = self.s
@@ -67,6 +73,8 @@ class StepRunner:
                 s.attempt += 1
             attempt = await self._attempt(resume)
             resume = None
+            if not (isinstance(attempt, Failed) and attempt.failure.code == OUTAGE):
+                self.outage_began = None  # the systems answered: a later outage waits anew
             match attempt:
                 case Park() as park:
                     return self._parked(park)
@@ -83,6 +91,18 @@ class StepRunner:
                             return self._fail(d, f)
                         case Park() as park:
                             return self._parked(park)
+                case Failed(failure=f) if f.code == OUTAGE and self._outage_waits():
+                    # the tool sent nothing: its system (Postgres for the effect ledger, the
+                    # seal's key) did not answer. An outage, waited out as a probe's is, for
+                    # the run's patience: not an attempt of the step's.
+                    s.attempt -= 1
+                    park = await self._wait_out(f.detail)
+                    if park is not None:
+                        return self._parked(park)
+                case Failed(failure=f) if f.code == OUTAGE and self.outage_began is not None:
+                    waited = (workflow.now() - self.outage_began).total_seconds()
+                    f.detail = f"{f.detail} (no answer for {waited:.0f}s)"[:500]
+                    return self._fail(route(s.situation(Kind.SYSTEM_DOWN)), f)
                 case Failed(decision=d) | Unknown(decision=d) if (
                     d.answer is Answer.RETRY and s.attempt < options.STEP_ATTEMPTS
                 ):
@@ -94,6 +114,30 @@ class StepRunner:
                         return self._parked(park)
                 case Failed(decision=d, failure=f) | Unknown(decision=d, failure=f):
                     return self._fail(d, f)
+
+    def _outage_waits(self) -> bool:
+        """The step waits for a system its tool could not reach, while the run's outage
+        patience lasts (from the first such answer); past it, the step's answers as ever."""
+        if not workflow.patched(TOOL_OUTAGE_PATCH):
+            return False
+        now = workflow.now()
+        if self.outage_began is None:
+            self.outage_began, self.outage_reads = now, 0
+        return now - self.outage_began < self.s.ctx.outage_patience
+
+    async def _wait_out(self, detail: str) -> Park | None:
+        s = self.s
+        assert self.outage_began is not None
+        self.outage_reads += 1
+        left = s.ctx.outage_patience - (workflow.now() - self.outage_began)
+        delay = min(options.outage_backoff(self.outage_reads), left)
+        s.decide(route(s.situation(Kind.SYSTEM_DOWN, waits=True)), again=self.outage_reads > 1)
+        s.rep.reason = (f"the tool could not act, a system did not answer: waiting for it "
+                        f"({self.outage_reads} time(s) so far, {left.total_seconds():.0f}s of "
+                        f"patience left): {detail}"[:500])
+        s.set_state(StepState.WAITING, fold=self.outage_reads >= 2)
+        summary = summaries.retry(s.n, s.ctx.version, delay, s.attempt + 1)
+        return await s.pause(workflow.now() + delay, s.parked(ParkedAt.START), summary)
 
     async def _attempt(self, resume: Parked | None = None) -> Attempt:
         s = self.s

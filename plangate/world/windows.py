@@ -7,7 +7,8 @@ instead of the visibility listing (``client.reporting``).
   reset never writes a second row (``ON CONFLICT DO NOTHING``: the first one stays);
   ``deployment`` is the task queue of the worker's settings (never the run's say);
   ``closed_at`` is Postgres's clock as the row is written, an instant before the execution
-  closes; ``calls`` the run's ``records.windows.Execution`` list as JSON.
+  closes (a row owed while Postgres was away: the worker's clock at the run's end);
+  ``calls`` the run's ``records.windows.Execution`` list as JSON.
 - ``plangate.windows_since``: per deployment, when it wrote its first row (the mark, written
   with that row, never moved after). A run of this code writes its row before its execution
   closes, so only runs closed before the mark (by code that wrote none) lack one: the report
@@ -31,11 +32,13 @@ _CALLS: TypeAdapter[list[Execution]] = TypeAdapter(list[Execution])
 # not before the mark), in one statement
 _RECORD = """
 WITH marked AS (
-    INSERT INTO plangate.windows_since (deployment) VALUES (%(deployment)s)
+    INSERT INTO plangate.windows_since (deployment, since)
+    VALUES (%(deployment)s, COALESCE(%(closed_at)s::timestamptz, now()))
     ON CONFLICT (deployment) DO NOTHING
 )
-INSERT INTO plangate.windows (execution, workflow_id, deployment, status, calls)
-VALUES (%(execution)s, %(workflow_id)s, %(deployment)s, %(status)s, %(calls)s::jsonb)
+INSERT INTO plangate.windows (execution, workflow_id, deployment, status, calls, closed_at)
+VALUES (%(execution)s, %(workflow_id)s, %(deployment)s, %(status)s, %(calls)s::jsonb,
+        COALESCE(%(closed_at)s::timestamptz, now()))
 ON CONFLICT (execution) DO NOTHING
 """
 # One query: the mark (no row: the deployment has none) and every row closed after since, from
@@ -52,10 +55,13 @@ WHERE m.deployment = %(deployment)s
 
 
 async def record(world: World, execution: str, workflow_id: str, deployment: str,
-                 status: RunStatus, calls: list[Execution]) -> bool:
-    """The row of the execution ``execution``; False where it was there already."""
+                 status: RunStatus, calls: list[Execution], closed_at: datetime | None = None
+                 ) -> bool:
+    """The row of the execution ``execution``; False where it was there already.
+    ``closed_at``: when the run ended, for a row written later (None: now)."""
     params = {"execution": execution, "workflow_id": workflow_id, "deployment": deployment,
-              "status": status.value, "calls": _CALLS.dump_json(calls).decode()}
+              "status": status.value, "calls": _CALLS.dump_json(calls).decode(),
+              "closed_at": closed_at}
     pool = await world.pool()
     async with pool.connection() as conn:
         cur = await conn.execute(_RECORD, params)
