@@ -22,6 +22,9 @@ from plangate.records.report import Phase, RunReport, StepState
 from plangate.testing import local_activity, payload_json
 from plangate.worker.assembly import PlangatePlugin
 from plangate.worker.compression import DATA_CONVERTER
+from plangate.workflows.ending import KEPT_PATCH
+from plangate.workflows.guarding import GUARDS_WAIT_PATCH
+from plangate.workflows.machine import TOOL_OUTAGE_PATCH
 from plangate.workflows.sealing import CHILD_SEAL_PATCH
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -70,6 +73,11 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "pre_failed_at_call": ("failed", E.EVENT_TYPE_ACTIVITY_TASK_FAILED),
     # a raw start with no submitter's signature, on a deployment that lists its submitters
     "refused_unsigned": ("halted", E.EVENT_TYPE_MARKER_RECORDED),
+    # issue 47: the windows row failed (a bug), the run ended as its steps went; a tool's
+    # system away (a wait, then the call once); the guards asked again after an outage
+    "windows_kept": ("succeeded", E.EVENT_TYPE_MARKER_RECORDED),
+    "tool_outage_waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
+    "guards_waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
 }
 
 
@@ -77,6 +85,10 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
 PATCHED = {
     # issue 46: Replan runs only as the child of a plangate run that sealed its start
     "closeout_replanned_sealed_replan1": [CHILD_SEAL_PATCH],
+    # issue 47: bookkeeping that fails no run, outages waited out
+    "windows_kept": [KEPT_PATCH],
+    "tool_outage_waited": [TOOL_OUTAGE_PATCH],
+    "guards_waited": [GUARDS_WAIT_PATCH],
 }
 
 

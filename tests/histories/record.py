@@ -24,20 +24,27 @@ from typing import Any
 
 import boto3
 import psycopg
+from temporalio import activity
 
 from bench._stack import Bench, bench_stack
-from plangate.activities.tool_activity import tool_activities
+from plangate.activities.tool_activity import as_application_error, tool_activities
 from plangate.client.api import AnswerRefused, Plangate
 from plangate.demo.replay import BUCKET, KEY, invoice_csv, saturday_plan
 from plangate.demo.scenarios import closeout_plan
 from plangate.demo.schema import seed_acct_3319f
 from plangate.plans.load import parse_plan
+from plangate.records.calls import ToolCall, ToolResult
+from plangate.records.interface import GUARD_ACTIVITY, WINDOWS_ACTIVITY
+from plangate.records.options import TOOL_ATTEMPTS
 from plangate.records.proofs import Submitter
 from plangate.records.report import RunReport
-from plangate.records.run import RunInput
+from plangate.records.run import GuardRequest, Resolved, RunInput
 from plangate.records.signing import SigningKey
+from plangate.records.windows import WindowsRow
 from plangate.testing import Harness, ended, running_worker
+from plangate.worker.assembly import activities
 from plangate.workflows.plan_run import PlanRunWorkflow
+from plangate.world.errors import ToolError
 from tests.crash_harness import LostPut, put_plan
 from tests.harness import MovedBeforeCall
 
@@ -239,6 +246,69 @@ async def lost_write_retried(b: Bench) -> RunReport:
         return await h.run(put_plan(bucket(b), "out/report.txt"))
 
 
+class Away:
+    """The first ``first`` calls fail with ``fail()`` (their system away); the rest are the real
+    activity's."""
+
+    def __init__(self, real: Callable[..., Awaitable[Any]], first: int,
+                 fail: Callable[[], Any]) -> None:
+        self.real, self.first, self.fail, self.calls = real, first, fail, 0
+
+    async def __call__(self, arg: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.first:
+            return self.fail()
+        return await self.real(arg)
+
+
+def _unreachable() -> Any:
+    raise as_application_error(ToolError(
+        "system_unavailable", "the effect ledger: the intent was not recorded: reset"))
+
+
+async def windows_kept(b: Bench) -> RunReport:
+    """Issue 47: the run's windows row fails (a bug of its own): the run ends as its steps
+    went, on the ``plangate-windows-kept`` branch."""
+
+    @activity.defn(name=WINDOWS_ACTIVITY)
+    async def broken(row: WindowsRow) -> None:
+        raise RuntimeError("a bug in the bookkeeping")
+
+    async with running_worker(b.client, b.settings, {WINDOWS_ACTIVITY: broken}) as h:
+        return await h.run(put_plan(bucket(b), "out/kept.txt"))
+
+
+async def tool_outage_waited(b: Bench) -> RunReport:
+    """Issue 47: ``s3.put``'s first call sends nothing, three attempts, its effect ledger
+    away: the step waits for it (``plangate-tool-outage-waits``), then writes once."""
+    away = Away(tool_activities(b.world, b.settings.catalogue, b.settings.policy)["s3.put"],
+                TOOL_ATTEMPTS, _unreachable)
+
+    @activity.defn(name="s3.put")
+    async def put(call: ToolCall) -> ToolResult:
+        result: ToolResult = await away(call)
+        return result
+
+    async with running_worker(b.client, b.settings, {"s3.put": put}) as h:
+        return await h.run(put_plan(bucket(b), "out/waited.txt"))
+
+
+async def guards_waited(b: Bench) -> RunReport:
+    """Issue 47: the guards cannot record the run's submission at first (Postgres away): they
+    are asked again after a wait (``plangate-guards-wait``), and the run goes on."""
+    away = Away(activities(b.world, b.settings)[GUARD_ACTIVITY], 1, lambda: Resolved(
+        guards={}, refusal="the submission could not be recorded: Postgres did not answer",
+        refusal_code="system_unavailable"))
+
+    @activity.defn(name=GUARD_ACTIVITY)
+    async def resolve(req: GuardRequest) -> Resolved:
+        resolved: Resolved = await away(req)
+        return resolved
+
+    async with running_worker(b.client, b.settings, {GUARD_ACTIVITY: resolve}) as h:
+        return await h.run(put_plan(bucket(b), "out/guarded.txt"))
+
+
 async def voided_at_failure(b: Bench) -> RunReport:
     """Step 1 fails; step 2, after it, is VOID at once, so step 3, which waits for step 2 to
     establish its pre condition, stops waiting."""
@@ -319,6 +389,10 @@ SCENARIOS: dict[str, Scenario] = {
     "refused_at_call": refused_at_call,
     "pre_failed_at_call": pre_failed_at_call,
     "refused_unsigned": refused_unsigned,
+    # issue 47: bookkeeping and outages that fail no run (each a patch's new branch)
+    "windows_kept": windows_kept,
+    "tool_outage_waited": tool_outage_waited,
+    "guards_waited": guards_waited,
 }
 
 
