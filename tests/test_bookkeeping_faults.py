@@ -32,8 +32,7 @@ from plangate.records.report import RunReport
 from plangate.records.signing import SigningKey
 from plangate.records.windows import WindowsRow
 from plangate.testing import history_events, running_worker, scheduled
-from plangate.workflows.ending import KEPT_PATCH
-from plangate.workflows.guarding import GUARDS_WAIT_PATCH
+from plangate.workflows.context import KEPT_PATCH
 from plangate.world.clients import World
 from plangate.world.settings import Settings
 from tests.fault_points import SYSTEMS, FaultPoints, FaultSoak, Kind, Point, SoakConfig, When
@@ -185,7 +184,7 @@ async def test_guards_that_cannot_record_the_submission_wait_for_postgres(client
     events = await history_events(client, rep.run_id)
     timers = [e for e in events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
     markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-               and GUARDS_WAIT_PATCH.encode() in e.SerializeToString()]
+               and KEPT_PATCH.encode() in e.SerializeToString()]
     assert timers and markers, "the guards did not wait"
     async with (await World(settings.world).pool()).connection() as conn:
         cur = await conn.execute(
@@ -275,7 +274,6 @@ async def test_a_tool_that_cannot_write_its_intent_waits_for_postgres(client, se
     nothing (``system_unavailable``: the intent was not recorded). Before, that spent the
     step's attempts in seconds and the run halted; now the step waits for Postgres as a
     probe's outage is waited for, and writes its object once, when Postgres is back."""
-    from plangate.workflows.machine import TOOL_OUTAGE_PATCH
 
     bucket = f"intent-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
@@ -295,4 +293,4 @@ async def test_a_tool_that_cannot_write_its_intent_waits_for_postgres(client, se
     assert [v["Key"] for v in versions] == ["n.txt"]
     events = await history_events(client, rep.run_id)
     assert [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and TOOL_OUTAGE_PATCH.encode() in e.SerializeToString()]
+            and KEPT_PATCH.encode() in e.SerializeToString()]

@@ -22,9 +22,7 @@ from plangate.records.report import Phase, RunReport, StepState
 from plangate.testing import local_activity, payload_json
 from plangate.worker.assembly import PlangatePlugin
 from plangate.worker.compression import DATA_CONVERTER
-from plangate.workflows.ending import KEPT_PATCH
-from plangate.workflows.guarding import GUARDS_WAIT_PATCH
-from plangate.workflows.machine import TOOL_OUTAGE_PATCH
+from plangate.workflows.context import KEPT_PATCH
 from plangate.workflows.sealing import CHILD_SEAL_PATCH
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -87,8 +85,8 @@ PATCHED = {
     "closeout_replanned_sealed_replan1": [CHILD_SEAL_PATCH],
     # issue 47: bookkeeping that fails no run, outages waited out
     "windows_kept": [KEPT_PATCH],
-    "tool_outage_waited": [TOOL_OUTAGE_PATCH],
-    "guards_waited": [GUARDS_WAIT_PATCH],
+    "tool_outage_waited": [KEPT_PATCH],
+    "guards_waited": [KEPT_PATCH],
 }
 
 

@@ -28,6 +28,12 @@ def key_tag() -> str:
     return keys.chain_tag(info.workflow_id, info.first_execution_run_id)
 
 
+# Issue 47: a run's bookkeeping never fails it, and the outages its guards and tools meet are
+# waited out (``ending.keep``, ``guarding.resolve``, ``machine``). Asked once, as the run begins
+# (docs/versioning.md): a run begun before replays as it ran.
+KEPT_PATCH = "plangate-bookkeeping-kept"
+
+
 @dataclass
 class VersionContext:
     run_id: str
@@ -55,10 +61,13 @@ class VersionContext:
     # the history reached half its bound: steps stop at their next safe point (``Parked``)
     # and nothing new starts, so the run can continue as new
     parking: bool = False
+    # issue 47's branch (``KEPT_PATCH``, asked as the run begins): outages the guards and the
+    # tools meet are waited out, and bookkeeping that fails is let go
+    kept: bool = False
 
     @classmethod
     def of_run(
-        cls, report: RunReport, inp: RunInput, outage_patience: timedelta
+        cls, report: RunReport, inp: RunInput, outage_patience: timedelta, kept: bool = False
     ) -> VersionContext:
         """The context a run begins with, before its guards are derived: what an earlier run of
         its chain carried (``inp.carried``), else its first plan's authority and policy, which
@@ -74,7 +83,7 @@ class VersionContext:
             outage_patience=outage_patience, submission=inp.submission,
             on_behalf_of=authority.on_behalf_of, policy_bundle=authority.policy_bundle,
             bound={} if c is None else dict(c.bound),
-            verified={} if c is None else dict(c.verified),
+            verified={} if c is None else dict(c.verified), kept=kept,
         )
 
     def following(self, plan: GuardedPlan, version: int, made_at: datetime) -> VersionContext:

@@ -15,12 +15,11 @@ from plangate.records import options
 from plangate.records.interface import WINDOWS_ACTIVITY
 from plangate.records.windows import RunWindows, WindowsRow
 
-KEPT_PATCH = "plangate-windows-kept"
 
-
-async def keep(memo: RunWindows) -> None:
+async def keep(memo: RunWindows, kept: bool) -> None:
     """The row written, before the execution closes. A cancel from Temporal that arrives while
-    it is written does not stop it: the run has ended, its status is its own."""
+    it is written does not stop it: the run has ended, its status is its own. ``kept``: the
+    run's ``KEPT_PATCH`` (``VersionContext.kept``)."""
     row = WindowsRow(status=memo.status, calls=memo.calls)
     writing = asyncio.ensure_future(workflow.execute_local_activity(
         WINDOWS_ACTIVITY, row, start_to_close_timeout=options.WINDOWS_TIMEOUT,
@@ -34,7 +33,7 @@ async def keep(memo: RunWindows) -> None:
     except FailureError as e:
         # A local activity's failure arrives unwrapped (an ``ApplicationError``, a timeout):
         # before this patch it failed the run with no report over steps that were done.
-        if not isinstance(e, ActivityError) and not workflow.patched(KEPT_PATCH):
+        if not isinstance(e, ActivityError) and not kept:
             raise
         why = e.cause if isinstance(e, ActivityError) else e
         workflow.logger.warning("the run's windows were not kept for the report: %s", why)

@@ -23,7 +23,6 @@ from plangate.workflows.context import VersionContext
 from plangate.workflows.router import Refused
 
 UNAVAILABLE = "system_unavailable"
-GUARDS_WAIT_PATCH = "plangate-guards-wait"  # the guards wait out an outage (issue 47)
 
 
 def forged(inp: RunInput) -> str | None:
@@ -96,8 +95,7 @@ async def resolve(plan: Plan, version: int, ctx: VersionContext, *, first_run: b
     # What the guards could not record or read (Postgres, the policy files) is an outage,
     # not a verdict: asked again, as a step's probes are, for the run's outage patience.
     waited, tries = timedelta(0), 0
-    while resolved.refusal_code == UNAVAILABLE and waited < ctx.outage_patience \
-            and workflow.patched(GUARDS_WAIT_PATCH):
+    while resolved.refusal_code == UNAVAILABLE and waited < ctx.outage_patience and ctx.kept:
         tries += 1
         pause = min(options.outage_backoff(tries), ctx.outage_patience - waited)
         workflow.logger.warning("the guards wait for the deployment's systems (%s): %s",
@@ -109,7 +107,8 @@ async def resolve(plan: Plan, version: int, ctx: VersionContext, *, first_run: b
 
 
 def refuse(
-    r: RunReport, why: str, code: str, plan: GuardedPlan | None, version: int, made_at: datetime
+    r: RunReport, why: str, code: str, plan: GuardedPlan | None, version: int, made_at: datetime,
+    kept: bool = False,
 ) -> None:
     """The run acts on nothing: its version's steps VOID, its status halted (authority: a
     person must look) or failed (a plan no check would pass)."""
@@ -127,7 +126,7 @@ def refuse(
     if Refused.of(status) is Refused.REVOKED:
         r.metrics.answers_403 += 1
         r.status = RunStatus.HALTED
-    elif code == UNAVAILABLE and workflow.patched(GUARDS_WAIT_PATCH):
+    elif code == UNAVAILABLE and kept:
         r.status = RunStatus.HALTED  # the deployment's systems away past the run's patience
     else:
         r.status = RunStatus.FAILED

@@ -40,7 +40,6 @@ from plangate.workflows.step import (
 __all__ = ["StepOutcome", "StepRunner"]
 
 OUTAGE = "system_unavailable"  # a tool's refusal that sent nothing: its systems did not answer
-TOOL_OUTAGE_PATCH = "plangate-tool-outage-waits"  # issue 47: before, an attempt of the step's
 
 
 class StepRunner:
@@ -118,7 +117,7 @@ class StepRunner:
     def _outage_waits(self) -> bool:
         """The step waits for a system its tool could not reach, while the run's outage
         patience lasts (from the first such answer); past it, the step's answers as ever."""
-        if not workflow.patched(TOOL_OUTAGE_PATCH):
+        if not self.s.ctx.kept:  # a run begun before issue 47: an attempt of the step's
             return False
         now = workflow.now()
         if self.outage_began is None:

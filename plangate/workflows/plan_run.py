@@ -18,7 +18,7 @@ from plangate.records.report import Cancellation, FailureRecord, RunReport, RunS
 from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
 from plangate.workflows import bookkeeping, ending, guarding, replanning, summaries
 from plangate.workflows.answers import Answers
-from plangate.workflows.context import VersionContext
+from plangate.workflows.context import KEPT_PATCH, VersionContext
 from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
 from plangate.workflows.showing import Shown
 
@@ -49,6 +49,7 @@ class PlanRunWorkflow:
         self._versions: asyncio.Task[RunInput | None] | None = None
         self._stopped_by_signal = False
         self._registered = False  # the namespace has the search attributes (the input says)
+        self._kept = False  # issue 47's branch (``KEPT_PATCH``), asked as the run begins
         self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
         self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
 
@@ -113,6 +114,7 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
+        self._kept = workflow.patched(KEPT_PATCH)  # asked once, first (docs/versioning.md)
         self._registered = inp.search_attributes
         self._shown.begin(upserts=self._registered)
         if self._report.status is RunStatus.QUEUED:
@@ -140,7 +142,7 @@ class PlanRunWorkflow:
             self._crashed(e)
         self._shown.show(self._report)  # the final status, in the workflow task of the end
         shown.cancel()
-        await ending.keep(self._shown.end(self._report))
+        await ending.keep(self._shown.end(self._report), self._kept)
         r = self._report
         if r.status in _ERROR_TYPES:
             # Temporal's own views (Web UI, ``temporal workflow list``) show it Failed, the
@@ -163,7 +165,7 @@ class PlanRunWorkflow:
         it continues as new: then what the next run of the chain needs to go on."""
         c = inp.carried
         # the worker's patience may be less (``guarding.limited``)
-        base = VersionContext.of_run(self._report, inp, guarding.patience(inp))
+        base = VersionContext.of_run(self._report, inp, guarding.patience(inp), self._kept)
         made_at, version = base.plan_made_at, 1 if c is None else c.version
         begun = c is not None and c.begun
         resumed = Resumed(c.parked, c.failure, c.failed_state) if c is not None and begun else None
@@ -220,7 +222,8 @@ class PlanRunWorkflow:
         if resolved.refusal is not None:
             made_at = workflow.now() if version > 1 else ctx.plan_made_at
             guarding.refuse(
-                self._report, resolved.refusal, resolved.refusal_code, guarded, version, made_at
+                self._report, resolved.refusal, resolved.refusal_code, guarded, version, made_at,
+                ctx.kept,
             )
             return None
         return guarded, resolved
