@@ -25,10 +25,20 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import ApplicationError
 
+from plangate.activities.guarding import approver_keys
+from plangate.client.answers import signed_answer
+from plangate.client.api import Plangate
 from plangate.demo.schema import Account, seed_account
-from plangate.records.interface import GUARD_ACTIVITY, WINDOWS_ACTIVITY
+from plangate.records.approvals import Decision
+from plangate.records.interface import (
+    ANSWER_SIGNAL,
+    APPROVERS_ACTIVITY,
+    GUARD_ACTIVITY,
+    WINDOWS_ACTIVITY,
+)
 from plangate.records.proofs import Submitter
 from plangate.records.report import RunReport
+from plangate.records.run import Approvers, ApproversRequest
 from plangate.records.signing import SigningKey
 from plangate.records.windows import WindowsRow
 from plangate.testing import history_events, running_worker, scheduled
@@ -294,3 +304,47 @@ async def test_a_tool_that_cannot_write_its_intent_waits_for_postgres(client, se
     events = await history_events(client, rep.run_id)
     assert [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
             and KEPT_PATCH.encode() in e.SerializeToString()]
+
+
+async def test_an_answer_signal_whose_approvers_cannot_be_listed_fails_no_run(
+    client, settings, world
+):
+    """An approval sent as a signal (a client that can only signal) is judged by the approvers
+    the worker lists now (``guard.approvers``, a local activity). That listing failing, a
+    signal handler's failure failed the whole run; now the answer is refused, recorded as such,
+    and the same answer sent again is taken."""
+    from plangate.records.run import Approvers
+
+    aid = f"acct_sg{uuid.uuid4().hex[:6]}"
+    await seed_account(world, Account(aid, f"ar@{aid}.example", status="closed"))
+    plan = {"goal": "one credit", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "billing.issue_credit", "approval": "required",
+         "args": {"account_id": aid, "amount_eur": 3.5}}]}
+    listed: list[int] = []
+
+    @activity.defn(name=APPROVERS_ACTIVITY)
+    async def approvers(req: ApproversRequest) -> Approvers:
+        listed.append(1)
+        if len(listed) == 1:
+            raise ApplicationError("the listing broke", type="Broken", non_retryable=True)
+        return Approvers(approvers=approver_keys(settings.policy))
+
+    async with running_worker(client, settings, {APPROVERS_ACTIVITY: approvers}) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(plan)
+        card = await api.wait_for_card(run_id, timeout=60)
+        answer = signed_answer(h.settings, run_id, card.step, card.digest, Decision.APPROVE,
+                               "ok", by="", at=None)
+        handle = client.get_workflow_handle(run_id)
+        await handle.signal(ANSWER_SIGNAL, answer)
+        for _ in range(100):  # refused, recorded
+            rep = await api.report(run_id)
+            if rep.refused_answers:
+                break
+            await asyncio.sleep(0.1)
+        assert rep.refused_answers[0].why.startswith(
+            "the approvers could not be listed now"), rep.refused_answers
+        await handle.signal(ANSWER_SIGNAL, answer)
+        rep = await api.result(run_id)
+    assert rep.status == "succeeded", (rep.status, rep.escalation)
+    assert await credits_of(world, aid) == ["3.50"]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 from plangate.plans.guards import GuardedPlan
 from plangate.plans.model import Plan
@@ -104,7 +104,14 @@ class PlanRunWorkflow:
         answer is recorded and ignored."""
         why = self._answers.refusal(self._report, answer, answer.decision)
         if why is None:  # the approver is asked about only for an answer that would count
-            why = await self._answers.refusal_now(self._report, answer, answer.decision)
+            try:
+                why = await self._answers.refusal_now(self._report, answer, answer.decision)
+            except FailureError as e:
+                # the worker could not say who its approvers are now: the answer is not taken
+                # (sent again, it may be). A signal handler's failure fails the run.
+                if not self._kept:
+                    raise
+                why = f"the approvers could not be listed now ({e}): send the answer again"
         if why is not None:
             self._report.refused_answers.append(
                 RefusedAnswer(answer=answer, why=why, at=workflow.now())
