@@ -14,7 +14,8 @@ import contextlib
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from plangate.activities.bootstrap import ensure_schema
 from plangate.records.report import RunReport, RunStatus, StepState
 from plangate.world.clients import World
 from plangate.world.owed import owed
+from plangate.world.settings import Settings
 from tests.crash_harness import (
     CrashConfig,
     CrashHarness,
@@ -163,6 +165,26 @@ class _AtCall(ActivityInboundInterceptor):
         out = await super().execute_activity(input)
         self.points.inject(name, When.AFTER)
         return out
+
+
+@dataclass
+class Partitioned:
+    settings: Settings  # the worker's: its Postgres through the proxy
+    world: World
+    proxy: FaultProxy
+
+
+@asynccontextmanager
+async def through_proxy(settings: Settings) -> AsyncIterator[Partitioned]:
+    direct = settings.world.database_url
+    async with FaultProxy(int(str(conninfo_to_dict(direct)["port"]))) as proxy:
+        s = replace(settings, world=replace(
+            settings.world, database_url=make_conninfo(direct, port=str(proxy.port))))
+        world = World(s.world)
+        try:
+            yield Partitioned(s, world, proxy)
+        finally:
+            await world.close()
 
 
 # -- many runs, a fault at every point ----------------------------------------------------------
@@ -364,7 +386,6 @@ class FaultSoak(CrashHarness):
 
         from plangate.client.connection import connect
         from plangate.worker.assembly import build_worker
-        from plangate.world.settings import Settings
 
         rng = random.Random(f"{cfg.seed}/kills")
         base = Settings.from_env(self.env)

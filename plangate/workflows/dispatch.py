@@ -28,6 +28,8 @@ from plangate.workflows.step import (
 )
 from plangate.workflows.verification import verify
 
+OUTAGE = "system_unavailable"  # a tool refusal that sent nothing: its systems are away
+
 
 async def execute(
     s: StepScope, base: Prepared, p: Prepared
@@ -78,6 +80,10 @@ async def execute(
                 reads.record_at_call(s, tf.data)
             bookkeeping.count_answer(ctx.report, s.rep, refused, tf.status, tf.code)
             d = route(s.situation(Kind.TOOL_ERROR, refused=refused, retryable=tf.retryable))
+            if tf.code == OUTAGE and not tf.may_have_acted and ctx.kept:
+                # it sent nothing: a system it needs did not answer (the effect ledger, the
+                # seal's key). Waited for, as a probe's outage is (``machine``)
+                d = route(s.situation(Kind.SYSTEM_DOWN, waits=True))
             failure = s.failure(tf.code, tf.retryable, tf.detail, status=tf.status)
             return Unknown(d, failure, d) if tf.may_have_acted else Failed(d, failure)
         case calls.CallLost(detail=detail):

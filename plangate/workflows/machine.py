@@ -39,7 +39,13 @@ from plangate.workflows.step import (
 
 __all__ = ["StepOutcome", "StepRunner"]
 
-OUTAGE = "system_unavailable"  # a tool's refusal that sent nothing: its systems did not answer
+
+
+def _outage(attempt: Attempt) -> bool:
+    """A tool call that sent nothing because a system it needs did not answer, answered WAIT
+    (``dispatch.execute``: a run of ``VersionContext.kept``)."""
+    return isinstance(attempt, Failed) and attempt.decision.answer is Answer.WAIT \
+        and attempt.failure.code == "system_unavailable"
 
 
 class StepRunner:
@@ -72,7 +78,7 @@ class StepRunner:
                 s.attempt += 1
             attempt = await self._attempt(resume)
             resume = None
-            if not (isinstance(attempt, Failed) and attempt.failure.code == OUTAGE):
+            if not _outage(attempt):
                 self.outage_began = None  # the systems answered: a later outage waits anew
             match attempt:
                 case Park() as park:
@@ -90,17 +96,17 @@ class StepRunner:
                             return self._fail(d, f)
                         case Park() as park:
                             return self._parked(park)
-                case Failed(failure=f) if f.code == OUTAGE and self._outage_waits():
-                    # the tool sent nothing: its system (Postgres for the effect ledger, the
-                    # seal's key) did not answer. An outage, waited out as a probe's is, for
-                    # the run's patience: not an attempt of the step's.
+                case Failed(failure=f) if _outage(attempt) and self._outage_waits():
+                    # the tool sent nothing: a system it needs (Postgres for the effect
+                    # ledger, the seal's key) did not answer. Waited out as a probe's outage
+                    # is, for the run's patience: not an attempt of the step's.
                     s.attempt -= 1
                     park = await self._wait_out(f.detail)
                     if park is not None:
                         return self._parked(park)
-                case Failed(failure=f) if f.code == OUTAGE and self.outage_began is not None:
-                    waited = (workflow.now() - self.outage_began).total_seconds()
-                    f.detail = f"{f.detail} (no answer for {waited:.0f}s)"[:500]
+                case Failed(failure=f) if _outage(attempt):
+                    waited = (workflow.now() - (self.outage_began or workflow.now()))
+                    f.detail = f"{f.detail} (no answer for {waited.total_seconds():.0f}s)"[:500]
                     return self._fail(route(s.situation(Kind.SYSTEM_DOWN)), f)
                 case Failed(decision=d) | Unknown(decision=d) if (
                     d.answer is Answer.RETRY and s.attempt < options.STEP_ATTEMPTS
@@ -116,9 +122,7 @@ class StepRunner:
 
     def _outage_waits(self) -> bool:
         """The step waits for a system its tool could not reach, while the run's outage
-        patience lasts (from the first such answer); past it, the step's answers as ever."""
-        if not self.s.ctx.kept:  # a run begun before issue 47: an attempt of the step's
-            return False
+        patience lasts (from the first such answer); past it, it halts."""
         now = workflow.now()
         if self.outage_began is None:
             self.outage_began, self.outage_reads = now, 0

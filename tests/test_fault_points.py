@@ -1,0 +1,28 @@
+"""Faults at every point of many runs (issue 47), small: ``bench.fault_points`` runs it with
+hundreds of runs and faults."""
+
+from __future__ import annotations
+
+from tests.fault_points import SYSTEMS, FaultSoak, SoakConfig
+
+
+async def test_faults_at_every_point_of_many_runs(client, settings, stack, s3, tmp_path):
+    """The fault bench (``bench.fault_points``) small: plans of two credits and two S3 puts on
+    two workers of one queue; worker A meets a fault (Postgres, S3 or Temporal held or reset,
+    some past every try) at the points of its activities, worker B is SIGKILLed and started
+    again. No run fails, none is duplicated or misreported, every windows row is written."""
+    cfg = SoakConfig(seed=4701, runs=12, concurrency=6, fault_every=1, long_share=0.1,
+                     long_s=(10.0, 12.0), kill_every_s=(6.0, 10.0), settle_s=400.0,
+                     owed_within_s=60.0)
+    out = await FaultSoak(client, settings, stack.env(), tmp_path).soak(cfg, s3)
+    report = "\n".join(out.lines())
+    print(report)
+    c = out.crash
+    assert not c.unfinished and len(c.reports) == cfg.runs, report
+    assert not out.failed, report
+    assert len(c.halted) <= 1, report
+    assert not c.duplicates and not c.stray and not out.misreported, report
+    assert not out.windows_missing, report
+    # the faults were real and various: each system met some, and the worker was killed
+    assert len(out.injected) >= 8 and {i.system for i in out.injected} == set(SYSTEMS), report
+    assert out.kills >= 1, report
