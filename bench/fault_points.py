@@ -4,8 +4,8 @@ fault proxies; at one point in ``--fault-every`` (a point: an activity or local 
 run, just before its code or just after it returns) the network to one system is held or
 reset, for 0.1-1.5 s or (``--long-share`` of them) 12-20 s, longer than any of plangate's own
 tries; each point of a run its share (one met often, a probe's read, waits until the rarer ones,
-a run's windows row, catch up). Worker B (``plangate worker``, direct) is SIGKILLed and started again every 20-45 s.
-Then the world is counted per step (``tests/fault_points.py``).
+a run's windows row, catch up). Worker B (``plangate worker``, direct) is SIGKILLed and started
+again every 20-45 s. Then the world is counted per step (``tests/fault_points.py``).
 
     .venv/bin/python -m bench.fault_points [--runs 300] [--concurrency 12] [--fault-every 1]
                                            [--long-share 0.1] [--seed 47]

@@ -68,7 +68,7 @@ async def test_a_tool_that_cannot_write_its_intent_waits_for_postgres(client, se
     plan = {"goal": "write a note", "budget": {"replans_max": 0}, "steps": [
         {"n": 1, "tool": "s3.put", "args": {"bucket": bucket, "key": "n.txt", "body": "once"}}]}
     async with through_proxy(settings) as p:
-        faults = FaultPoints(Point("s3.put", When.BEFORE, p.proxy, Kind.RESET, 20.0))
+        faults = FaultPoints(Point("s3.put", When.BEFORE, p.proxy, Kind.RESET, 18.0))
         try:
             async with running_worker(client, p.settings, world=p.world,
                                       interceptors=[faults]) as h:
