@@ -201,7 +201,7 @@ class SoakConfig:
     concurrency: int = 12
     steps: int = 4  # two credits and two S3 puts a plan
     fault_every: int = 1  # one point in this many (a point: an activity's run, before or after)
-    slack: int = 10  # how far ahead of the least-met point another may go
+    slack: int = 40  # how far ahead of the least-met point another may go
     short_s: tuple[float, float] = (0.1, 1.5)  # a blip: within the tries
     long_s: tuple[float, float] = (12.0, 20.0)  # a partition longer than the tries
     long_share: float = 0.1
