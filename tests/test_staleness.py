@@ -11,12 +11,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from temporalio import activity
 
+from plangate.activities.tool_activity import tool_activities
 from plangate.cli import main
 from plangate.client.api import Plangate
 from plangate.client.staleness import Finished, per_tool
+from plangate.demo.schema import Account, seed_account
 from plangate.plans.model import Effect
 from plangate.records.approvals import Answered, ApprovalCard, ApprovalRecord, CardStatus, Decision
+from plangate.records.calls import ToolCall, ToolResult
 from plangate.records.report import Refusal, RunReport, StepReport, StepTimings
 from plangate.testing import running_worker
 from tests.test_approvals import card_of
@@ -181,3 +185,81 @@ async def test_the_report_over_a_night_run_and_an_approval_that_waited(
     assert segments["approval"] > 0  # the waited card's time
     assert sum(segments.values()) == pytest.approx(put["exposure_h"] / 2, rel=1e-6)
     assert (put["409"], put["412"], put["403"]) == (0, 0, 0)
+
+
+def moved_first(tool: str, real: Any, move: Any) -> Any:
+    """The real activity of ``tool``, with another writer changing its target first (after the
+    workflow's read, before the call): ``move`` runs, then the real activity."""
+
+    @activity.defn(name=tool)
+    async def run(call: ToolCall) -> ToolResult:
+        await move()
+        result: ToolResult = await real(call)
+        return result
+
+    return run
+
+
+async def test_refused_and_failed_calls_are_counted_with_their_answers(
+    client, settings, stack, s3, world, monkeypatch, capsys
+):
+    """Real calls of four tools: ``customer.update`` refused 409 (the record moved before the
+    call), ``s3.put`` refused 412 (the object replaced before the call), ``warehouse.load``
+    failed (fewer rows than required), ``s3.get`` done. ``plangate report`` counts every one:
+    each tool's V is its calls in the effect ledger, the 409 and the 412 counted, each a change
+    seen. Before, it counted the calls that ran alone: no row for the two refused tools."""
+    tag = uuid.uuid4().hex[:8]
+    aid, bucket = f"acct_st{tag}", f"stale-{tag}"
+    await seed_account(world, Account(aid, f"ar@{aid}.example", status="active"))
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="figures.txt", Body=b"v1")
+    s3.put_object(Bucket=bucket, Key="small.csv", Body=b"a,b\n1,2\n")
+
+    async def bump() -> None:
+        async with (await world.pool()).connection() as conn:
+            await conn.execute("UPDATE demo.customers SET version = version + 1 "
+                               "WHERE account_id = %s", (aid,))
+
+    async def replace_object() -> None:
+        await asyncio.to_thread(s3.put_object, Bucket=bucket, Key="figures.txt",
+                                Body=b"v2 by someone else")
+
+    real = tool_activities(world, settings.catalogue, settings.policy)
+    doubles = {"customer.update": moved_first("customer.update", real["customer.update"], bump),
+               "s3.put": moved_first("s3.put", real["s3.put"], replace_object)}
+    halt = {"budget": {"replans_max": 0}}
+    plans = [
+        {"goal": "close the account", **halt, "steps": [
+            {"n": 1, "tool": "customer.update", "on_unmet": "halt",
+             "args": {"account_id": aid, "status": "closed"}}]},
+        {"goal": "replace the figures", **halt, "steps": [
+            {"n": 1, "tool": "s3.put", "on_unmet": "halt",
+             "args": {"bucket": bucket, "key": "figures.txt", "body": "v2 by us"}}]},
+        {"goal": "load the figures", **halt, "steps": [
+            {"n": 1, "tool": "s3.get",
+             "args": {"bucket": bucket, "key": "small.csv", "dest": f"{tag}.csv"}},
+            {"n": 2, "tool": "warehouse.load", "depends_on": [1], "on_unmet": "halt",
+             "args": {"target": f"staging.t_{tag}", "source": f"{tag}.csv", "min_rows": 1000}}]},
+    ]
+    async with running_worker(client, settings, doubles) as h:
+        reps = [await h.run(p) for p in plans]
+        env = {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}
+        out = await report_json(env, 3, monkeypatch, capsys)
+    assert [[x.status for x in r.step(1).refusals] for r in reps[:2]] == [[409], [412]]
+    assert reps[2].step(2).state != "DONE" and reps[2].failure is not None
+    assert reps[2].failure.code == "too_few_rows", reps[2].failure
+    async with (await world.pool()).connection() as conn:
+        cur = await conn.execute(
+            "SELECT tool, sum(attempts) FROM plangate.effects WHERE run_id = ANY(%s) "
+            "AND effect <> 'local_write' GROUP BY tool", ([r.run_id for r in reps],))
+        ledger = {tool: int(n) for tool, n in await cur.fetchall()}
+    tools = {t["tool"]: t for t in out["tools"]}
+    assert set(tools) == {"customer.update", "s3.put", "warehouse.load", "s3.get"}, tools
+    assert ledger == {"customer.update": 1, "s3.put": 1, "warehouse.load": 1}
+    for tool, calls in ledger.items():
+        assert tools[tool]["V"] == calls, (tool, tools[tool])
+    assert tools["s3.get"]["V"] == 1
+    assert (tools["customer.update"]["409"], tools["customer.update"]["changes"]) == (1, 1)
+    assert (tools["s3.put"]["412"], tools["s3.put"]["changes"]) == (1, 1)
+    assert (tools["warehouse.load"]["409"], tools["warehouse.load"]["412"]) == (0, 0)
+    assert tools["warehouse.load"]["changes"] == 0

@@ -1,7 +1,8 @@
 """The staleness report: for each action type (a tool), the expected stale executions
 E = W x R x V of seed 002, from finished runs' reports.
 
-- **V**: the tool's calls (steps whose tool started), in the period.
+- **V**: the tool's calls in the period: every time a step sent it, those refused (409, 412,
+  403) or failed as well as those that ran (each activity attempt a call).
 - **W**: the window in hours, at p50 and p95 (nearest rank), two ways: plan-to-use (the plan
   written -> the tool started: what an unguarded agent is exposed to) and check-to-use (the
   pre check's read -> the tool started: what is left with plangate's guard; a call with no pre
@@ -106,7 +107,7 @@ def _pair(samples: list[float]) -> tuple[float, float]:
 
 
 def _tool(tool: str, calls: list[Execution]) -> ToolStaleness:
-    v = len(calls)
+    v = sum(c.calls for c in calls)
     plan = _pair([c.plan_to_use_h for c in calls])
     check = _pair([c.check_to_use_h for c in calls])
     waited = [c.segments["approval"] for c in calls if c.segments["approval"] > 0]
@@ -133,7 +134,8 @@ def _tool(tool: str, calls: list[Execution]) -> ToolStaleness:
         e_plan=(plan[0] * rate * v, plan[1] * rate * v),
         e_check=(check[0] * rate * v, check[1] * rate * v),
         refusals=dict(refusals),
-        segments_mean_h={s: math.fsum(c.segments[s] for c in calls) / v for s in SEGMENTS},
+        segments_mean_h={s: math.fsum(c.segments[s] for c in calls) / len(calls)
+                         for s in SEGMENTS},
     )
 
 

@@ -180,6 +180,18 @@ class Refusal(Model):
     code: str
 
 
+class CallMark(Model):
+    """One answer a step's tool call got (its activity's, over its attempts): when (the tool's
+    start where it ran, else when the answer came), its status (200: it ran; the refusal's or
+    failure's status; 0: no answer, the call lost) and code, and how many attempts it took.
+    Every call counts in the staleness report, the refused and failed ones with their answer."""
+
+    at: datetime
+    status: int
+    code: str = ""
+    attempts: int = 1
+
+
 class LedgerLink(Model):
     """The effect ledger's row of a step's call (``plangate ledger RUN``): its idempotency key,
     and whether the answer came from the ledger (the key was done already; not called);
@@ -209,6 +221,7 @@ class StepReport(Model):
     binds: dict[str, JsonValue] = Field(default_factory=dict)
     cancel_outcome: CancelOutcome | None = None  # the call was in flight when the run stopped
     refusals: list[Refusal] = Field(default_factory=list)
+    calls: list[CallMark] = Field(default_factory=list)  # every answer its tool call got
     transitions: list[Transition] = Field(default_factory=list)
     ledger: LedgerLink | None = None  # a write, external or money call's row in the ledger
     policy: PolicyMark | None = None  # what the deployment's Cedar policies decided of it

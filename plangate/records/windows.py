@@ -15,7 +15,7 @@ from datetime import datetime
 from plangate.plans._base import Model
 from plangate.plans.model import Effect
 from plangate.records.approvals import CardStatus
-from plangate.records.report import Attribution, RunReport, RunStatus, StepReport
+from plangate.records.report import Attribution, CallMark, RunReport, RunStatus, StepReport
 
 WINDOWS_MEMO = "plangate.windows"
 # a memo past this is not written (Temporal warns at 128 KiB): the report fetches the result
@@ -31,6 +31,7 @@ class Execution(Model):
     changes: int
     refusals: dict[int, int]
     checked: bool = True  # a pre check read the world before the call
+    calls: int = 1  # the attempts this answer took: each a call of the tool (V counts them)
 
     @property
     def plan_to_use_h(self) -> float:
@@ -71,27 +72,48 @@ def _hours(a: datetime, b: datetime) -> float:
 
 
 def executions(rep: RunReport, submitted_at: datetime, begun_at: datetime) -> list[Execution]:
+    """One per answer a step's tool call got (``StepReport.calls``): those that ran, and those
+    refused or failed, each with its answer; a report from before calls were marked: one per
+    step whose tool started."""
     out = []
     for step in rep.steps:
-        t = step.timings
-        if t.tool_started_at is None:
-            continue
-        started = t.tool_started_at
-        checked = t.precheck_read_at or started
-        cards = [a for a in rep.approvals
-                 if a.step == step.n and a.plan_version == step.plan_version]
-        approval = sum(_hours(a.card.issued_at, a.answer.at) for a in cards if a.answer)
-        planning = _hours(t.plan_made_at, min(submitted_at, started))
-        queue = _hours(submitted_at, min(begun_at, started))
-        whole = _hours(t.plan_made_at, started)
-        check = _hours(checked, started)
-        rest = max(0.0, whole - planning - queue - approval - check)
-        segments = {"planning": planning, "queue": queue, "approval": approval, "run": rest,
-                    "check_to_use": check}
-        out.append(Execution(tool=step.tool, effect=step.effect, segments=segments,
-                             changes=_changes(rep, step), refusals=_refusals(step),
-                             checked=t.precheck_read_at is not None))
+        marks = step.calls or ([CallMark(at=step.timings.tool_started_at, status=200)]
+                               if step.timings.tool_started_at is not None else [])
+        for i, mark in enumerate(marks):
+            last = i == len(marks) - 1
+            out.append(_execution(rep, step, mark, submitted_at, begun_at, last,
+                                  marked=bool(step.calls)))
     return out
+
+
+def _execution(rep: RunReport, step: StepReport, mark: CallMark, submitted_at: datetime,
+               begun_at: datetime, last: bool, marked: bool) -> Execution:
+    t = step.timings
+    started = mark.at
+    read = t.precheck_read_at
+    checked = read if read is not None and read <= started else started
+    cards = [a for a in rep.approvals
+             if a.step == step.n and a.plan_version == step.plan_version]
+    approval = sum(_hours(a.card.issued_at, a.answer.at) for a in cards
+                   if a.answer and a.answer.at <= started)
+    planning = _hours(t.plan_made_at, min(submitted_at, started))
+    queue = _hours(submitted_at, min(begun_at, started))
+    whole = _hours(t.plan_made_at, started)
+    check = _hours(checked, started)
+    rest = max(0.0, whole - planning - queue - approval - check)
+    segments = {"planning": planning, "queue": queue, "approval": approval, "run": rest,
+                "check_to_use": check}
+    if marked:
+        refusals = {mark.status: 1} if mark.status in (403, 409, 412) else {}
+        moved = int(mark.status == 409 or (mark.status == 412
+                                           and mark.code != "policy_superseded"))
+    else:
+        refusals, moved = _refusals(step), _moved(step)
+    # what the step's end says (a card superseded, a verified state destroyed): its last call's
+    changes = moved + (_after(rep, step) if last else 0)
+    return Execution(tool=step.tool, effect=step.effect, segments=segments, changes=changes,
+                     refusals=refusals, checked=read is not None and read <= started,
+                     calls=mark.attempts)
 
 
 def _refusals(step: StepReport) -> dict[int, int]:
@@ -101,13 +123,16 @@ def _refusals(step: StepReport) -> dict[int, int]:
     return dict(counts)
 
 
-def _changes(rep: RunReport, step: StepReport) -> int:
-    moved = sum(1 for r in step.refusals
-                if r.status == 409 or (r.status == 412 and r.code != "policy_superseded"))
+def _moved(step: StepReport) -> int:
+    return sum(1 for r in step.refusals
+               if r.status == 409 or (r.status == 412 and r.code != "policy_superseded"))
+
+
+def _after(rep: RunReport, step: StepReport) -> int:
     superseded = sum(1 for a in rep.approvals if a.step == step.n
                      and a.plan_version == step.plan_version
                      and a.status is CardStatus.SUPERSEDED)
     f = rep.failure
     destroyed = int(f is not None and f.step == step.n and f.plan_version == step.plan_version
                     and f.attribution is Attribution.DESTROYED)
-    return moved + superseded + destroyed
+    return superseded + destroyed

@@ -14,6 +14,7 @@ from plangate.records.calls import ProbeReport, ToolResult
 from plangate.records.report import (
     RESULTS_BUDGET,
     Answer,
+    CallMark,
     CheckRecord,
     LedgerLink,
     Phase,
@@ -106,6 +107,11 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult, attempt:
     if t.staleness_ms is not None:
         report.sample("plan_to_use_ms", t.staleness_ms)
     metrics.windows(rep.tool, t.check_to_use_ms, t.staleness_ms)
+
+
+def mark_call(rep: StepReport, at: datetime, status: int, code: str, attempts: int) -> None:
+    """An answer the step's tool call got, for the staleness report (``records.windows``)."""
+    rep.calls.append(CallMark(at=at, status=status, code=code, attempts=max(1, attempts)))
 
 
 def record_ledger(rep: StepReport, key: str, word: str) -> None:

@@ -52,6 +52,7 @@ async def execute(
         # for its cancellation to complete): what really happened, read by probes
         await _read_after_cancel(s, p)
         raise
+    _mark(s, answer)
     match answer:
         case calls.CallFailed(failure=tf, refused=Refused.SUPERSEDED) if _cedar_superseded(tf):
             return await _redecided(s, answer, tf)
@@ -124,6 +125,18 @@ def _cedar_superseded(tf: ToolFailure) -> bool:
     current = tf.data.get("current") if isinstance(tf.data, dict) else None
     return tf.code == "policy_superseded" and isinstance(current, str) \
         and current.startswith(CEDAR_BUNDLE)
+
+
+def _mark(s: StepScope, answer: calls.CallAnswer) -> None:
+    """Every answer the call got, counted by the staleness report: refused and failed calls
+    as well as those that ran."""
+    match answer:
+        case calls.Called(result=r):
+            bookkeeping.mark_call(s.rep, r.started_at, 200, "", r.attempt)
+        case calls.CallFailed(failure=tf):
+            bookkeeping.mark_call(s.rep, workflow.now(), tf.status or 0, tf.code, tf.attempt)
+        case calls.CallLost():
+            bookkeeping.mark_call(s.rep, workflow.now(), 0, "lost", 1)
 
 
 async def _redecided(s: StepScope, answer: calls.CallFailed, tf: ToolFailure) -> Failed:
