@@ -5,6 +5,7 @@ any of them: a worker refuses a bad policy file before it connects."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 from plangate.activities.catalogue import catalogue
+from plangate.records.signing import SigningKey
 from plangate.world.policies import load_bundle
 from plangate.world.settings import Settings
 
@@ -154,3 +156,24 @@ def test_a_worker_refuses_a_bad_policy_directory_naming_the_file_and_line(tmp_pa
         assert (done.returncode, done.stdout) == (2, ""), (argv, done.stderr)
         assert done.stderr == (
             f"plangate: {bad}/limits.cedar:4:11: attribute `amount` in context not found\n")
+
+
+def test_key_new_makes_the_folder_it_is_written_in(tmp_path):
+    """``plangate key new NAME -o ~/.plangate/NAME.key`` in a fresh home: the folder is made
+    (its owner's alone), the key written there (0600), its public line printed; a second time,
+    refused, the key kept."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(HOME=str(home))
+    done = plangate("key", "new", "alice", "-o", "~/.plangate/alice.key", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    key = home / ".plangate" / "alice.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert (home / ".plangate").stat().st_mode & 0o777 == 0o700
+    written = SigningKey.parse(key.read_text())
+    assert written.name == "alice"
+    assert f"public: alice:{base64.b64encode(written.public).decode()}" in done.stdout
+    kept = key.read_text()
+    again = plangate("key", "new", "alice", "-o", "~/.plangate/alice.key", env=env, cwd=tmp_path)
+    assert again.returncode != 0 and "exists" in again.stderr
+    assert key.read_text() == kept

@@ -27,7 +27,8 @@ def _print(key: SigningKey) -> int:
 
 def _new_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="whose key: the name answers and submissions are recorded by")
-    p.add_argument("-o", "--output", metavar="FILE", help="where (default: NAME.key)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="where (default: NAME.key; missing folders are made, owner only)")
 
 
 async def _new(args: argparse.Namespace, settings: Settings) -> int:
@@ -38,8 +39,10 @@ async def _new(args: argparse.Namespace, settings: Settings) -> int:
         key = SigningKey.generate(args.name)
     except KeyProblem as e:
         raise UsageError(str(e)) from None
-    path = Path(args.output or f"{args.name}.key")
+    path = Path(args.output or f"{args.name}.key").expanduser()
     try:
+        # a folder of keys (``~/.plangate``) made where missing, only its owner's
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise UsageError(f"{path} exists: a key is never overwritten") from None
