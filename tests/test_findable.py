@@ -249,3 +249,26 @@ async def test_a_dev_server_state_from_before_gets_the_attributes(state_dir, mon
 
 async def _nothing(*_: Any) -> list[str]:
     return []
+
+
+async def test_plangate_runs_lists_the_newest_first(client, settings, stack, s3, monkeypatch,
+                                                    capsys):
+    """A run waiting for a card (open), then a run that ends at once: ``plangate runs`` shows
+    the one submitted last first, though the server lists open runs before closed ones."""
+    bucket = f"newest-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    async with running_worker(client, settings) as h:
+        for k, v in {**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue}.items():
+            monkeypatch.setenv(k, v)
+        api = Plangate(client, h.settings)
+        older = await api.start(publish(bucket, "older.txt"))
+        await until_state(api.handle(older), 1, "AWAITING_APPROVAL")
+        newer = (await h.run({"goal": "at once", "steps": [
+            {"n": 1, "tool": "warehouse.run_sql", "args": {"statement": "select_one"}}]})).run_id
+        listed = await cli_json(capsys, ["runs", "--json"])
+        assert [r["run_id"] for r in listed] == [newer, older], listed
+        assert await asyncio.to_thread(main, ["runs"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split()[0] for line in lines] == [newer, older]
+        assert await asyncio.to_thread(main, ["cancel", older, "--reason", "done here"]) == 0
+        capsys.readouterr()

@@ -100,7 +100,7 @@ async def runs(
     async for page in pages(client, runs_query(task_queue, status), limit):
         for e in page:
             if len(out) >= limit:
-                return out
+                return _newest_first(out)
             sa = decode_typed_search_attributes(e.search_attributes)
             if e.type.name != PLAN_RUN and not visibility.answers_to(
                 sa.get(visibility.GOAL), task_queue
@@ -118,4 +118,10 @@ async def runs(
                 goal=sa.get(visibility.GOAL) or "", started_at=e.start_time.ToDatetime(UTC),
                 closed_at=e.close_time.ToDatetime(UTC) if e.HasField("close_time") else None,
             ))
-    return out
+    return _newest_first(out)
+
+
+def _newest_first(runs: list[Listed]) -> list[Listed]:
+    """By start, newest first: the server lists the open runs before the closed ones, so an
+    hour-old run waiting for a card came above the one just submitted."""
+    return sorted(runs, key=lambda r: (r.started_at, r.run_id), reverse=True)
