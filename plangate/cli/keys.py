@@ -31,6 +31,22 @@ def _new_arguments(p: argparse.ArgumentParser) -> None:
                    help="where (default: NAME.key; missing folders are made, owner only)")
 
 
+def _write_new(where: str, text: str) -> str:
+    """``text`` written at ``where`` (``~`` expanded), readable by its owner alone, never over
+    a file; a folder of keys (``~/.plangate``) made where missing, only its owner's."""
+    path = os.path.expanduser(where)
+    try:
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise UsageError(f"{where} exists: a key is never overwritten") from None
+    except OSError as e:
+        raise UsageError(f"cannot write {where}: {e.strerror}") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
 async def _new(args: argparse.Namespace, settings: Settings) -> int:
     """A new key, written where only its owner can read it, never over a file."""
     from plangate.records.signing import KeyProblem, SigningKey
@@ -39,17 +55,7 @@ async def _new(args: argparse.Namespace, settings: Settings) -> int:
         key = SigningKey.generate(args.name)
     except KeyProblem as e:
         raise UsageError(str(e)) from None
-    path = Path(args.output or f"{args.name}.key").expanduser()
-    try:
-        # a folder of keys (``~/.plangate``) made where missing, only its owner's
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise UsageError(f"{path} exists: a key is never overwritten") from None
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None
-    with os.fdopen(fd, "w") as f:
-        f.write(key.text() + "\n")
+    path = _write_new(args.output or f"{args.name}.key", key.text() + "\n")
     print(f"# {path}: the secret key of {key.name} (PLANGATE_APPROVER_KEY or "
           "PLANGATE_SUBMITTER_KEY); never share it", file=sys.stderr)
     return _print(key)
