@@ -81,6 +81,15 @@ async def test_plan_tools(transport, client, settings, stack, s3):
         # who cancels is the authenticated client, never a name the client types
         assert set(listed["cancel_run"].input_schema["properties"]) == {"run_id", "reason"}
         assert listed["run_plan"].input_schema["properties"]["plan"]["type"] == "object"
+        # plangate's own tools: described without the source's indentation, hinted
+        for name in PLAN_TOOLS:
+            lines = (listed[name].description or "").splitlines()
+            assert lines and not [x for x in lines if x[:1].isspace()], (name, lines)
+        hinted = {n: listed[n].annotations for n in PLAN_TOOLS}
+        assert all(a is not None for a in hinted.values()), hinted
+        assert {n for n, a in hinted.items() if a and a.read_only_hint} == {
+            "check_plan", "run_report"}
+        assert hinted["run_plan"] and hinted["run_plan"].destructive_hint is True
 
         (text,) = (await mcp.read_resource("plangate://catalogue")).contents
         assert isinstance(text, TextResourceContents)

@@ -22,15 +22,17 @@ answer a card; approval stays with credentialed approvers (the CLI, the approval
 
 from __future__ import annotations
 
+import inspect
 import json
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_REQUEST
+from mcp_types import INVALID_REQUEST, ToolAnnotations
 from pydantic import BaseModel, WithJsonSchema
 
 from plangate import __version__
@@ -89,6 +91,30 @@ class CancelRequested(BaseModel):
     run_id: str
     reason: str
     requester: str
+
+
+# the hints of plangate's own tools: checking a plan and reading a report change nothing; a
+# run may act on the world (its steps guarded); a cancel stops a run, and again does nothing
+READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                        open_world_hint=False)
+STARTS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                         open_world_hint=True)
+CANCELS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                          open_world_hint=False)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def own_tool(server: MCPServer, hints: ToolAnnotations) -> Callable[[_F], _F]:
+    """One of plangate's own tools, its docstring as its description without the source's
+    indentation (the SDK takes ``__doc__`` as it is), with ``hints``."""
+
+    def register(fn: _F) -> _F:
+        described = server.tool(description=inspect.cleandoc(fn.__doc__ or ""),
+                                annotations=hints)
+        return described(fn)
+
+    return register
 
 
 def problem(p: PlanProblem) -> Problem:
@@ -229,7 +255,7 @@ def build_server(
         extensions=[tasks],
     )
 
-    @server.tool()
+    @own_tool(server, READS)
     def check_plan(plan: PlanArg, strict: bool = False) -> CheckResult:
         """Validate and lint a plan (goal, steps) for this deployment; starts nothing. Every
         problem names its step and field."""
@@ -240,7 +266,7 @@ def build_server(
                                warnings=[])
         return CheckResult(valid=True, problems=[], warnings=done.warnings)
 
-    @server.tool()
+    @own_tool(server, STARTS)
     async def run_plan(plan: PlanArg, ctx: Context, run_id: str | None = None
                        ) -> RunStarted:
         """Start a run of a plan (checked first: a bad plan starts nothing); its run id. A
@@ -259,7 +285,7 @@ def build_server(
         except (RunIdInUse, RunsLimited) as e:
             raise ToolError(str(e)) from None
 
-    @server.tool()
+    @own_tool(server, READS)
     async def run_report(run_id: str, ctx: Context) -> dict[str, Any]:
         """The run report of a queued, running or ended run this client started: the JSON
         `plangate status --json` prints (its conditions written flat, as in plans)."""
@@ -273,7 +299,7 @@ def build_server(
         report: dict[str, Any] = json.loads(rep.model_dump_json())
         return report
 
-    @server.tool()
+    @own_tool(server, CANCELS)
     async def cancel_run(run_id: str, reason: str, ctx: Context) -> CancelRequested:
         """Cancel a run this client started: no step is dispatched after it; the reason, and
         this client as the requester, are recorded in its report and its Temporal history."""
