@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from temporalio.api.enums.v1 import EventType
 
 from plangate.client.connection import connect
@@ -27,10 +26,9 @@ from plangate.dev._stack._temporal import TemporalDevServer
 from plangate.records.calls import Outcome
 from plangate.records.report import Phase
 from plangate.testing import ended, history_events, running_worker, scheduled
-from plangate.world.clients import World
 from tests.crash_harness import CrashHarness, credit_in_flight
 from tests.fault_harness import PauseConfig, _backends, _transactions, pause_run
-from tests.fault_proxy import FaultProxy
+from tests.fault_points import through_proxy
 
 
 async def test_a_paused_worker_wakes_after_its_credit_was_done_elsewhere(
@@ -77,32 +75,26 @@ async def test_a_partition_from_postgres_during_a_credit(client, settings, world
          "args": {"to": f"ar@{aid}.example", "template": "crash_notice", "account_id": aid}},
     ]}
     direct = settings.world.database_url
-    async with FaultProxy(int(str(conninfo_to_dict(direct)["port"]))) as proxy:
-        through = replace(settings, world=replace(
-            settings.world, database_url=make_conninfo(direct, port=str(proxy.port))))
-        partitioned = World(through.world)
-        try:
-            async with running_worker(client, through, world=partitioned) as h:
-                handle = await h.start(plan)
-                async with credit_in_flight(direct, lambda: [aid], 30) as held:
-                    assert held, "no credit came"
-                    if fault == "hold":
-                        proxy.hold()
-                    else:
-                        proxy.reset()
-                xids = await _transactions(direct, held)
-                # Postgres ends the transaction whose answer cannot be delivered
-                for _ in range(300):
-                    if not set(held) & await _backends(direct):
-                        break
-                    await asyncio.sleep(0.1)
-                else:
-                    raise AssertionError("the partitioned transaction was never ended")
-                await asyncio.sleep(3)  # the worker meanwhile finds Postgres unreachable
-                proxy.heal()
-                rep = await ended(handle)
-        finally:
-            await partitioned.close()
+    async with through_proxy(settings) as p, \
+            running_worker(client, p.settings, world=p.world) as h:
+        handle = await h.start(plan)
+        async with credit_in_flight(direct, lambda: [aid], 30) as held:
+            assert held, "no credit came"
+            if fault == "hold":
+                p.proxy.hold()
+            else:
+                p.proxy.reset()
+        xids = await _transactions(direct, held)
+        # Postgres ends the transaction whose answer cannot be delivered
+        for _ in range(300):
+            if not set(held) & await _backends(direct):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the partitioned transaction was never ended")
+        await asyncio.sleep(3)  # the worker meanwhile finds Postgres unreachable
+        p.proxy.heal()
+        rep = await ended(handle)
     assert rep.status == "succeeded", rep.escalation
     assert rep.replans_used == 0 and not rep.approvals
     async with (await world.pool()).connection() as conn:
