@@ -110,7 +110,15 @@ def record_call(report: RunReport, rep: StepReport, result: ToolResult, attempt:
 
 
 def mark_call(rep: StepReport, at: datetime, status: int, code: str, attempts: int) -> None:
-    """An answer the step's tool call got, for the staleness report (``records.windows``)."""
+    """An answer the step's tool call got, for the staleness report (``records.windows``). A
+    failure like the one before it (a tool's outage waited out for days, tried every minute) is
+    counted on that mark, so the report stays small; a refusal (403, 409, 412: a change seen)
+    always has its own."""
+    last = rep.calls[-1] if rep.calls else None
+    if last is not None and status not in (200, 403, 409, 412) \
+            and (last.status, last.code) == (status, code):
+        last.attempts += max(1, attempts)
+        return
     rep.calls.append(CallMark(at=at, status=status, code=code, attempts=max(1, attempts)))
 
 
