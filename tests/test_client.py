@@ -89,6 +89,7 @@ async def test_every_name_the_interface_declares_is_what_the_workers_register(cl
     # each by the function it is: a name the workflows call by is the one the decorator gives
     assert {n: ours[n] for n in interface.WORKER_ACTIVITIES} == {
         interface.GUARD_ACTIVITY: "resolve", interface.APPROVERS_ACTIVITY: "approvers",
+        interface.DECIDE_ACTIVITY: "decide",
         interface.PROBE_ACTIVITY: "evaluate", interface.PROPOSE_ACTIVITY: "propose",
         interface.REVIEW_ACTIVITY: "review", interface.WINDOWS_ACTIVITY: "record"}
     types = {w.__temporal_workflow_definition.name  # type: ignore[attr-defined]

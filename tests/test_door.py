@@ -269,6 +269,10 @@ def worker_args(d: Deployment, name: str) -> list[Any]:
         "guard.resolve": {"plan": run_input["plan"], "version": 1, "workflow_id": v.workflow_id,
                           "submission": run_input.get("submission")},
         "guard.approvers": {"workflow_id": v.workflow_id},
+        # the victim's step, decided with arguments the stranger chose
+        "guard.decide": {"workflow_id": v.workflow_id, "plan_version": 1, "step": 1,
+                         "tool": "billing.issue_credit", "effect": "money",
+                         "args": {"account_id": "acct_x", "amount_eur": 1}},
         # the victim's step, reading what the stranger wants read, as the worker's role
         "probe.evaluate": {"step": call["step"], "idempotency_key": call["idempotency_key"],
                            "conditions": [{"probe": "object_exists", "args": {

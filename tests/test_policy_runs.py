@@ -184,6 +184,10 @@ async def test_an_hourly_limit_holds_for_runs_started_at_once(
     assert await credits(pg, aid) == 5
     ended = sorted((r.status.value, r.failure.code if r.failure else "") for r in reports)
     assert ended == [("halted", "policy_denied")] * 5 + [("succeeded", "")] * 5, ended
+    # a refusal at the call names the policy that refused, not an authority lost
+    reasons = {r.steps[0].reason for r in reports if r.failure is not None}
+    assert reasons == {"policy_denied (403): billing.issue_credit forbidden by the "
+                       "deployment's policy (hourly-limit): forbidden by hourly-limit"}, reasons
     cur = await pg.execute(
         "SELECT state, count(*), sum(amount), resource FROM plangate.effects "
         "WHERE principal = %s GROUP BY state, resource", (principal,))
@@ -289,6 +293,70 @@ async def test_a_threshold_sends_a_card_naming_its_policy(
     assert done.steps[0].policy is not None
     assert done.steps[0].policy.outcome == "permit_with_people"
     assert (await credits(pg, small), await credits(pg, large)) == (1, 1)
+
+
+def owed_plan(aid: str) -> dict[str, Any]:
+    """Credit what the account's open invoice says it is owed: the amount bound by step 1."""
+    return {"goal": f"credit {aid} what it is owed", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "billing.list_invoices", "args": {"account_id": aid},
+         "binds": {"owed": "$.amount_eur"}},
+        {"n": 2, "tool": CREDIT, "depends_on": [1],
+         "args": {"account_id": aid, "amount_eur": "${owed}"}}]}
+
+
+async def owing(world: World, amount: str) -> str:
+    from decimal import Decimal
+
+    from plangate.demo.schema import Account, seed_account
+
+    aid = f"acct_{uuid.uuid4().hex[:8]}"
+    await seed_account(world, Account(aid, f"ar@{aid}.example", status="closed",
+                                      invoices=((f"inv_{aid}", Decimal(amount), "open"),)))
+    return aid
+
+
+async def test_a_bound_amount_is_decided_once_bound_a_card_or_a_halt_naming_its_policy(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path
+) -> None:
+    """A credit whose amount an earlier step binds (``${owed}``, as the demo's close-out binds
+    its credit) is decided in the workflow once the value is bound, before the call: over the
+    people threshold it waits for a card naming the bound amount and the policy (0 credits
+    until approved, then 1), where it used to be decided only at the call and halt
+    ``approval_missing``; over the cap it halts naming the cap, its tool never scheduled."""
+    strict = with_policies(settings, policies(tmp_path, BASE, PERSON, CAP))
+    aid, over = await owing(world, "612.40"), await owing(world, "1612.40")
+    async with running_worker(client, strict) as h:
+        api = Plangate(client, h.settings)
+        run_id, capped = await api.start(owed_plan(aid)), await api.start(owed_plan(over))
+        await api.wait_for_card(run_id)
+        rep = await api.report(run_id)
+        assert rep.status.value == "awaiting_approval", rep.failure
+        (card,) = rep.approvals
+        assert card.step == 2 and card.card.args["amount_eur"] == 612.4
+        assert card.card.policy is not None and rep.steps[1].policy == card.card.policy
+        assert card.card.policy.outcome == "permit_with_people"
+        assert "person-over-100" in card.card.policy.policies
+        assert await credits(pg, aid) == 0
+        await api.approve(run_id, card.step, card.digest, by="erin")
+        done = await api.result(run_id)
+        halted = await api.result(capped)
+    assert done.status.value == "succeeded", done.failure
+    assert await credits(pg, aid) == 1
+    cur = await pg.execute("SELECT amount_eur FROM demo.credits WHERE account_id = %s", (aid,))
+    assert str((await cur.fetchone())[0]) == "612.40"
+    assert halted.status.value == "halted" and halted.failure is not None
+    assert (halted.failure.code, halted.failure.step) == ("policy_denied", 2)
+    assert "with its bound arguments is forbidden by the deployment's policy (credit-cap" \
+        in halted.failure.detail
+    assert halted.steps[1].reason == "forbidden by the deployment's policy (credit-cap)"
+    assert CREDIT not in await scheduled(client, capped) and await credits(pg, over) == 0
+    # the guards decided each as written (amount unbound: a plain permit, not kept); the bound
+    # calls are kept as decided before them, the approved one at its call too
+    assert await kept(pg, capped) == [("forbid", ["credit-cap"], True, False)]
+    assert await kept(pg, run_id) == [
+        ("permit_with_people", ["base", "person-over-100"], True, False),
+        ("permit_with_people", ["base", "person-over-100", "plangate:approval-asked"], True,
+         True)]
 
 
 TWO = ('@id("two-over-10000") @approvers("2")\n'

@@ -22,7 +22,7 @@ from plangate.records.report import Phase, RunReport, StepState
 from plangate.testing import local_activity, payload_json
 from plangate.worker.assembly import PlangatePlugin
 from plangate.worker.compression import DATA_CONVERTER
-from plangate.workflows.context import KEPT_PATCH
+from plangate.workflows.context import BOUND_PATCH, KEPT_PATCH
 from plangate.workflows.sealing import CHILD_SEAL_PATCH
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -76,6 +76,8 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "windows_kept": ("succeeded", E.EVENT_TYPE_MARKER_RECORDED),
     "tool_outage_waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
     "guards_waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
+    # issue 48: a credit whose amount was bound decided again, bound: a card, then the call
+    "bound_decided": ("succeeded", E.EVENT_TYPE_MARKER_RECORDED),
 }
 
 
@@ -87,6 +89,8 @@ PATCHED = {
     "windows_kept": [KEPT_PATCH],
     "tool_outage_waited": [KEPT_PATCH],
     "guards_waited": [KEPT_PATCH],
+    # issue 48: a step bound after its guards decided again (implies issue 47's)
+    "bound_decided": [BOUND_PATCH],
 }
 
 

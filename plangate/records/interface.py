@@ -27,6 +27,7 @@ ANSWER_REFUSED_ERROR = "AnswerRefused"
 # plangate's worker's activities (a tool's activity is named by the tool, from the catalogue)
 GUARD_ACTIVITY = "guard.resolve"  # local: a plan's guards resolved, and its first reads
 APPROVERS_ACTIVITY = "guard.approvers"  # local: who may answer a card, now
+DECIDE_ACTIVITY = "guard.decide"  # local: a step's call decided with its arguments bound
 PROBE_ACTIVITY = "probe.evaluate"  # local: conditions read
 PROPOSE_ACTIVITY = "replanner.propose"  # local: the re-planner asked for a plan
 REVIEW_ACTIVITY = "replanner.review"  # local: a proposed plan checked and its guards resolved
@@ -35,8 +36,8 @@ CATALOGUE_ACTIVITY = "plangate.catalogue"  # a worker's catalogue announced; nev
 # a standalone activity (no workflow): one read tool's call over MCP, guarded by the worker
 READ_CALL_ACTIVITY = "plangate.read_call"
 # the catalogue's is registered on its own poller
-WORKER_ACTIVITIES = (GUARD_ACTIVITY, APPROVERS_ACTIVITY, PROBE_ACTIVITY, PROPOSE_ACTIVITY,
-                     REVIEW_ACTIVITY, WINDOWS_ACTIVITY)
+WORKER_ACTIVITIES = (GUARD_ACTIVITY, APPROVERS_ACTIVITY, DECIDE_ACTIVITY, PROBE_ACTIVITY,
+                     PROPOSE_ACTIVITY, REVIEW_ACTIVITY, WINDOWS_ACTIVITY)
 
 # plangate.temporal's local activities, on a team's worker (``PlangatePlugin``)
 TEAM_CHECK_ACTIVITY = "plangate.guard.check"  # the guards of a call, decided and read

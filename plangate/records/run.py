@@ -8,8 +8,8 @@ from enum import StrEnum
 from pydantic import Field, JsonValue
 
 from plangate.plans._base import Model
-from plangate.plans.guards import DEFAULT_APPROVAL_TTL_S, GuardedPlan, StepGuard
-from plangate.plans.model import Plan
+from plangate.plans.guards import DEFAULT_APPROVAL_TTL_S, GuardedPlan, PolicyMark, StepGuard
+from plangate.plans.model import Effect, Plan
 from plangate.records.proofs import Submission
 from plangate.records.read_ahead import ReadAhead
 from plangate.records.report import FailureRecord, RunReport, StepState
@@ -158,6 +158,28 @@ class Resolved(Model):
             plan=plan, guards=self.guards, systems=self.systems,
             approval_ttl_s=self.approval_ttl_s,
         )
+
+
+class DecideRequest(Model):
+    """A step's call put to the deployment's policies with its arguments bound
+    (``guard.decide``): where its version's guards decided it as written, a ``${name}`` still
+    unbound was left out, and an amount over a people threshold never asked for its card."""
+
+    workflow_id: str
+    plan_version: int
+    step: int
+    tool: str
+    effect: Effect  # the step's, from its guards
+    args: dict[str, JsonValue]  # bound
+    on_behalf_of: str | None = None
+    approval_asked: bool = False  # the guards ask a person already
+
+
+class Decided(Model):
+    """What the policies in force decided of the bound call; None: no Cedar policies (or none
+    readable now: the call decides, and refuses, itself)."""
+
+    policy: PolicyMark | None = None
 
 
 class ApproversRequest(Model):

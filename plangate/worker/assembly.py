@@ -46,6 +46,7 @@ from plangate.activities.windows import WindowsActivities
 from plangate.records.interface import (
     APPROVERS_ACTIVITY,
     CATALOGUE_ACTIVITY,
+    DECIDE_ACTIVITY,
     GUARD_ACTIVITY,
     PROBE_ACTIVITY,
     PROPOSE_ACTIVITY,
@@ -90,6 +91,7 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
         PROBE_ACTIVITY: ProbeActivities(world, cat).evaluate,
         GUARD_ACTIVITY: guards.resolve,
         APPROVERS_ACTIVITY: guards.approvers,
+        DECIDE_ACTIVITY: guards.decide,
         **tool_activities(world, cat, policy, book),
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy, book).review,

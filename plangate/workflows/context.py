@@ -32,6 +32,9 @@ def key_tag() -> str:
 # waited out (``ending.keep``, ``guarding.resolve``, ``machine``). Asked once, as the run begins
 # (docs/versioning.md): a run begun before replays as it ran.
 KEPT_PATCH = "plangate-bookkeeping-kept"
+# Issue 48: a step whose arguments were bound after its guards decided it is decided again,
+# bound, before its card and its call (``deciding``). Implies ``KEPT_PATCH``: asked first.
+BOUND_PATCH = "plangate-bound-decided"
 
 
 @dataclass
@@ -64,10 +67,13 @@ class VersionContext:
     # issue 47's branch (``KEPT_PATCH``, asked as the run begins): outages the guards and the
     # tools meet are waited out, and bookkeeping that fails is let go
     kept: bool = False
+    # issue 48's branch (``BOUND_PATCH``): a step bound after its guards is decided again
+    decides_bound: bool = False
 
     @classmethod
     def of_run(
-        cls, report: RunReport, inp: RunInput, outage_patience: timedelta, kept: bool = False
+        cls, report: RunReport, inp: RunInput, outage_patience: timedelta, kept: bool = False,
+        decides_bound: bool = False,
     ) -> VersionContext:
         """The context a run begins with, before its guards are derived: what an earlier run of
         its chain carried (``inp.carried``), else its first plan's authority and policy, which
@@ -84,6 +90,7 @@ class VersionContext:
             on_behalf_of=authority.on_behalf_of, policy_bundle=authority.policy_bundle,
             bound={} if c is None else dict(c.bound),
             verified={} if c is None else dict(c.verified), kept=kept,
+            decides_bound=decides_bound,
         )
 
     def following(self, plan: GuardedPlan, version: int, made_at: datetime) -> VersionContext:

@@ -29,6 +29,7 @@ from plangate.workflows.step import (
 from plangate.workflows.verification import verify
 
 OUTAGE = "system_unavailable"  # a tool refusal that sent nothing: its systems are away
+POLICY_REFUSALS = ("policy_denied", "approval_missing")  # the deployment's policies said no
 
 
 async def execute(
@@ -81,6 +82,9 @@ async def execute(
                 reads.record_at_call(s, tf.data)
             bookkeeping.count_answer(ctx.report, s.rep, refused, tf.status, tf.code)
             d = route(s.situation(Kind.TOOL_ERROR, refused=refused, retryable=tf.retryable))
+            if tf.code in POLICY_REFUSALS:  # the reason names the policy, not a lost authority
+                d = Decision(d.answer, f"{tf.code} (403): {tf.detail.removeprefix('not called: ')}"
+                             [:300])
             if tf.code == OUTAGE and not tf.may_have_acted and ctx.kept:
                 # it sent nothing: a system it needs did not answer (the effect ledger, the
                 # seal's key). Waited for, as a probe's outage is (``machine``)

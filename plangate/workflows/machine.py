@@ -21,7 +21,7 @@ from plangate.plans.model import Step
 from plangate.records import options
 from plangate.records.report import Answer, CompletedStep, FailureRecord, StepState
 from plangate.records.run import Parked, ParkedAt
-from plangate.workflows import approval, dispatch, probing, summaries, verification
+from plangate.workflows import approval, deciding, dispatch, probing, summaries, verification
 from plangate.workflows.context import VersionContext
 from plangate.workflows.router import Decision, Kind, Situation, route
 from plangate.workflows.step import (
@@ -161,6 +161,10 @@ class StepRunner:
                     p = s.carry_version(prepared, checked)
                 case stopped:
                     return stopped
+            if deciding.waits_on_binding(s):
+                refused = await deciding.decide_bound(s, prepared)
+                if refused is not None:
+                    return refused
             if s.guard.approval:
                 match await approval.approve(s, prepared, checked):
                     case Prepared() as approved:

@@ -18,7 +18,7 @@ from plangate.records.report import Cancellation, FailureRecord, RunReport, RunS
 from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
 from plangate.workflows import bookkeeping, ending, guarding, replanning, summaries
 from plangate.workflows.answers import Answers
-from plangate.workflows.context import KEPT_PATCH, VersionContext
+from plangate.workflows.context import BOUND_PATCH, KEPT_PATCH, VersionContext
 from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
 from plangate.workflows.showing import Shown
 
@@ -50,6 +50,7 @@ class PlanRunWorkflow:
         self._stopped_by_signal = False
         self._registered = False  # the namespace has the search attributes (the input says)
         self._kept = False  # issue 47's branch (``KEPT_PATCH``), asked as the run begins
+        self._bound = False  # issue 48's (``BOUND_PATCH``)
         self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
         self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
 
@@ -121,7 +122,9 @@ class PlanRunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
-        self._kept = workflow.patched(KEPT_PATCH)  # asked once, first (docs/versioning.md)
+        # asked once, first, the newest first (docs/versioning.md): it implies the older
+        self._bound = workflow.patched(BOUND_PATCH)
+        self._kept = self._bound or workflow.patched(KEPT_PATCH)
         self._registered = inp.search_attributes
         self._shown.begin(upserts=self._registered)
         if self._report.status is RunStatus.QUEUED:
@@ -172,7 +175,8 @@ class PlanRunWorkflow:
         it continues as new: then what the next run of the chain needs to go on."""
         c = inp.carried
         # the worker's patience may be less (``guarding.limited``)
-        base = VersionContext.of_run(self._report, inp, guarding.patience(inp), self._kept)
+        base = VersionContext.of_run(self._report, inp, guarding.patience(inp), self._kept,
+                                     self._bound)
         made_at, version = base.plan_made_at, 1 if c is None else c.version
         begun = c is not None and c.begun
         resumed = Resumed(c.parked, c.failure, c.failed_state) if c is not None and begun else None

@@ -121,6 +121,11 @@ def approvers(n: int, version: int) -> str:
     return f"who may answer the card of {step_label(n, version)} now"
 
 
+def bound_decision(n: int, version: int, tool: str) -> str:
+    """The policies asked about a step's call once its ``${name}`` arguments are bound."""
+    return clip(f"policies on {step_label(n, version)} {tool}, its arguments bound")
+
+
 def approval_wait(n: int, version: int, until: datetime) -> str:
     return clip(f"waiting for an approver for {step_label(n, version)} until {clock(until)}")
 

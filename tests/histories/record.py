@@ -309,6 +309,38 @@ async def guards_waited(b: Bench) -> RunReport:
         return await h.run(put_plan(bucket(b), "out/guarded.txt"))
 
 
+async def bound_decided(b: Bench) -> RunReport:
+    """Issue 48: a credit whose amount step 1 binds, over the policies' people threshold: the
+    step is decided again once bound (``guard.decide``, ``plangate-bound-decided``), waits for
+    its card, is approved and credits once."""
+    import tempfile
+    from decimal import Decimal
+
+    from plangate.demo.schema import Account, seed_account
+
+    directory = Path(tempfile.mkdtemp(prefix="policies-"))
+    (directory / "base.cedar").write_text('@id("base")\npermit(principal, action, resource);\n')
+    (directory / "person.cedar").write_text(
+        '@id("person-over-100") @approvers("1")\n'
+        'permit(principal, action == Plangate::Action::"money", resource)\n'
+        'when { context.amount_cents > 10000 };\n')
+    strict = replace(b.settings, policy=replace(b.settings.policy, policies=directory))
+    aid = f"acct_{uuid.uuid4().hex[:8]}"
+    await seed_account(b.world, Account(aid, f"ar@{aid}.example", status="closed",
+                                        invoices=((f"inv_{aid}", Decimal("612.40"), "open"),)))
+    plan = {"goal": f"credit {aid} what it is owed", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "billing.list_invoices", "args": {"account_id": aid},
+         "binds": {"owed": "$.amount_eur"}},
+        {"n": 2, "tool": "billing.issue_credit", "depends_on": [1],
+         "args": {"account_id": aid, "amount_eur": "${owed}"}}]}
+    async with running_worker(b.client, strict) as h:
+        api = Plangate(b.client, h.settings)
+        handle = await api.submit(plan)
+        card = (await until(b, handle.id, lambda r: bool(r.approvals))).approvals[0]
+        await api.approve(handle.id, card.step, card.digest, by="bench")
+        return await ended(handle)
+
+
 async def voided_at_failure(b: Bench) -> RunReport:
     """Step 1 fails; step 2, after it, is VOID at once, so step 3, which waits for step 2 to
     establish its pre condition, stops waiting."""
@@ -393,6 +425,7 @@ SCENARIOS: dict[str, Scenario] = {
     "windows_kept": windows_kept,
     "tool_outage_waited": tool_outage_waited,
     "guards_waited": guards_waited,
+    "bound_decided": bound_decided,
 }
 
 
