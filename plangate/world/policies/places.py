@@ -3,14 +3,15 @@ is a bare message, a validation error a policy id and a message), so Cedar is as
 less, and never is the place guessed from its message's words:
 
 - a syntax error is at the first token after which the text can no longer be a policy (Cedar's
-  parser on each prefix, at the tokens of ``lexer``); a bracket or string that the policy's
-  ``;`` (or a closer of another bracket) finds open is named at its opener; a policy followed
-  by another without its ``;`` is named at its end;
+  parser on each prefix, ended with a ``;``, at the tokens of ``lexer``); a bracket or string
+  that the policy's ``;`` (or a closer of another bracket) finds open is named at its opener; a
+  policy followed by another without its ``;`` is named at its end;
 - an error Cedar finds only in a whole policy (``=`` for ``==``, an invalid variable, a type,
-  an attribute not found) is at the narrowest of the policy's parts (``shape``) that, standing
+  an attribute not found) is at each narrowest part of the policy (``shape``) that, standing
   alone as a policy, has the same error: an attribute at its name, an operator's misuse at its
   operator (a syntax error) or first operand (a type), a condition that is no ``Bool`` at its
-  start. Where no part alone has it, the policy's start.
+  start, a variable missing from the scope at its ``)``. Where no part alone has it, the
+  policy's start.
 """
 
 from __future__ import annotations

@@ -80,8 +80,11 @@ def parts(toks: list[Token], text: str) -> tuple[list[Part], tuple[int, int] | N
         return found, None
     end = closing(toks, i + 1)
     scope = (i + 2, end - 1)
-    for k, (a, b) in enumerate(commas(toks, i + 2, end)[:3]):
-        found.append(_scope_part(toks, text, k, a, b))
+    # the scope as a whole (a variable missing: named at its end), then each variable
+    whole = Part(i + 1, end, end, "permit{x};")
+    whole.children = [_scope_part(toks, text, k, a, b)
+                      for k, (a, b) in enumerate(commas(toks, i + 2, end)[:3])]
+    found.append(whole)
     i = end + 1
     while i + 1 < n and toks[i + 1].text == "{":
         end = closing(toks, i + 1)
