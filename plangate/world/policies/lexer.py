@@ -22,19 +22,16 @@ class Token:
     start: int
     end: int
     text: str
-
-    @property
-    def unclosed_string(self) -> bool:
-        """A string the file ends in before its closing ``"``."""
-        t = self.text
-        if not t.startswith('"') or len(t) < 2 or not t.endswith('"'):
-            return t.startswith('"')
-        backslashes = len(t) - 1 - len(t[:-1].rstrip("\\"))
-        return backslashes % 2 == 1
+    unclosed_string: bool = False  # the file ends before its closing ``"``
 
 
-def _word(c: str) -> bool:
-    return c.isascii() and (c.isalnum() or c == "_")
+def _digit(c: str) -> bool:
+    return "0" <= c <= "9"
+
+
+def _start(c: str) -> bool:
+    """What an identifier starts with: ``[_a-zA-Z]``."""
+    return c.isascii() and (c.isalpha() or c == "_")
 
 
 def tokens(text: str) -> list[Token]:
@@ -49,17 +46,21 @@ def tokens(text: str) -> list[Token]:
             j = text.find("\n", i)
             i = n if j < 0 else j + 1
             continue
-        j = i + 1
+        j, unclosed = i + 1, False
         if c == '"':
             while j < n and text[j] != '"':
                 j += 2 if text[j] == "\\" else 1
+            unclosed = j >= n
             j = min(j + 1, n)
-        elif _word(c) or (c == "?" and j < n and _word(text[j])):
-            while j < n and _word(text[j]):
+        elif _digit(c):
+            while j < n and _digit(text[j]):
+                j += 1
+        elif _start(c) or (c == "?" and j < n and _start(text[j])):
+            while j < n and (_start(text[j]) or _digit(text[j])):
                 j += 1
         elif text[i:i + 2] in TWO_CHARACTERS:
             j = i + 2
-        found.append(Token(i, j, text[i:j]))
+        found.append(Token(i, j, text[i:j], unclosed))
         i = j
     return found
 

@@ -151,7 +151,9 @@ class _Expressions:
             self.i += 1
             kids = [left]
             if self.toks[op].text in ("has", "like"):
-                self.i += 1  # the attribute, the pattern
+                self.i += 1  # the attribute (``a.b.c`` too), the pattern
+                while self.toks[op].text == "has" and self.peek() == ".":
+                    self.i += 2
             elif self.toks[op].text == "is":
                 self.i += 1  # the entity type's path
                 while self.peek() == "::":
