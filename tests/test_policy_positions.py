@@ -1,7 +1,7 @@
-"""Each problem of a policy file at its place (issue 48): the five mistakes a user made, each
-named at its exact line and column, by the real path (``bundle_of``, Cedar's parser and
-validator through ``cedarpy``, the demo catalogue's schema); two problems of two policies both
-named; ``plangate policy check`` printing them. Pure: no service is needed."""
+"""Each problem of a policy file at its place (issue 48): the five mistakes a user made (and a
+template), each named at its exact line and column, by the real path (``bundle_of``, Cedar's
+parser and validator through ``cedarpy``, the demo catalogue's schema); three problems of three
+policies each named; ``plangate policy check`` printing them. Pure: no service is needed."""
 
 from __future__ import annotations
 
@@ -75,6 +75,9 @@ def problems(name: str, text: str) -> list[str]:
     ("semicolon.cedar", NO_SEMICOLON, "semicolon.cedar:2:36: a policy ends with ;"),
     ("types.cedar", STRING_AND_NUMBER,
      "types.cedar:5:3: unexpected type: expected Long but saw String"),
+    ("slot.cedar", "permit(principal, action, resource);\n\n"
+                   "permit(principal == ?principal, action, resource);\n",
+     "slot.cedar:3:21: templates (?principal, ?resource) are not plangate policies"),
 ])
 def test_each_mistake_is_named_where_it_is_made(name, text, named):
     assert problems(name, text) == [named]

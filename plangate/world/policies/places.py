@@ -77,21 +77,15 @@ def syntax_error(text: str, chunk: Chunk, message: str) -> tuple[int, str, int |
         if open_ and (t.text == ";" or (t.text in CLOSERS and t.text != OPENERS[open_[-1].text]
                                         and t.text in (OPENERS[o.text] for o in open_))):
             return open_[-1].start, f"`{open_[-1].text}` is never closed", None
-        if last and not _grammar(said):
-            return narrowest(text, chunk, said, lambda s: parse_error(s) == message, syntax=True)
+        if last and not _grammar(said):  # found once the policy was read: which part has it
+            found = places(text, chunk, lambda s: parse_error(s) == message, syntax=True)
+            return (found[0] if found else chunk.start), said, None
         return t.start, said, None
     if open_:
         return open_[-1].start, f"`{open_[-1].text}` is never closed", None
     if parse_error(text[chunk.start:chunk.end] + ";") is None:
         return chunk.end, MISSING_SEMICOLON, None
     return chunk.end, message, None
-
-
-def narrowest(text: str, chunk: Chunk, message: str, has: Callable[[str], bool], *,
-              syntax: bool = False) -> tuple[int, str, None]:
-    """The first of the narrowest parts of ``chunk`` that alone has the error (``has``)."""
-    found = places(text, chunk, has, syntax=syntax)
-    return (found[0] if found else chunk.start), message, None
 
 
 def places(text: str, chunk: Chunk, has: Callable[[str], bool], *,

@@ -116,9 +116,8 @@ class _Expressions:
     def __init__(self, toks: list[Token], end: int) -> None:
         self.toks, self.end, self.i = toks, end, 0
 
-    def peek(self, ahead: int = 0) -> str:
-        j = self.i + ahead
-        return self.toks[j].text if j < self.end else ""
+    def peek(self) -> str:
+        return self.toks[self.i].text if self.i < self.end else ""
 
     def read(self, start: int, frame: str) -> Part:
         self.i = start
@@ -183,14 +182,14 @@ class _Expressions:
             if self.peek() == ".":
                 self.i += 2
                 if self.peek() == "(":
-                    kids += self.items(")")
+                    kids += self.items()
             else:
                 self.i = closing(self.toks, self.i) + 1
             name = min(name, self.end - 1)
             part = Part(part.first, self.i - 1, name, frame, name, kids)
         return part
 
-    def items(self, close: str) -> list[Part]:
+    def items(self) -> list[Part]:
         """The comma-separated expressions from the opener at ``self.i`` to its closer (a
         record's values)."""
         end = min(closing(self.toks, self.i), self.end)
@@ -213,17 +212,17 @@ class _Expressions:
         if not t:
             return Part(self.end - 1, self.end - 1, self.end - 1, frame)
         if t == "(":
-            kids = self.items(")")[:1]
+            kids = self.items()[:1]
             for kid in kids:
                 kid.frame = frame
             return Part(first, self.i - 1, first + 1, frame, children=kids)
         if t in ("[", "{"):
-            kids = self.items(OPENERS[t])
+            kids = self.items()
             return Part(first, self.i - 1, first, frame, children=kids)
         self.i += 1
         while self.peek() == "::":
             self.i += 2
         if self.peek() == "(":  # an extension function
-            kids = self.items(")")
+            kids = self.items()
             return Part(first, self.i - 1, first, frame, children=kids)
         return Part(first, self.i - 1, first, frame)

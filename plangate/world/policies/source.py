@@ -123,6 +123,38 @@ def _only(text: str, chunks: Sequence[Chunk]) -> str:
     return "".join(chars)
 
 
+def _parsed(text: str) -> tuple[list[Chunk], list[tuple[int, str]]]:
+    """The policies of ``text`` Cedar parses, and where and why each other does not."""
+    chunks: list[Chunk] = []
+    wrong: list[tuple[int, str]] = []
+    todo = split(tokens(text))
+    while todo:
+        chunk = todo.pop(0)
+        message = parse_error(text[chunk.start:chunk.end])
+        if message is None:
+            chunks.append(chunk)
+            continue
+        offset, said, next_policy = syntax_error(text, chunk, message)
+        wrong.append((offset, said))
+        if next_policy is not None:  # the rest is read as the policies it is
+            todo.insert(0, Chunk(chunk.tokens[next_policy:]))
+    return chunks, wrong
+
+
+def _invalid(text: str, chunks: list[Chunk], schema: str) -> list[tuple[int, str]]:
+    """Where and why Cedar's validator refuses ``chunks``: each error at each narrowest part
+    of its policy that alone has it (else at the policy's start)."""
+    wrong = []
+    for index, message in _validation_errors(_only(text, chunks), schema) if chunks else []:
+        chunk = chunks[index] if index < len(chunks) else chunks[0]
+
+        def has(policy: str, message: str = message) -> bool:
+            return (0, message) in _validation_errors(policy, schema)
+
+        wrong += [(offset, message) for offset in places(text, chunk, has) or [chunk.start]]
+    return wrong
+
+
 def read_file(
     name: str, data: bytes, schema: str, *, builtin: bool = False
 ) -> tuple[list[SourcePolicy], list[PolicyProblem]]:
@@ -137,22 +169,11 @@ def read_file(
     def at(offset: int, message: str) -> PolicyProblem:
         return PolicyProblem(name, *line_col(text, offset), message)
 
-    problems: list[PolicyProblem] = []
-    chunks: list[Chunk] = []
-    todo = split(tokens(text))
-    while todo:
-        chunk = todo.pop(0)
-        message = parse_error(text[chunk.start:chunk.end])
-        if message is None:
-            chunks.append(chunk)
-            continue
-        offset, said, next_policy = syntax_error(text, chunk, message)
-        problems.append(at(offset, said))
-        if next_policy is not None:  # the rest is read as the policies it is
-            todo.insert(0, Chunk(chunk.tokens[next_policy:]))
-    unparsed = bool(problems)
-    parsed = _only(text, chunks)
-    est = json.loads(cedarpy.policies_to_json_str(parsed)) if chunks else {"staticPolicies": {}}
+    chunks, wrong = _parsed(text)
+    problems = [at(offset, message) for offset, message in wrong]
+    est: dict[str, Any] = {"staticPolicies": {}}
+    if chunks:
+        est = json.loads(cedarpy.policies_to_json_str(_only(text, chunks)))
     if est.get("templates"):
         for key in est["templates"]:
             slots = [t for t in chunks[int(key.removeprefix("policy"))].tokens
@@ -183,16 +204,9 @@ def read_file(
         if "approval_only" in ann and p.get("effect") != "permit":
             problems.append(at(chunk.start, "@approval_only is for permit policies"))
         policies.append(SourcePolicy(pid or f"{name}:{i + 1}", name, line, col, p))
-    for index, message in _validation_errors(parsed, schema) if chunks else []:
-        chunk = chunks[index] if index < len(chunks) else chunks[0]
-
-        def has(policy: str, message: str = message) -> bool:
-            return (0, message) in _validation_errors(policy, schema)
-
-        for offset in places(text, chunk, has) or [chunk.start]:
-            problems.append(at(offset, message))
+    problems += [at(offset, message) for offset, message in _invalid(text, chunks, schema)]
     problems = sorted(set(problems), key=lambda p: (p.line, p.column, p.message))
-    return ([] if unparsed else policies), problems
+    return ([] if wrong else policies), problems
 
 
 def read_directory(path: Path, var: str) -> list[tuple[str, bytes]]:
