@@ -216,13 +216,13 @@ def test_a_bad_file_is_named_at_file_line_column():
         "syntax.cedar:2:48: unexpected token `}`"]
     assert problems(("types.cedar", "\n\n  permit(principal, action, resource)\n"
                      "  when { context.approvals };\n")) == [
-        "types.cedar:3:3: unexpected type: expected Bool but saw Long"]
+        "types.cedar:4:10: unexpected type: expected Bool but saw Long"]
     with pytest.raises(PolicyFileError) as e:
         bundle_of([("bytes.cedar", b"permit(principal, action, resource);\n  \xff")],
                   policy_settings(policies=Path("/p")), Scope(), DEMO)
     assert str(e.value) == "bytes.cedar:2:3: not UTF-8 text"
     assert problems(("open.cedar", "permit(principal, action, resource)")) == [
-        "open.cedar:1:36: unexpected end of input"]
+        "open.cedar:1:36: a policy ends with ;"]
 
 
 def test_a_worker_names_the_file_by_its_path(tmp_path):

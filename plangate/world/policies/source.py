@@ -2,29 +2,32 @@
 its policies (each with where it starts), parsed and validated against plangate's schema, and
 given its id (its ``@id`` annotation, else ``FILE:N``, the n-th policy of the file from 1).
 
-Cedar (through ``cedarpy``) names what is wrong but not where; the place is found here: a parse
-error at the first token after which the policy cannot go on, a validation error at the name it
-is about (else at the policy's start). Every problem is ``FILE:LINE:COLUMN: message``.
+Cedar (through ``cedarpy``) names what is wrong but not where: ``places`` finds where, by
+asking Cedar again about less (prefixes of the policy at the tokens of ``lexer``, its parts
+alone, from ``shape``), never from the words of its message. A policy that cannot be parsed
+does not hide the others: each is parsed on its own (a ``;`` ends it), and those that parse are
+validated. Every problem is ``FILE:LINE:COLUMN: message``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import cedarpy
 
 from plangate.errors import ConfigurationError
+from plangate.world.policies.lexer import Chunk, line_col, split, tokens
+from plangate.world.policies.places import parse_error, places, syntax_error
 
 # plangate's built-in policies are named ``plangate:...``: no file may take such an id
 RESERVED_PREFIX = "plangate:"
 MAX_APPROVERS = 10
-_EOF = "unexpected end of input"
-_NAMED = re.compile(r"`([^`]+)`|: (\w+)$")
 _ACTION = re.compile(r' for Plangate::Action::"\w+"')
 _POLICY = re.compile(r"^for policy `[^`]*`, ")
 
@@ -67,28 +70,6 @@ class PolicyFileError(PoliciesUnusable):
 
 
 @dataclass(frozen=True)
-class Token:
-    start: int
-    end: int
-    text: str
-
-
-@dataclass
-class Chunk:
-    """One policy of a file: its tokens (offsets into the file's text)."""
-
-    tokens: list[Token] = field(default_factory=list)
-
-    @property
-    def start(self) -> int:
-        return self.tokens[0].start
-
-    @property
-    def end(self) -> int:
-        return self.tokens[-1].end
-
-
-@dataclass(frozen=True)
 class SourcePolicy:
     """A policy as written: its id, file, place and Cedar's JSON form (EST)."""
 
@@ -116,79 +97,62 @@ class SourcePolicy:
         return f"{self.file}:{self.line}:{self.column}"
 
 
-def tokens(text: str) -> Iterator[Token]:
-    """Cedar's tokens, coarsely: strings (with escapes), words, and single other characters;
-    blanks and ``//`` comments skipped."""
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c.isspace():
-            i += 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j + 1
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
-            yield Token(i, j, text[i:j])
-            i = j
-        elif c.isalnum() or c == "_":
-            j = i + 1
-            while j < n and (text[j].isalnum() or text[j] == "_"):
-                j += 1
-            yield Token(i, j, text[i:j])
-            i = j
-        else:
-            yield Token(i, i + 1, c)
-            i += 1
+@functools.lru_cache(maxsize=4)
+def _schema(text: str) -> cedarpy.Schema:
+    return cedarpy.Schema.from_str(text)
 
 
-def split(text: str) -> list[Chunk]:
-    """The policies of a file: each ends with a ``;`` outside brackets."""
+def _validation_errors(policies: str, schema: str) -> list[tuple[int, str]]:
+    """Cedar's validation errors: (the policy's index, the message without the policy's id
+    nor the action it was checked for), each once."""
+    found: list[tuple[int, str]] = []
+    for err in cedarpy.validate_policies(policies, _schema(schema)).errors:
+        index = int(err.policy_id.removeprefix("policy")) if err.policy_id else 0
+        e = (index, _ACTION.sub("", _POLICY.sub("", err.error)))
+        if e not in found:
+            found.append(e)
+    return found
+
+
+def _only(text: str, chunks: Sequence[Chunk]) -> str:
+    """``text`` with nothing but ``chunks`` (the rest blank, its lines kept): Cedar numbers
+    them from 0 and reads each at its place."""
+    chars = [c if c == "\n" else " " for c in text]
+    for c in chunks:
+        chars[c.start:c.end] = text[c.start:c.end]
+    return "".join(chars)
+
+
+def _parsed(text: str) -> tuple[list[Chunk], list[tuple[int, str]]]:
+    """The policies of ``text`` Cedar parses, and where and why each other does not."""
     chunks: list[Chunk] = []
-    current, depth = Chunk(), 0
-    for t in tokens(text):
-        current.tokens.append(t)
-        if t.text in "([{":
-            depth += 1
-        elif t.text in ")]}":
-            depth = max(0, depth - 1)
-        elif t.text == ";" and depth == 0:
-            chunks.append(current)
-            current = Chunk()
-    if current.tokens:
-        chunks.append(current)
-    return chunks
-
-
-def line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
-def _named(chunk: Chunk, message: str) -> int:
-    """Where in ``chunk`` the name a message is about first appears; else its start."""
-    for m in _NAMED.finditer(message):
-        name = m.group(1) or m.group(2)
-        if name.startswith("policy"):
+    wrong: list[tuple[int, str]] = []
+    todo = split(tokens(text))
+    while todo:
+        chunk = todo.pop(0)
+        message = parse_error(text[chunk.start:chunk.end])
+        if message is None:
+            chunks.append(chunk)
             continue
-        for t in chunk.tokens:
-            if t.text in (name, f'"{name}"'):
-                return t.start
-    return chunk.start
+        offset, said, next_policy = syntax_error(text, chunk, message)
+        wrong.append((offset, said))
+        if next_policy is not None:  # the rest is read as the policies it is
+            todo.insert(0, Chunk(chunk.tokens[next_policy:]))
+    return chunks, wrong
 
 
-def _parse_error_at(text: str, chunk: Chunk, message: str) -> int:
-    """The first token after which ``chunk`` cannot be a policy any more."""
-    for t in chunk.tokens[:-1]:
-        try:
-            cedarpy.PolicySet.from_str(text[chunk.start:t.end])
-        except ValueError as e:
-            if str(e) != _EOF:
-                return t.start
-    return _named(chunk, message) if message != _EOF else chunk.end
+def _invalid(text: str, chunks: list[Chunk], schema: str) -> list[tuple[int, str]]:
+    """Where and why Cedar's validator refuses ``chunks``: each error at each narrowest part
+    of its policy that alone has it (else at the policy's start)."""
+    wrong = []
+    for index, message in _validation_errors(_only(text, chunks), schema) if chunks else []:
+        chunk = chunks[index] if index < len(chunks) else chunks[0]
+
+        def has(policy: str, message: str = message) -> bool:
+            return (0, message) in _validation_errors(policy, schema)
+
+        wrong += [(offset, message) for offset in places(text, chunk, has) or [chunk.start]]
+    return wrong
 
 
 def read_file(
@@ -201,27 +165,22 @@ def read_file(
     except UnicodeDecodeError as e:
         before = data[: e.start].decode("utf-8")
         return [], [PolicyProblem(name, *line_col(before, len(before)), "not UTF-8 text")]
-    chunks = split(text)
 
     def at(offset: int, message: str) -> PolicyProblem:
         return PolicyProblem(name, *line_col(text, offset), message)
 
-    problems = []
-    for chunk in chunks:
-        body = text[chunk.start:chunk.end]
-        try:
-            cedarpy.PolicySet.from_str(body)
-        except ValueError as e:
-            problems.append(at(_parse_error_at(text, chunk, str(e)), str(e)))
-            continue
-        if chunk.tokens[-1].text != ";":
-            problems.append(at(chunk.end, "a policy ends with ;"))
-    if problems:
-        return [], problems
-    est = json.loads(cedarpy.policies_to_json_str(text)) if chunks else {"staticPolicies": {}}
+    chunks, wrong = _parsed(text)
+    problems = [at(offset, message) for offset, message in wrong]
+    est: dict[str, Any] = {"staticPolicies": {}}
+    if chunks:
+        est = json.loads(cedarpy.policies_to_json_str(_only(text, chunks)))
     if est.get("templates"):
-        start = chunks[0].start if chunks else 0
-        return [], [at(start, "templates (?principal, ?resource) are not plangate policies")]
+        for key in est["templates"]:
+            slots = [t for t in chunks[int(key.removeprefix("policy"))].tokens
+                     if t.text.startswith("?")]
+            problems.append(at(slots[0].start if slots else chunks[0].start,
+                               "templates (?principal, ?resource) are not plangate policies"))
+        return [], sorted(problems, key=lambda p: (p.line, p.column))
     found = est["staticPolicies"]
     if len(found) != len(chunks):  # our split disagrees with Cedar's: name the file only
         raise ValueError(f"{name}: {len(found)} policies, {len(chunks)} found by plangate")
@@ -245,17 +204,9 @@ def read_file(
         if "approval_only" in ann and p.get("effect") != "permit":
             problems.append(at(chunk.start, "@approval_only is for permit policies"))
         policies.append(SourcePolicy(pid or f"{name}:{i + 1}", name, line, col, p))
-    result = cedarpy.validate_policies(text, schema)
-    seen: set[tuple[int, str]] = set()
-    for err in result.errors:
-        index = int(err.policy_id.removeprefix("policy")) if err.policy_id else 0
-        chunk = chunks[index] if index < len(chunks) else chunks[0]
-        message = _ACTION.sub("", _POLICY.sub("", err.error))
-        offset = _named(chunk, message)
-        if (offset, message) not in seen:
-            seen.add((offset, message))
-            problems.append(at(offset, message))
-    return policies, sorted(problems, key=lambda p: (p.line, p.column))
+    problems += [at(offset, message) for offset, message in _invalid(text, chunks, schema)]
+    problems = sorted(set(problems), key=lambda p: (p.line, p.column, p.message))
+    return ([] if wrong else policies), problems
 
 
 def read_directory(path: Path, var: str) -> list[tuple[str, bytes]]:
