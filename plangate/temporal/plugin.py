@@ -83,6 +83,7 @@ class PlangatePlugin(SimplePlugin):
         self.table = table if isinstance(table, GuardTable) else GuardTable.load(table)
         self.settings = settings or Settings.from_env(os.environ)
         self.guarded = Guarded(self.table, self.settings, principal)
+        self.workflow_guard = workflow_guard
         self.checks = GuardActivities(self.guarded)
         # the deployment's call seal key, read from its Postgres when the worker runs
         self.key = SealKey()
@@ -101,7 +102,14 @@ class PlangatePlugin(SimplePlugin):
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         acts: Sequence[Callable[..., Any]] = config.get("activities") or ()
         named = {n: fn for fn in acts if (n := activity_name(fn)) is not None}
-        self.guarded.bind(named)
+        # the workflows' guard is this worker's: their cards are made and read here
+        runs = bool(config.get("workflows")) and self.workflow_guard
+        self.guarded.bind(named, runs_workflows=runs)
+        if config.get("workflows") and not acts and not config.get("no_remote_activities"):
+            # plangate's activities are local only: a worker of workflows alone polls no
+            # activity task, as it would without the plugin (on a shared task queue it would
+            # be handed the team's activities, which it does not have)
+            config["no_remote_activities"] = True
         missing = sorted(set(self.table.activities) - set(named))
         if missing:
             log.warning("the guard table names activities this worker does not have: %s "
