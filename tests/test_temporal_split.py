@@ -21,6 +21,7 @@ import psycopg
 import pytest
 import pytest_asyncio
 from credits import activities as team
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
@@ -77,9 +78,10 @@ async def test_workflows_and_activities_on_two_workers_card_names_and_credits_on
     wf = f"grant-{uuid.uuid4().hex[:8]}"
     plugin = PlangatePlugin(table(), settings=strict, principal="support-agent")
     workflows = Worker(team_client, task_queue=queue, workflows=[GrantWorkflow],
-                       plugins=[plugin])
+                       plugins=[plugin], identity="team-workflows")
     acts = Worker(team_client, task_queue=queue, activities=[grant_credit, team.find_credit],
-                  plugins=[PlangatePlugin(table(), settings=strict, principal="support-agent")])
+                  plugins=[PlangatePlugin(table(), settings=strict, principal="support-agent")],
+                  identity="team-activities")
     api = Plangate(client, settings)
     async with workflows, acts:
         handle = await team_client.start_workflow(
@@ -101,8 +103,13 @@ async def test_workflows_and_activities_on_two_workers_card_names_and_credits_on
     cur = await pg.execute("SELECT tool, state, approver, principal, amount FROM "
                            "plangate.effects WHERE run_id = %s", (wf,))
     assert await cur.fetchall() == [("grant_credit", "done", "erin", "support-agent", 25)]
-    # the call went at once, was refused at the call for want of the card, then went approved
+    # the call went at once, was refused at the call for want of the card, then went approved;
+    # each time to the activities' worker, at its first attempt (the workflows' polls none)
     assert (await scheduled(team_client, wf))["grant_credit"] == 2
+    started = [e.activity_task_started_event_attributes async for e in
+               team_client.get_workflow_handle(wf).fetch_history_events()
+               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    assert [(a.identity, a.attempt) for a in started] == [("team-activities", 1)] * 2
     (step,) = rep.steps
     assert step.state.value == "DONE"
     assert [c.results[0].outcome.value for c in step.checks if c.phase.value == "post"] == [
@@ -185,6 +192,16 @@ async def test_plangate_status_of_a_teams_run_is_one_line_in_every_state(
     assert succeeded.stdout.splitlines()[0] == f"run {done}: succeeded (plan version 1)"
     assert failed.returncode == 1, failed.stderr
     assert failed.stdout.splitlines()[0].startswith(f"run {refused}: failed")
+    # a worker without the plugin's workflow guard: no report query
+    bare = f"{queue}-bare"
+    async with Worker(team_client, task_queue=bare, workflows=[GrantWorkflow],
+                      activities=[grant_credit]):
+        await team_client.execute_workflow(
+            GrantWorkflow.run, args=[secret, 5, "x"], id=f"{done}-bare", task_queue=bare,
+            execution_timeout=timedelta(seconds=60))
+        line = one_line(await status(f"{done}-bare"), 1)
+    assert line.startswith(f"plangate: run '{done}-bare', a GrantWorkflow workflow of a team's, "
+                           "has no report to show: its worker answers no report query (")
     # ended, and no worker to read its report from
     line = one_line(await status(done), 1)
     assert line.startswith(f"plangate: no worker answered the report query of run '{done}'")
