@@ -24,6 +24,7 @@ from credits import activities as team
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from plangate.client.api import Plangate
@@ -121,7 +122,7 @@ async def test_a_table_a_worker_cannot_guard_refuses_to_start_naming_the_entry(
     team_client: Client, settings: Settings,
 ) -> None:
     def worker(entry: dict[str, Any], **kw: Any) -> Worker:
-        return Worker(team_client, task_queue="never-polled",
+        return Worker(team_client, task_queue=f"never-polled-{uuid.uuid4().hex[:8]}",
                       plugins=[PlangatePlugin(table(**entry), settings=settings)], **kw)
 
     # workflows only: the names of the arguments are nowhere on this worker
@@ -143,8 +144,16 @@ async def test_a_table_a_worker_cannot_guard_refuses_to_start_naming_the_entry(
         worker({"params": ["account", "amount", "reason"]},
                activities=[grant_credit, team.find_credit])
     # a worker of workflows whose entry says params, and one of the activity: both start
-    worker({}, workflows=[GrantWorkflow])
+    alone = worker({}, workflows=[GrantWorkflow])
     worker({"params": None}, activities=[grant_credit, team.find_credit])
+    # plangate's activities are local only: the workflows' worker polls no activity task,
+    # unless a plugin configured after plangate's may add activities
+    assert alone.config(active_config=True).get("no_remote_activities") is True
+    followed = Worker(team_client, task_queue=f"never-polled-{uuid.uuid4().hex[:8]}",
+                      workflows=[GrantWorkflow],
+                      plugins=[PlangatePlugin(table(), settings=settings),
+                               SimplePlugin("team.later")])
+    assert not followed.config(active_config=True).get("no_remote_activities")
 
 
 @pytest.mark.asyncio(loop_scope="session")
