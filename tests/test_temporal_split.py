@@ -211,7 +211,3 @@ async def test_plangate_status_of_a_teams_run_is_one_line_in_every_state(
         line = one_line(await status(f"{done}-bare"), 1)
     assert line.startswith(f"plangate: run '{done}-bare', a GrantWorkflow workflow of a team's, "
                            "has no report to show: its worker answers no report query (")
-    # ended, and no worker to read its report from
-    line = one_line(await status(done), 1)
-    assert line.startswith(f"plangate: no worker answered the report query of run '{done}'")
-    assert line.endswith("Temporal's execution status: completed")
