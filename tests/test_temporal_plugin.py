@@ -618,6 +618,11 @@ def test_a_guard_table_that_does_not_fit_is_refused_naming_what() -> None:
     with pytest.raises(ConfigurationError,
                        match=re.escape("'s3.put' is a tool of plangate's deployment")):
         clashing.guarded.bind({})
+    named_as_a_tool = PlangatePlugin({"activities": {"issue_credit": {
+        "effect": "money", "reader": {"activity": "s3.put"}}}}, settings=Settings())
+    with pytest.raises(ConfigurationError,
+                       match=re.escape("'s3.put' is a tool of plangate's deployment")):
+        named_as_a_tool.guarded.bind({})
     reader = PlangatePlugin({"activities": {"issue_credit": {
         "effect": "money", "reader": {"activity": "find_it"}}}}, settings=Settings())
     with pytest.raises(ConfigurationError, match=re.escape(

@@ -125,7 +125,8 @@ class Guarded:
         base = registry_for(self.settings.catalogue)
         problems = [why for name, g in self.table.activities.items()
                     if (why := _unfit(name, g, activities, runs_workflows, base)) is not None]
-        clash = sorted(set(self.table.activities) & set(base.tools))
+        readers = {g.reader.activity for g in self.table.activities.values() if g.reader}
+        clash = sorted((set(self.table.activities) | readers) & set(base.tools))
         problems += [f"{name!r} is a tool of plangate's deployment: a team's activity needs "
                      "a name of its own" for name in clash]
         if problems:
