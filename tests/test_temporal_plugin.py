@@ -615,12 +615,20 @@ def test_a_guard_table_that_does_not_fit_is_refused_naming_what() -> None:
         GuardTable.load({"activities": {"archive_object": {"effect": "delete"}}})
     clashing = PlangatePlugin({"activities": {"s3.put": {"effect": "write"}}},
                               settings=Settings())
-    with pytest.raises(ValueError, match=re.escape("'s3.put', a tool of plangate's deployment")):
+    with pytest.raises(ConfigurationError,
+                       match=re.escape("'s3.put' is a tool of plangate's deployment")):
         clashing.guarded.bind({})
+    named_as_a_tool = PlangatePlugin({"activities": {"issue_credit": {
+        "effect": "money", "reader": {"activity": "s3.put"}}}}, settings=Settings())
+    with pytest.raises(ConfigurationError,
+                       match=re.escape("'s3.put' is a tool of plangate's deployment")):
+        named_as_a_tool.guarded.bind({})
     reader = PlangatePlugin({"activities": {"issue_credit": {
         "effect": "money", "reader": {"activity": "find_it"}}}}, settings=Settings())
-    with pytest.raises(ValueError, match=re.escape("'find_it', is not an activity of this worker")):
-        reader.guarded.bind({})
+    with pytest.raises(ConfigurationError, match=re.escape(
+            "entry 'issue_credit' names the reader 'find_it', which is not an activity of this "
+            "worker")):
+        reader.guarded.bind({"issue_credit": team.issue_credit})
 
 
 class TeamCodec:

@@ -61,7 +61,9 @@ def probe_context(
                 out[dst] = req.output[name]
             else:
                 raise NoRecord(f"{src} is not known yet")
-        read_tool = tools[reader.tool]
+        read_tool = tools.get(reader.tool)
+        if read_tool is None:  # a team's reader on another worker (plangate.temporal)
+            raise LookupError(f"the reader {reader.tool} is not on this worker")
         # acting for nobody: a probe reads as the worker's own role, never the run's principal
         # (world.pg.act_as says why); only the tool re-checks the principal's authority
         ctx = CallContext(PROBE_READ, 0, req.idempotency_key)

@@ -33,7 +33,8 @@ class NoApproverKey(PlangateError, ValueError):
 
 class NoWorkerAnswered(RunError, TimeoutError):
     """No worker answered the run's report query in time (none polls its task queue, or all
-    are busy or gone); the message says what Temporal knows of the run."""
+    are busy or gone), or, a team's workflow, none with plangate's guard (PlangatePlugin)
+    answers it; the message says what Temporal knows of the run."""
 
     def __init__(self, message: str, execution_status: str) -> None:
         super().__init__(message)

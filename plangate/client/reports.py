@@ -74,7 +74,9 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     # a team's workflow guarded by plangate.temporal: its result is its own, its report the
     # guard's (the report query, answered by its worker)
     own = desc.workflow_type == PLAN_RUN
-    if own and _unbegun(desc):
+    if _unbegun(desc):
+        if not own:
+            raise _team_unanswered(run_id, desc, "it has not begun: no worker has taken it")
         return await unbegun.report(client, settings, run_id, desc)
     if own and status not in (None, WorkflowExecutionStatus.RUNNING):
         last = await _last_word(h)  # read with no worker
@@ -84,11 +86,22 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
         rep: RunReport = await h.query(
             REPORT_QUERY, result_type=RunReport, rpc_timeout=REPORT_QUERY_TIMEOUT
         )
-    except WorkflowQueryFailedError:
+    except WorkflowQueryFailedError as e:
+        if not own:  # its worker has no report query: it runs without plangate's guard
+            raise _team_unanswered(run_id, desc, "its worker answers no report query "
+                                   f"({_one_line(e)})") from None
         if status != WorkflowExecutionStatus.FAILED:
             raise
         return await unbegun.report(client, settings, run_id, desc)  # its input refused
     except RPCError as e:
+        if not own and e.status == RPCStatusCode.FAILED_PRECONDITION:  # no task taken
+            raise _team_unanswered(run_id, desc, (
+                "it has not begun: no worker has completed its first workflow task"
+                if status == WorkflowExecutionStatus.RUNNING else
+                "it ended before a worker began it")) from None
+        if not own and e.status not in NO_ANSWER:
+            raise _team_unanswered(run_id, desc, f"its report could not be read "
+                                   f"({_one_line(e)})") from None
         if e.status == RPCStatusCode.FAILED_PRECONDITION or (
             status == WorkflowExecutionStatus.TERMINATED
         ):  # no workflow task (yet): it has not begun
@@ -109,6 +122,17 @@ async def report(client: Client, settings: Settings, run_id: str) -> RunReport:
     if status is not None and status.name in CLOSED_STATUS and not ended_as_said:
         rep.status = CLOSED_STATUS[status.name]
     return rep
+
+
+def _team_unanswered(run_id: str, desc: WorkflowExecutionDescription,
+                     why: str) -> NoWorkerAnswered:
+    """A team's workflow gives its report only through its worker's guard (PlangatePlugin):
+    none answers for it. Its input is the team's, never read as a plan's."""
+    said = desc.status.name.lower() if desc.status is not None else "unknown"
+    return NoWorkerAnswered(
+        f"run {run_id!r}, a {desc.workflow_type} workflow of a team's, has no report to show: "
+        f"{why} (a team's run is reported by its worker's PlangatePlugin, task queue "
+        f"{desc.task_queue}); Temporal's execution status: {said}", said)
 
 
 async def begun(client: Client, desc: WorkflowExecutionDescription) -> bool:

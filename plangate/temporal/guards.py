@@ -23,6 +23,7 @@ from plangate.activities.extensions import Registry, registry_for
 from plangate.activities.policing import PolicyBook, request_at_call
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import CallContext, ToolSpec
+from plangate.errors import ConfigurationError
 from plangate.plans.catalogue import Catalogue, Contract, Reader
 from plangate.plans.guards import PolicyMark, needs_approval
 from plangate.plans.model import Effect
@@ -115,24 +116,30 @@ class Guarded:
     probes: ProbeActivities | None = None
     visible: bool = False
 
-    def bind(self, activities: Mapping[str, Callable[..., Any]]) -> None:
-        """The team's activities, by name: the guarded ones' parameters, the readers' calls."""
+    def bind(self, activities: Mapping[str, Callable[..., Any]], *,
+             runs_workflows: bool = False) -> None:
+        """The team's activities, by name: the guarded ones' parameters, the readers' calls.
+        ``runs_workflows``: this worker's workflows are guarded here (its cards are made and
+        its pre conditions read on this worker). ``ConfigurationError`` naming each entry this
+        worker cannot guard as the worker running the activity will judge it."""
+        base = registry_for(self.settings.catalogue)
+        problems = [why for name, g in self.table.activities.items()
+                    if (why := _unfit(name, g, activities, runs_workflows, base)) is not None]
+        readers = {g.reader.activity for g in self.table.activities.values() if g.reader}
+        clash = sorted((set(self.table.activities) | readers) & set(base.tools))
+        problems += [f"{name!r} is a tool of plangate's deployment: a team's activity needs "
+                     "a name of its own" for name in clash]
+        if problems:
+            raise ConfigurationError("the guard table does not fit this worker: "
+                                     + "; ".join(problems))
         self.table = self.table.with_params(
             {n: parameters(fn) for n, fn in activities.items() if self.table.get(n)})
         specs: dict[str, ToolSpec[Any]] = {}
         for name, g in self.table.activities.items():
             specs[name] = guarded_spec(name, g)
-            if g.reader is not None:
-                fn = activities.get(g.reader.activity)
-                if fn is None:
-                    raise ValueError(f"the guard table's reader of {name}, activity "
-                                     f"{g.reader.activity!r}, is not an activity of this worker")
+            fn = activities.get(g.reader.activity) if g.reader is not None else None
+            if g.reader is not None and fn is not None:
                 specs[g.reader.activity] = reader_spec(g.reader.activity, fn)
-        base = registry_for(self.settings.catalogue)
-        clash = sorted(set(specs) & set(base.tools))
-        if clash:
-            raise ValueError(f"the guard table names {clash[0]!r}, a tool of plangate's "
-                             "deployment: a team's activity needs a name of its own")
         registry = Registry()
         registry.add_specs({**base.tools, **specs}, base.probes)
         self.specs, self.registry = specs, registry.seal()
@@ -162,6 +169,40 @@ class Guarded:
             idempotency_key=key, on_behalf_of=self.principal,
             check=conditions(g.pre, args),
         )
+
+
+def _unfit(name: str, g: ActivityGuard, activities: Mapping[str, Callable[..., Any]],
+           runs_workflows: bool, base: Registry) -> str | None:
+    """Why this worker cannot guard entry ``name`` (None: it can). Where the activity runs,
+    its parameters are its function's (a ``params`` that differs would name a card's
+    arguments otherwise than the call's) and its reader is needed (the ledger and the checks
+    at the call read through it). Where only its workflows run, ``params`` names the
+    arguments, and the reader is needed where a pre condition reads through it (read here
+    before a card and after its answer)."""
+    entry = f"entry {name!r}"
+    fn = activities.get(name)
+    if fn is not None and g.params is not None and g.params != parameters(fn):
+        return (f"{entry} says params {g.params} and this worker's activity {name} takes "
+                f"{parameters(fn)}: drop params, or make it the function's")
+    if fn is None and runs_workflows and g.params is None:
+        return (f"{entry}: this worker runs the workflows that call {name} but not {name} "
+                "itself, so it cannot read the names of its arguments, which its cards show "
+                "and the call is checked against: add params: [NAME, ...] to the entry, the "
+                "activity's parameters in order")
+    reader = g.reader.activity if g.reader is not None else None
+    if reader is None or reader in activities:
+        return None
+    if fn is not None:
+        return (f"{entry} names the reader {reader!r}, which is not an activity of this "
+                f"worker: {name} runs here, and the effect ledger and the checks at its call "
+                "read its record through the reader")
+    read_here = [c.probe for c in g.pre
+                 if (p := base.probes.get(c.probe)) is not None and p.system == "record"]
+    if runs_workflows and read_here:
+        return (f"{entry}: its pre condition {read_here[0]} reads through the reader "
+                f"{reader!r}, and this worker reads it before a card: register {reader} on "
+                "this worker")
+    return None
 
 
 def _b64(data: bytes) -> str:

@@ -83,6 +83,7 @@ class PlangatePlugin(SimplePlugin):
         self.table = table if isinstance(table, GuardTable) else GuardTable.load(table)
         self.settings = settings or Settings.from_env(os.environ)
         self.guarded = Guarded(self.table, self.settings, principal)
+        self.workflow_guard = workflow_guard
         self.checks = GuardActivities(self.guarded)
         # the deployment's call seal key, read from its Postgres when the worker runs
         self.key = SealKey()
@@ -101,12 +102,27 @@ class PlangatePlugin(SimplePlugin):
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         acts: Sequence[Callable[..., Any]] = config.get("activities") or ()
         named = {n: fn for fn in acts if (n := activity_name(fn)) is not None}
-        self.guarded.bind(named)
+        # the workflows' guard is this worker's: their cards are made and read here
+        runs = bool(config.get("workflows")) and self.workflow_guard
+        self.guarded.bind(named, runs_workflows=runs)
+        if config.get("workflows") and not acts and not self._later(config):
+            # plangate's activities are local only: a worker of workflows alone polls no
+            # activity task, as it would without the plugin (on a shared task queue it would
+            # be handed the team's activities, which it does not have). Not where a plugin
+            # configured after this one may add activities of its own.
+            config["no_remote_activities"] = True
         missing = sorted(set(self.table.activities) - set(named))
         if missing:
             log.warning("the guard table names activities this worker does not have: %s "
                         "(guarded where another worker runs them)", ", ".join(missing))
         return super().configure_worker(config)
+
+    def _later(self, config: WorkerConfig) -> bool:
+        """Whether a plugin of the worker's is configured after this one (this one given to
+        the client: any of the worker's)."""
+        mine = list(config.get("plugins") or ())
+        after = mine[mine.index(self) + 1:] if self in mine else mine
+        return bool(after)
 
     @asynccontextmanager
     async def run_replayer(

@@ -73,7 +73,8 @@ class ActivityGuard(_Model):
     # a failed check: the workflow sees a non-retryable activity failure naming it ("fail"),
     # or the workflow fails ("halt"). An unknown money outcome always halts.
     on_failure: Literal["fail", "halt"] = "fail"
-    # the names of the activity's parameters (default: read from the activity's function)
+    # the names of the activity's parameters (default: read from the activity's function);
+    # required where a worker runs the workflows calling it and not the activity itself
     params: list[str] | None = None
 
 
