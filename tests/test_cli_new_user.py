@@ -317,6 +317,29 @@ async def test_every_problem_in_one_answer_whatever_stage_finds_it(tmp_path: Pat
     assert code == 2 and "no step 1" not in err and "step 1, field effect" in err, err
 
 
+async def test_every_problem_of_one_step_in_one_answer(tmp_path: Path) -> None:
+    """One step with four problems: a field the parser refuses, a missing argument, a local
+    path outside the work directory and an unknown probe. Each is listed (issue 48: check
+    listed the parser's and stopped; a missing argument hid the path's)."""
+    plan: dict[str, Any] = {"goal": "one step, four problems", "steps": [
+        {"n": 1, "tool": "s3.put", "effect": "write", "on_unmet": "explode",
+         "args": {"bucket": "vendor-drops", "source": "/etc/passwd"},
+         "pre": [{"probe": "no_such_probe"}]},
+    ]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    code, out, err = await plangate("check", str(path),
+                                    env={"PLANGATE_WORKDIR": str(tmp_path / "work")})
+    assert code == 2 and out == ""
+    head, *problems = err.splitlines()
+    assert head == f"plangate: plan {path} rejected:"
+    assert [p.split(":")[0] for p in problems] == [
+        "  - step 1, field on_unmet", "  - step 1, field args.key",
+        "  - step 1, field pre[0].probe", "  - step 1, field args.source"], err
+    assert "unknown probe 'no_such_probe'" in problems[2]
+    assert problems[3].endswith(f"'/etc/passwd' is outside the work directory {tmp_path}/work")
+
+
 async def test_ctrl_c_during_run_wait_says_how_to_follow_and_leaves_the_run_going(
     client: Any, settings: Any, stack_env: dict[str, str], pg: Any, tmp_path: Path
 ) -> None:
