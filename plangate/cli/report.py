@@ -79,10 +79,19 @@ async def _runs(client: Any, settings: Settings, since: datetime, ledger: str | 
     """The finished runs of ``queue``: those the deployment's Postgres holds read there (with
     ``ledger`` the deployment's queue), the rest from visibility; why visibility alone was
     read, on stderr."""
+    from plangate.cli.services import check_postgres
     from plangate.client import report_runs
+    from plangate.errors import ServiceUnreachable
     from plangate.world.clients import World
 
     if ledger is None:
+        return (await report_runs.gathered(client, None, since, queue)).runs
+    try:  # at once, where a pool would wait out its timeout
+        await check_postgres(settings.world)
+    except ServiceUnreachable as e:
+        print(visible(f"plangate: {e.service} at {e.where} could not be reached "
+                      f"({e.reason}): every run read from Temporal's visibility"),
+              file=sys.stderr)
         return (await report_runs.gathered(client, None, since, queue)).runs
     world = World(settings.world)
     try:
@@ -99,12 +108,20 @@ async def _policy_decisions(settings: Settings, since: datetime) -> list[Any] | 
     (``PLANGATE_POLICIES``); None elsewhere."""
     if settings.policy.policies is None:
         return None
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
     from plangate.world import decisions
     from plangate.world.clients import World
 
     world = World(settings.world)
     try:
         return list(await decisions.listed(world, since))
+    except (psycopg.Error, PoolTimeout) as e:  # the runs' report stands without them: said
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        print(visible(f"plangate: the policy decisions in Postgres could not be read "
+                      f"({first}): none shown"), file=sys.stderr)
+        return None
     finally:
         await world.close()
 
