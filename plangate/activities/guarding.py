@@ -29,6 +29,7 @@ from plangate.activities.catalogue import catalogue, guarded, plan_problems
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.plans import bindings
+from plangate.plans.amounts import moved
 from plangate.plans.guards import PolicyMark, StepGuard, step_conditions
 from plangate.plans.model import Plan
 from plangate.records.calls import ProbeRequest, StepRef
@@ -116,11 +117,11 @@ def decided(
         g = guards.get(step.n)
         if info is None or g is None:
             continue
-        amount = step.args.get(info.amount) if info.amount else None
+        amount = moved(info, step.args, strings=False)
         d = cedar.decide(PolicyRequest(
             principal=principal or "", tool=step.tool, effect=g.effect,
             resources=resources_of(step.tool, info, step.args), args=dict(step.args),
-            amount_cents=cents(amount) if isinstance(amount, int | float) else 0,
+            amount_cents=0 if amount is None else cents(amount),
             now=datetime.now(UTC), approval_asked=g.approval,
         ))
         if kept is not None and decisions.worth_keeping(d):
