@@ -50,9 +50,9 @@ class Terminal:
     """A pseudo-terminal of ``ROWS`` x ``COLS`` for a child process, and what it wrote there,
     read as it writes (a thread; the child's side closed, reading ends)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cols: int = COLS) -> None:
         self.master, self.slave = os.openpty()
-        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, cols, 0, 0))
         self.raw = bytearray()
         self._reader = threading.Thread(target=self._read, daemon=True)
 
@@ -164,6 +164,43 @@ async def test_watch_on_a_terminal_and_on_a_pipe(client, settings, stack, pg):
         "  v1 step 1 warehouse.run_sql: DONE",
         "  v1 step 2 warehouse.run_sql: DONE",
     ]
+
+
+async def test_watch_on_an_80_column_terminal_keeps_the_approve_line_whole(
+    client, settings, stack
+):
+    """`plangate watch` of a run waiting for a card, on a real 80-column pseudo-terminal: no
+    line wider than 80, and the approve command, pasted as shown, is the command."""
+    plan = {"goal": "a card on a narrow terminal", "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "effect": "write", "approval": "required",
+         "args": {"statement": "select_one"}}]}
+    async with running_worker(client, settings) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(plan, run_id=f"narrow-view-{uuid.uuid4().hex}")
+        await until_state(api.handle(run_id), 1, "AWAITING_APPROVAL")
+        (card,) = (await api.report(run_id)).approvals
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env.update({**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
+                    "TERM": "xterm-256color"})
+        tty = Terminal(cols=80)
+        watch = await asyncio.create_subprocess_exec(
+            console_script("plangate"), "watch", run_id, stdin=tty.slave, stdout=tty.slave,
+            stderr=tty.slave, env=env)
+        tty.started()
+        try:
+            await until("the reject command's digest", lambda: tty.text.count(card.digest) >= 3,
+                        lambda: tty.text)
+            shown_now = tty.text
+            await api.cancel(run_id, reason="the view was the point")
+            await asyncio.wait_for(watch.wait(), 60)
+        finally:
+            if watch.returncode is None:
+                watch.kill()
+            tty.close()
+    frame = shown_now[shown_now.rindex(f"run {run_id}"):]
+    assert max(len(line) for line in shown_now.splitlines()) <= 80, shown_now
+    assert pasted(frame, "plangate approve") == (
+        f"plangate approve {run_id} --step 1 --digest {card.digest}"), frame
 
 
 def shown(rep: RunReport, height: int = 0, width: int = COLS) -> str:
