@@ -18,7 +18,8 @@ from plangate.world.settings import Settings
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", default="7d", metavar="DURATION",
-                   help="runs finished in this long before now (default 7d)")
+                   help="runs finished in this long before now: 90 (seconds), 90s, 15m, "
+                        "8h, 2d (default 7d)")
     p.add_argument("--all-queues", action="store_true",
                    help="runs on every task queue (default: PLANGATE_TASK_QUEUE's only)")
     p.add_argument("--visibility", action="store_true",
@@ -137,7 +138,7 @@ REPORT = Command(
 def _ledger_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id (its workflow id)")
     p.add_argument("--json", action="store_true", help="the rows as a JSON array")
-    p.add_argument("--limit", type=int, default=1000, help="at most this many rows (1000)")
+    p.add_argument("--limit", type=int, default=1000, help="at most this many rows (default 1000)")
 
 
 async def _ledger(args: argparse.Namespace, settings: Settings) -> int:
@@ -168,7 +169,7 @@ async def _ledger(args: argparse.Namespace, settings: Settings) -> int:
         print("plangate: no effects recorded" + (f" for run {args.run_id}" if args.run_id else ""))
         return EXIT_OK
     for r in rows:
-        amount = f" {r.amount}" if r.amount is not None else ""
+        amount = f" amount {r.amount}" if r.amount is not None else ""  # whole currency units
         who = f" approved by {r.approver}" if r.approver else ""
         print(visible(
             f"{r.intent_at:%Y-%m-%d %H:%M:%S} {r.state.value:<7} {r.effect:<8} {r.tool}{amount} "
