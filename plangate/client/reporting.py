@@ -141,7 +141,7 @@ def since_arg(raw: str, now: datetime) -> datetime:
 
 
 def _h(x: float) -> str:
-    return duration(x) if x else "0"
+    return duration(x)  # with its unit, 0 too: "0 s"
 
 
 def _e(x: float) -> str:
