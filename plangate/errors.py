@@ -58,7 +58,13 @@ class RunError(PlangateError):
 class ServiceUnreachable(PlangateError):
     """A service plangate needs could not be reached (or would not let us in)."""
 
-    def __init__(self, service: str, where: str, reason: str) -> None:
-        super().__init__(f"cannot reach {service} at {where}: {reason}")
+    def __init__(self, service: str, where: str, reason: str, origin: str = "",
+                 todo: str = "") -> None:
+        """``origin``: where the address came from (``TEMPORAL_ADDRESS``, the default);
+        ``todo``: what to do about it, in a sentence."""
+        said = f" ({origin})" if origin else ""
+        super().__init__(f"cannot reach {service} at {where}{said}: {reason}"
+                         + (f". {todo}" if todo else ""))
         self.service = service
         self.where = where
+        self.reason = reason

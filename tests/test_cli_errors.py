@@ -80,7 +80,9 @@ async def test_temporal_unreachable_names_host_and_port(argv, stack_env, plan_fi
     argv = [str(plan_file) if a == "PLAN" else a for a in argv]
     assert await asyncio.to_thread(main, argv) == 1
     line = one_line(capsys.readouterr().err)
-    assert line == f"plangate: cannot reach Temporal at {address}: Connection refused"
+    assert line == (f"plangate: cannot reach Temporal at {address} (TEMPORAL_ADDRESS): Connection "
+                    "refused. Start Temporal there, or set TEMPORAL_ADDRESS to where it listens "
+                    "(for `plangate dev`, paste the export lines it printed into this shell)")
 
 
 async def test_worker_with_postgres_down_names_host_and_port_never_the_password(
@@ -92,7 +94,10 @@ async def test_worker_with_postgres_down_names_host_and_port_never_the_password(
     assert await asyncio.to_thread(main, ["worker"]) == 1
     err = capsys.readouterr().err
     line = one_line(err)
-    assert line == f"plangate: cannot reach Postgres at 127.0.0.1:{port}: Connection refused"
+    assert line == (f"plangate: cannot reach Postgres at 127.0.0.1:{port} (PLANGATE_DATABASE_URL): "
+                    "Connection refused. Start Postgres there, or set PLANGATE_DATABASE_URL to "
+                    "where it listens (for `plangate dev`, paste the export lines it printed "
+                    "into this shell)")
     assert "s3cr3t-pw" not in err
 
 
@@ -125,7 +130,8 @@ def test_debug_adds_the_traceback(monkeypatch, capsys):
     for argv in (["--debug", "status", "some-run"], ["status", "some-run", "--debug"]):
         assert main(argv) == 1
         first, *rest = capsys.readouterr().err.splitlines()
-        assert first == f"plangate: cannot reach Temporal at {address}: Connection refused"
+        assert first.startswith(f"plangate: cannot reach Temporal at {address} "
+                                "(TEMPORAL_ADDRESS): Connection refused. "), first
         assert rest[0] == "Traceback (most recent call last):", rest
 
 
@@ -157,3 +163,82 @@ async def test_real_processes_leave_with_one_line(stack, tmp_path):
         text = err.decode()
         assert proc.returncode == want, (argv, text)
         assert said in one_line(text) and "pw-xyz" not in text and out == b""
+
+
+async def plangate(env: dict[str, str], *argv: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "plangate", *argv, env=env, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def without_exports(tmp_path: Path) -> dict[str, str]:
+    """A fresh shell's environment: none of `plangate dev`'s exports, no Temporal profile."""
+    return {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+
+
+async def test_a_shell_without_exports_is_told_where_it_talks_and_what_to_do(tmp_path):
+    """No TEMPORAL_ADDRESS, no profile: plangate's default, localhost:7233, where anything may
+    listen (issue 48). Reached, a line on stderr names it and where it came from; not reached,
+    the one line says what to do."""
+    code, _, err = await plangate(without_exports(tmp_path), "runs", "--limit", "1")
+    if code == 0:  # something answers on 7233 here
+        assert err.splitlines()[0] == (
+            "plangate: using Temporal at localhost:7233, the default (no TEMPORAL_ADDRESS, no "
+            "Temporal profile); set TEMPORAL_ADDRESS to choose, or for `plangate dev`'s own, "
+            "paste the export lines it printed"), err
+    else:
+        assert code == 1
+        line = one_line(err)
+        assert line.startswith("plangate: cannot reach Temporal at localhost:7233 (the default: "
+                               "no TEMPORAL_ADDRESS, no Temporal profile): "), line
+        assert line.endswith(". To use plangate's own services, start `plangate dev` and paste "
+                             "the export lines it prints; else set TEMPORAL_ADDRESS "
+                             "(docs/configuration.md)"), line
+    # a profile's address is named as the profile's
+    config = tmp_path / "temporal.toml"
+    address = f"127.0.0.1:{closed_port()}"
+    config.write_text(f'[profile.default]\naddress = "{address}"\n')
+    code, _, err = await plangate({**without_exports(tmp_path),
+                                   "TEMPORAL_CONFIG_FILE": str(config)}, "runs")
+    assert code == 1 and one_line(err).startswith(
+        f"plangate: cannot reach Temporal at {address} (profile default of {config}): "), err
+
+
+async def test_connected_to_the_default_address_says_so(stack, settings, capsys):
+    """The note, where the default answers: this deployment's Temporal, as if at the default."""
+    from dataclasses import replace
+
+    from plangate.cli.services import connect
+
+    for origin, noted in (("", True), ("TEMPORAL_ADDRESS", False)):
+        s = replace(settings, temporal=replace(settings.temporal, address_from=origin))
+        await connect(s)
+        err = capsys.readouterr().err
+        assert (f"plangate: using Temporal at {settings.temporal.address}, the default" in err
+                ) is noted, err
+
+
+async def test_postgres_down_report_says_one_line_per_part_and_no_library_noise(stack, tmp_path):
+    """`plangate report` with Postgres down: plangate's own lines alone on stderr (issue 48:
+    psycopg's pool logged each failed connection, with libpq's hint, before them)."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "all.cedar").write_text("permit(principal, action, resource);\n")
+    port = closed_port()
+    env = {**os.environ, **stack.env(), "PLANGATE_POLICIES": str(policies),
+           "PLANGATE_TASK_QUEUE": f"quiet-{uuid.uuid4().hex[:8]}",
+           "PLANGATE_DATABASE_URL": f"postgresql://u:pw-xyz@127.0.0.1:{port}/db"}
+    code, out, err = await plangate(env, "report", "--since", "1h")
+    assert code == 0 and "staleness since" in out, err
+    assert err.splitlines() == [
+        f"plangate: Postgres at 127.0.0.1:{port} could not be reached (Connection refused): "
+        "every run read from Temporal's visibility",
+        "plangate: the policy decisions in Postgres could not be read (couldn't get a "
+        "connection after 3.00 sec): none shown",
+    ], err
+    # --debug: the library's records, on stderr under their logger's name
+    code, _, err = await plangate(env, "report", "--since", "1h", "--debug")
+    assert code == 0 and "psycopg.pool: WARNING: error connecting" in err, err

@@ -283,6 +283,37 @@ async def test_worker_check_needs_an_s3_answer_not_any_answer(stack: Any,
         web.server_close()
 
 
+async def test_one_warning_is_one_warning(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"goal": "g", "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "effect": "write",
+         "args": {"statement": "select_one"}}]}))
+    code, out, err = await plangate("check", str(path))
+    assert code == 0 and out == f"plangate: plan {path} is valid (1 warning)\n", (out, err)
+    assert one_line(err).startswith("plangate: warning: step 1: a write step with no post ")
+
+
+def test_every_argument_of_every_command_says_what_it_is() -> None:
+    """Each argument and option of every command (and of key's and policy's) has a help text
+    in its --help (issue 48: a bare ``--step STEP``, ``id``, ``--state-dir``)."""
+    import argparse
+
+    from plangate.cli.commands import parser
+
+    def commands(p: argparse.ArgumentParser, name: str) -> list[tuple[str, Any]]:
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return [(name, p)]
+        return [c for a in subs for n, sub in a.choices.items()
+                for c in commands(sub, f"{name} {n}".strip())]
+
+    bare = [(name, a.option_strings or a.dest) for name, p in commands(parser(), "")
+            for a in p._actions
+            if not isinstance(a, argparse._HelpAction) and a.help != argparse.SUPPRESS
+            and not (a.help or "").strip()]
+    assert bare == [], bare
+
+
 async def test_every_problem_in_one_answer_whatever_stage_finds_it(tmp_path: Path) -> None:
     """A step that does not parse, an unknown tool, a dependency on no step and a reference
     bound by no step: each found by a later stage than the one before, all in one answer."""
@@ -315,6 +346,29 @@ async def test_every_problem_in_one_answer_whatever_stage_finds_it(tmp_path: Pat
     path.write_text(json.dumps(plan))
     code, _, err = await plangate("check", str(path))
     assert code == 2 and "no step 1" not in err and "step 1, field effect" in err, err
+
+
+async def test_every_problem_of_one_step_in_one_answer(tmp_path: Path) -> None:
+    """One step with four problems: a field the parser refuses, a missing argument, a local
+    path outside the work directory and an unknown probe. Each is listed (issue 48: check
+    listed the parser's and stopped; a missing argument hid the path's)."""
+    plan: dict[str, Any] = {"goal": "one step, four problems", "steps": [
+        {"n": 1, "tool": "s3.put", "effect": "write", "on_unmet": "explode",
+         "args": {"bucket": "vendor-drops", "source": "/etc/passwd"},
+         "pre": [{"probe": "no_such_probe"}]},
+    ]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    code, out, err = await plangate("check", str(path),
+                                    env={"PLANGATE_WORKDIR": str(tmp_path / "work")})
+    assert code == 2 and out == ""
+    head, *problems = err.splitlines()
+    assert head == f"plangate: plan {path} rejected:"
+    assert [p.split(":")[0] for p in problems] == [
+        "  - step 1, field on_unmet", "  - step 1, field args.key",
+        "  - step 1, field pre[0].probe", "  - step 1, field args.source"], err
+    assert "unknown probe 'no_such_probe'" in problems[2]
+    assert problems[3].endswith(f"'/etc/passwd' is outside the work directory {tmp_path}/work")
 
 
 async def test_ctrl_c_during_run_wait_says_how_to_follow_and_leaves_the_run_going(

@@ -39,4 +39,8 @@ async def test_demo_replays_both_incidents(state_dir, capsys):
     (card,) = [line for line in out.splitlines() if "will call billing.issue_credit(" in line]
     assert card.strip().startswith("card: v2 step 4 will call billing.issue_credit(account_id="
                                    "'acct_3319f', amount_eur=612.4) [money]: waits for a person")
+    # under the heading of the run that printed it, not the case before (issue 48)
+    lines = out.splitlines()
+    above = [line for line in lines[: lines.index(card)] if line.startswith("== ")]
+    assert above[-1] == "== plangate (playbook re-planner)", above
     assert out.rstrip().endswith("every outcome as expected")

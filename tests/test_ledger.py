@@ -207,7 +207,7 @@ async def test_the_ledger_lists_a_run_from_the_cli(client, settings, stack, pg, 
     assert row["output"]["account"] == who
     text = await cli()
     assert text.returncode == 0, text.stderr
-    assert f"done    money    pay.blind 12.5 run {handle.id} v1 step 1" in text.stdout
+    assert f"done    money    pay.blind amount 12.5 run {handle.id} v1 step 1" in text.stdout
     bad = await cli("--limit", "0")
     assert bad.returncode == 2 and "--limit: 0 is not a positive count" in bad.stderr
 

@@ -24,6 +24,7 @@ from plangate.client.view import card_lines, last_check, render
 from plangate.plans.model import Effect
 from plangate.records.approvals import ApprovalCard, ApprovalRecord
 from plangate.records.report import (
+    Answer,
     ReplanRecord,
     RunReport,
     RunStatus,
@@ -49,9 +50,9 @@ class Terminal:
     """A pseudo-terminal of ``ROWS`` x ``COLS`` for a child process, and what it wrote there,
     read as it writes (a thread; the child's side closed, reading ends)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cols: int = COLS) -> None:
         self.master, self.slave = os.openpty()
-        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, cols, 0, 0))
         self.raw = bytearray()
         self._reader = threading.Thread(target=self._read, daemon=True)
 
@@ -165,9 +166,46 @@ async def test_watch_on_a_terminal_and_on_a_pipe(client, settings, stack, pg):
     ]
 
 
-def shown(rep: RunReport, height: int = 0) -> str:
+async def test_watch_on_an_80_column_terminal_keeps_the_approve_line_whole(
+    client, settings, stack
+):
+    """`plangate watch` of a run waiting for a card, on a real 80-column pseudo-terminal: no
+    line wider than 80, and the approve command, pasted as shown, is the command."""
+    plan = {"goal": "a card on a narrow terminal", "steps": [
+        {"n": 1, "tool": "warehouse.run_sql", "effect": "write", "approval": "required",
+         "args": {"statement": "select_one"}}]}
+    async with running_worker(client, settings) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(plan, run_id=f"narrow-view-{uuid.uuid4().hex}")
+        await until_state(api.handle(run_id), 1, "AWAITING_APPROVAL")
+        (card,) = (await api.report(run_id)).approvals
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env.update({**stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
+                    "TERM": "xterm-256color"})
+        tty = Terminal(cols=80)
+        watch = await asyncio.create_subprocess_exec(
+            console_script("plangate"), "watch", run_id, stdin=tty.slave, stdout=tty.slave,
+            stderr=tty.slave, env=env)
+        tty.started()
+        try:
+            await until("the reject command's digest", lambda: tty.text.count(card.digest) >= 3,
+                        lambda: tty.text)
+            shown_now = tty.text
+            await api.cancel(run_id, reason="the view was the point")
+            await asyncio.wait_for(watch.wait(), 60)
+        finally:
+            if watch.returncode is None:
+                watch.kill()
+            tty.close()
+    frame = shown_now[shown_now.rindex(f"run {run_id}"):]
+    assert max(len(line) for line in shown_now.splitlines()) <= 80, shown_now
+    assert pasted(frame, "plangate approve") == (
+        f"plangate approve {run_id} --step 1 --digest {card.digest}"), frame
+
+
+def shown(rep: RunReport, height: int = 0, width: int = COLS) -> str:
     screen = io.StringIO()
-    Console(file=screen, width=COLS, force_terminal=False).print(render(rep, NOW, height))
+    Console(file=screen, width=width, force_terminal=False).print(render(rep, NOW, height))
     return screen.getvalue()
 
 
@@ -206,8 +244,56 @@ def test_the_view_shows_re_plans_and_the_card_waiting():
     assert "re-plan 1 of 2 after v1 step 2 by playbook: accepted: plan version 2 (restore " \
            "the record first)" in text
     assert f"plangate approve plan-x --step 1 --digest {card.digest()}" in text
-    assert f"plangate reject plan-x --step 1 --digest {card.digest()} --reason TEXT" in text
+    assert f"plangate reject plan-x --step 1 --reason TEXT --digest {card.digest()}" in text
     assert "expires in 1.0d" in text
+
+
+def pasted(text: str, start: str) -> str:
+    """The command that begins ``start`` as a shell reads it pasted: its lines continued with
+    a trailing backslash joined."""
+    lines = text.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.lstrip().startswith(start))
+    words = []
+    while True:
+        line = lines[i].strip()
+        words.append(line.removesuffix("\\").strip())
+        if not line.endswith("\\"):
+            return " ".join(words)
+        i += 1
+
+
+def test_the_view_fits_80_columns_and_its_commands_paste_whole():
+    """On an 80-column terminal no line is wider than 80 (issue 48: the table broke and the
+    approve line wrapped before its digest): the step's tries, answer and last check share a
+    cell, and the approve and reject commands are continued over lines, the digest whole on
+    one of them; pasted, each is the command. On a wide terminal, a line each."""
+    run_id = "plan-3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"
+    card = ApprovalCard(run_id=run_id, plan_version=1, step=2, tool="billing.issue_credit",
+                        effect=Effect.MONEY, args={"account_id": "acct_1", "amount_eur": 612.4},
+                        issued_at=NOW, expires_at=NOW + timedelta(hours=24))
+    waits = step(1, 1, "WAITING", 75)
+    waits.attempts, waits.answer = 2, Answer.WAIT
+    waits.reason = "the post condition declares a wait"
+    rep = RunReport(run_id=run_id, goal="credit the unused balance of closed account acct_1",
+                    status=RunStatus.AWAITING_APPROVAL,
+                    steps=[waits, step(1, 2, "AWAITING_APPROVAL", 3)],
+                    approvals=[ApprovalRecord(step=2, plan_version=1, digest=card.digest(),
+                                              expires_at=card.expires_at, card=card)])
+    approve = f"plangate approve {run_id} --step 2 --digest {card.digest()}"
+    reject = f"plangate reject {run_id} --step 2 --reason TEXT --digest {card.digest()}"
+    for width in (80, 200):
+        text = shown(rep, width=width)
+        assert max(len(line) for line in text.splitlines()) <= width, text
+        assert pasted(text, "plangate approve") == approve, text
+        assert pasted(text, "plangate reject") == reject, text
+        assert any(card.digest() in line for line in text.splitlines() if "--digest" in line)
+        one_line = any(line.strip() == approve for line in text.splitlines())
+        assert one_line is (width == 200), text
+        assert re.search(rf"^\s*1{SEP}customer\.update{SEP}WAITING{SEP}1:15{SEP}", text,
+                         re.MULTILINE), text
+    narrow = shown(rep, width=80)
+    assert re.search(rf"WAITING{SEP}1:15{SEP}2 tool attempts\s*$", narrow, re.MULTILINE), narrow
+    assert "declares a wait" in narrow, narrow
 
 
 def test_a_long_plan_fits_the_terminal():

@@ -25,6 +25,7 @@ from plangate.mcp.front.guarded import GuardedCall
 from plangate.plans.model import Effect
 from plangate.testing import running_worker, scheduled
 from plangate.world.settings import Settings
+from tests.harness import APPROVER_NAMES
 from tests.mcp_client import (
     REQUEST_ID,
     TaskCreated,
@@ -37,6 +38,8 @@ from tests.mcp_client import (
 
 CREDIT = "billing.issue_credit"
 SERVED_CREDIT = "billing_issue_credit"  # its name over MCP (plangate.mcp.front.names)
+
+WHO = ", ".join(APPROVER_NAMES)  # the session's approvers, as PLANGATE_APPROVERS lists them
 
 
 def money_waits(settings: Settings) -> Settings:
@@ -91,7 +94,12 @@ async def test_a_money_call_waits_for_a_credentialed_person_never_for_the_client
             (key, request), = waiting["inputRequests"].items()
             assert request["method"] == "elicitation/create"
             assert request["params"]["mode"] == "url"
-            assert "plangate approve" in request["params"]["message"]
+            # the line to paste, and who may run it: the approvers the deployment lists (issue
+            # 48: a literal "--as NAME" in the line, which failed pasted)
+            digest = (await Plangate(client, h.settings).report(created.task_id)).approvals[0]
+            assert (f"plangate approve {created.task_id} --step 1 --digest {digest.digest}, "
+                    f"run by one of this deployment's approvers ({WHO}); ") in \
+                request["params"]["message"], request
             # the client answers the input request: acknowledged, and nothing approved
             ack = await task_request(mcp, "tasks/update", created.task_id,
                                      inputResponses={key: {"action": "accept"}})
@@ -144,6 +152,10 @@ async def test_a_client_without_tasks_gets_the_pending_run_and_can_cancel_it(
             out = res.structured_content
             assert out["status"] == "awaiting_approval" and out["state"] == "AWAITING_APPROVAL"
             assert out["awaiting"]["approve_with"].startswith(f"plangate approve {out['run_id']}")
+            text = res.content[0].text  # type: ignore[union-attr]
+            assert (f"{out['awaiting']['approve_with']}, run by one of this deployment's "
+                    f"approvers ({WHO}); it signs with the first key of PLANGATE_APPROVER_KEY, "
+                    "and --as NAME picks another of them.") in text, text
             stopped = await mcp.call_tool("cancel_run", {
                 "run_id": out["run_id"], "reason": "changed my mind"})
             assert not stopped.is_error

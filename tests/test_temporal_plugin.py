@@ -267,7 +267,8 @@ async def test_the_cli_approves_and_shows_a_guarded_run(
     (row,) = json.loads(ledger.stdout)
     assert (row["tool"], row["state"], row["effect"]) == ("issue_credit", "done", "money")
     assert row["idempotency_key"] == step["ledger"]["key"]
-    assert (row["approver"], row["principal"], row["amount"]) == ("erin", "support-agent", "1200")
+    # the example's 1200 cents (amount_unit: cents): 12.00 in the ledger, never 1200 (issue 48)
+    assert (row["approver"], row["principal"], row["amount"]) == ("erin", "support-agent", "12.00")
 
     async def staleness() -> list[Any]:
         out = await cli("report", "--since", "1h", "--json")
@@ -290,7 +291,8 @@ async def test_the_cli_approves_and_shows_a_guarded_run(
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_the_deployments_policy_forbids_a_guarded_call(
-    team_client: Client, settings: Settings, pg: psycopg.AsyncConnection[Any], tmp_path: Path,
+    team_client: Client, client: Client, settings: Settings, pg: psycopg.AsyncConnection[Any],
+    tmp_path: Path,
 ) -> None:
     from dataclasses import replace
 
@@ -299,15 +301,26 @@ async def test_the_deployments_policy_forbids_a_guarded_call(
     (directory / "base.cedar").write_text('@id("base")\npermit(principal, action, resource);\n')
     (directory / "cap.cedar").write_text(
         '@id("team-credit-cap")\nforbid(principal, action == Plangate::Action::"money", '
-        'resource)\nwhen { resource.tool == "issue_credit" && context.amount_cents > 1000000 };\n')
+        'resource)\nwhen { resource.tool == "issue_credit" && context.amount_cents > 1000 };\n')
     strict = replace(settings, policy=replace(settings.policy, policies=directory))
     queue = f"team-policy-{uuid.uuid4().hex[:8]}"
     account = f"acct-{uuid.uuid4().hex[:8]}"
     wf = f"credit-{uuid.uuid4().hex[:8]}"
+    under = f"credit-{uuid.uuid4().hex[:8]}"
     async with await _worker(team_client, strict, queue):
+        # 900 cents is under the cap of 1000 cents: the policy sees 900, not 90000 (issue 48),
+        # and the credit goes on to its card
+        waits = await team_client.start_workflow(
+            CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=900),
+            id=under, task_queue=queue, execution_timeout=timedelta(seconds=60))
+        try:
+            card = await Plangate(client, strict).wait_for_card(under, timeout=60)
+            assert card.card.args["amount_cents"] == 900
+        finally:
+            await waits.terminate("the card was the point")
         with pytest.raises(WorkflowFailureError) as caught:
             await team_client.execute_workflow(
-                CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=50000),
+                CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=1200),
                 id=wf, task_queue=queue, execution_timeout=timedelta(seconds=60))
     err = caught.value.cause
     assert isinstance(err, ActivityError) and isinstance(err.cause, ApplicationError)

@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import psycopg
@@ -31,6 +30,7 @@ from temporalio import activity
 
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import ToolSpec
+from plangate.plans.amounts import moved
 from plangate.plans.model import Condition, Effect
 from plangate.records import keys
 from plangate.records.calls import Outcome, ProbeRequest, ToolCall
@@ -55,14 +55,6 @@ def args_sha256(args: dict[str, JsonValue]) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
-def _amount(spec: ToolSpec[Any], args: dict[str, JsonValue]) -> Decimal | None:
-    value = args.get(spec.amount) if spec.amount else None
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        return Decimal(str(value))
-    except InvalidOperation:
-        return None
 
 
 def intent_of(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> ledger.Intent:
@@ -73,7 +65,7 @@ def intent_of(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> ledger.Intent
         key=call.idempotency_key, run_id=run_id, step=call.step.n,
         plan_version=call.step.plan_version, tool=spec.name,
         args_sha256=args_sha256(call.step.args), effect=spec.effect.value,
-        principal=call.on_behalf_of, amount=_amount(spec, call.step.args),
+        principal=call.on_behalf_of, amount=moved(spec, call.step.args),
         card_digest=grant.digest if grant is not None else None,
         approver=grant.proof.approver if grant is not None else None,
         resource=resource_of(spec, call),

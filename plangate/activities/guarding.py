@@ -31,6 +31,7 @@ from plangate.activities.catalogue import catalogue, guarded, plan_problems
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.plans import bindings
+from plangate.plans.amounts import moved
 from plangate.plans.catalogue import ToolInfo
 from plangate.plans.guards import PolicyMark, StepGuard, step_conditions
 from plangate.plans.model import Effect, Plan
@@ -112,11 +113,11 @@ def step_request(
 ) -> PolicyRequest:
     """A step's call as the policies see it before the call: its arguments as they stand (a
     ``${name}`` not bound yet is left out), no running totals (the call's to weigh)."""
-    amount = args.get(info.amount) if info.amount else None
+    amount = moved(info, args, strings=False)
     return PolicyRequest(
         principal=principal or "", tool=tool, effect=effect,
         resources=resources_of(tool, info, args), args=dict(args),
-        amount_cents=cents(amount) if isinstance(amount, int | float) else 0,
+        amount_cents=0 if amount is None else cents(amount),
         now=datetime.now(UTC), approval_asked=approval_asked,
     )
 

@@ -33,8 +33,10 @@ from temporalio import activity
 
 from plangate.activities.tools.registry import ToolSpec
 from plangate.errors import ConfigurationError
+from plangate.plans.amounts import moved
 from plangate.plans.catalogue import Catalogue
 from plangate.plans.scope import Scope
+from plangate.plans.words import many
 from plangate.records.calls import ProbeReport, ToolCall
 from plangate.records.policy import Decision, PolicyRequest, Totals
 from plangate.world import decisions, ledger
@@ -132,11 +134,11 @@ def request_at_call(
 ) -> PolicyRequest:
     """What the policies may read of this call, as the activity knows it."""
     args: dict[str, JsonValue] = dict(call.step.args)
-    amount = args.get(spec.amount) if spec.amount else None
+    amount = moved(spec, args, strings=False)
     return PolicyRequest(
         principal=call.on_behalf_of or "", submitter=submitter or "", tool=spec.name,
         effect=spec.effect, resources=resources_of(spec.name, spec, args), args=args,
-        amount_cents=cents(amount) if isinstance(amount, int | float) else 0,
+        amount_cents=0 if amount is None else cents(amount),
         observed={} if checked is None else {r.condition.key(): r.observed
                                              for r in checked.results},
         now=datetime.now(UTC), approvals=approvals,
@@ -189,7 +191,7 @@ def enforce(spec: ToolSpec[Any], call: ToolCall, decision: Decision, given: int)
     if decision.enforced and missing > 0:
         raise ToolError("approval_missing", (
             f"not called: the deployment's policy ({', '.join(decision.policies)}) asks "
-            f"{decision.approvers} distinct approvers of {spec.name}; {given} approved"))
+            f"{many(decision.approvers, 'distinct approver')} of {spec.name}; {given} approved"))
 
 
 def refuse_superseded(call: ToolCall, bundle: Bundle) -> None:

@@ -21,11 +21,14 @@ _DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def _arguments(p: argparse.ArgumentParser, *, reason: bool) -> None:
-    p.add_argument("id")
-    p.add_argument("--step", type=int, required=True)
-    p.add_argument("--digest", required=True, help="the card's SHA-256, as status shows it")
+    p.add_argument("id", help="the run id (its workflow id), as run and runs print it")
+    p.add_argument("--step", type=int, required=True, metavar="N",
+                   help="the step whose card it answers (its n, as status shows it)")
+    p.add_argument("--digest", required=True, metavar="HEX",
+                   help="the card's SHA-256 (64 hexadecimal digits), as status shows it")
     if reason:
-        p.add_argument("--reason", required=True)
+        p.add_argument("--reason", required=True, metavar="TEXT",
+                       help="why: recorded with the answer in the run's report")
     p.add_argument("--as", dest="requester", default="", metavar="NAME",
                    help="which approver key of PLANGATE_APPROVER_KEY signs the answer "
                    "(default: the first); the answer is recorded under its name")

@@ -33,6 +33,7 @@ from typing import NoReturn
 from plangate.cli import answers, embedded, keys, plans, policy, report, runs, serve, workers
 from plangate.cli.command import EXIT_INTERRUPTED, EXIT_PIPE_CLOSED, EXIT_USAGE, Command
 from plangate.cli.ending import failed, interrupted, leave, stdout_closed
+from plangate.cli.logs import library_logs
 from plangate.plans.visible import visible
 from plangate.world.settings import Settings
 
@@ -99,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_PIPE_CLOSED
         raise
     debug: bool = args.debug
+    library_logs(args.command, debug)
     try:
         # the one place the CLI reads it
         settings = Settings.from_env(os.environ, connects=args.connects)

@@ -12,7 +12,9 @@ from plangate.world.settings import Settings
 
 
 def _dev_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", default=".plangate/dev")
+    p.add_argument("--state-dir", default=".plangate/dev", metavar="DIR",
+                   help="where the services keep their data between starts "
+                        "(default .plangate/dev)")
     p.add_argument("--free-ports", action="store_true",
                    help="every service on a port the system picks, rather than 7233, 8233, "
                         "5433, 9000 and 9464 (each of which falls back to a free one if taken)")
@@ -38,7 +40,9 @@ DEV = Command(
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", default=".plangate/demo")
+    p.add_argument("--state-dir", default=".plangate/demo", metavar="DIR",
+                   help="where the demo's services keep their files while it runs "
+                        "(default .plangate/demo)")
 
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:

@@ -62,7 +62,7 @@ async def _new(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _show_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file")
+    p.add_argument("file", help="a key file, as key new wrote it")
 
 
 def _read(file: str) -> SigningKey:

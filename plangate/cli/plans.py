@@ -12,11 +12,12 @@ from plangate.cli.command import EXIT_NOT_SUCCEEDED, EXIT_OK, Command, UsageErro
 from plangate.plans.load import PlanError
 from plangate.plans.problem import Problem
 from plangate.plans.visible import visible
+from plangate.plans.words import many
 from plangate.world.settings import Settings
 
 
 def _check_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("plan")
+    p.add_argument("plan", help="the plan file: JSON (.json) or YAML")
     p.add_argument("--strict", action="store_true", help="treat lint warnings as errors")
 
 
@@ -27,7 +28,8 @@ async def _check(args: argparse.Namespace, settings: Settings) -> int:
     for w in checked.warnings:
         print(visible(f"plangate: warning: {w}"), file=sys.stderr)
     n = len(checked.warnings)
-    print(visible(f"plangate: plan {args.plan} is valid" + (f" ({n} warnings)" if n else "")))
+    said = f" ({many(n, 'warning')})" if n else ""
+    print(visible(f"plangate: plan {args.plan} is valid{said}"))
     return EXIT_OK
 
 

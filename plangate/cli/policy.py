@@ -46,7 +46,7 @@ def _where(policy: PolicySettings) -> str:
 
 
 def _check_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", metavar="DIR")
+    p.add_argument("dir", metavar="DIR", help="a directory of *.cedar policy files")
 
 
 async def _check(args: argparse.Namespace, settings: Settings) -> int:
@@ -66,7 +66,7 @@ async def _check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _explain_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("plan", metavar="PLAN")
+    p.add_argument("plan", metavar="PLAN", help="the plan file: JSON (.json) or YAML")
     p.add_argument("--policies", metavar="DIR",
                    help="the policies to decide with (default: PLANGATE_POLICIES)")
 
@@ -77,6 +77,7 @@ async def _explain(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC
 
     from plangate.client.checked import check
+    from plangate.plans.amounts import moved
     from plangate.records.policy import PolicyRequest
     from plangate.world.policies import cents, resources_of
     from plangate.world.policies.schema import unbound
@@ -97,11 +98,11 @@ async def _explain(args: argparse.Namespace, settings: Settings) -> int:
         info = cat.tools.get(step.tool)
         effect = cat.effect_of(step.tool, step.effect)
         args_ = dict(step.args)
-        amount = args_.get(info.amount) if info and info.amount else None
+        amount = moved(info, args_, strings=False) if info else None
         request = PolicyRequest(
             principal=plan.on_behalf_of or "", tool=step.tool, effect=effect,
             resources=resources_of(step.tool, info, args_), args=args_,
-            amount_cents=cents(amount) if isinstance(amount, int | float) else 0,
+            amount_cents=0 if amount is None else cents(amount),
             now=now, approval_asked=step.approval == "required" or bool(info and info.approval),
         )
         d = bundle.decide(request)

@@ -18,7 +18,8 @@ from plangate.world.settings import Settings
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", default="7d", metavar="DURATION",
-                   help="runs finished in this long before now (default 7d)")
+                   help="runs finished in this long before now: 90 (seconds), 90s, 15m, "
+                        "8h, 2d (default 7d)")
     p.add_argument("--all-queues", action="store_true",
                    help="runs on every task queue (default: PLANGATE_TASK_QUEUE's only)")
     p.add_argument("--visibility", action="store_true",
@@ -79,10 +80,19 @@ async def _runs(client: Any, settings: Settings, since: datetime, ledger: str | 
     """The finished runs of ``queue``: those the deployment's Postgres holds read there (with
     ``ledger`` the deployment's queue), the rest from visibility; why visibility alone was
     read, on stderr."""
+    from plangate.cli.services import check_postgres
     from plangate.client import report_runs
+    from plangate.errors import ServiceUnreachable
     from plangate.world.clients import World
 
     if ledger is None:
+        return (await report_runs.gathered(client, None, since, queue)).runs
+    try:  # at once, where a pool would wait out its timeout
+        await check_postgres(settings.world)
+    except ServiceUnreachable as e:
+        print(visible(f"plangate: {e.service} at {e.where} could not be reached "
+                      f"({e.reason}): every run read from Temporal's visibility"),
+              file=sys.stderr)
         return (await report_runs.gathered(client, None, since, queue)).runs
     world = World(settings.world)
     try:
@@ -99,12 +109,20 @@ async def _policy_decisions(settings: Settings, since: datetime) -> list[Any] | 
     (``PLANGATE_POLICIES``); None elsewhere."""
     if settings.policy.policies is None:
         return None
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
     from plangate.world import decisions
     from plangate.world.clients import World
 
     world = World(settings.world)
     try:
         return list(await decisions.listed(world, since))
+    except (psycopg.Error, PoolTimeout) as e:  # the runs' report stands without them: said
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        print(visible(f"plangate: the policy decisions in Postgres could not be read "
+                      f"({first}): none shown"), file=sys.stderr)
+        return None
     finally:
         await world.close()
 
@@ -120,7 +138,7 @@ REPORT = Command(
 def _ledger_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN", help="a run id (its workflow id)")
     p.add_argument("--json", action="store_true", help="the rows as a JSON array")
-    p.add_argument("--limit", type=int, default=1000, help="at most this many rows (1000)")
+    p.add_argument("--limit", type=int, default=1000, help="at most this many rows (default 1000)")
 
 
 async def _ledger(args: argparse.Namespace, settings: Settings) -> int:
@@ -151,7 +169,7 @@ async def _ledger(args: argparse.Namespace, settings: Settings) -> int:
         print("plangate: no effects recorded" + (f" for run {args.run_id}" if args.run_id else ""))
         return EXIT_OK
     for r in rows:
-        amount = f" {r.amount}" if r.amount is not None else ""
+        amount = f" amount {r.amount}" if r.amount is not None else ""  # whole currency units
         who = f" approved by {r.approver}" if r.approver else ""
         print(visible(
             f"{r.intent_at:%Y-%m-%d %H:%M:%S} {r.state.value:<7} {r.effect:<8} {r.tool}{amount} "

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("plan")
+    p.add_argument("plan", help="the plan file: JSON (.json) or YAML")
     p.add_argument("--id", help="the run id (the workflow id); default: generated")
     p.add_argument("--wait", action="store_true", help="follow the run to its end (as watch)")
     p.add_argument("--json", action="store_true", help="print the run report as JSON")
@@ -27,7 +27,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     when.add_argument("--start-at", metavar="TIME", help="queue the run to start at this "
                       "ISO-8601 time (with a time zone)")
     when.add_argument("--start-in", metavar="DURATION", help="queue the run to start after "
-                      "this delay: 90s, 15m, 8h")
+                      "this delay: 90 (seconds), 90s, 15m, 8h, 2d")
 
 
 def _when(text: str) -> datetime:
@@ -85,7 +85,7 @@ async def _follow(plangate: Plangate, run_id: str, as_json: bool) -> int:
 
 
 def _watch_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("id")
+    p.add_argument("id", help="the run id (its workflow id), as run and runs print it")
     p.add_argument("--json", action="store_true", help="print only the final run report")
 
 
@@ -110,8 +110,8 @@ WATCH = Command(
 
 
 def _status_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("id")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("id", help="the run id (its workflow id), as run and runs print it")
+    p.add_argument("--json", action="store_true", help="print the run report as JSON")
 
 
 async def _status(args: argparse.Namespace, settings: Settings) -> int:
@@ -141,8 +141,8 @@ STATUS = Command(
 def _runs_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", choices=[s.value for s in RunStatus],
                    help="only runs in this status (needs plangate's search attributes)")
-    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=int, default=100, help="at most this many runs (default 100)")
+    p.add_argument("--json", action="store_true", help="print the runs as a JSON array")
 
 
 async def _runs(args: argparse.Namespace, settings: Settings) -> int:
@@ -194,7 +194,7 @@ def _whoami() -> str:
 
 
 def _cancel_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("id")
+    p.add_argument("id", help="the run id (its workflow id), as run and runs print it")
     p.add_argument("--reason", default="", help="why: recorded in the run's report")
     p.add_argument("--as", dest="requester", default=_whoami(), metavar="NAME",
                    help="who asks (default: the user running the command)")

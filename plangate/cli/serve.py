@@ -83,7 +83,7 @@ UI = Command(
 def _codec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on "
                    "(default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=port, default=8081, help="default 8081")
+    p.add_argument("--port", type=port, default=8081, help="the port (default 8081)")
     p.add_argument("--origin", action="append", metavar="URL",
                    help="the Web UI's origin, allowed by CORS (repeatable; default: "
                    "localhost and 127.0.0.1, ports 8080 and 8233)")
@@ -137,8 +137,8 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
                         "without a token")
     p.add_argument("--answer-within", type=float, default=10.0, metavar="SECONDS",
                    help="how long a guarded call may take before it is answered as a task "
-                        "(or with its run id and state); default 10")
-    p.add_argument("--approval-url", default="http://127.0.0.1:8765/",
+                        "(or with its run id and state), in seconds; default 10")
+    p.add_argument("--approval-url", default="http://127.0.0.1:8765/", metavar="URL",
                    help="the approval page a waiting card points a person at "
                         "(default: plangate ui's address)")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import sys
 from urllib.parse import urlsplit
 
 from temporalio.client import Client
@@ -46,16 +47,40 @@ def temporal_address(temporal: TemporalSettings) -> str:
     return temporal.address + (" over TLS" if temporal.tls_enabled else "")
 
 
+# a shell without the exports ``plangate dev`` prints: what to do, said where it shows
+DEV_EXPORTS = "start `plangate dev` and paste the export lines it prints"
+
+
+def _temporal_origin(temporal: TemporalSettings) -> tuple[str, str]:
+    """Where the address came from, and what to do when nothing answers there."""
+    if not temporal.address_from:
+        return ("the default: no TEMPORAL_ADDRESS, no Temporal profile",
+                f"To use plangate's own services, {DEV_EXPORTS}; else set TEMPORAL_ADDRESS "
+                "(docs/configuration.md)")
+    return (temporal.address_from,
+            "Start Temporal there, or set TEMPORAL_ADDRESS to where it listens (for "
+            "`plangate dev`, paste the export lines it printed into this shell)")
+
+
 async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
     """``plangate.client.connection.connect``, with a service that cannot be reached (or that
-    refuses the credentials) as one line naming it. The API key never appears in it."""
+    refuses the credentials) as one line naming it, where its address came from and what to
+    do. The API key never appears in it. Connected to plangate's default address, configured
+    nowhere (a shell without ``plangate dev``'s exports): a line on stderr says so, as the
+    address it talks to may be any server's."""
+    temporal = settings.temporal
     try:
-        return await _connect(settings, serve_metrics=serve_metrics)
+        client = await _connect(settings, serve_metrics=serve_metrics)
     except (RuntimeError, RPCError) as e:
-        temporal = settings.temporal
+        origin, todo = _temporal_origin(temporal)
         raise ServiceUnreachable(
-            "Temporal", temporal_address(temporal), _reason(e, temporal.api_key)
+            "Temporal", temporal_address(temporal), _reason(e, temporal.api_key), origin, todo
         ) from None
+    if not temporal.address_from:
+        print(f"plangate: using Temporal at {temporal.address}, the default (no "
+              "TEMPORAL_ADDRESS, no Temporal profile); set TEMPORAL_ADDRESS to choose, or "
+              "for `plangate dev`'s own, paste the export lines it printed", file=sys.stderr)
+    return client
 
 
 def postgres_address(url: str) -> str:
@@ -86,10 +111,21 @@ async def check_postgres(world: WorldSettings) -> None:
         )
     except psycopg.Error as e:
         where = postgres_address(url)
+        origin, todo = _postgres_origin(world)
         raise ServiceUnreachable(
-            "Postgres", where, _reason(e, str(secret) if secret else None)
+            "Postgres", where, _reason(e, str(secret) if secret else None), origin, todo
         ) from None
     await conn.close()
+
+
+def _postgres_origin(world: WorldSettings) -> tuple[str, str]:
+    if world.database_url == WorldSettings.database_url:
+        return ("the default: PLANGATE_DATABASE_URL names no other",
+                f"To use plangate's own services, {DEV_EXPORTS}; else set "
+                "PLANGATE_DATABASE_URL (docs/configuration.md)")
+    return ("PLANGATE_DATABASE_URL",
+            "Start Postgres there, or set PLANGATE_DATABASE_URL to where it listens (for "
+            "`plangate dev`, paste the export lines it printed into this shell)")
 
 
 def s3_address(endpoint_url: str) -> tuple[str, int]:

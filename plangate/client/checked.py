@@ -62,7 +62,7 @@ def check(source: PlanSource, settings: Settings, *, strict: bool = False) -> Ch
         seen = set(e.problems)
         more = [
             p for p in plan_problems(e.partial.plan, settings.catalogue, settings.world)
-            if p.step not in e.partial.stand_ins and p not in seen
+            if e.partial.checked(p) and p not in seen
         ]
         raise PlanError([*e.problems, *more]) from None
     refused = policy_refusal(plan, settings)

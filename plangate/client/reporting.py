@@ -17,6 +17,7 @@ from plangate.client.paging import memo_payloads
 from plangate.client.paging import pages as pages
 from plangate.client.reports import ended_report
 from plangate.client.staleness import Finished, ToolStaleness, bound, duration, plain
+from plangate.plans.words import many
 from plangate.records.interface import PLAN_RUN
 from plangate.records.placement import visibility_clause
 from plangate.records.policy import Outcome
@@ -140,7 +141,7 @@ def since_arg(raw: str, now: datetime) -> datetime:
 
 
 def _h(x: float) -> str:
-    return duration(x) if x else "0"
+    return duration(x)  # with its unit, 0 too: "0 s"
 
 
 def _e(x: float) -> str:
@@ -149,8 +150,9 @@ def _e(x: float) -> str:
 
 def text(tools: list[ToolStaleness], runs: int, since: datetime) -> list[str]:
     stamp = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    lines = [f"staleness since {stamp}: {runs} finished runs, "
-             f"{sum(t.volume for t in tools)} tool calls",
+    calls = sum(t.volume for t in tools)
+    lines = [f"staleness since {stamp}: {many(runs, 'finished run')}, "
+             f"{many(calls, 'tool call')}",
              ("E = W x R x V, the calls expected to act on a changed world: W the window, R the "
               "changes per hour, V the calls; W plan->use (unguarded) and check->use (guarded)")]
     head = (f"{'tool':22} {'V':>5} {'W plan p50/p95':>19} {'W check p50/p95':>19} "

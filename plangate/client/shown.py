@@ -16,6 +16,7 @@ from plangate.client.errors import AnswerRefused, RunEnded
 from plangate.client.handles import description
 from plangate.client.pending import PendingCard
 from plangate.errors import RunError
+from plangate.plans.words import many
 from plangate.records import placement, visibility
 from plangate.records.approvals import CardStatus
 from plangate.records.interface import PLAN_RUN
@@ -112,7 +113,7 @@ def signing_lines(shown: PendingCard, decision: str, now: datetime | None = None
     lines += [f"  observed {claim}: {seen}" for claim, seen in c.observed.items()]
     if c.policy is not None:
         lines.append(f"  asked by the policy {', '.join(c.policy.policies) or '-'}: "
-                     f"{c.policy.approvers} distinct approvers")
+                     f"{many(c.policy.approvers, 'distinct approver')}")
     lines += [f"  approved by {x.by} at {x.at.isoformat()}" for x in a.approvals]
     lines.append(f"  digest {a.digest}, expires at {a.expires_at.isoformat()} "
                  f"(in {max(left, 0)} s)")

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -134,9 +135,10 @@ def _skip_check(step: StepReport, failed: list[ProbeResult]) -> str:
     return f"{Phase.SKIP_PRE}: {r.condition.probe} {r.outcome}{detail}"
 
 
-def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
+def card_lines(rep: RunReport, now: datetime | None = None, width: int = 0) -> list[str]:
     """Each approval card readably: what will happen, to what, its digest, its expiry; a
-    waiting card with the commands that answer it."""
+    waiting card with the commands that answer it, each in lines of at most ``width`` (0: one
+    line each; ``command``)."""
     now = now or datetime.now(UTC)
     out: list[str] = []
     for a in rep.approvals:
@@ -169,12 +171,35 @@ def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
         elif a.status is CardStatus.PENDING:
             left = (a.expires_at - now).total_seconds()
             out.append(f"    expires in {span(left)} ({a.expires_at.isoformat()})")
-            out.append(f"    plangate approve {rep.run_id} --step {a.step} --digest {a.digest}")
-            out.append(
-                f"    plangate reject {rep.run_id} --step {a.step} --digest {a.digest} "
-                "--reason TEXT"
-            )
+            step = ["--step", str(a.step)]
+            digest = ["--digest", a.digest]  # last: on a line of its own when it must wrap
+            out += command(["plangate", "approve", rep.run_id, *step, *digest], 4, width)
+            out += command(["plangate", "reject", rep.run_id, *step, "--reason", "TEXT",
+                            *digest], 4, width)
     return out
+
+
+def command(words: list[str], indent: int, width: int = 0) -> list[str]:
+    """A shell command to paste, indented: one line, or where it is wider than ``width`` (0:
+    no limit), lines continued with `` \\`` that break only between an option and the one
+    before it, never inside a word (a digest is never split: the lines pasted work)."""
+    line = " " * indent + " ".join(words)
+    if not width or len(line) <= width:
+        return [line]
+    parts: list[str] = []  # an option with its value, or a word
+    for w in words:
+        if parts and parts[-1].startswith("--") and " " not in parts[-1]:
+            parts[-1] += " " + w
+        else:
+            parts.append(w)
+    lines = [" " * indent + parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 1 + len(part) + 2 <= width:  # and room for its " \\"
+            lines[-1] += " " + part
+        else:
+            lines[-1] += " \\"
+            lines.append(" " * (indent + 2) + part)
+    return lines
 
 
 def replan_lines(rep: RunReport) -> list[str]:
@@ -247,8 +272,78 @@ def _shown_steps(rep: RunReport, room: int) -> tuple[list[StepReport], Counter[s
     return [s for s in rep.steps if id(s) in keep], hidden
 
 
+# below this many columns the table has no room for a column each for the tries, the last
+# check and the answer: they share one cell (a line each), so a row fits 80 columns
+WIDE = 120
+
+
+def _table(rep: RunReport, steps: list[StepReport], now: datetime, width: int) -> Table:
+    """The steps' rows: on a wide terminal (or ``width`` 0) a column each; on a narrow one
+    the tries, the answer and the last check in one cell, a line each, that wraps."""
+    wide = not width or width >= WIDE
+    table = Table(expand=True, show_edge=False, pad_edge=False)
+    table.add_column("step", justify="right", no_wrap=True)
+    table.add_column("tool", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("elapsed", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("tries", justify="right", no_wrap=True)
+        table.add_column("last check", ratio=2)
+        table.add_column("answer and reason", ratio=3)
+    else:
+        table.add_column("tries, answer, last check", ratio=1, min_width=12)
+    many = len({s.plan_version for s in rep.steps}) > 1
+    for s in steps:
+        took_s = elapsed(s, now)
+        tries = str(s.attempts) if s.attempts else ""
+        said, check = answer_words(rep, s), last_check(s)
+        cells: list[RenderableType]
+        if wide:
+            cells = [tries, Text(visible(check)), Text(visible(said))]
+        else:
+            told = [f"{s.attempts} tool attempt{'s' if s.attempts != 1 else ''}"] * bool(tries)
+            told += [x for x in (said, check) if x]
+            cells = [Text("\n".join(visible(x) for x in told))]  # a line each
+        table.add_row(
+            f"v{s.plan_version}·{s.n}" if many else str(s.n),
+            Text(visible(s.tool)),
+            Text(s.state.value, style=STATE_STYLES[s.state]),
+            clock(took_s) if took_s is not None else "-",
+            *cells,
+            style="dim" if s.plan_version != rep.plan_version else "",
+        )
+    return table
+
+
+def _line(line: str, style: str) -> RenderableType:
+    """A line of the cards, re-plans or outcome, wrapped under its own indent."""
+    text = line.lstrip(" ")
+    return Padding(Text(visible(text), style=style), (0, 0, 0, len(line) - len(text)),
+                   expand=False)
+
+
+@dataclass(frozen=True)
+class _View:
+    """The live view, laid out at the width of the console that draws it (the terminal's,
+    read again at every refresh: a resized terminal gets its own layout)."""
+
+    rep: RunReport
+    now: datetime
+    height: int
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield _laid_out(self.rep, self.now, self.height, options.max_width)
+
+
 def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
-    """The live view of ``rep`` at ``now`` (``height``: the terminal's rows, 0 for no limit)."""
+    """The live view of ``rep`` at ``now`` (``height``: the terminal's rows, 0 for no limit),
+    at the width of the console it is drawn on. Every line fits that width; an approve or
+    reject command is continued over lines (`` \\``) where it must wrap, never split inside
+    a word."""
+    return _View(rep, now, height)
+
+
+def _laid_out(rep: RunReport, now: datetime, height: int, width: int) -> RenderableType:
     head = Text.assemble(
         ("run ", "bold"), (visible(rep.run_id), "bold"), "  ",
         (rep.status.value, STATUS_STYLES[rep.status]),
@@ -261,45 +356,21 @@ def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
     parts: list[RenderableType] = [head, Text(visible(f"goal: {rep.goal}"), style="dim")]
     if rep.starts_at is not None:
         parts.append(Text(f"queued: starts at {rep.starts_at.isoformat()}", style="yellow"))
-    table = Table(expand=True, show_edge=False, pad_edge=False)
-    for name, kw in (
-        ("step", {"justify": "right", "no_wrap": True}),
-        ("tool", {"no_wrap": True}),
-        ("state", {"no_wrap": True}),
-        ("elapsed", {"justify": "right", "no_wrap": True}),
-        ("tries", {"justify": "right", "no_wrap": True}),
-        ("last check", {"ratio": 2}),
-        ("answer and reason", {"ratio": 3}),
-    ):
-        table.add_column(name, **kw)
-    extra = card_lines(rep, now) + replan_lines(rep) + outcome_lines(rep)
+    cards = card_lines(rep, now, width)
+    extra = cards + replan_lines(rep) + outcome_lines(rep)
     room = max(5, height - 8 - len(extra)) if height else len(rep.steps)
     steps, hidden = _shown_steps(rep, room)
-    many = len({s.plan_version for s in rep.steps}) > 1
-    for s in steps:
-        took_s = elapsed(s, now)
-        dim = "dim" if s.plan_version != rep.plan_version else ""
-        table.add_row(
-            f"v{s.plan_version}·{s.n}" if many else str(s.n),
-            Text(visible(s.tool)),
-            Text(s.state.value, style=STATE_STYLES[s.state]),
-            clock(took_s) if took_s is not None else "-",
-            str(s.attempts) if s.attempts else "",
-            Text(visible(last_check(s))),
-            Text(visible(answer_words(rep, s))),
-            style=dim,
-        )
-    parts.append(table)
+    parts.append(_table(rep, steps, now, width))
     if hidden:
         rest = ", ".join(f"{n} {state}" for state, n in sorted(hidden.items()))
         parts.append(Text(f"  ... and {sum(hidden.values())} more: {rest}", style="dim"))
-    for line in replan_lines(rep):
-        parts.append(Text(visible(line), style="magenta"))
-    for line in outcome_lines(rep):
-        parts.append(Text(visible(line), style="red"))
-    for line in card_lines(rep, now):
-        command = line.lstrip().startswith("plangate ")
-        parts.append(Text(visible(line), style="bold" if command else "yellow", overflow="fold"))
+    parts += [_line(line, "magenta") for line in replan_lines(rep)]
+    parts += [_line(line, "red") for line in outcome_lines(rep)]
+    for line in cards:
+        if line.lstrip().startswith(("plangate ", "--")):  # a command, cut to fit already
+            parts.append(Text(visible(line), style="bold", no_wrap=True, overflow="fold"))
+        else:
+            parts.append(_line(line, "yellow"))
     return Group(*parts)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from plangate.activities.tools.registry import CallContext, ToolSpec
 from plangate.plans import bindings, jsonpath
 from plangate.plans.model import Plan
+from plangate.plans.words import many
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.runfiles import RunFiles
@@ -28,7 +29,8 @@ class NaiveRun:
     @property
     def verdict(self) -> str:
         steps = len(self.lines)
-        return f"SUCCESS ({steps} steps, {self.failed} failed, {steps - self.failed} succeeded)"
+        return (f"SUCCESS ({many(steps, 'step')}, {self.failed} failed, "
+                f"{steps - self.failed} succeeded)")
 
 
 Tools = Mapping[str, ToolSpec[Any]]

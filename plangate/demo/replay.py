@@ -135,7 +135,7 @@ class Demo:
         plan = saturday_plan("staging.naive_inv")
         del plan["steps"][1]["args"]["min_rows"]  # as the incident's plan was: the load unguarded
         naive = await run_naive(parse_plan(plan), self.world, self.tools)
-        print("\n== naive executor, export truncated to its header")
+        heading("naive executor, export truncated to its header")
         for line in naive.lines:
             print(visible(f"   {line}"))
         print(f"   run: {naive.verdict}; world: {await self.rows('staging.naive_inv')}")
@@ -149,26 +149,34 @@ class Demo:
                 self.s3.delete_object(Bucket=BUCKET, Key=KEY)
             else:
                 self.s3.put_object(Bucket=BUCKET, Key=KEY, Body=body)
+            heading(f"plangate, {title}")  # before the run: the cards it prints belong here
             rep = await self.run(saturday_plan(target))
-            show(f"plangate, {title}", rep, await self.rows(target))
+            show(rep, await self.rows(target))
             self.expect((rep.status == "succeeded") == should_succeed)
 
     async def closeout(self) -> None:
         print("\n#### Incident 2: closing out acct_3319f, archived at 02:14")
         await seed_acct_3319f(self.world)
         naive = await run_naive(parse_plan(closeout_plan()), self.world, self.tools)
-        print("\n== naive executor")
+        heading("naive executor")
         for line in naive.lines:
             print(visible(f"   {line}"))
         print(f"   run: {naive.verdict}\n   world: {await self.closeout_world()}")
         await seed_acct_3319f(self.world)
+        heading("plangate (playbook re-planner)")
         rep = await self.run(closeout_plan())
-        show("plangate (playbook re-planner)", rep, await self.closeout_world())
+        show(rep, await self.closeout_world())
         self.expect(rep.status == "succeeded")
 
 
-def show(title: str, rep: RunReport, world: str) -> None:
-    print(f"\n== {title}")
+def heading(title: str) -> None:
+    """A case's heading, printed before the case runs: what it prints (a card answered) is
+    under it, not under the case before."""
+    print(f"\n== {title}", flush=True)
+
+
+def show(rep: RunReport, world: str) -> None:
+    """How a case's run ended, under its heading: each step, the failure, the re-plans."""
     for s in rep.steps:
         why = f"  ({s.answer}: {s.reason})" if s.answer else ""
         print(visible(

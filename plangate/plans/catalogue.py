@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, JsonValue
 from pydantic.dataclasses import dataclass as model_dataclass
 
+from plangate.plans.amounts import AmountUnit
 from plangate.plans.bindings import arg_at
 from plangate.plans.model import Condition, Effect
 from plangate.plans.scope import Reads, Writes
@@ -104,6 +105,9 @@ class ToolInfo:
     # (None: plangate's own naming, ``dest``, ``source`` and ``path``). A tool of an MCP
     # server's has none: its paths are that server's, whatever their names
     local_paths: tuple[str, ...] | None = None
+    # the unit of ``amount``'s argument: whole currency units (7.25) or cents (725)
+    # (``plans.amounts``)
+    amount_unit: AmountUnit = "units"
 
 
 @dataclass(frozen=True)

@@ -180,17 +180,18 @@ def _conditions(
 
 
 def _paths(
-    step: Step, paths: PathCheck, cat: Catalogue, args_fit: bool = True
+    step: Step, paths: PathCheck, cat: Catalogue, unfit: Collection[str] = ()
 ) -> Iterator[Problem]:
     """Local paths (of the step, and of its conditions) name files inside the work directory;
     the same rule the tools and probes apply at run time after binding. Which arguments are
     local paths is the catalogue's (``local_paths``): an MCP server's tool or probe has none. A
     condition's ``path`` is a local path only for a file probe (for field probes it is a JSON
-    path). ``args_fit``: the step's arguments fit its tool (else their problems are named
-    already)."""
+    path). ``unfit``: the fields of arguments that do not fit the tool (their problems are
+    named already); the other arguments' paths are judged, every problem in one answer."""
     tool = cat.tools.get(step.tool)
     local = _PATH_ARGS if tool is None or tool.local_paths is None else tool.local_paths
-    found = [(f"args.{name}", step.args.get(name)) for name in local if args_fit]
+    found = [(f"args.{name}", step.args.get(name)) for name in local
+             if f"args.{name}" not in unfit]
     for phase, conds in (("pre", step.pre), ("post", step.post)):
         for i, c in enumerate(conds):
             spec = cat.probes.get(c.probe)
@@ -285,7 +286,7 @@ def problems(
                     f"which step {s.n} does not depend on"
                 ))
         if paths is not None:
-            out += _paths(s, paths, catalogue, args_fit=not arg_problems)
+            out += _paths(s, paths, catalogue, {p.field for p in arg_problems if p.field})
     if out or ancestors is None:
         return out
     return _circular_waits(plan, catalogue, ancestors)

@@ -13,7 +13,7 @@ import functools
 import json
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -47,11 +47,25 @@ class PlanError(PlangateError, ValueError):
 @dataclass(frozen=True)
 class Partial:
     """What of a plan that failed to parse can still be checked: the plan with each step that
-    did not parse as a stand-in (its ``n``, ``depends_on`` and ``binds`` where they are usable,
-    no tool), and the ``n`` of each stand-in, whose own problems are the parser's alone."""
+    did not parse as a stand-in, and the fields each stand-in (by its ``n``) left out. A
+    stand-in is the step without the fields the parser refused, so its tool, arguments and
+    conditions are still checked (``plangate check`` lists every problem of a step, not the
+    parser's alone); where its tool or its shape is unusable, only its ``n``, ``depends_on``
+    and ``binds``, and ``"tool"`` among what it left out."""
 
     plan: Plan
-    stand_ins: frozenset[int]
+    stand_ins: Mapping[int, frozenset[str]]
+
+    def checked(self, p: Problem) -> bool:
+        """Whether a problem found in ``plan`` is one of the plan as written: not of a field
+        a stand-in left out (the parser named that one)."""
+        left_out = self.stand_ins.get(p.step) if isinstance(p.step, int) else None
+        if left_out is None:
+            return True
+        if "tool" in left_out:
+            return False
+        head = re.split(r"[.\[]", p.field or "", maxsplit=1)[0]
+        return head not in left_out
 
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
@@ -258,10 +272,16 @@ def parse_plan(raw: Any) -> Plan:
     return plan
 
 
-def _stand_in(raw: Any, i: int, n: int) -> dict[str, Any]:
-    """A step that did not parse, as far as other steps see it: its ``n``, and its
-    ``depends_on`` and ``binds`` where they parse; no tool (its problems are the parser's)."""
+def _stand_in(raw: Any, i: int, n: int, refused: set[str]) -> tuple[dict[str, Any], set[str]]:
+    """A step that did not parse, as the checks after parsing see it, and the fields it left
+    out: the step without the fields the parser ``refused``; where that does not parse (or
+    names no tool), its ``n``, and its ``depends_on`` and ``binds`` where they parse."""
     step = raw["steps"][i]
+    if isinstance(step, dict) and refused and "tool" not in refused:
+        kept = {k: v for k, v in step.items() if k not in refused | {"n"}}
+        with contextlib.suppress(ValidationError, RecursionError):
+            Step.model_validate({**kept, "n": n})
+            return {**kept, "n": n}, refused
     out: dict[str, Any] = {"n": n, "tool": ""}
     if isinstance(step, dict):
         for name in ("depends_on", "binds"):
@@ -269,7 +289,7 @@ def _stand_in(raw: Any, i: int, n: int) -> dict[str, Any]:
             with contextlib.suppress(ValidationError):
                 Step.model_validate(candidate)
                 out = candidate
-    return out
+    return out, {"tool", *(set(step) if isinstance(step, dict) else set())} - set(out)
 
 
 def _partial(raw: Any, errors: Sequence[ErrorDetails]) -> Partial | None:
@@ -278,12 +298,14 @@ def _partial(raw: Any, errors: Sequence[ErrorDetails]) -> Partial | None:
     steps = raw.get("steps") if isinstance(raw, dict) else None
     if not isinstance(steps, list) or not steps or len(steps) > limits.MAX_STEPS:
         return None
-    bad_steps: set[int] = set()
+    bad_steps: dict[int, set[str]] = {}
     bad_fields: set[str] = set()
     for err in errors:
         loc = tuple(err["loc"])
         if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
-            bad_steps.add(loc[1])
+            fields = bad_steps.setdefault(loc[1], set())
+            # a field of the step; the step as a whole (not an object): every field
+            fields.add(str(loc[2]) if len(loc) > 2 else "tool")
         elif len(loc) == 1 and isinstance(loc[0], str) and loc[0] != "steps":
             bad_fields.add(loc[0])
         else:
@@ -292,15 +314,15 @@ def _partial(raw: Any, errors: Sequence[ErrorDetails]) -> Partial | None:
     fixed.setdefault("goal", "(a goal that did not parse)")
     labels = [step_label(raw, i) for i in range(len(steps))]
     spare = max((n for n in labels if isinstance(n, int)), default=0) + 1
-    stand_ins: set[int] = set()
+    stand_ins: dict[int, frozenset[str]] = {}
     fixed["steps"] = list(steps)
-    for i in sorted(bad_steps):
+    for i, refused in sorted(bad_steps.items()):
         label = labels[i]
         n = label if isinstance(label, int) and label > 0 else spare + i
-        stand_ins.add(n)
-        fixed["steps"][i] = _stand_in(raw, i, n)
+        fixed["steps"][i], left_out = _stand_in(raw, i, n, refused)
+        stand_ins[n] = frozenset(left_out)
     try:
-        return Partial(Plan.model_validate(fixed), frozenset(stand_ins))
+        return Partial(Plan.model_validate(fixed), stand_ins)
     except (ValidationError, RecursionError):
         return None
 

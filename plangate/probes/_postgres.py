@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from plangate.plans.scope import table_parts
+from plangate.plans.words import many
 from plangate.probes.postgres import (
     ColumnArgs,
     IndexArgs,
@@ -37,9 +38,11 @@ async def table_rowcount(args: RowcountArgs, world: World, ctx: ProbeContext) ->
     count = int(await _one(world, sql.SQL("SELECT count(*) FROM {}").format(ident(args.table))))
     observed = {"rows": count}
     if count < args.min:
-        return Verdict(False, observed, f"{args.table} has {count} rows, at least {args.min} due")
+        return Verdict(False, observed,
+                       f"{args.table} has {many(count, 'row')}, at least {args.min} due")
     if args.max is not None and count > args.max:
-        return Verdict(False, observed, f"{args.table} has {count} rows, at most {args.max} due")
+        return Verdict(False, observed,
+                       f"{args.table} has {many(count, 'row')}, at most {args.max} due")
     return Verdict(True, observed)
 
 
@@ -72,7 +75,8 @@ async def table_loaded_from(args: LoadedFromArgs, world: World, ctx: ProbeContex
         )
     if count != rows:
         return Verdict(
-            False, observed, f"{args.table} has {count} rows; the load of {args.source} left {rows}"
+            False, observed,
+            f"{args.table} has {many(count, 'row')}; the load of {args.source} left {rows}"
         )
     return Verdict(True, observed)
 

@@ -96,7 +96,8 @@ def guarded_spec(name: str, g: ActivityGuard) -> ToolSpec[Any]:
     return ToolSpec(
         name, GuardedArgs, g.effect,
         Contract(pre=tuple(c.term() for c in g.pre), post=tuple(c.term() for c in g.post)),
-        reader, approval=g.approval, amount=g.amount, local_paths=(), fn=_not_here,
+        reader, approval=g.approval, amount=g.amount, amount_unit=g.amount_unit, local_paths=(),
+        fn=_not_here,
     )
 
 

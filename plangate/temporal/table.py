@@ -11,6 +11,7 @@ table does not name are not touched. Written in Python or in YAML::
         effect: money
         approval: true
         amount: amount_cents
+        amount_unit: cents
         reader: {activity: find_credit, args: {key: key}}
         post:
           - {probe: effect_recorded}
@@ -30,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from plangate.errors import ConfigurationError
+from plangate.plans.amounts import AmountUnit
 from plangate.plans.bindings import arg_at
 from plangate.plans.catalogue import Term
 from plangate.plans.model import Condition, Effect
@@ -70,6 +72,8 @@ class ActivityGuard(_Model):
     # every call waits for a person's approval, whatever the deployment says of its effect
     approval: bool = False
     amount: str | None = None  # the argument holding the amount it moves (money)
+    # its unit: whole currency units (7.25) or cents (725): ``plans.amounts``
+    amount_unit: AmountUnit = "units"
     # a failed check: the workflow sees a non-retryable activity failure naming it ("fail"),
     # or the workflow fails ("halt"). An unknown money outcome always halts.
     on_failure: Literal["fail", "halt"] = "fail"

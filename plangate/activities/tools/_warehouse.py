@@ -18,6 +18,7 @@ from plangate.activities.tools._statements import BUILDS
 from plangate.activities.tools.registry import CallContext
 from plangate.activities.tools.statements import STATEMENTS
 from plangate.activities.tools.warehouse import LoadArgs, RunSqlArgs
+from plangate.plans.words import many
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.pg import as_worker, ident, to_tool_error, tool_transaction
@@ -105,7 +106,7 @@ async def warehouse_load(args: LoadArgs, world: World, call: CallContext) -> dic
                 # Raising inside the transaction rolls the load back: check and act are one.
                 raise ToolError(
                     "too_few_rows",
-                    f"{args.target}: {rows} rows loaded, at least {args.min_rows} required",
+                    f"{args.target}: {many(rows, 'row')} loaded, at least {args.min_rows} required",
                     {"rows": rows, "min_rows": args.min_rows},
                 )
             # plangate's own record of the load, in the same transaction, as the worker

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from plangate.plans.amounts import AmountUnit
 from plangate.plans.catalogue import Contract, Reader, ToolInfo, VersionBinding
 from plangate.plans.model import Effect
 from plangate.plans.scope import Reads, Writes
@@ -71,10 +72,12 @@ def tool(
     approval: bool = False,
     amount: str | None = None,
     local_paths: tuple[str, ...] | None = None,
+    amount_unit: AmountUnit = "units",
 ) -> Callable[[ToolFn[A]], ToolFn[A]]:
     """``local_paths``: the arguments that name a file in the work directory, which ``check``
     confines to it (None: ``dest``, ``source`` and ``path``; ``()``: none, e.g. a remote
-    system's paths)."""
+    system's paths). ``amount``: the argument holding the amount a money tool moves, in
+    ``amount_unit`` (``units``: 7.25; ``cents``: 725; ``plans.amounts``)."""
 
     def register(fn: ToolFn[A]) -> ToolFn[A]:
         if name in TOOLS:
@@ -85,7 +88,7 @@ def tool(
         TOOLS[name] = ToolSpec(
             name, args, effect, contract or Contract(), reader, writes, version, reads,
             approval, amount, description=inspect.getdoc(fn) or "", local_paths=local_paths,
-            fn=fn,
+            amount_unit=amount_unit, fn=fn,
         )
         return fn
 

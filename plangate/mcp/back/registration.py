@@ -17,6 +17,7 @@ from plangate.mcp.back.file import McpFile, ServerDecl, load
 from plangate.mcp.back.probes import probe_spec
 from plangate.mcp.back.sessions import McpServers, ServerAddress, ServerDown
 from plangate.mcp.back.tools import tool_spec
+from plangate.plans.words import many
 from plangate.probes.registry import ProbeSpec
 
 if TYPE_CHECKING:
@@ -96,6 +97,6 @@ async def offered(f: McpFile, servers: McpServers, world: World) -> list[str]:
                 "read-only: a probe only reads"
             )
         used = ", ".join(f"{t} ({d.tool})" for t, d in s.tools.items())
-        lines.append(f"MCP server {name} ({where}) lists {len(listed)} tools: "
+        lines.append(f"MCP server {name} ({where}) lists {many(len(listed), 'tool')}: "
                      f"{', '.join(sorted(listed))}; guarded here: {used or 'none'}")
     return lines

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from plangate.errors import ConfigurationError, PlangateError
+from plangate.plans.words import many
 from plangate.records.signing import SigningKey
 from plangate.servers.tokens import weakness
 from plangate.world.settings.keys import signing_keys
@@ -205,7 +206,8 @@ class StartLimit:
         if len(starts) >= self.per_minute:
             self.refused[client.name] += 1
             raise RunsLimited(
-                f"MCP client {client.name} started {len(starts)} runs in the last minute, the "
+                f"MCP client {client.name} started {many(len(starts), 'run')} in the last "
+                "minute, the "
                 f"most this server allows ({RATE_VAR}={self.per_minute}); try again in "
                 f"{max(1, int(starts[0] + 60.0 - now) + 1)} s (refused so far: "
                 f"{self.refused[client.name]})"

@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,7 +200,21 @@ def outcome(rep: RunReport) -> dict[str, Any]:
     }
 
 
-def summary(rep: RunReport) -> str:
+def who_approves(approvers: Sequence[str]) -> str:
+    """Who may run the approve line, and which key it signs with: the approvers this
+    deployment lists, or where they are listed when this server is not told."""
+    if approvers:
+        names = ", ".join(approvers)
+        who = f"one of this deployment's approvers ({names})"
+    else:
+        who = "an approver the deployment's workers list (PLANGATE_APPROVERS)"
+    return (f"run by {who}; it signs with the first key of PLANGATE_APPROVER_KEY, and --as "
+            "NAME picks another of them")
+
+
+def summary(rep: RunReport, approvers: Sequence[str] = ()) -> str:
+    """The answer in words; a card that waits with the line that approves it and who may run
+    it (``approvers``: the names the deployment lists)."""
     out = outcome(rep)
     if rep.status is RunStatus.SUCCEEDED:
         return f"run {rep.run_id}: succeeded ({out['state']})"
@@ -209,8 +223,9 @@ def summary(rep: RunReport) -> str:
         args = json.dumps(card["args"], sort_keys=True, ensure_ascii=False)
         return (
             f"run {rep.run_id} waits for a credentialed approver to allow {card['tool']} "
-            f"{args} (step {card['step']}, effect {card['effect']}): {card['approve_with']} "
-            f"--as NAME. This client cannot approve; follow the run with run_report."
+            f"{args} (step {card['step']}, effect {card['effect']}): {card['approve_with']}, "
+            f"{who_approves(approvers)}. This client cannot approve; follow the run with "
+            "run_report."
         )
     if not rep.status.final:
         return f"run {rep.run_id}: {rep.status.value}; follow it with run_report"
@@ -219,12 +234,12 @@ def summary(rep: RunReport) -> str:
     return f"run {rep.run_id}: {rep.status.value}{why}"
 
 
-def call_result(rep: RunReport) -> CallToolResult:
+def call_result(rep: RunReport, approvers: Sequence[str] = ()) -> CallToolResult:
     """The MCP answer of a settled (or still running) run: an error result when it ended
     without succeeding, a plain one otherwise (a run that waits is not an error)."""
     failed = rep.status.final and rep.status is not RunStatus.SUCCEEDED
     return CallToolResult(
-        content=[TextContent(type="text", text=summary(rep))],
+        content=[TextContent(type="text", text=summary(rep, approvers))],
         structured_content=outcome(rep),
         is_error=failed,
     )

@@ -236,6 +236,7 @@ def build_server(
         start=start_guarded, access=access, caller=caller,
         answer_within_s=answer_within_s, approval_url=approval_url,
         read=read_guarded if reads_by_worker else None,
+        approvers=[name for name, _ in settings.policy.approvers],
     )
     server: MCPServer = MCPServer(
         name="plangate",

@@ -47,7 +47,14 @@ from plangate.client.api import NoWorkerAnswered, Plangate, UnknownRun
 from plangate.errors import PlangateError
 from plangate.mcp.front.access import Access
 from plangate.mcp.front.clients import McpClient, NotYourRun
-from plangate.mcp.front.guarded import RUN_PREFIX, GuardedCall, call_result, follow, summary
+from plangate.mcp.front.guarded import (
+    RUN_PREFIX,
+    GuardedCall,
+    call_result,
+    follow,
+    summary,
+    who_approves,
+)
 from plangate.plans.catalogue import ToolInfo
 from plangate.plans.model import Effect
 from plangate.records.report import RunReport, RunStatus
@@ -107,15 +114,15 @@ def task_status(rep: RunReport, asks: bool = True) -> str:
     return "working"
 
 
-def task(rep: RunReport, result_type: str, approval_url: str, asks: bool = True
-         ) -> dict[str, Any]:
+def task(rep: RunReport, result_type: str, approval_url: str, asks: bool = True,
+         approvers: Sequence[str] = ()) -> dict[str, Any]:
     """The run as a task (``resultType`` "task" when a call creates it, "complete" when
     ``tasks/get`` reads it); a card's input request only where ``asks`` (the client takes
-    URL-mode elicitation)."""
+    URL-mode elicitation). ``approvers``: the names the deployment lists, told with a card."""
     status = task_status(rep, asks)
     out: dict[str, Any] = {
         "resultType": result_type, "taskId": rep.run_id, "status": status,
-        "statusMessage": summary(rep), "createdAt": _stamp(rep),
+        "statusMessage": summary(rep, approvers), "createdAt": _stamp(rep),
         "lastUpdatedAt": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "ttlMs": None, "pollIntervalMs": POLL_MS,
     }
@@ -129,15 +136,15 @@ def task(rep: RunReport, result_type: str, approval_url: str, asks: bool = True
                     "message": (
                         f"Step {a.step} ({a.card.tool}, effect {a.card.effect.value}) waits for "
                         f"a credentialed approver: the approval page, or plangate approve "
-                        f"{rep.run_id} --step {a.step} --digest {a.digest} --as NAME. "
-                        f"An answer here approves nothing."
+                        f"{rep.run_id} --step {a.step} --digest {a.digest}, "
+                        f"{who_approves(approvers)}. An answer here approves nothing."
                     ),
                 },
             }
             for a in rep.approvals if a.status.value == "pending"
         }
     if status == "completed":
-        out["result"] = call_result(rep).model_dump(by_alias=True, mode="json",
+        out["result"] = call_result(rep, approvers).model_dump(by_alias=True, mode="json",
                                                     exclude_none=True)
     return out
 
@@ -151,8 +158,10 @@ class GuardedTasks(Extension):
     def __init__(
         self, tools: Mapping[str, ToolInfo], *, start: Start, access: Access, caller: Caller,
         answer_within_s: float, approval_url: str, read: Read | None = None,
+        approvers: Sequence[str] = (),
     ) -> None:
         self.guarded = tools
+        self.approvers = tuple(approvers)  # the names the deployment lists, told with a card
         self._start, self._access, self._caller = start, access, caller
         self._read = read
         self.answer_within_s = answer_within_s
@@ -192,7 +201,7 @@ class GuardedTasks(Extension):
             if self._read is not None and info.effect is Effect.READ:
                 read, counted = await self._read(who, call, info)
                 if read is not None:  # the worker answered: no run
-                    return call_result(read)
+                    return call_result(read, self.approvers)
             run_id = await self._start(who, call, info, run_id, counted)
         except (ToolError, PlangateError) as e:  # refused before a run began: nothing started
             return _error(str(e))
@@ -205,8 +214,9 @@ class GuardedTasks(Extension):
                 f"run_report")], structured_content={"run_id": run_id, "status": "unknown"},
                 is_error=isinstance(e, NoWorkerAnswered))
         if not rep.status.final and client_declares_tasks(ctx):
-            return task(rep, "task", self.approval_url, client_takes_url_elicitation(ctx))
-        return call_result(rep)
+            return task(rep, "task", self.approval_url, client_takes_url_elicitation(ctx),
+                        self.approvers)
+        return call_result(rep, self.approvers)
 
     async def _run(self, ctx: ServerRequestContext[Any, Any], params: TaskParams
                    ) -> tuple[Plangate, RunReport]:
@@ -225,7 +235,7 @@ class GuardedTasks(Extension):
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
         return task((await self._run(ctx, params))[1], "complete", self.approval_url,
-                    client_takes_url_elicitation(ctx))
+                    client_takes_url_elicitation(ctx), self.approvers)
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
         await self._run(ctx, params)  # a known task; its responses approve nothing (see above)
@@ -241,7 +251,8 @@ class GuardedTasks(Extension):
                 await api.cancel(rep.run_id, reason="tasks/cancel",
                                  requester=f"{self._caller(ctx).requester} (tasks/cancel)")
             rep = await self._follow(api, rep.run_id)
-        return task(rep, "complete", self.approval_url, client_takes_url_elicitation(ctx))
+        return task(rep, "complete", self.approval_url, client_takes_url_elicitation(ctx),
+                    self.approvers)
 
 
 def _one_line(e: BaseException) -> str:

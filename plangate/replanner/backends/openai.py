@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from plangate.activities.catalogue import catalogue as deployment_catalogue
 from plangate.plans.catalogue import Catalogue
 from plangate.plans.model import Budget, Plan
+from plangate.plans.words import many
 from plangate.records.replan import ReplanProposal, ReplanRequest
 from plangate.replanner.prompt import build_messages, compact_schema
 
@@ -188,7 +189,8 @@ class OpenAIBackend:
                 f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()[:5]
             )
             return self._none(f"model output is not a plan: {problems}")
-        reason = f"model {self.model}: {len(plan.steps)} steps{usage}"
+        n = len(plan.steps)
+        reason = f"model {self.model}: {many(n, 'step')}{usage}"
         if said:
             reason += f": {said}"
         return ReplanProposal(plan=plan, reason=self._clean(reason), backend=NAME)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from plangate.plans.model import Budget, Condition, OnUnmet, Plan, Step
+from plangate.plans.words import many
 from plangate.records.replan import ReplanProposal, ReplanRequest
 
 NAME = "playbook"
@@ -118,7 +119,8 @@ class PlaybookBackend:
         except NoRoute as e:
             return self._none(f"recipe {code}: {e}")
         except ValidationError as e:
-            return self._none(f"recipe {code} built no valid plan: {e.error_count()} problems")
+            found = many(e.error_count(), "problem")
+            return self._none(f"recipe {code} built no valid plan: {found}")
         tools = ", ".join(s.tool for s in fix)
         return ReplanProposal(
             plan=plan,

@@ -36,6 +36,9 @@ class TemporalSettings:
     # the profile the connection was read from (None: "default", when the file has one); the
     # API key, TLS (None: off, unless an API key turns it on) and gRPC metadata are secrets
     profile: str | None = None
+    # where ``address`` came from, in words (``TEMPORAL_ADDRESS``, a profile); "": nowhere, it
+    # is plangate's default (said where it connects: a shell without exports is told so)
+    address_from: str = ""
     api_key: str | None = field(default=None, repr=False)
     tls: ClientConfigTLS | None = field(default=None, repr=False)
     rpc_metadata: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -88,6 +91,7 @@ class TemporalSettings:
         profile = _profile(env)
         return cls(
             address=profile.address or cls.address,
+            address_from=_address_from(env, profile),
             namespace=profile.namespace or cls.namespace,
             profile=text(env, "TEMPORAL_PROFILE"),
             api_key=profile.api_key or None,
@@ -97,6 +101,18 @@ class TemporalSettings:
             max_cached_runs=at_least(env, MAX_CACHED_RUNS_VAR, cls.max_cached_runs, 1),
         )
 
+
+def _address_from(env: Mapping[str, str], profile: ClientConfigProfile) -> str:
+    """Where the profile's address came from: the variable, a profile's file, or "" (none)."""
+    if env.get("TEMPORAL_ADDRESS"):
+        return "TEMPORAL_ADDRESS"
+    if not profile.address:
+        return ""
+    name = env.get("TEMPORAL_PROFILE") or "default"
+    return f"profile {name} of {env.get('TEMPORAL_CONFIG_FILE') or _DEFAULT_CONFIG}"
+
+
+_DEFAULT_CONFIG = "~/.config/temporalio/temporal.toml"  # where the SDK looks without a file named
 
 _TLS_FILES = (
     ("server_root_ca_cert", "TEMPORAL_TLS_SERVER_CA_CERT_PATH", "tls.server_ca_cert_path"),
