@@ -25,6 +25,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from plangate.client.command import plangate_command
 from plangate.plans.visible import visible
 from plangate.records.answered import answer_words
 from plangate.records.approvals import CardStatus
@@ -169,9 +170,10 @@ def card_lines(rep: RunReport, now: datetime | None = None) -> list[str]:
         elif a.status is CardStatus.PENDING:
             left = (a.expires_at - now).total_seconds()
             out.append(f"    expires in {span(left)} ({a.expires_at.isoformat()})")
-            out.append(f"    plangate approve {rep.run_id} --step {a.step} --digest {a.digest}")
+            me = plangate_command()
+            out.append(f"    {me} approve {rep.run_id} --step {a.step} --digest {a.digest}")
             out.append(
-                f"    plangate reject {rep.run_id} --step {a.step} --digest {a.digest} "
+                f"    {me} reject {rep.run_id} --step {a.step} --digest {a.digest} "
                 "--reason TEXT"
             )
     return out
@@ -298,7 +300,7 @@ def render(rep: RunReport, now: datetime, height: int = 0) -> RenderableType:
     for line in outcome_lines(rep):
         parts.append(Text(visible(line), style="red"))
     for line in card_lines(rep, now):
-        command = line.lstrip().startswith("plangate ")
+        command = line.lstrip().startswith(plangate_command() + " ")
         parts.append(Text(visible(line), style="bold" if command else "yellow", overflow="fold"))
     return Group(*parts)
 
