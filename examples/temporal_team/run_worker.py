@@ -5,18 +5,22 @@ plugin with the guard table).
 
 Temporal's connection comes from the environment as for any Temporal SDK (``TEMPORAL_ADDRESS``,
 ``TEMPORAL_NAMESPACE``, a profile); plangate's deployment settings too (``PLANGATE_*``: its
-Postgres, S3, approvers and policies), read by the plugin. The team's own database is
-``TEAM_DATABASE_URL``.
+Postgres, S3, approvers and policies), read by the plugin. The team's own world is
+``TEAM_DATABASE_URL`` (its Postgres) and ``TEAM_S3_ENDPOINT_URL`` (its S3): one that is not set,
+or a Temporal server that does not answer, is one line on stderr and exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from credits.activities import (
+    WORLD_VARS,
     archive_object,
     count_rows,
     ensure_schema,
@@ -43,15 +47,23 @@ async def main() -> None:
     parser.add_argument("--principal", default="support-agent",
                         help="whom this worker's guarded calls act as")
     args = parser.parse_args()
+    for name, what in WORLD_VARS.items():  # before anything reads them
+        if not os.environ.get(name):
+            _stop(f"{name} is not set: {what}; under plangate dev, export "
+                  "TEAM_DATABASE_URL=$PLANGATE_DATABASE_URL "
+                  "TEAM_S3_ENDPOINT_URL=$PLANGATE_S3_ENDPOINT_URL")
     try:  # the guard table and plangate's settings first: a bad one stops the worker, named
         guard = PlangatePlugin(args.guards, principal=args.principal)
     except PlangateError as e:
-        print(f"run_worker: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _stop(str(e))
 
     config = ClientConfig.load_client_connect_config()
     config.setdefault("target_host", "localhost:7233")
-    client = await Client.connect(**config, data_converter=pydantic_data_converter)
+    try:
+        client = await Client.connect(**config, data_converter=pydantic_data_converter)
+    except RuntimeError as e:  # the SDK's connection error; its text names the address
+        _stop(f"no Temporal server answers at {config['target_host']} (TEMPORAL_ADDRESS): "
+              f"{' '.join(str(e).split())}")
     await ensure_schema()
 
     worker = Worker(
@@ -63,6 +75,11 @@ async def main() -> None:
     )
     print(f"team worker polling {args.queue}", flush=True)
     await worker.run()
+
+
+def _stop(message: str) -> NoReturn:
+    print(f"run_worker: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from plangate.cli.command import EXIT_NOT_SUCCEEDED, EXIT_USAGE, UsageError
+from plangate.client.command import plangate_command
 from plangate.plans.load import PlanError, shown
 from plangate.plans.visible import visible
 
@@ -47,10 +48,11 @@ def interrupted(run_id: str | None) -> None:
     if run_id is None:
         return
     with contextlib.suppress(OSError, ValueError):
+        me = plangate_command()
         fresh = "\n" if sys.stderr.isatty() else ""  # off the line the terminal echoed ^C on
         print(fresh + visible(
-            f"plangate: stopped following run {run_id}; it goes on. Follow it: plangate "
-            f"watch {run_id} (or plangate status {run_id}); stop it: plangate cancel {run_id}"
+            f"plangate: stopped following run {run_id}; it goes on. Follow it: {me} "
+            f"watch {run_id} (or {me} status {run_id}); stop it: {me} cancel {run_id}"
         ), file=sys.stderr, flush=True)
 
 

@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFail
 
 from plangate.client import reports
 from plangate.client.answers import ended
+from plangate.client.command import plangate_command
 from plangate.client.errors import AnswerRefused, RunEnded
 from plangate.client.handles import description
 from plangate.client.pending import PendingCard
@@ -74,7 +75,8 @@ async def published(
         # never the card's own digest: what the approver signs is what status shows them
         raise AnswerRefused(
             f"the digest given is not that of the card step {step} of run {run_id!r} waits on "
-            f"(`plangate status {run_id}` shows the card and its digest); nothing signed")
+            f"(`{plangate_command()} status {run_id}` shows the card and its digest); "
+            "nothing signed")
     return PendingCard(run_id=run_id, goal=rep.goal, record=record)
 
 

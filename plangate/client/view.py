@@ -26,6 +26,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from plangate.client.command import plangate_command
 from plangate.plans.visible import visible
 from plangate.records.answered import answer_words
 from plangate.records.approvals import CardStatus
@@ -173,9 +174,10 @@ def card_lines(rep: RunReport, now: datetime | None = None, width: int = 0) -> l
             out.append(f"    expires in {span(left)} ({a.expires_at.isoformat()})")
             step = ["--step", str(a.step)]
             digest = ["--digest", a.digest]  # last: on a line of its own when it must wrap
-            out += command(["plangate", "approve", rep.run_id, *step, *digest], 4, width)
-            out += command(["plangate", "reject", rep.run_id, *step, "--reason", "TEXT",
-                            *digest], 4, width)
+            me = plangate_command()
+            out += command([me, "approve", rep.run_id, *step, *digest], 4, width)
+            out += command([me, "reject", rep.run_id, *step, "--reason", "TEXT", *digest], 4,
+                           width)
     return out
 
 
@@ -366,11 +368,13 @@ def _laid_out(rep: RunReport, now: datetime, height: int, width: int) -> Rendera
         parts.append(Text(f"  ... and {sum(hidden.values())} more: {rest}", style="dim"))
     parts += [_line(line, "magenta") for line in replan_lines(rep)]
     parts += [_line(line, "red") for line in outcome_lines(rep)]
+    me, continued = plangate_command(), False
     for line in cards:
-        if line.lstrip().startswith(("plangate ", "--")):  # a command, cut to fit already
+        if continued or line.lstrip().startswith((me + " ", "--")):  # a command, cut to fit
             parts.append(Text(visible(line), style="bold", no_wrap=True, overflow="fold"))
         else:
             parts.append(_line(line, "yellow"))
+        continued = line.endswith(" \\")
     return Group(*parts)
 
 

@@ -2,7 +2,8 @@
 
 It prints, on stdout, one ``export NAME=value`` line per variable that points at the stack (and
 ``PLANGATE_DEMO_SYSTEMS=1``: its worker has the demo systems, unless the environment says ``0``,
-so a ``plangate check`` with these exports knows the same tools), a ``# Temporal Web UI: URL``
+so a ``plangate check`` with these exports knows the same tools; ``PLANGATE_TEMPORAL_UI``, so
+``plangate ui`` links the Web UI where it is, also on a moved port), a ``# Temporal Web UI: URL``
 line, a ``# metrics: http://HOST:PORT/metrics`` line (the worker's Prometheus endpoint:
 ``PLANGATE_METRICS_ADDRESS`` when set, else 127.0.0.1:9464, or a free port when that one is
 taken), and ``plangate: ready`` once the worker is polling its queue. The metrics address is a
@@ -39,6 +40,7 @@ from plangate.world.settings import (
     APPROVERS_VAR,
     DEMO_SYSTEMS_VAR,
     ENCRYPTION_KEYS_VAR,
+    TEMPORAL_UI_VAR,
     Settings,
     TemporalSettings,
     parse_encryption_keys,
@@ -141,6 +143,8 @@ async def run_dev(
         env = stack.env()
         env[DEMO_SYSTEMS_VAR] = os.environ.get(DEMO_SYSTEMS_VAR) or "1"
         env.update(local_approver(Path(stack.state_dir)))
+        if stack.ui_url:  # where it is, for the approval page's links (8233, unless moved)
+            env[TEMPORAL_UI_VAR] = stack.ui_url
         for name, value in env.items():
             print(f"export {name}={shlex.quote(value)}", file=out)
         if stack.ui_url:

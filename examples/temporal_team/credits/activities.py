@@ -19,6 +19,10 @@ from plangate.temporal import call_key
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+#: The team's own world, read from the environment: its Postgres and its S3 endpoint (under
+#: ``plangate dev``, the stack's: ``$PLANGATE_DATABASE_URL``, ``$PLANGATE_S3_ENDPOINT_URL``).
+WORLD_VARS = {"TEAM_DATABASE_URL": "the team's own Postgres (a libpq URL)",
+              "TEAM_S3_ENDPOINT_URL": "the team's S3 endpoint (an http(s) URL)"}
 CALLS: Counter[str] = Counter()  # how often each activity's body ran, in this process
 BROKEN_EXPORT = {"on": False}  # the export answers ok and writes nothing
 

@@ -27,6 +27,7 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import JsonValue
 
+from plangate.client.command import plangate_command
 from plangate.plans.catalogue import Term, ToolInfo
 from plangate.plans.model import Effect
 from plangate.records.answered import not_replanned
@@ -177,7 +178,7 @@ def pending_card(rep: RunReport) -> dict[str, Any] | None:
             return {
                 "step": a.step, "digest": a.digest, "expires_at": a.expires_at.isoformat(),
                 "effect": a.card.effect.value, "tool": a.card.tool, "args": a.card.args,
-                "approve_with": f"plangate approve {rep.run_id} --step {a.step} "
+                "approve_with": f"{plangate_command()} approve {rep.run_id} --step {a.step} "
                                 f"--digest {a.digest}",
             }
     return None

@@ -44,6 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from plangate.client.api import NoWorkerAnswered, Plangate, UnknownRun
+from plangate.client.command import plangate_command
 from plangate.errors import PlangateError
 from plangate.mcp.front.access import Access
 from plangate.mcp.front.clients import McpClient, NotYourRun
@@ -135,8 +136,8 @@ def task(rep: RunReport, result_type: str, approval_url: str, asks: bool = True,
                     "elicitationId": f"{rep.run_id}/{a.plan_version}/{a.step}/{a.digest[:16]}",
                     "message": (
                         f"Step {a.step} ({a.card.tool}, effect {a.card.effect.value}) waits for "
-                        f"a credentialed approver: the approval page, or plangate approve "
-                        f"{rep.run_id} --step {a.step} --digest {a.digest}, "
+                        f"a credentialed approver: the approval page, or {plangate_command()} "
+                        f"approve {rep.run_id} --step {a.step} --digest {a.digest}, "
                         f"{who_approves(approvers)}. An answer here approves nothing."
                     ),
                 },

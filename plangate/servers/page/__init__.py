@@ -25,12 +25,12 @@ from plangate.servers.page.options import (
     DEFAULT_PORT,
     DEFAULT_TEMPORAL_UI,
     SESSION_VAR,
-    TEMPORAL_UI_VAR,
     PageOptions,
     temporal_ui_arg,
     ui_keys,
     ui_options,
 )
+from plangate.world.settings import TEMPORAL_UI_VAR
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_TEMPORAL_UI", "SESSION_VAR",
            "TEMPORAL_UI_VAR", "PageOptions", "run_ui", "temporal_ui_arg", "ui_keys",

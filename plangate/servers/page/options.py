@@ -12,11 +12,10 @@ from urllib.parse import urlsplit
 
 from plangate.errors import ConfigurationError
 from plangate.records.signing import SigningKey
-from plangate.world.settings import APPROVER_KEY_VAR, Identity
+from plangate.world.settings import APPROVER_KEY_VAR, TEMPORAL_UI_VAR, Identity
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 DEFAULT_TEMPORAL_UI = "http://localhost:8233"  # the dev server's Web UI
-TEMPORAL_UI_VAR = "PLANGATE_TEMPORAL_UI"
 SESSION_VAR = "PLANGATE_UI_SESSION_S"
 DEFAULT_SESSION_S = 8 * 3600  # a working day; then the login token again
 EXTRA = ("starlette", "uvicorn", "jinja2")  # the modules of the ``page`` extra

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # loaded where a profile is read: importing the API needs no 
     from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, ClientConnectConfig
 
 TASK_QUEUE_VAR = "PLANGATE_TASK_QUEUE"
+# the Temporal Web UI the approval page links runs to (`plangate dev` exports its own)
+TEMPORAL_UI_VAR = "PLANGATE_TEMPORAL_UI"
 MAX_CACHED_RUNS_VAR = "PLANGATE_MAX_CACHED_RUNS"
 
 
