@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFail
 from plangate.client import reports
 from plangate.client.answers import ended
 from plangate.client.command import plangate_command
-from plangate.client.errors import AnswerRefused, RunEnded
+from plangate.client.errors import AnswerRefused, NoWorkerAnswered, RunEnded
 from plangate.client.handles import description
 from plangate.client.pending import PendingCard
 from plangate.errors import RunError
@@ -87,6 +87,13 @@ async def _report(client: Client, settings: Settings, run_id: str, kind: str) ->
     try:
         return await reports.report(client, settings, run_id)
     except WorkflowQueryFailedError as e:
+        raise AnswerRefused(
+            f"run {run_id!r} is not a plangate run: its {kind} workflow does not answer "
+            f"plangate's report query ({e}); nothing signed") from None
+    except NoWorkerAnswered as e:
+        if kind == PLAN_RUN:
+            raise
+        # a workflow of another type that shows no report names no deployment: none of ours
         raise AnswerRefused(
             f"run {run_id!r} is not a plangate run: its {kind} workflow does not answer "
             f"plangate's report query ({e}); nothing signed") from None
