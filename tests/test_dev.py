@@ -35,6 +35,8 @@ EXPORTED = (
     # its local approver: the worker lists the public key, a shell signs with the key file
     "PLANGATE_APPROVERS",
     "PLANGATE_APPROVER_KEY",
+    # where its Temporal Web UI is (plangate ui links runs there: its port may have moved)
+    "PLANGATE_TEMPORAL_UI",
 )
 
 
