@@ -11,8 +11,8 @@ async def test_faults_at_every_point_of_many_runs(client, settings, stack, s3, t
     two workers of one queue; worker A meets a fault (Postgres, S3 or Temporal held or reset,
     some past every try) at the points of its activities, worker B is SIGKILLed and started
     again. No run fails, none is duplicated or misreported, every windows row is written."""
-    cfg = SoakConfig(seed=4701, runs=12, concurrency=6, fault_every=1, long_share=0.1,
-                     long_s=(10.0, 12.0), kill_every_s=(6.0, 10.0), settle_s=400.0,
+    cfg = SoakConfig(seed=4701, runs=8, concurrency=8, fault_every=1, long_share=0.1,
+                     long_s=(8.0, 10.0), kill_every_s=(5.0, 8.0), settle_s=400.0,
                      owed_within_s=60.0)
     out = await FaultSoak(client, settings, stack.env(), tmp_path).soak(cfg, s3)
     report = "\n".join(out.lines())
