@@ -97,6 +97,14 @@ async def impostor(client: Client, kind: type[_Taker], wf: str = "",
         run = kind.run  # type: ignore[attr-defined]
         h: WorkflowHandle[Any, Any] = await client.start_workflow(
             run, id=wf, task_queue=queue, args=args)
+        # begun (its first workflow task done), as an impostor a person is sent to is: what
+        # a refusal says of a workflow no worker has begun differs (``reports._unbegun``)
+        for _ in range(200):
+            if (await h.describe()).history_length > 3:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"the impostor {wf} never began")
         try:
             yield wf
         finally:
