@@ -69,8 +69,8 @@ def guarded(fn: F) -> F:
     if activity_name(fn) is not None:
         raise TypeError(
             f"plangate.temporal.guarded: {fn.__name__} is already an activity "
-            "(@activity.defn above it would run it unmarked): put @guarded under "
-            "@activity.defn")
+            "(@activity.defn applied first: Temporal would run it unmarked): put @guarded "
+            "under @activity.defn")
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def marked_async(*args: Any, **kwargs: Any) -> Any:
@@ -85,7 +85,7 @@ def guarded(fn: F) -> F:
     return cast(F, marked)
 
 
-def _refuse_unless_admitted(marked: Any) -> None:
+def _refuse_unless_admitted(marked: Callable[..., Any] | None) -> None:
     if not activity.in_activity():
         name = getattr(marked, "__name__", "this function")
         raise ApplicationError(
@@ -94,7 +94,7 @@ def _refuse_unless_admitted(marked: Any) -> None:
     info = activity.info()
     name = info.activity_type
     own = activity_name(marked) if marked is not None else name
-    if own != name:
+    if marked is not None and own != name:
         raise _refusal(f"{own or marked.__name__}: not run: activity {name} runs it (calls it "
                        "from within, or as a dynamic activity), and plangate's guard admits "
                        "a marked function only as its own activity")
