@@ -40,6 +40,10 @@ CODES: dict[str, Code] = {
     # the approval the call carries was consumed by another effect (the effect ledger): an
     # approval pays once
     "approval_consumed": Code(403, False, "the approval was consumed by another effect"),
+    # a team's activity marked to run only under plangate's guard (``plangate.temporal.guarded``)
+    # and no guard admitted the call: a worker without PlangatePlugin registers it
+    "guard_missing": Code(403, False, "the activity runs only for a call plangate's guard "
+                          "admitted, and none admitted this one"),
     # the effect ledger holds an intent under this key with no outcome, and the tool has no
     # reader by key to tell whether it acted: not called again, a person decides
     "outcome_unknown": Code(

@@ -25,6 +25,7 @@ from plangate.records.calls import ToolFailure
 from plangate.records.interface import TEAM_ACTIVITIES
 from plangate.temporal.calls import ANSWER_META, HEADER, GuardAnswer, header_of, wire_json
 from plangate.temporal.guards import Guarded, jsonable
+from plangate.temporal.marker import admitting
 from plangate.temporal.table import UnboundCheck, arguments, conditions
 from plangate.worker.door import seal_refusal
 from plangate.workflows.sealing import SealKey
@@ -121,7 +122,8 @@ class GuardAtCall(ActivityInboundInterceptor):
         async def invoke(_: BaseModel, __: World, ctx: CallContext) -> dict[str, JsonValue]:
             token = _KEY.set(ctx.idempotency_key)
             try:
-                value = await super(GuardAtCall, self).execute_activity(input)
+                with admitting(activity.info()):  # what a marked activity checks (marker.py)
+                    value = await super(GuardAtCall, self).execute_activity(input)
             except Exception as e:
                 # the team's own failure: the ledger keeps the outcome unknown (it may have
                 # acted) and the team's error reaches its workflow as it was raised

@@ -14,7 +14,7 @@ import psycopg
 from pydantic import BaseModel
 from temporalio import activity
 
-from plangate.temporal import call_key
+from plangate.temporal import call_key, guarded
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -62,6 +62,7 @@ async def ensure_schema() -> None:
 
 
 @activity.defn
+@guarded  # money: runs only for a call plangate's guard admitted, never on a worker without it
 async def issue_credit(req: CreditRequest) -> Credit:
     """Credit the account. Two calls make two credits: nothing here dedupes."""
     CALLS["issue_credit"] += 1
