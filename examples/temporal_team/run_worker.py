@@ -66,20 +66,25 @@ async def main() -> None:
               f"{' '.join(str(e).split())}")
     await ensure_schema()
 
-    worker = Worker(
-        client,
-        task_queue=args.queue,
-        workflows=[CreditWorkflow, ArchiveWorkflow, CountWorkflow],
-        activities=[issue_credit, find_credit, load_export, archive_object, count_rows],
-        plugins=[guard],
-    )
+    try:  # the plugin checks the table against what this worker runs: a gap is named
+        worker = Worker(
+            client,
+            task_queue=args.queue,
+            workflows=[CreditWorkflow, ArchiveWorkflow, CountWorkflow],
+            activities=[issue_credit, find_credit, load_export, archive_object, count_rows],
+            plugins=[guard],
+        )
+    except PlangateError as e:
+        _stop(str(e))
     print(f"team worker polling {args.queue}", flush=True)
     await worker.run()
 
 
 def _stop(message: str) -> NoReturn:
-    print(f"run_worker: {message}", file=sys.stderr)
-    raise SystemExit(2)
+    print(f"run_worker: {message}", file=sys.stderr, flush=True)
+    # no interpreter teardown: after a failed connect, the Temporal client's native threads can
+    # crash it on the way out (Fatal Python error: PyGILState_Release; sdk-python issue 300)
+    os._exit(2)
 
 
 if __name__ == "__main__":
