@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ async def test_a_graph_s_refund_waits_for_a_card_and_refunds_once(
         rows = await refunds_of(pg, order)
         assert [amount for _, amount in rows] == [1250]
         assert await ledger_of(pg, wf) == [
-            ("issue_refund", "money", "done", pytest.approx(12.5), "support-agent")]
+            ("issue_refund", "money", "done", Decimal("12.50"), "support-agent")]
         ran = await scheduled(team_client, wf)
         assert ran["issue_refund"] == 1 and ran[f"{graph.NAME}.agent"] == 2
     (said,) = tool_results(model.completions[1])

@@ -1,7 +1,7 @@
 """The team's worker for the refund graph, guarded by plangate: LangGraph's plugin (its graph's
 nodes as activities) and plangate's (the guard table), plangate's last.
 
-    python run_worker.py --queue refunds [--guards guards.yaml] [--principal support-agent]
+    python refund_worker.py --queue refunds [--guards guards.yaml] [--principal support-agent]
 
 Temporal's connection comes from the environment as for any Temporal SDK (``TEMPORAL_ADDRESS``,
 ``TEMPORAL_NAMESPACE``, a profile); plangate's deployment settings too (``PLANGATE_*``), read by
@@ -68,7 +68,7 @@ async def main() -> None:
 
 
 def _stop(message: str) -> NoReturn:
-    print(f"run_worker: {message}", file=sys.stderr)
+    print(f"refund_worker: {message}", file=sys.stderr)
     raise SystemExit(2)
 
 
