@@ -4,7 +4,8 @@ chat model, over HTTP to plangate's OpenAI-compatible test model.
 
 The refund the model asks for waits for a card naming the arguments it chose, no refund made
 until a person approves, then exactly one refund and one ledger row; a rejected card makes no
-refund and no ledger row, and the model's next request carries plangate's reason. Real Temporal,
+refund and no ledger row, and the model's next request carries plangate's reason; arguments
+the model got wrong are answered to it (``bad arguments``), not run and not carded. Real Temporal,
 Postgres and S3: what is asserted is in the world (refund rows, ledger rows), in the workflow's
 history and in what the model was sent over HTTP."""
 
@@ -132,7 +133,7 @@ async def test_a_rejected_refund_is_not_made_and_the_model_reads_why(
 ) -> None:
     order = f"order-{uuid.uuid4().hex[:8]}"
     _, replies = script(order)
-    model.add(*replies)
+    model.add(Reply.calling("issue_refund", {"order_id": order}), *replies)  # no amount first
     wf = f"langgraph-rejected-{uuid.uuid4().hex[:8]}"
     async with refund_worker(settings) as (team_client, queue):
         handle = await team_client.start_workflow(
@@ -142,8 +143,11 @@ async def test_a_rejected_refund_is_not_made_and_the_model_reads_why(
         card = await api.wait_for_card(wf, timeout=60)
         await api.reject(wf, card.step, card.digest, reason="the order was never paid")
         assert await handle.result() == "Done: I said what the tool answered."
-        assert (await scheduled(team_client, wf))["issue_refund"] == 0
+        ran = await scheduled(team_client, wf)
+        assert ran["issue_refund"] == 0 and ran[f"{graph.NAME}.agent"] == 3
     assert await refunds_of(pg, order) == [] and await ledger_of(pg, wf) == []
-    (said,) = tool_results(model.completions[1])
+    # the call the model could not have meant is answered to it, not run, and no card is made
+    assert tool_results(model.completions[1]) == ["bad arguments: amount_cents: Field required"]
+    said = tool_results(model.completions[2])[-1]
     assert said.startswith("plangate refused issue_refund: approval_rejected"), said
     assert "the order was never paid" in said, said

@@ -30,6 +30,7 @@ from langchain_core.messages import (
 )
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
@@ -64,8 +65,13 @@ async def tools(state: State) -> dict[str, Any]:
     answers = []
     for call in asked.tool_calls:
         try:
+            req = RefundRequest.model_validate(call["args"])
+        except ValidationError as e:  # the model's to correct: a failure here would stall the run
+            answers.append(ToolMessage(f"bad arguments: {_errors(e)}", tool_call_id=call["id"]))
+            continue
+        try:
             refund = await workflow.execute_activity(
-                issue_refund, RefundRequest(**call["args"]),
+                issue_refund, req,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_attempts=3))
             said = (f"refunded {refund.amount_cents} cents of order {refund.order_id} "
@@ -74,6 +80,11 @@ async def tools(state: State) -> dict[str, Any]:
             said = tool_error_text(e)
         answers.append(ToolMessage(said, tool_call_id=call["id"]))
     return {"messages": messages_to_dict(answers)}
+
+
+def _errors(e: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                     for err in e.errors())
 
 
 async def next_node(state: State) -> str:
