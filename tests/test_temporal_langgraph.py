@@ -28,7 +28,7 @@ from refunds.workflows import RefundAgentWorkflow
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.langgraph import LangGraphPlugin
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from plangate.client.api import Plangate
 from plangate.temporal import PlangatePlugin
@@ -56,18 +56,22 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
         yield fake
 
 
+def plugins(settings: Settings) -> list[Any]:
+    """LangGraph's plugin and plangate's, plangate's last, as the example's worker has them."""
+    guard = PlangatePlugin(EXAMPLE / "guards.yaml", settings=settings, principal="support-agent")
+    return [LangGraphPlugin(graphs={graph.NAME: graph.build()}), guard]
+
+
 @asynccontextmanager
 async def refund_worker(settings: Settings) -> AsyncIterator[tuple[Client, str]]:
-    """The team's client and a worker of the example's graph: LangGraph's plugin and plangate's,
-    on a queue of its own."""
+    """The team's client and a worker of the example's graph, on a queue of its own."""
     team_client = await Client.connect(settings.temporal.address,
                                        namespace=settings.temporal.namespace,
                                        data_converter=pydantic_data_converter)
     queue = f"langgraph-{uuid.uuid4().hex[:8]}"
-    guard = PlangatePlugin(EXAMPLE / "guards.yaml", settings=settings, principal="support-agent")
     async with Worker(team_client, task_queue=queue, workflows=[RefundAgentWorkflow],
                       activities=[team.issue_refund, team.find_refund],
-                      plugins=[LangGraphPlugin(graphs={graph.NAME: graph.build()}), guard]):
+                      plugins=plugins(settings)):
         yield team_client, queue
 
 
@@ -122,6 +126,12 @@ async def test_a_graph_s_refund_waits_for_a_card_and_refunds_once(
             ("issue_refund", "money", "done", Decimal("12.50"), "support-agent")]
         ran = await scheduled(team_client, wf)
         assert ran["issue_refund"] == 1 and ran[f"{graph.NAME}.agent"] == 2
+        # the guarded graph's history (card, Update, guard's local activities) replays as it ran
+        history = await handle.fetch_history()
+    replayer = Replayer(workflows=[RefundAgentWorkflow], data_converter=pydantic_data_converter,
+                        plugins=plugins(settings))
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure
     (said,) = tool_results(model.completions[1])
     assert rows[0][0] in said and "refunded 1250 cents" in said, said
 
