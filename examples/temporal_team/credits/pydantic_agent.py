@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
 
     from credits import activities
 
-MODEL = "openai:gpt-5.2"
+MODEL = "openai-chat:gpt-5.2"  # chat completions: any OpenAI-compatible endpoint (OPENAI_BASE_URL)
 INSTRUCTIONS = (
     "You help the support team: credit a customer's account when asked (a person approves "
     "each credit), and load exports. Say what each tool answered.")
