@@ -68,8 +68,10 @@ async def main() -> None:
 
 
 def _stop(message: str) -> NoReturn:
-    print(f"refund_worker: {message}", file=sys.stderr)
-    raise SystemExit(2)
+    print(f"refund_worker: {message}", file=sys.stderr, flush=True)
+    # no interpreter teardown: after a failed connect, the Temporal client's native threads can
+    # crash it on the way out (Fatal Python error: PyGILState_Release; sdk-python issue 300)
+    os._exit(2)
 
 
 if __name__ == "__main__":
