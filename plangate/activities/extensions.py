@@ -181,13 +181,13 @@ def _add_mcp_servers(registry: Registry, path: str) -> None:
     from plangate.activities.tools.mcp import source
 
     try:
-        tools, found, check = source.specs(path, registry.probes)
-        registry.add_specs(tools, found)
+        servers = source.read(path, registry.probes)
+        registry.add_specs(servers.tools, servers.probes)
     except ConfigurationError as e:  # the file's own problems, each with its line and field
         raise ExtensionError(str(e)) from e
     except ValueError as e:  # a name another tool or probe has
         raise ExtensionError(f"PLANGATE_MCP_SERVERS {path}: {e}") from e
-    registry.add_check(f"MCP servers of {path}", check)
+    registry.add_check(f"MCP servers of {path}", servers.check)
 
 
 def _load(registry: Registry, where: str, target: str) -> None:

@@ -1,4 +1,4 @@
-"""The MCP servers file as a tool source: :func:`specs` gives its tools and probes, which
+"""The MCP servers file as a tool source: :func:`read` gives its tools and probes, which
 ``activities.extensions`` adds to a deployment's registry when ``PLANGATE_MCP_SERVERS`` names
 the file (so the worker, ``plangate check`` and the re-planner see them like any other); and the
 check a worker makes at start, connected: every tool and probe the file declares is one its
@@ -7,7 +7,8 @@ server lists, and a probe's read tool is not one the server itself says changes 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from plangate.activities.tools.mcp.file import McpFile, ServerDecl, load
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
     from plangate.world.clients import World
 
 log = logging.getLogger(__name__)
-# what a worker checks at start: the lines to say (the registry's ``StartCheck``)
-StartCheck = Callable[["World"], Awaitable[list[str]]]
 
 
 class ServersRefused(Exception):
@@ -35,21 +34,28 @@ def address(name: str, s: ServerDecl) -> ServerAddress:
                          s.timeout_s)
 
 
-def specs(
-    path: str, known_probes: Mapping[str, Any]
-) -> tuple[dict[str, ToolSpec[Any]], dict[str, ProbeSpec[Any]], StartCheck]:
-    """The tools and probes the file at ``path`` declares (checked, against itself and the
-    deployment's other probes ``known_probes``: ``McpFileError``), and the check a worker makes
-    at start."""
+@dataclass(frozen=True)
+class Source:
+    """What the file gives a deployment: its tools and probes, and the check a worker makes at
+    start, connected (:func:`offered`)."""
+
+    tools: dict[str, ToolSpec[Any]]
+    probes: dict[str, ProbeSpec[Any]]
+    file: McpFile
+    servers: McpServers
+
+    async def check(self, world: World) -> list[str]:
+        return await offered(self.file, self.servers, world)
+
+
+def read(path: str, known_probes: Mapping[str, Any]) -> Source:
+    """The file at ``path`` as a source of tools and probes, checked against itself and the
+    deployment's other probes ``known_probes`` (``McpFileError``)."""
     f = load(path, known_probes)
     servers = McpServers(path, {n: address(n, s) for n, s in f.servers.items()})
     tools = {name: tool_spec(servers, server, name, t) for server, name, t in f.tools()}
     probes = {name: probe_spec(servers, server, name, p) for server, name, p in f.probes()}
-
-    async def check(world: World) -> list[str]:
-        return await offered(f, servers, world)
-
-    return tools, probes, check
+    return Source(tools, probes, f, servers)
 
 
 async def offered(f: McpFile, servers: McpServers, world: World) -> list[str]:
