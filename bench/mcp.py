@@ -187,7 +187,7 @@ async def main(calls: int) -> None:
 def identity_micro(n: int = 20_000) -> float:
     """Microseconds a call spends finding its client among 100 tokens and being admitted
     under the limit."""
-    from plangate.mcp.front.clients import Clients, StartLimit
+    from plangate.mcp.clients import Clients, StartLimit
 
     callers = [(f"c{i}", secrets.token_urlsafe(32)) for i in range(100)]
     clients = Clients.over_http(

@@ -30,9 +30,9 @@ from temporalio.testing import ActivityEnvironment
 import tests.ledger_tools  # noqa: F401 (declares the tools TOOLS holds)
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tool_activity import _make, tool_activities
+from plangate.activities.tools.mcp.sessions import IDEMPOTENCY_META
 from plangate.activities.tools.registry import TOOLS, CallContext
 from plangate.client.api import Plangate
-from plangate.mcp.back.sessions import IDEMPOTENCY_META
 from plangate.plans.model import Effect
 from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall, ToolFailure

@@ -26,7 +26,7 @@ from openai import AsyncOpenAI, BadRequestError
 
 from plangate.client.api import Plangate
 from plangate.demo.schema import Account, seed_account
-from plangate.mcp.front.guarded import RUN_PREFIX
+from plangate.mcp.guarded import RUN_PREFIX
 from plangate.plans.model import Effect
 from plangate.records.report import RunStatus
 from plangate.testing import FakeOpenAI, Recorded, Reply, running_worker, scheduled

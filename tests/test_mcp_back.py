@@ -27,10 +27,10 @@ import yaml
 from pydantic import JsonValue
 
 from plangate.activities.extensions import ExtensionError, registry_for
+from plangate.activities.tools.mcp.file import CheckDecl, McpFileError, load
+from plangate.activities.tools.mcp.probes import judge
+from plangate.activities.tools.mcp.templates import TemplateError, fill, fill_arguments
 from plangate.client.api import Plangate
-from plangate.mcp.back.file import CheckDecl, McpFileError, load
-from plangate.mcp.back.probes import judge
-from plangate.mcp.back.templates import TemplateError, fill, fill_arguments
 from plangate.records.report import RunReport, StepState
 from plangate.testing import ended, running_worker, scheduled
 from plangate.worker.assembly import build_worker

@@ -21,7 +21,7 @@ from temporalio.service import RPCError
 
 from plangate.client.api import Plangate
 from plangate.demo.schema import Account, seed_account
-from plangate.mcp.front.guarded import GuardedCall
+from plangate.mcp.guarded import GuardedCall
 from plangate.plans.model import Effect
 from plangate.testing import running_worker, scheduled
 from plangate.world.settings import Settings
@@ -37,7 +37,7 @@ from tests.mcp_client import (
 )
 
 CREDIT = "billing.issue_credit"
-SERVED_CREDIT = "billing_issue_credit"  # its name over MCP (plangate.mcp.front.names)
+SERVED_CREDIT = "billing_issue_credit"  # its name over MCP (plangate.mcp.names)
 
 WHO = ", ".join(APPROVER_NAMES)  # the session's approvers, as PLANGATE_APPROVERS lists them
 
@@ -227,7 +227,7 @@ async def test_a_failed_one_step_call_says_it_was_not_re_planned(client, setting
     failed and was not re-planned, not that a re-plan is coming."""
     from plangate.activities.catalogue import catalogue
     from plangate.client.view import summary
-    from plangate.mcp.front.guarded import outcome
+    from plangate.mcp.guarded import outcome
 
     target = f"staging.mcp_missing_{uuid.uuid4().hex[:8]}"
     call = GuardedCall.of("warehouse.load", {"target": target, "source": "mcp/missing.csv"}, None)

@@ -19,8 +19,8 @@ from temporalio.api.enums.v1 import EventType
 
 from plangate.client.api import Plangate
 from plangate.errors import ConfigurationError
-from plangate.mcp.front.clients import MEMO, McpClient, RunsLimited, StartLimit, parse_tokens
-from plangate.mcp.front.guarded import GuardedCall
+from plangate.mcp.clients import MEMO, McpClient, RunsLimited, StartLimit, parse_tokens
+from plangate.mcp.guarded import GuardedCall
 from plangate.records.interface import CANCEL_SIGNAL
 from plangate.records.placement import visibility_clause
 from plangate.records.run import CancelRequest

@@ -24,8 +24,8 @@ from mcp_types import TextContent, TextResourceContents
 from plangate.activities.catalogue import catalogue
 from plangate.activities.tools.registry import TOOLS
 from plangate.demo.scenarios import closeout_plan, seed_replanned_plan
-from plangate.mcp.front.language import EXAMPLE_PLAN, LANGUAGE_URI, plan_schema
-from plangate.mcp.front.names import NameClash, served_name, served_names
+from plangate.mcp.language import EXAMPLE_PLAN, LANGUAGE_URI, plan_schema
+from plangate.mcp.names import NameClash, served_name, served_names
 from plangate.testing import running_worker, scheduled
 from tests.mcp_client import http_server, server_env, stdio
 
@@ -206,7 +206,7 @@ async def test_a_back_door_tool_is_described_by_its_servers_file(tmp_path):
     '''))
     import os
 
-    from plangate.mcp.front.server import build_server
+    from plangate.mcp.server import build_server
     from plangate.world.settings import Settings
 
     settings = Settings.from_env({**os.environ, "PLANGATE_MCP_SERVERS": str(servers)},

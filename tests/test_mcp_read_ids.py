@@ -28,10 +28,10 @@ from plangate.client.reading import (
     read_call,
     read_id,
 )
-from plangate.mcp.front.access import Access
-from plangate.mcp.front.clients import McpClient, StartLimit
-from plangate.mcp.front.guarded import GuardedCall
-from plangate.mcp.front.reads import FastReads
+from plangate.mcp.access import Access
+from plangate.mcp.clients import McpClient, StartLimit
+from plangate.mcp.guarded import GuardedCall
+from plangate.mcp.reads import FastReads
 from plangate.plans.model import Plan
 from plangate.records.interface import READ_CALL_ACTIVITY
 from plangate.records.placement import catalogue_queue

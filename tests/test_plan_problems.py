@@ -13,7 +13,7 @@ import pytest
 
 from plangate.activities.catalogue import catalogue, plan_problems
 from plangate.client.checked import check
-from plangate.mcp.front.server import problem
+from plangate.mcp.server import problem
 from plangate.plans import checking
 from plangate.plans.load import PlanError, load_file, load_text, parse_plan
 from plangate.plans.problem import Problem

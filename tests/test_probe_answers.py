@@ -20,11 +20,11 @@ from pydantic import JsonValue
 
 from plangate.activities.probe_activity import probe_context
 from plangate.activities.tools import TOOLS
+from plangate.activities.tools.mcp.file import CheckDecl
+from plangate.activities.tools.mcp.probes import document, judge
+from plangate.activities.tools.mcp.sessions import ToolAnswer
+from plangate.activities.tools.mcp.tools import result
 from plangate.demo.schema import Account, seed_account
-from plangate.mcp.back.file import CheckDecl
-from plangate.mcp.back.probes import document, judge
-from plangate.mcp.back.sessions import ToolAnswer
-from plangate.mcp.back.tools import result
 from plangate.plans import jsondoc
 from plangate.probes import PROBES
 from plangate.probes.registry import Unjudgeable, Verdict

@@ -11,7 +11,7 @@ The core tools (``s3.*``, ``warehouse.*``) and probes are always registered. The
 - the modules of the ``plangate.extensions`` entry-point group (installed packages);
 - the modules ``PLANGATE_EXTENSIONS`` names (comma separated);
 - the tools and probes of the MCP servers file ``PLANGATE_MCP_SERVERS`` names
-  (``mcp.back.registration``; docs/mcp-servers.md), checked against the server at worker start.
+  (``activities.tools.mcp``; docs/mcp-servers.md), checked against the server at worker start.
 
 An extension is a module. With a ``register(registry)`` function it says what it adds
 (:meth:`Registry.add_module`, :meth:`Registry.add_tools`, :meth:`Registry.add_probes`,
@@ -33,7 +33,7 @@ from plangate import probes
 from plangate.activities.tools import registry as tool_registry
 from plangate.activities.tools import s3, warehouse
 from plangate.activities.tools.registry import ToolSpec
-from plangate.errors import PlangateError
+from plangate.errors import ConfigurationError, PlangateError
 from plangate.probes import registry as probe_registry
 from plangate.probes.registry import ProbeSpec
 from plangate.world.settings import CatalogueSettings
@@ -170,11 +170,24 @@ def _registry(demo_systems: bool, modules: tuple[str, ...], mcp_servers: str | N
     for where, target in loaded:
         _load(registry, where, target)
     if mcp_servers is not None:
-        # the back door, loaded only when a file is named (it and the activities share a layer)
-        from plangate.mcp.back import registration
-
-        registration.register(registry, mcp_servers)
+        _add_mcp_servers(registry, mcp_servers)
     return registry.seal()
+
+
+def _add_mcp_servers(registry: Registry, path: str) -> None:
+    """The tools and probes of the MCP servers file at ``path``, and its start check; what is
+    wrong with the file, or a name another tool or probe has, is an ``ExtensionError``."""
+    # loaded only when a file is named: a deployment without one loads none of it
+    from plangate.activities.tools.mcp import source
+
+    try:
+        servers = source.read(path, registry.probes)
+        registry.add_specs(servers.tools, servers.probes)
+    except ConfigurationError as e:  # the file's own problems, each with its line and field
+        raise ExtensionError(str(e)) from e
+    except ValueError as e:  # a name another tool or probe has
+        raise ExtensionError(f"PLANGATE_MCP_SERVERS {path}: {e}") from e
+    registry.add_check(f"MCP servers of {path}", servers.check)
 
 
 def _load(registry: Registry, where: str, target: str) -> None:

@@ -144,13 +144,13 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def _mcp(args: argparse.Namespace, settings: Settings) -> int:
-    from plangate.mcp.front import startup
+    from plangate.mcp import startup
 
     try:
-        from plangate.mcp.front.clients import runs_per_minute
-        from plangate.mcp.front.http import McpServerRefused, clients_of, serve_http
-        from plangate.mcp.front.reads import reads_by_worker
-        from plangate.mcp.front.server import serve_stdio
+        from plangate.mcp.clients import runs_per_minute
+        from plangate.mcp.http import McpServerRefused, clients_of, serve_http
+        from plangate.mcp.reads import reads_by_worker
+        from plangate.mcp.server import serve_stdio
 
         if args.http:
             import uvicorn  # noqa: F401  (loaded by serve_http: missing, say so now)

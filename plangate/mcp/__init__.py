@@ -1,9 +1,8 @@
-"""plangate and the Model Context Protocol, both ways, one package a door:
+"""The front door, ``plangate mcp``: plangate's plan tools over the Model Context Protocol, on
+the official ``mcp`` SDK (``pip install 'plangate[mcp]'``); its tools start plans and guarded
+calls through the client's API, so it sits above the client. See :mod:`plangate.mcp.server`.
 
-- ``plangate.mcp.front``: the front door, an MCP server (``plangate mcp``) whose tools start
-  plans and guarded calls through the client's API; it sits above the client.
-- ``plangate.mcp.back``: the back door, plangate as an MCP client guarding the tools of other
-  MCP servers (``PLANGATE_MCP_SERVERS``); it sits with the activities.
-
-This module imports neither: each door is a layer of its own (pyproject.toml's contracts).
+The other way round, plangate as an MCP client guarding other servers' tools (the back door,
+``PLANGATE_MCP_SERVERS``), is a tool source below the activities: ``plangate.activities.tools.mcp``.
+This module imports nothing.
 """

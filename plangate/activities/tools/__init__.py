@@ -2,7 +2,10 @@
 
 Importing this package declares the core tools (``s3.*``, ``warehouse.*``). The demo systems'
 tools (``billing``, ``crm``, ``email``) are declared in ``plangate.demo``, which only a
-deployment that turns them on imports (``activities.extensions``).
+deployment that turns them on imports (``activities.extensions``). The tools of an MCP servers
+file are made at start by ``tools.mcp`` (the back door), when a deployment names one.
+
+Nothing here imports the rest of the activities: they import the tools, down.
 """
 
 from plangate.activities.tools import s3, warehouse  # noqa: F401  (declaration)

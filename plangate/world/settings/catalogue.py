@@ -26,7 +26,7 @@ class CatalogueSettings:
     # ``plangate.extensions`` entry-point group
     extensions: tuple[str, ...] = ()
     # the MCP servers file (docs/mcp-servers.md): the tools and probes it declares on the
-    # servers it names (mcp.back.registration); unset: none
+    # servers it names (activities.tools.mcp); unset: none
     mcp_servers: str | None = None
 
     @classmethod

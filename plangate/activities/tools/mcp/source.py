@@ -1,22 +1,21 @@
-"""The MCP servers file as part of a deployment's registry (``activities.extensions`` calls
-:func:`register` when ``PLANGATE_MCP_SERVERS`` names one): its tools and probes registered like
-any other, so the worker, ``plangate check`` and the re-planner see them; and the check a worker
-makes at start, connected: every tool and probe the file declares is one its server lists, and a
-probe's read tool is not one the server itself says changes anything."""
+"""The MCP servers file as a tool source: :func:`read` gives its tools and probes, which
+``activities.extensions`` adds to a deployment's registry when ``PLANGATE_MCP_SERVERS`` names
+the file (so the worker, ``plangate check`` and the re-planner see them like any other); and the
+check a worker makes at start, connected: every tool and probe the file declares is one its
+server lists, and a probe's read tool is not one the server itself says changes anything."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from plangate.activities.extensions import ExtensionError, Registry, StartCheck
+from plangate.activities.tools.mcp.file import McpFile, ServerDecl, load
+from plangate.activities.tools.mcp.probes import probe_spec
+from plangate.activities.tools.mcp.sessions import McpServers, ServerAddress, ServerDown
+from plangate.activities.tools.mcp.tools import tool_spec
 from plangate.activities.tools.registry import ToolSpec
-from plangate.errors import ConfigurationError
-from plangate.mcp.back.file import McpFile, ServerDecl, load
-from plangate.mcp.back.probes import probe_spec
-from plangate.mcp.back.sessions import McpServers, ServerAddress, ServerDown
-from plangate.mcp.back.tools import tool_spec
 from plangate.plans.words import many
 from plangate.probes.registry import ProbeSpec
 
@@ -35,33 +34,28 @@ def address(name: str, s: ServerDecl) -> ServerAddress:
                          s.timeout_s)
 
 
-def register(registry: Registry, path: str) -> None:
-    """The tools and probes of the file at ``path`` into ``registry``, and its start check; what
-    is wrong with the file, or a name another tool or probe has, is an ``ExtensionError``."""
-    try:
-        tools, found, check = specs(path, registry.probes)
-        registry.add_specs(tools, found)
-    except ConfigurationError as e:  # the file's own problems, each with its line and field
-        raise ExtensionError(str(e)) from e
-    except ValueError as e:  # a name another tool or probe has
-        raise ExtensionError(f"PLANGATE_MCP_SERVERS {path}: {e}") from e
-    registry.add_check(f"MCP servers of {path}", check)
+@dataclass(frozen=True)
+class Source:
+    """What the file gives a deployment: its tools and probes, and the check a worker makes at
+    start, connected (:func:`offered`)."""
+
+    tools: dict[str, ToolSpec[Any]]
+    probes: dict[str, ProbeSpec[Any]]
+    file: McpFile
+    servers: McpServers
+
+    async def check(self, world: World) -> list[str]:
+        return await offered(self.file, self.servers, world)
 
 
-def specs(
-    path: str, known_probes: Mapping[str, Any]
-) -> tuple[dict[str, ToolSpec[Any]], dict[str, ProbeSpec[Any]], StartCheck]:
-    """The tools and probes the file at ``path`` declares (checked: ``McpFileError``), and the
-    check a worker makes at start."""
+def read(path: str, known_probes: Mapping[str, Any]) -> Source:
+    """The file at ``path`` as a source of tools and probes, checked against itself and the
+    deployment's other probes ``known_probes`` (``McpFileError``)."""
     f = load(path, known_probes)
     servers = McpServers(path, {n: address(n, s) for n, s in f.servers.items()})
     tools = {name: tool_spec(servers, server, name, t) for server, name, t in f.tools()}
     probes = {name: probe_spec(servers, server, name, p) for server, name, p in f.probes()}
-
-    async def check(world: World) -> list[str]:
-        return await offered(f, servers, world)
-
-    return tools, probes, check
+    return Source(tools, probes, f, servers)
 
 
 async def offered(f: McpFile, servers: McpServers, world: World) -> list[str]:

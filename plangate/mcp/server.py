@@ -9,12 +9,12 @@ re-implemented.
 - the resource ``plangate://catalogue``: the deployment's tools and probes, their effect
   classes, argument schemas and contracts;
 - the resource ``plangate://plan-language`` and the prompt ``plan_language``: the plan
-  language with an example (``plangate.mcp.front.language``); ``plan`` of ``check_plan`` and
+  language with an example (``plangate.mcp.language``); ``plan`` of ``check_plan`` and
   ``run_plan`` carries the plan's JSON schema;
 - every tool of the catalogue under a name models accept (``s3.put`` as ``s3_put``:
-  ``plangate.mcp.front.names``), titled with its catalogue name, each call a one-step guarded run
-  (``plangate.mcp.front.guarded``), answered as a task where it must wait and the client declared
-  the Tasks extension (``plangate.mcp.front.tasks``).
+  ``plangate.mcp.names``), titled with its catalogue name, each call a one-step guarded run
+  (``plangate.mcp.guarded``), answered as a task where it must wait and the client declared
+  the Tasks extension (``plangate.mcp.tasks``).
 
 There is no approve tool, on purpose: an MCP client holds no approver's key and can never
 answer a card; approval stays with credentialed approvers (the CLI, the approval page).
@@ -38,8 +38,8 @@ from pydantic import BaseModel, WithJsonSchema
 from plangate import __version__
 from plangate.client.api import NoWorkerAnswered, RunEnded, RunIdInUse, UnknownRun
 from plangate.client.checked import Checked
-from plangate.mcp.front.access import Access
-from plangate.mcp.front.clients import (
+from plangate.mcp.access import Access
+from plangate.mcp.clients import (
     CLIENT_SCOPE,
     DEFAULT_RUNS_PER_MINUTE,
     Clients,
@@ -48,11 +48,11 @@ from plangate.mcp.front.clients import (
     RunsLimited,
     StartLimit,
 )
-from plangate.mcp.front.guarded import RUN_PREFIX, GuardedCall, description, hints
-from plangate.mcp.front.language import LANGUAGE_URI, language_text, plan_schema
-from plangate.mcp.front.names import served_name, served_names
-from plangate.mcp.front.reads import FastReads
-from plangate.mcp.front.tasks import Caller, GuardedTasks
+from plangate.mcp.guarded import RUN_PREFIX, GuardedCall, description, hints
+from plangate.mcp.language import LANGUAGE_URI, language_text, plan_schema
+from plangate.mcp.names import served_name, served_names
+from plangate.mcp.reads import FastReads
+from plangate.mcp.tasks import Caller, GuardedTasks
 from plangate.plans.catalogue import Catalogue, Term, ToolInfo
 from plangate.plans.load import PlanError
 from plangate.plans.problem import Problem as PlanProblem
@@ -158,7 +158,7 @@ async def _guarded_placeholder() -> None:
 
 
 def guarded_tool(info: ToolInfo, served: str, settings: Settings) -> Tool:
-    """The MCP tool of a catalogue tool, under its ``served`` name (``plangate.mcp.front.names``),
+    """The MCP tool of a catalogue tool, under its ``served`` name (``plangate.mcp.names``),
     titled with its catalogue name: its argument model's schema, hints from its effect."""
     tool = Tool.from_function(
         _guarded_placeholder, name=served, title=info.name,
@@ -201,7 +201,7 @@ def build_server(
     call (default: stdio's one client with the server's submitter key); each starts at most
     ``runs_per_minute`` runs a minute (0: no limit), a read counted as a run.
     ``reads_by_worker``: a call of a tool the catalogue declares ``read`` is offered to the
-    worker first, answered without a run where it can be (``plangate.mcp.front.reads``)."""
+    worker first, answered without a run where it can be (``plangate.mcp.reads``)."""
     from plangate.activities.catalogue import catalogue
     from plangate.client.checked import check
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from plangate.client.checked import Checked
 from plangate.client.reading import NoStandaloneReads, ReadNotAnswered, read_call, read_id
 from plangate.errors import ConfigurationError
-from plangate.mcp.front.access import Access
-from plangate.mcp.front.clients import McpClient
+from plangate.mcp.access import Access
+from plangate.mcp.clients import McpClient
 from plangate.plans.catalogue import ToolInfo
 from plangate.plans.model import Effect
 from plangate.records.report import RunReport

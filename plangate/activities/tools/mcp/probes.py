@@ -1,5 +1,5 @@
 """Probes that read an MCP server back through one of its read tools, as the MCP servers file
-declares them (``mcp.back.file``): the read tool's arguments are built from the probe's own
+declares them (``mcp.file``): the read tool's arguments are built from the probe's own
 (``{arg}`` templates), and its answer is judged by a JSON path and one predicate over its
 structured content, or over its text (the text parsed as JSON when it parses, else the text
 itself is ``$``).
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue, create_model
 
-from plangate.mcp.back.file import ArgDecl, CheckDecl, ProbeDecl
-from plangate.mcp.back.sessions import McpServers, ToolAnswer
-from plangate.mcp.back.templates import fill, fill_arguments
+from plangate.activities.tools.mcp.file import ArgDecl, CheckDecl, ProbeDecl
+from plangate.activities.tools.mcp.sessions import McpServers, ToolAnswer
+from plangate.activities.tools.mcp.templates import fill, fill_arguments
 from plangate.plans import jsondoc
 from plangate.probes.registry import ProbeContext, ProbeSpec, Unjudgeable, Verdict
 

@@ -1,5 +1,5 @@
 """Tools that call an MCP server's tool, as the MCP servers file declares them
-(``mcp.back.file``): plangate's name, the server's tool, the effect the file gives it
+(``mcp.file``): plangate's name, the server's tool, the effect the file gives it
 (a server's own annotations never weaken it), the arguments a plan may pass (checked by
 ``plangate check`` with no connection) and the contract its steps are guarded by.
 
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, JsonValue
 
+from plangate.activities.tools.mcp.file import ContractDecl, TermDecl, ToolDecl
+from plangate.activities.tools.mcp.probes import args_model, where
+from plangate.activities.tools.mcp.sessions import McpServers, ServerDown, ServerRefused, ToolAnswer
+from plangate.activities.tools.mcp.templates import fill_arguments
 from plangate.activities.tools.registry import PROBE_READ, CallContext, ToolSpec
-from plangate.mcp.back.file import ContractDecl, TermDecl, ToolDecl
-from plangate.mcp.back.probes import args_model, where
-from plangate.mcp.back.sessions import McpServers, ServerDown, ServerRefused, ToolAnswer
-from plangate.mcp.back.templates import fill_arguments
 from plangate.plans import jsondoc
 from plangate.plans.catalogue import Contract, Reader, Term
 from plangate.plans.model import Effect
@@ -45,7 +45,7 @@ def result(answer: ToolAnswer, at: str, for_probe: bool) -> dict[str, JsonValue]
     """A call's result: its text, its structured content, and the text as JSON when it is one
     strict document (``plans.jsondoc``; else null, so a bind from it fails loudly rather than
     taking the last of two keys). Read for a field probe (the tool is a reader), an answer that
-    is no record is refused, as a probe's own read is (``mcp.back.probes.document``): no content,
+    is no record is refused, as a probe's own read is (``mcp.probes.document``): no content,
     a key named twice, neither structured content nor JSON text."""
     if for_probe and answer.structured is None and not answer.text.strip():
         raise Unjudgeable(f"the answer of {at} has no content")

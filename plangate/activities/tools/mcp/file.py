@@ -26,8 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from plangate.activities.tools.mcp.templates import names_in
 from plangate.errors import ConfigurationError
-from plangate.mcp.back.templates import names_in
 from plangate.plans import jsonpath
 
 ARG_TYPES = ("string", "integer", "number", "boolean", "array", "object")

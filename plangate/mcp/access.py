@@ -1,7 +1,7 @@
 """What one MCP client may do with runs: start them (under its own submitter key, limited a
 minute, who started them recorded in the run's memo) and read or cancel only its own.
 
-A run id derived from a request identity (``plangate.mcp.front.guarded``) is answered only when the
+A run id derived from a request identity (``plangate.mcp.guarded``) is answered only when the
 run under it is this client's run of this very call (its memo: the client, its submitter and
 the plan's digest); anything else under that id is refused and left alone. A run this client
 did not start is answered as if there were none (``NotYourRun``), on any queue."""
@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from plangate.client.api import Plangate
 from plangate.client.checked import Checked
-from plangate.mcp.front.clients import MEMO, McpClient, NotYourRun, StartLimit
+from plangate.mcp.clients import MEMO, McpClient, NotYourRun, StartLimit
 from plangate.records.placement import of_deployment
 from plangate.records.proofs import plan_sha256
 from plangate.world.settings import Settings

@@ -40,7 +40,7 @@ RATE_VAR = "PLANGATE_MCP_RUNS_PER_MINUTE"
 DEFAULT_RUNS_PER_MINUTE = 60
 MEMO = "plangate.mcp"
 STDIO = "stdio"
-CLIENT_SCOPE = "plangate.mcp.client"  # the ASGI scope key plangate.mcp.front.http sets
+CLIENT_SCOPE = "plangate.mcp.client"  # the ASGI scope key plangate.mcp.http sets
 SINGLE = "token"
 
 

@@ -5,7 +5,7 @@ is bound, as the codec server decides it:
   ``PLANGATE_MCP_TOKEN`` (one client) set, tokens of real entropy (``plangate.servers.tokens``),
   every request must carry ``Authorization: Bearer <token>`` (401 otherwise, compared in
   constant time), on any address, and acts as the client its token names
-  (``plangate.mcp.front.clients``): per request, so a session id another client learnt acts as
+  (``plangate.mcp.clients``): per request, so a session id another client learnt acts as
   that other client, never as the session's first;
 - without one, only a loopback address, and only when told so (``--insecure-local``): every
   process that reaches the server is one client.
@@ -23,7 +23,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from plangate.errors import ConfigurationError
-from plangate.mcp.front.clients import CLIENT_SCOPE, TOKEN_VAR, TOKENS_VAR, Clients
+from plangate.mcp.clients import CLIENT_SCOPE, TOKEN_VAR, TOKENS_VAR, Clients
 from plangate.servers.tokens import access_refusal
 from plangate.world.settings import Settings
 
@@ -95,7 +95,7 @@ async def serve_http(
     http://HOST:PORT/mcp`` once listening."""
     import uvicorn
 
-    from plangate.mcp.front.server import build_server
+    from plangate.mcp.server import build_server
 
     app: ASGIApp = build_server(settings, clients=clients, **options).streamable_http_app(
         streamable_http_path=PATH, host=host

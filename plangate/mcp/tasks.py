@@ -1,6 +1,6 @@
 """Guarded calls as MCP tasks (the Tasks extension, ``io.modelcontextprotocol/tasks``).
 
-A guarded call (``plangate.mcp.front.guarded``) that has not ended when it settles (it waits for a
+A guarded call (``plangate.mcp.guarded``) that has not ended when it settles (it waits for a
 person, or is still running after the server's answer window) is answered, for a client that
 declared the extension on its request, with a task whose id is the run id: the task is the
 Temporal run, so it outlives this server process and ``tasks/get`` answers after a restart.
@@ -46,9 +46,9 @@ from pydantic import Field
 from plangate.client.api import NoWorkerAnswered, Plangate, UnknownRun
 from plangate.client.command import plangate_command
 from plangate.errors import PlangateError
-from plangate.mcp.front.access import Access
-from plangate.mcp.front.clients import McpClient, NotYourRun
-from plangate.mcp.front.guarded import (
+from plangate.mcp.access import Access
+from plangate.mcp.clients import McpClient, NotYourRun
+from plangate.mcp.guarded import (
     RUN_PREFIX,
     GuardedCall,
     call_result,
