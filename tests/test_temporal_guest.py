@@ -19,8 +19,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
 
 from plangate.client.api import Plangate
-from plangate.temporal import GuardTable, PlangatePlugin
-from plangate.temporal.errors import GuardHalted
+from plangate.temporal import GuardHalted, GuardTable, PlangatePlugin
 from plangate.world.settings import Settings
 from tests.guarded_workflows import HandleArchiveWorkflow
 from tests.temporal_team import EXAMPLE, bucket, team_env

@@ -11,11 +11,12 @@ An agent's tools on Temporal: ``guarded_tool(activity, ...)`` (the OpenAI Agents
 
 from plangate.temporal.agents import guarded_tool
 from plangate.temporal.at_call import call_key
-from plangate.temporal.errors import GuardRefused, tool_error_text
+from plangate.temporal.errors import GuardHalted, GuardRefused, tool_error_text
 from plangate.temporal.plugin import PlangatePlugin
 from plangate.temporal.table import ActivityGuard, Check, GuardTable, ReadBack
 
 __all__ = [
-    "ActivityGuard", "Check", "GuardRefused", "GuardTable", "PlangatePlugin", "ReadBack",
+    "ActivityGuard", "Check", "GuardHalted", "GuardRefused", "GuardTable", "PlangatePlugin",
+    "ReadBack",
     "call_key", "guarded_tool", "tool_error_text",
 ]
