@@ -95,3 +95,46 @@ def test_no_plangate_module_wraps_its_imports():
         if isinstance(node, ast.With) and "imports_passed_through" in ast.unparse(node.items[0])
     ]
     assert wrapping == []
+
+
+async def test_a_teams_runner_and_restrictions_are_kept_but_plangate_passed(client, settings):
+    """The plugin changes a team's sandbox as Temporal's own plugins do: its runner's class,
+    runner class and every restriction (its own passthrough modules, its invalid module
+    members) kept, plangate's modules added to the passthrough modules, nothing removed; the
+    compile-once sandbox (the SDK's private instance subclassed) is plangate's own worker's."""
+    from temporalio.worker.workflow_sandbox import SandboxMatcher
+
+    from plangate.worker.sandbox import IMPORT_HOOKS
+    from plangate.worker.sandbox import passed_through as plangates
+
+    base = SandboxedWorkflowRunner().restrictions
+    restrictions = replace(
+        base.with_passthrough_modules("team_models"),
+        invalid_module_members=base.invalid_module_members | SandboxMatcher.nested_child(
+            ["team_clock"], SandboxMatcher(use={"now"})))
+    own = SandboxedWorkflowRunner(restrictions=restrictions)
+    worker = Worker(client, task_queue=f"sandbox-{uuid.uuid4().hex[:8]}", activities=[],
+                    workflow_runner=own, plugins=[TeamPlugin({}, settings=settings)])
+    runner = worker.config(active_config=True)["workflow_runner"]
+    assert type(runner) is SandboxedWorkflowRunner
+    assert runner.runner_class is own.runner_class
+    added = set(plangates()) | set(IMPORT_HOOKS)
+    assert runner.restrictions.passthrough_modules == restrictions.passthrough_modules | added
+    assert runner.restrictions == replace(
+        restrictions, passthrough_modules=restrictions.passthrough_modules | added)
+    assert runner.restrictions.invalid_module_members is restrictions.invalid_module_members
+
+    class TeamSandbox(SandboxedWorkflowRunner):  # a team's own subclass stays its own
+        pass
+
+    theirs = TeamSandbox(restrictions=restrictions)
+    worker = Worker(client, task_queue=f"sandbox-{uuid.uuid4().hex[:8]}", activities=[],
+                    workflow_runner=theirs, plugins=[TeamPlugin({}, settings=settings)])
+    assert type(worker.config(active_config=True)["workflow_runner"]) is TeamSandbox
+    # no runner given: the SDK's default sandbox, plangate passed
+    worker = Worker(client, task_queue=f"sandbox-{uuid.uuid4().hex[:8]}", activities=[],
+                    plugins=[TeamPlugin({}, settings=settings)])
+    default = worker.config(active_config=True)["workflow_runner"]
+    assert type(default) is SandboxedWorkflowRunner
+    assert default.restrictions == replace(
+        base, passthrough_modules=base.passthrough_modules | added)

@@ -85,11 +85,13 @@ async def test_unmet_pre_condition_the_activity_never_runs(
             ArchiveWorkflow.run, args=[bucket, "missing.csv"], id=wf, task_queue=team_worker,
             execution_timeout=timedelta(seconds=60))
     err = caught.value.cause
-    assert isinstance(err, ActivityError)
+    # read at the call, the instant before the activity would act: refused there (412), the
+    # workflow failed with plangate's code, the activity's own failure (the SDK's) its cause
+    assert isinstance(err, ApplicationError) and err.type == "precondition_failed"
+    assert "not called: at the call, object_exists" in err.message
     cause = err.cause
-    # read at the call, the instant before the activity would act: refused there (412)
-    assert isinstance(cause, ApplicationError) and cause.type == "precondition_failed"
-    assert "not called: at the call, object_exists" in cause.message
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert cause.cause.type == "precondition_failed" and cause.scheduled_event_id > 0
     assert team.CALLS["archive_object"] == before
     ran = await scheduled(team_client, wf)
     assert ran["plangate.guard.check"] == 1
@@ -323,8 +325,8 @@ async def test_the_deployments_policy_forbids_a_guarded_call(
                 CreditWorkflow.run, team.CreditRequest(account_id=account, amount_cents=1200),
                 id=wf, task_queue=queue, execution_timeout=timedelta(seconds=60))
     err = caught.value.cause
-    assert isinstance(err, ActivityError) and isinstance(err.cause, ApplicationError)
-    assert err.cause.type == "policy_denied" and "team-credit-cap" in err.cause.message
+    assert isinstance(err, ApplicationError)
+    assert err.type == "policy_denied" and "team-credit-cap" in err.message
     assert (await scheduled(team_client, wf))["issue_credit"] == 0
     assert await credits_of(pg, account) == 0
     cur = await pg.execute(
@@ -530,8 +532,8 @@ async def test_a_policy_that_changes_while_a_card_waits_decides_the_call(
         with pytest.raises(WorkflowFailureError) as caught:
             await handle.result()
     err = caught.value.cause
-    assert isinstance(err, ActivityError) and isinstance(err.cause, ApplicationError)
-    assert err.cause.type == "policy_denied" and "credit-freeze" in err.cause.message
+    assert isinstance(err, ApplicationError)
+    assert err.type == "policy_denied" and "credit-freeze" in err.message
     assert (await scheduled(team_client, wf))["issue_credit"] == 0
     assert await credits_of(pg, account) == 0
 

@@ -13,12 +13,12 @@ An activity that must never run unguarded: ``@guarded`` under its ``@activity.de
 
 from plangate.temporal.agents import guarded_tool
 from plangate.temporal.at_call import call_key
-from plangate.temporal.errors import GuardRefused, tool_error_text
+from plangate.temporal.errors import GuardHalted, GuardRefused, tool_error_text
 from plangate.temporal.marker import guarded, require_guard
 from plangate.temporal.plugin import PlangatePlugin
 from plangate.temporal.table import ActivityGuard, Check, GuardTable, ReadBack
 
 __all__ = [
-    "ActivityGuard", "Check", "GuardRefused", "GuardTable", "PlangatePlugin", "ReadBack",
-    "call_key", "guarded", "guarded_tool", "require_guard", "tool_error_text",
+    "ActivityGuard", "Check", "GuardHalted", "GuardRefused", "GuardTable", "PlangatePlugin",
+    "ReadBack", "call_key", "guarded", "guarded_tool", "require_guard", "tool_error_text",
 ]

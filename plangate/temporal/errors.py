@@ -1,37 +1,46 @@
 """What a team's workflow sees when plangate's guard stops a call.
 
-    temporalio.exceptions.ActivityError
+    temporalio.exceptions.ApplicationError
     └── GuardRefused        a check of the guard did not hold: the activity was not called, or
-                            its post condition failed on a fresh read. Its ``cause`` is an
-                            ``ApplicationError`` whose ``type`` is plangate's code
-                            (``precondition_unmet``, ``postcondition_unmet``, and at the
-                            call ``precondition_failed``, ``approval_missing``,
-                            ``policy_denied``...), non-retryable, its
-                            message naming the condition and what was seen.
+        │                   its post condition failed on a fresh read. Its ``type`` is
+        │                   plangate's code (``precondition_unmet``, ``postcondition_unmet``,
+        │                   ``approval_rejected``, and at the call ``precondition_failed``,
+        │                   ``approval_missing``, ``policy_denied``...), non-retryable, its
+        │                   message naming the condition and what was seen. Refused at the
+        │                   call, its cause is the activity's own ``ActivityError``, as the SDK
+        │                   made it.
+        └── GuardHalted     the same where the table says ``halt``, or a money call's outcome
+                            is unknown: the workflow fails with it whatever the team's code
+                            catches.
 
-A workflow handles it as any failed activity (``except ActivityError``); ``str(error)`` is the
-reason, for an agent's model to read (``tool_error_text``). Where the table says ``halt``, or a
-money call's outcome is unknown, the workflow itself fails with that ``ApplicationError``,
-whatever the team's code catches.
+A workflow handles a refusal as any ``ApplicationError`` (``except GuardRefused``; uncaught, it
+fails the workflow with plangate's code as the failure's type); ``str(error)`` is the reason,
+for an agent's model to read (``tool_error_text``).
 """
 
 from __future__ import annotations
 
-from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.exceptions import ActivityError, ApplicationError
 
 
-class GuardRefused(ActivityError):
+class GuardRefused(ApplicationError):
+    verb = "refused"
+
     def __init__(self, activity: str, code: str, detail: str, status: int | None) -> None:
         said = f"{code} ({status})" if status is not None else code
-        message = f"plangate refused {activity}: {said}: {detail}"
         super().__init__(
-            message, scheduled_event_id=0, started_event_id=0, identity="plangate",
-            activity_type=activity, activity_id="", retry_state=RetryState.NON_RETRYABLE_FAILURE,
+            f"plangate {self.verb} {activity}: {said}: {detail}",
+            {"activity": activity, "code": code, "status": status, "detail": detail},
+            type=code, non_retryable=True,
         )
-        self.code, self.detail, self.status = code, detail, status
-        self.__cause__ = ApplicationError(message, {"code": code, "status": status,
-                                                    "detail": detail},
-                                          type=code, non_retryable=True)
+        self.activity, self.code, self.detail, self.status = activity, code, detail, status
+
+    def __str__(self) -> str:  # the message names the code already (the SDK's str prefixes it)
+        return self.message
+
+
+class GuardHalted(GuardRefused):
+    verb = "halted"
 
 
 def tool_error_text(error: BaseException) -> str:

@@ -3,10 +3,12 @@ Temporal's and pydantic-ai's integrations are added (``plugins=[...]``).
 
 It adds, and replaces nothing: a worker interceptor (the workflow side wraps each guarded
 activity call; the activity side decides each again at the call), plangate's local activities
-(``plangate.guard.*``), ``plangate`` passed through the workflow sandbox (the team's sandbox
-settings otherwise kept), and while the worker runs, plangate's world (its Postgres, with the
-effect ledger's tables made, and S3). The team's data converter, interceptors and workflows
-are the team's: nothing of plangate's is sent in a payload of theirs.
+(``plangate.guard.*``), plangate's modules to the passthrough modules of the team's own
+workflow runner (its class and every other restriction kept, as Temporal's own plugins do),
+``GuardHalted`` to the worker's workflow failure exception types, and while the worker runs,
+plangate's world (its Postgres, with the effect ledger's tables made, and S3). Temporal is
+reached through the worker's own client alone. The team's data converter, interceptors and
+workflows are the team's: nothing of plangate's is sent in a payload of theirs.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import (
     ActivityInboundInterceptor,
@@ -31,12 +33,13 @@ from temporalio.worker import (
 )
 
 from plangate.activities.bootstrap import ensure_schema
-from plangate.client.api import Plangate
+from plangate.client.listings import registered
 from plangate.temporal.at_call import GuardAtCall
+from plangate.temporal.errors import GuardHalted
 from plangate.temporal.guards import GuardActivities, Guarded, activity_name
 from plangate.temporal.table import GuardTable
 from plangate.temporal.workflow_guard import Guarding, workflow_interceptor
-from plangate.worker.sandbox import passing_plangate
+from plangate.worker.sandbox import passthrough_only
 from plangate.workflows.sealing import SealKey
 from plangate.world.clients import World
 from plangate.world.keys import seal_key
@@ -46,8 +49,10 @@ log = logging.getLogger(__name__)
 
 
 class GuardInterceptor(Interceptor):
-    def __init__(self, guarded: Guarded, key: SealKey) -> None:
-        self.guarded, self.key = guarded, key
+    """``workflows=False``: the activity side alone."""
+
+    def __init__(self, guarded: Guarded, key: SealKey, *, workflows: bool = True) -> None:
+        self.guarded, self.key, self.workflows = guarded, key, workflows
         self._workflow: type[WorkflowInboundInterceptor] | None = None
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
@@ -56,6 +61,8 @@ class GuardInterceptor(Interceptor):
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
     ) -> type[WorkflowInboundInterceptor] | None:
+        if not self.workflows:
+            return None
         if self._workflow is None:
             asks = self.guarded.settings.policy.approve_effects
             self._workflow = workflow_interceptor({
@@ -87,19 +94,20 @@ class PlangatePlugin(SimplePlugin):
         self.checks = GuardActivities(self.guarded)
         # the deployment's call seal key, read from its Postgres when the worker runs
         self.key = SealKey()
-        interceptor = GuardInterceptor(self.guarded, self.key)
-        if not workflow_guard:
-            interceptor.workflow_interceptor_class = (  # type: ignore[method-assign]
-                lambda input: None)
+        self.client: Client | None = None  # the worker's own, given in its config
         super().__init__(
             "plangate.PlangatePlugin",
-            interceptors=[interceptor],
+            interceptors=[GuardInterceptor(self.guarded, self.key, workflows=workflow_guard)],
             activities=[self.checks.check, self.checks.read, self.checks.approvers],
-            workflow_runner=passing_plangate,
+            workflow_runner=passthrough_only,
+            # an ApplicationError fails the workflow already; listed as Temporal's plugins list
+            # theirs, so the worker's config names what fails a team's workflow
+            workflow_failure_exception_types=[GuardHalted],
             run_context=self._running,
         )
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        self.client = config.get("client")
         acts: Sequence[Callable[..., Any]] = config.get("activities") or ()
         named = {n: fn for fn in acts if (n := activity_name(fn)) is not None}
         # the workflows' guard is this worker's: their cards are made and read here
@@ -142,19 +150,9 @@ class PlangatePlugin(SimplePlugin):
             await ensure_schema(world, self.settings.catalogue)
             self.key.value = await seal_key(world)
             self.guarded.open(world)
-            self.guarded.visible = await _registered(self.settings)
+            # asked of the worker's own client (a server that cannot say: not registered, and
+            # the guarded runs are not listed by ``plangate runs``; the guard holds without it)
+            self.guarded.visible = self.client is not None and await registered(self.client)
             yield
         finally:
             await world.close()
-
-
-async def _registered(settings: Settings) -> bool:
-    """Whether plangate's search attributes are registered (the runs are then listed by
-    ``plangate runs``); a deployment that cannot say lists them not."""
-    try:
-        api = await Plangate.connect(settings)
-        return await api.search_attributes_registered()
-    except Exception:  # listing is a convenience: the guard holds without it
-        log.warning("plangate could not tell whether its search attributes are registered: "
-                    "guarded runs are not listed by plangate runs", exc_info=True)
-        return False

@@ -7,7 +7,8 @@ A guarded call: its guards derived and its pre conditions read by the worker
 where the effect class or the policy asks for a person, answered only with an approver's
 proof, the world read again after it; the activity dispatched with its idempotency key and the
 approval (the activity interceptor verifies both); its post conditions judged by a fresh read
-(``plangate.guard.read``). A check that fails raises ``GuardRefused`` into the workflow.
+(``plangate.guard.read``). A check that fails raises ``GuardRefused`` (an ``ApplicationError``
+of plangate's code) into the workflow.
 Deterministic: the world is read only by the local activities, whose answers the history holds.
 """
 
@@ -83,7 +84,7 @@ from plangate.temporal.calls import (
     header_payload,
     wire_json,
 )
-from plangate.temporal.errors import GuardRefused
+from plangate.temporal.errors import GuardHalted, GuardRefused
 from plangate.workflows.answers import Answers
 from plangate.workflows.context import key_tag
 from plangate.workflows.sealing import SealKey, sealed_headers
@@ -119,7 +120,7 @@ class GuardedRun:
         self.report = RunReport(run_id="", goal="")  # the run's, once it begins (``run``)
         self.answers = Answers()
         self.n = 0
-        self.halted: ApplicationError | None = None
+        self.halted: GuardHalted | None = None
         self.cancelled: CancelRequest | None = None
         self.visible = False
         self.shown: visibility.Values | None = None
@@ -330,10 +331,10 @@ class GuardedRun:
                     step.refusals.append(Refusal(status=412, code="policy_superseded"))
                     checked, grant = None, None
                     continue
-                self._failed(step, checked or await decide(), e, refused)
-                if refused is None:
+                stop = self._failed(step, checked or await decide(), e, refused)
+                if stop is None:
                     raise  # the team's own failure, as its activity raised it
-                raise GuardRefused(name, refused.code, refused.detail, refused.status)  # noqa: B904 - its cause is the refusal
+                raise stop from e  # the activity's own failure its cause
         answer, result = self._answered(raw, input)
         step.effect = answer.effect
         self.visible = self.visible or answer.visible
@@ -421,16 +422,16 @@ class GuardedRun:
         self.report.failure = FailureRecord(step=step.n, tool=step.tool, plan_version=GUARD_VERSION,
                                             code=code, status=status, retryable=False,
                                             detail=detail)
-        refused = GuardRefused(step.tool, code, detail, status)
-        if checked.halts:
-            self.halted = ApplicationError(str(refused), type=code, non_retryable=True)
+        refused = (GuardHalted if checked.halts else GuardRefused)(step.tool, code, detail, status)
+        if isinstance(refused, GuardHalted):
+            self.halted = refused
         self._show()
         raise refused
 
     def _failed(self, step: StepReport, checked: Checked, e: ActivityError,
-                refused: ToolFailure | None) -> None:
+                refused: ToolFailure | None) -> GuardRefused | None:
         """``refused``: the guard's refusal at the call (else the activity's own failure, or
-        no answer)."""
+        no answer); what the workflow is to raise for it (None: ``e`` itself)."""
         cause = e.cause
         code = cause.type if isinstance(cause, ApplicationError) and cause.type else "lost"
         if refused is not None and isinstance(refused.data, dict) and "results" in refused.data:
@@ -443,16 +444,19 @@ class GuardedRun:
         unknown = code == "outcome_unknown" or isinstance(cause, ActivityTimeout)
         halts = (checked.halts and refused is not None) or (
             checked.effect is Effect.MONEY and unknown)
+        status = CODES[code].status if code in CODES else None
         if halts:
             step.state = StepState.HALTED
-            self.halted = ApplicationError(
-                f"plangate halted {step.tool}: {code}: {step.reason}", type=code,
-                non_retryable=True)
+            self.halted = GuardHalted(step.tool, code, step.reason, status)
         self.report.failure = FailureRecord(
             step=step.n, tool=step.tool, plan_version=GUARD_VERSION, code=code,
-            status=CODES[code].status if code in CODES else None, retryable=False,
-            detail=step.reason)
+            status=status, retryable=False, detail=step.reason)
         self._show()
+        if refused is None:
+            return None
+        if self.halted is not None and halts:
+            return self.halted
+        return GuardRefused(step.tool, refused.code, refused.detail, refused.status)
 
     # -- a person's approval -------------------------------------------------------------------
     async def _approved(self, step: StepReport, checked: Checked, key: str,
@@ -555,10 +559,23 @@ class _Outbound(WorkflowOutboundInterceptor):
         self.run = run
 
     def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
+        """An unguarded call: the SDK's handle. A guarded one: a handle of the SDK's public
+        class (an ``asyncio.Task``) over the guarded call, which the SDK's own cannot be: the
+        SDK makes its handle with the one ``ScheduleActivityTask`` command it stands for,
+        synchronously, while a guarded call may wait for a person before any command, be
+        dispatched again (after a card, or a policy that moved), and end with a read after the
+        activity, its result the guard's to unwrap. Cancelling it cancels what the call waits
+        on: a card, or the SDK's handle of the dispatched activity."""
         if input.activity not in self.run.names:
             return super().start_activity(input)
-        task = asyncio.ensure_future(self.run.call(input, super().start_activity))
-        return task  # type: ignore[return-value]  # awaited as the handle is
+        handle: workflow.ActivityHandle[Any] = workflow.ActivityHandle(
+            self.run.call(input, super().start_activity))
+        handle.set_name(f"activity: {input.activity} (guarded by plangate)")
+        # as the SDK does for the tasks it makes: a worker that stops drops a workflow's pending
+        # tasks, which asyncio would log as destroyed
+        if hasattr(handle, "_log_destroy_pending"):
+            setattr(handle, "_log_destroy_pending", False)  # noqa: B010 - asyncio's, not typed
+        return handle
 
 
 def workflow_interceptor(

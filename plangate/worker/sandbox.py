@@ -1,7 +1,7 @@
 """The workflow sandbox, set once: plangate passed through it but for the modules that define
-its workflows. plangate's worker and replayer take it from ``assembly.PlangatePlugin``, a team's
-worker from ``plangate.temporal``'s, so no workflow module wraps its imports in
-``imports_passed_through``.
+its workflows. plangate's worker and replayer take it from ``assembly.PlangatePlugin``
+(``passing_plangate``), a team's worker from ``plangate.temporal``'s (``passthrough_only``),
+so no workflow module wraps its imports in ``imports_passed_through``.
 
 The sandbox passes a module through when it or a parent package is listed, so the list names
 every plangate module beside the path to a workflow module, never a parent of one: the two
@@ -13,7 +13,9 @@ determinism is held by its layer (workflow code imports nothing that touches the
 The sandbox's code strings compiled once (``CompiledOnceSandbox``): the SDK (1.35) enters a
 sandboxed workflow by ``exec`` of a few fixed strings, at every activation and for every
 payload of a workflow task it encodes or decodes (its serialization context), compiling them
-each time: 13% of a guarded step's worker CPU (issue 39). The code run is the same."""
+each time: 13% of a guarded step's worker CPU (issue 39). The code run is the same. It is
+plangate's own worker's only: it subclasses the SDK's private ``_Instance``, which a team's
+worker must not be handed by a plugin (issue 49)."""
 
 from __future__ import annotations
 
@@ -85,14 +87,23 @@ class CompiledOnceSandbox(SandboxedWorkflowRunner):
 
 
 def passing_plangate(runner: WorkflowRunner | None) -> WorkflowRunner:
-    """``runner`` (none: the SDK's default sandbox) with plangate passed through, its other
-    settings kept; the SDK's own sandbox made a ``CompiledOnceSandbox``; a runner that is not
-    a sandbox, as it is."""
+    """plangate's own worker and replayer: ``runner`` (none: the SDK's default sandbox) with
+    plangate passed through (``passthrough_only``), the SDK's own sandbox made a
+    ``CompiledOnceSandbox``."""
+    runner = SandboxedWorkflowRunner() if runner is None else runner
+    if type(runner) is SandboxedWorkflowRunner:
+        runner = CompiledOnceSandbox(restrictions=runner.restrictions,
+                                     runner_class=runner.runner_class)
+    return passthrough_only(runner)
+
+
+def passthrough_only(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """A team's worker and replayer (``plangate.temporal``): its runner as it is, plangate's
+    modules added to its sandbox's passthrough modules and nothing else changed, as Temporal's
+    own plugins do; a runner that is not a sandbox, as it is. None (no runner yet): the SDK's
+    default sandbox."""
     runner = SandboxedWorkflowRunner() if runner is None else runner
     if not isinstance(runner, SandboxedWorkflowRunner):
         return runner
-    if type(runner) is SandboxedWorkflowRunner:  # a team's own subclass stays its own
-        runner = CompiledOnceSandbox(restrictions=runner.restrictions,
-                                     runner_class=runner.runner_class)
     return replace(runner, restrictions=runner.restrictions.with_passthrough_modules(
         *passed_through(), *IMPORT_HOOKS))

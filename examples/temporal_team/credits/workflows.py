@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 # the team's activities import boto3 and psycopg: passed through, not loaded in the sandbox
 with workflow.unsafe.imports_passed_through():
@@ -29,14 +29,15 @@ class ArchiveWorkflow:
 
 @workflow.defn
 class CarefulArchiveWorkflow:
-    """Archives when it can; a failed archive is reported, not raised."""
+    """Archives when it can; a failed archive, or one a guard refused (an ``ApplicationError``,
+    plangate's code its type), is reported, not raised."""
 
     @workflow.run
     async def run(self, bucket: str, key: str) -> str:
         try:
             return await workflow.execute_activity(
                 archive_object, args=[bucket, key], start_to_close_timeout=timedelta(seconds=30))
-        except ActivityError as e:
+        except (ActivityError, ApplicationError) as e:
             return f"not archived: {e}"
 
 
