@@ -83,7 +83,7 @@ async def refused(client: Client, queue: str, name: str,
         await client.execute_workflow(
             marked.RefundWorkflow.run, args=[name, account, 4550], id=wf, task_queue=queue,
             execution_timeout=timedelta(seconds=60))
-    cause = caught.value.cause
+    cause: BaseException | None = caught.value.cause
     if isinstance(cause, ActivityError):  # unguarded: the activity's own refusal
         cause = cause.cause
     # guarded: plangate's refusal (``GuardRefused``, an ApplicationError of the code)
