@@ -55,7 +55,7 @@ from plangate.records.approvals import ApprovalAnswer, Decision
 from plangate.records.run import CancelRequest
 from plangate.servers.codec import CodecServer, CodecServerRefused, codec_server
 from plangate.testing import console_script, history_events, running_worker, scheduled
-from plangate.worker.assembly import PlangatePlugin, build_worker
+from plangate.worker.assembly import PlangateWorkerPlugin, build_worker
 from plangate.worker.compression import DATA_CONVERTER
 from plangate.worker.encryption import (
     ENCODING,
@@ -227,7 +227,7 @@ async def test_a_run_that_mails_a_seeded_address_leaves_no_plaintext_of_it(k1, w
     k2k1 = with_keys(k1.settings, f"k2:{b64(K2)},k1:{b64(K1)}")
     read = await Plangate(await connect(k2k1), k2k1).report(rep.run_id)
     assert read.step(1).binds == {"contact": address}
-    replayed = await Replayer(workflows=[], plugins=[PlangatePlugin(k2k1.encryption)]
+    replayed = await Replayer(workflows=[], plugins=[PlangateWorkerPlugin(k2k1.encryption)]
                               ).replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None
     # a client without k1 is told which key it lacks, never shown ciphertext as data

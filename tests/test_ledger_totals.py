@@ -29,7 +29,7 @@ def intent(principal: str, amount: int | None = 1000, tool: str = "billing.issue
 
 
 def at_most(limit: int) -> ledger.Gate:
-    async def gate(t: ledger.Totals) -> None:
+    async def gate(t: ledger.LedgerTotals) -> None:
         if t.amount_hour + 1000 > limit:
             raise ToolError("policy_denied", f"{t.amount_hour} moved this hour")
     return gate
@@ -76,7 +76,7 @@ async def test_totals_count_calls_in_flight_and_leave_out_failed_ones(world, pg)
     assert (by.resource_amount_hour, by.resource_calls_day) == (Decimal(4), 1)
     here = await ledger.totals(world, principal, "billing.issue_credit", "table:demo.credits")
     assert (here.resource_amount_hour, here.resource_amount_day) == (Decimal(120), Decimal(1120))
-    assert await ledger.totals(world, f"p-{uuid.uuid4().hex[:8]}", "x") == ledger.Totals()
+    assert await ledger.totals(world, f"p-{uuid.uuid4().hex[:8]}", "x") == ledger.LedgerTotals()
 
 
 async def test_a_known_key_is_not_admitted_again(world, pg):
@@ -87,7 +87,7 @@ async def test_a_known_key_is_not_admitted_again(world, pg):
     assert (await ledger.begin(world, first, gate=at_most(1000))).fresh
     asked: list[Any] = []
 
-    async def refuse_all(t: ledger.Totals) -> None:
+    async def refuse_all(t: ledger.LedgerTotals) -> None:
         asked.append(t)
         raise ToolError("policy_denied", "no")
 

@@ -25,7 +25,7 @@ from plangate.dev._stack import free_port
 from plangate.records.report import RunReport
 from plangate.testing import Scrape, running_worker, scrape
 from plangate.worker import metrics
-from plangate.worker.assembly import PlangatePlugin
+from plangate.worker.assembly import PlangateWorkerPlugin
 from plangate.world.settings import Settings
 from tests.test_approvals import card_of
 
@@ -161,7 +161,7 @@ async def test_a_scrape_after_runs_counts_what_their_reports_say(client, setting
         await client.get_workflow_handle(r.run_id).fetch_history() for r in reports
     ]
     replayer = Replayer(
-        workflows=[], plugins=[PlangatePlugin()], runtime=metrics.runtime(address)
+        workflows=[], plugins=[PlangateWorkerPlugin()], runtime=metrics.runtime(address)
     )
     for history in histories:
         await replayer.replay_workflow(history)

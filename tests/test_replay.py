@@ -20,7 +20,7 @@ from temporalio.worker import Replayer
 from plangate.records.interface import ENDED_ERRORS
 from plangate.records.report import Phase, RunReport, StepState
 from plangate.testing import local_activity, payload_json
-from plangate.worker.assembly import PlangatePlugin
+from plangate.worker.assembly import PlangateWorkerPlugin
 from plangate.worker.compression import DATA_CONVERTER
 from plangate.workflows.context import BOUND_PATCH, KEPT_PATCH
 from plangate.workflows.sealing import CHILD_SEAL_PATCH
@@ -244,5 +244,5 @@ def change_versions(events: Sequence[HistoryEvent]) -> list[list[str]]:
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_replay(path: Path):
     history = await asyncio.to_thread(load, path)
-    replayer = Replayer(workflows=[], plugins=[PlangatePlugin()])
+    replayer = Replayer(workflows=[], plugins=[PlangateWorkerPlugin()])
     await replayer.replay_workflow(history)

@@ -17,7 +17,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 import plangate
 from plangate.temporal import PlangatePlugin as TeamPlugin
 from plangate.testing import running_worker
-from plangate.worker.assembly import PlangatePlugin, build_worker
+from plangate.worker.assembly import PlangateWorkerPlugin, build_worker
 from plangate.worker.sandbox import SANDBOXED, CompiledOnceSandbox, compiled
 
 
@@ -47,7 +47,7 @@ async def test_plangates_worker_and_replayer_pass_plangate_through(client, setti
                                              task_queue=f"sandbox-{uuid.uuid4().hex[:8]}"))
     worker = await build_worker(client, own, bootstrap=False)
     plangate_passed_but_its_workflows(worker.config(active_config=True)["workflow_runner"])
-    replayer = Replayer(workflows=[], plugins=[PlangatePlugin()])
+    replayer = Replayer(workflows=[], plugins=[PlangateWorkerPlugin()])
     plangate_passed_but_its_workflows(replayer.config(active_config=True)["workflow_runner"])
 
 

@@ -31,7 +31,7 @@ from temporalio import activity
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import ToolSpec
 from plangate.plans.amounts import moved
-from plangate.plans.model import Condition, Effect
+from plangate.plans.model import LEDGERED, Condition, Effect
 from plangate.records import keys
 from plangate.records.calls import Outcome, ProbeRequest, ToolCall
 from plangate.world import ledger, owed
@@ -42,7 +42,6 @@ from plangate.world.runfiles import RunFiles
 
 log = logging.getLogger(__name__)
 
-LEDGERED = frozenset({Effect.WRITE, Effect.EXTERNAL, Effect.MONEY})
 SETTLE_TRY_S = 4.0  # an outcome's one try before it is owed (the pool waits 3 s itself)
 
 
@@ -234,7 +233,7 @@ async def record_local_writes(world: World, spec: ToolSpec[Any], call: ToolCall,
     for path, written in files.written:
         at = hashlib.sha256(f"{files.scope}/{path}".encode("utf-8", "surrogatepass"))
         row = ledger.Intent(
-            key=f"{call.idempotency_key}#local/{at.hexdigest()[:24]}", run_id=run,
+            key=keys.local_write_key(call.idempotency_key, at.hexdigest()[:24]), run_id=run,
             step=call.step.n, plan_version=call.step.plan_version, tool=spec.name,
             args_sha256=args_sha256(call.step.args), effect=ledger.LOCAL_WRITE,
             principal=call.on_behalf_of, resource=f"file:{files.scope}/{path}",

@@ -21,23 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Mapping
-from datetime import UTC, datetime
 
-from pydantic import JsonValue
 from temporalio import activity
 
 from plangate.activities.catalogue import catalogue, guarded, plan_problems
-from plangate.activities.policing import PolicyBook
+from plangate.activities.policing import PolicyBook, call_request
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.plans import bindings
-from plangate.plans.amounts import moved
-from plangate.plans.catalogue import ToolInfo
-from plangate.plans.guards import PolicyMark, StepGuard, step_conditions
-from plangate.plans.model import Effect, Plan
+from plangate.plans.guards import StepGuard, step_conditions
+from plangate.plans.model import Plan
 from plangate.records.calls import ProbeRequest, StepRef
 from plangate.records.interface import APPROVERS_ACTIVITY, DECIDE_ACTIVITY, GUARD_ACTIVITY
-from plangate.records.policy import Decision, Outcome, PolicyRequest
+from plangate.records.policy import Decision, Outcome
 from plangate.records.proofs import submission_refusal
 from plangate.records.read_ahead import ReadAhead
 from plangate.records.run import (
@@ -52,7 +47,7 @@ from plangate.records.run import (
 from plangate.world import decisions, submissions
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
-from plangate.world.policies import Bundle, cents, resources_of
+from plangate.world.policies import Bundle
 from plangate.world.settings import CatalogueSettings, PolicySettings, RunSettings, WorldSettings
 
 
@@ -107,28 +102,6 @@ def derive(
     return out
 
 
-def step_request(
-    tool: str, info: ToolInfo, effect: Effect, args: Mapping[str, JsonValue],
-    principal: str | None, approval_asked: bool,
-) -> PolicyRequest:
-    """A step's call as the policies see it before the call: its arguments as they stand (a
-    ``${name}`` not bound yet is left out), no running totals (the call's to weigh)."""
-    amount = moved(info, args, strings=False)
-    return PolicyRequest(
-        principal=principal or "", tool=tool, effect=effect,
-        resources=resources_of(tool, info, args), args=dict(args),
-        amount_cents=0 if amount is None else cents(amount),
-        now=datetime.now(UTC), approval_asked=approval_asked,
-    )
-
-
-def mark(d: Decision) -> PolicyMark:
-    """A decision as a step's report and its card show it."""
-    return PolicyMark(bundle=d.bundle, outcome=d.outcome.value, policies=d.policies,
-                      approvers=d.approvers, decided_at=d.decided_at, enforced=d.enforced,
-                      reason=d.reason[:300])
-
-
 def decided(
     plan: Plan, guards: dict[int, StepGuard], cat: CatalogueSettings, cedar: Bundle,
     principal: str | None, kept: list[tuple[int, str, Decision]] | None = None,
@@ -144,11 +117,11 @@ def decided(
         g = guards.get(step.n)
         if info is None or g is None:
             continue
-        d = cedar.decide(step_request(step.tool, info, g.effect, step.args, principal,
-                                      g.approval))
+        d = cedar.decide(call_request(step.tool, info, g.effect, step.args, principal,
+                                      approval_asked=g.approval))
         if kept is not None and decisions.worth_keeping(d):
             kept.append((step.n, step.tool, d))
-        out[step.n] = g = g.model_copy(update={"policy": mark(d)})
+        out[step.n] = g = g.model_copy(update={"policy": d.mark()})
         if d.refuses:
             named = ", ".join(d.policies) or "no policy permits it (default deny)"
             return out, (step.n, f"{step.tool} is forbidden by the deployment's policy "
@@ -248,12 +221,12 @@ class GuardActivities:
             cedar = await asyncio.to_thread(self.book.current)
         except ToolError:  # the policies cannot be read now: the call refuses, itself
             return Decided()
-        d = cedar.decide(step_request(req.tool, info, req.effect, req.args, req.on_behalf_of,
-                                      req.approval_asked))
+        d = cedar.decide(call_request(req.tool, info, req.effect, req.args, req.on_behalf_of,
+                                      approval_asked=req.approval_asked))
         await decisions.record(self.world, d, run_id=req.workflow_id,
                                plan_version=req.plan_version, step=req.step, tool=req.tool,
                                principal=req.on_behalf_of, at_call=False)
-        return Decided(policy=mark(d))
+        return Decided(policy=d.mark())
 
     @activity.defn(name=GUARD_ACTIVITY)
     async def resolve(self, req: GuardRequest) -> Resolved:

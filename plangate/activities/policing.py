@@ -23,8 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,8 @@ from temporalio import activity
 from plangate.activities.tools.registry import ToolSpec
 from plangate.errors import ConfigurationError
 from plangate.plans.amounts import moved
-from plangate.plans.catalogue import Catalogue
+from plangate.plans.catalogue import Catalogue, ToolInfo
+from plangate.plans.model import Effect
 from plangate.plans.scope import Scope
 from plangate.plans.words import many
 from plangate.records.calls import ProbeReport, ToolCall
@@ -128,38 +129,37 @@ def reads_totals(bundle: Bundle) -> bool:
     return "totals" in _reading(bundle)
 
 
-def request_at_call(
-    spec: ToolSpec[Any], call: ToolCall, checked: ProbeReport | None, submitter: str | None,
-    approvals: int, totals: ledger.Totals | None = None,
+def call_request(
+    tool: str, info: ToolInfo | None, effect: Effect, args: Mapping[str, JsonValue],
+    principal: str | None, *, now: datetime | None = None, submitter: str | None = None,
+    approvals: int = 0, observed: dict[str, JsonValue] | None = None, totals: Totals | None = None,
+    approval_asked: bool = False,
 ) -> PolicyRequest:
-    """What the policies may read of this call, as the activity knows it."""
-    args: dict[str, JsonValue] = dict(call.step.args)
-    amount = moved(spec, args, strings=False)
+    """What a decision about a call reads: its tool, effect, arguments, what they name and
+    move, its principal and now (the same before the call and at it); the rest is what the
+    caller knows (at the call: the submitter, approvals, the check, the running totals)."""
+    amount = None if info is None else moved(info, args, strings=False)
     return PolicyRequest(
-        principal=call.on_behalf_of or "", submitter=submitter or "", tool=spec.name,
-        effect=spec.effect, resources=resources_of(spec.name, spec, args), args=args,
-        amount_cents=0 if amount is None else cents(amount),
-        observed={} if checked is None else {r.condition.key(): r.observed
-                                             for r in checked.results},
-        now=datetime.now(UTC), approvals=approvals,
-        totals=Totals() if totals is None else in_cents(totals),
-        approval_asked=call.approval_required,
+        principal=principal or "", submitter=submitter or "", tool=tool, effect=effect,
+        resources=resources_of(tool, info, args), args=dict(args),
+        amount_cents=0 if amount is None else cents(amount), observed=observed or {},
+        now=now or datetime.now(UTC), approvals=approvals,
+        totals=Totals() if totals is None else totals, approval_asked=approval_asked,
     )
 
 
-def in_cents(t: ledger.Totals) -> Totals:
-    def c(d: Decimal) -> int:
-        return cents(d)
-
-    return Totals(
-        amount_cents_hour=c(t.amount_hour), amount_cents_day=c(t.amount_day),
-        calls_hour=t.calls_hour, calls_day=t.calls_day,
-        tool_amount_cents_hour=c(t.tool_amount_hour),
-        tool_amount_cents_day=c(t.tool_amount_day),
-        tool_calls_hour=t.tool_calls_hour, tool_calls_day=t.tool_calls_day,
-        resource_amount_cents_hour=c(t.resource_amount_hour),
-        resource_amount_cents_day=c(t.resource_amount_day),
-        resource_calls_hour=t.resource_calls_hour, resource_calls_day=t.resource_calls_day,
+def request_at_call(
+    spec: ToolSpec[Any], call: ToolCall, checked: ProbeReport | None, submitter: str | None,
+    approvals: int, totals: ledger.LedgerTotals | None = None,
+) -> PolicyRequest:
+    """What the policies may read of this call, as the activity knows it."""
+    return call_request(
+        spec.name, spec, spec.effect, call.step.args, call.on_behalf_of,
+        submitter=submitter, approvals=approvals,
+        observed=None if checked is None else {r.condition.key(): r.observed
+                                               for r in checked.results},
+        totals=None if totals is None else totals.in_cents(),
+        approval_asked=call.approval_required,
     )
 
 
@@ -211,7 +211,7 @@ def gate_for(spec: ToolSpec[Any], call: ToolCall, bundle: Bundle, checked: Probe
     it decided is put in ``made``, for the caller to keep once the lock is let go (keeping it
     takes a connection of its own)."""
 
-    async def gate(totals: ledger.Totals) -> None:
+    async def gate(totals: ledger.LedgerTotals) -> None:
         decided = bundle.decide(request_at_call(spec, call, checked, submitter, given, totals))
         made.append(decided)
         enforce(spec, call, decided, given)

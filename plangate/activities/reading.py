@@ -170,7 +170,7 @@ class ReadActivities:
         call = ToolCall(
             step=StepRef(run_id=call_id, plan_version=1, n=step.n, tool=step.tool,
                          args=step.args),
-            idempotency_key=keys.idempotency_key(call_id, "read", f"v1/{step.n}"),
+            idempotency_key=keys.idempotency_key(call_id, "read", keys.step_call(1, step.n)),
             on_behalf_of=g.on_behalf_of, policy_bundle=g.policy_bundle,
             check=pre, after=post, submission=req.submission,
         )

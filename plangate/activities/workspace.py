@@ -14,24 +14,12 @@ A call can thus name only directories of its own workflow id: another run's is o
 
 from __future__ import annotations
 
-import re
-
 from temporalio import activity
 
 from plangate.records import keys
 from plangate.world.clients import World
 from plangate.world.runfiles import RunFiles, no_files
 from plangate.world.scopes import call_scope, execution_scope, run_scope
-
-_TAG = re.compile(rf"([0-9a-f]{{{keys.TAG_CHARS}}})/")
-
-
-def tag_of(key: str, workflow_id: str) -> str | None:
-    """The chain tag ``key`` carries, where it is a key of ``workflow_id``'s
-    (``records.keys``)."""
-    prefix = keys.run_part(workflow_id) + "~"
-    found = _TAG.match(key, len(prefix)) if key.startswith(prefix) else None
-    return found.group(1) if found else None
 
 
 def scope_of_call(key: str) -> str | None:
@@ -40,7 +28,7 @@ def scope_of_call(key: str) -> str | None:
         return None
     info = activity.info()
     if info.workflow_id:
-        tag = tag_of(key, info.workflow_id)
+        tag = keys.tag_of(key, info.workflow_id)
         if tag is not None:
             return run_scope(info.workflow_id, tag)
         return execution_scope(info.workflow_id, info.workflow_run_id or "")

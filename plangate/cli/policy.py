@@ -76,10 +76,8 @@ async def _explain(args: argparse.Namespace, settings: Settings) -> int:
     from dataclasses import replace
     from datetime import UTC
 
+    from plangate.activities.policing import call_request
     from plangate.client.checked import check
-    from plangate.plans.amounts import moved
-    from plangate.records.policy import PolicyRequest
-    from plangate.world.policies import cents, resources_of
     from plangate.world.policies.schema import unbound
 
     loaded = _bundle(settings, args.policies)
@@ -98,12 +96,9 @@ async def _explain(args: argparse.Namespace, settings: Settings) -> int:
         info = cat.tools.get(step.tool)
         effect = cat.effect_of(step.tool, step.effect)
         args_ = dict(step.args)
-        amount = moved(info, args_, strings=False) if info else None
-        request = PolicyRequest(
-            principal=plan.on_behalf_of or "", tool=step.tool, effect=effect,
-            resources=resources_of(step.tool, info, args_), args=args_,
-            amount_cents=0 if amount is None else cents(amount),
-            now=now, approval_asked=step.approval == "required" or bool(info and info.approval),
+        request = call_request(
+            step.tool, info, effect, args_, plan.on_behalf_of, now=now,
+            approval_asked=step.approval == "required" or bool(info and info.approval),
         )
         d = bundle.decide(request)
         print(visible(f"step {step.n} {step.tool} ({effect.value}): {d.outcome.value}: "

@@ -24,7 +24,7 @@ async def connect(settings: Settings, *, serve_metrics: bool = False) -> Client:
 
     The converter is given as such, not through a plugin: ``temporalio.plugin`` loads the SDK's
     worker (0.18 s), which a client (``plangate report``, ``status``) does not need. A worker
-    built on the client takes its workflows and activities from ``PlangatePlugin``."""
+    built on the client takes its workflows and activities from ``PlangateWorkerPlugin``."""
     obs = settings.observability
     rt = None
     if serve_metrics and obs.metrics_address:

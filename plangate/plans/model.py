@@ -43,6 +43,11 @@ class Effect(StrEnum):
         return self in (Effect.EXTERNAL, Effect.MONEY)
 
 
+# The effects the ledger records (intent, then outcome) under the call's idempotency key: a
+# read is repeated freely, these are done at most once.
+LEDGERED = frozenset({Effect.WRITE, Effect.EXTERNAL, Effect.MONEY})
+
+
 class OnUnmet(StrEnum):
     REPLAN = "replan"
     HALT = "halt"

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, JsonValue
 
 from plangate.plans._base import Model
+from plangate.plans.guards import PolicyMark
 from plangate.plans.model import Effect
 
 _FROZEN = ConfigDict(frozen=True, defer_build=True, extra="forbid")
@@ -95,6 +96,13 @@ class Decision(Model):
     errors: tuple[str, ...] = ()
     enforced: bool = True  # False in shadow mode: recorded, never refused for
     reason: str = ""  # one line for a person: why
+
+    def mark(self) -> PolicyMark:
+        """This decision as a step's report and its card show it."""
+        return PolicyMark(bundle=self.bundle, outcome=self.outcome.value,
+                          policies=self.policies, approvers=self.approvers,
+                          decided_at=self.decided_at, enforced=self.enforced,
+                          reason=self.reason[:300])
 
     def approvals_missing(self, given: int) -> int:
         """How many more distinct approvers the call waits for."""

@@ -25,7 +25,7 @@ from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import CallContext, ToolSpec
 from plangate.errors import ConfigurationError
 from plangate.plans.catalogue import Catalogue, Contract, Reader
-from plangate.plans.guards import PolicyMark, needs_approval
+from plangate.plans.guards import needs_approval
 from plangate.plans.model import Effect
 from plangate.records.calls import ProbeReport, ProbeRequest, StepRef, ToolCall
 from plangate.records.interface import (
@@ -256,10 +256,7 @@ class GuardActivities:
                 await decisions.record(world, d, run_id=req.workflow_id,
                                        plan_version=GUARD_VERSION, step=req.n, tool=req.activity,
                                        principal=self.g.principal, at_call=False)
-            mark = PolicyMark(bundle=d.bundle, outcome=d.outcome.value, policies=d.policies,
-                              approvers=d.approvers, decided_at=d.decided_at,
-                              enforced=d.enforced, reason=d.reason[:300])
-            out = out.model_copy(update={"policy": mark, "policy_bundle": d.bundle})
+            out = out.model_copy(update={"policy": d.mark(), "policy_bundle": d.bundle})
             if d.refuses:
                 named = ", ".join(d.policies) or "no policy permits it (default deny)"
                 why = (f"{req.activity} is forbidden by the deployment's policy ({named}, "

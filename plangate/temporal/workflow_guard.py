@@ -35,7 +35,7 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from plangate.plans.model import Effect
+from plangate.plans.model import LEDGERED, Effect
 from plangate.records import keys, visibility
 from plangate.records.approvals import (
     ApprovalAnswer,
@@ -94,7 +94,6 @@ LOCAL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempt
 CARD_SETTLE = timedelta(milliseconds=1)
 REDECISIONS = 2  # times a call is decided again when the policies in force moved under it
 APPROVAL_CARDS = 3  # cards in a row the world may move under before the call gives up
-LEDGERED = (Effect.WRITE, Effect.EXTERNAL, Effect.MONEY)
 
 
 @dataclass(frozen=True)
@@ -275,7 +274,7 @@ class GuardedRun:
         self.n += 1
         n, name = self.n, input.activity
         info = workflow.info()
-        key = keys.idempotency_key(info.workflow_id, key_tag(), f"g/{_segment(info)}{n}")
+        key = keys.idempotency_key(info.workflow_id, key_tag(), keys.guard_call(_segment(info), n))
         values = wire_json(workflow.payload_converter(), input.args)
         step = StepReport(n=n, tool=name, plan_version=GUARD_VERSION,
                           effect=self.names[name].effect, state=StepState.EXECUTING,

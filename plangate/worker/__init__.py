@@ -1,4 +1,4 @@
-"""The worker assembly: ``assembly`` (``build_worker`` and ``PlangatePlugin``: every workflow
+"""The worker assembly: ``assembly`` (``build_worker`` and ``PlangateWorkerPlugin``: every workflow
 and activity on the deployment's data converter) and the parts every Temporal connection of a
 deployment shares with its workers: ``encryption`` (the payload codec and data converter),
 ``compression``, ``tracing``, ``metrics`` and ``sandbox`` (plangate passed through the workflow

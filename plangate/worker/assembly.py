@@ -1,5 +1,5 @@
 """The one worker assembly: every plangate workflow and activity and the pydantic data
-converter, as a Temporal plugin (``PlangatePlugin``). ``plangate worker``, ``plangate dev``,
+converter, as a Temporal plugin (``PlangateWorkerPlugin``). ``plangate worker``, ``plangate dev``,
 ``plangate demo``, the tests and the benchmarks all build their workers with ``build_worker``;
 a client connects with ``plangate.client.connection.connect``; a replayer takes the plugin with
 no activities. The assembly is where the whole ``Settings`` is taken apart: each activity gets
@@ -101,7 +101,7 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
     }
 
 
-class PlangatePlugin(SimplePlugin):
+class PlangateWorkerPlugin(SimplePlugin):
     """plangate on a Temporal client, worker or replayer: its workflows, and a worker's
     ``activities`` (``activities(world, settings)``, with any test doubles in place of ours),
     behind the door (``worker.door``): its workflows seal the calls they schedule with
@@ -284,7 +284,7 @@ async def build_worker(
             client,
             task_queue=catalogue_queue(deployment_queue, mine.digest),
             plugins=[
-                PlangatePlugin(encryption, activities=acts, seal_key=key, door=door),
+                PlangateWorkerPlugin(encryption, activities=acts, seal_key=key, door=door),
                 CatalogueAnnouncement(client, deployment_queue, ours, names),
             ],
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,

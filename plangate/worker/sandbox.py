@@ -1,5 +1,5 @@
 """The workflow sandbox, set once: plangate passed through it but for the modules that define
-its workflows. plangate's worker and replayer take it from ``assembly.PlangatePlugin``
+its workflows. plangate's worker and replayer take it from ``assembly.PlangateWorkerPlugin``
 (``passing_plangate``), a team's worker from ``plangate.temporal``'s (``passthrough_only``),
 so no workflow module wraps its imports in ``imports_passed_through``.
 

@@ -138,7 +138,7 @@ class VersionContext:
     def idempotency_key(self, n: int) -> str:
         """Stable across retries, worker crashes and replays; unique per run (a reused workflow
         id gets a new first execution) and per plan version (``records.keys``)."""
-        tag, call = self.key_tag or key_tag(), f"v{self.version}/{n}"
+        tag, call = self.key_tag or key_tag(), keys.step_call(self.version, n)
         if self.whole_id_keys:
             return keys.idempotency_key(self.run_id, tag, call)
         return keys.prefix_key(self.run_id, tag, call)

@@ -13,7 +13,7 @@ from plangate.records import options
 from plangate.records.interface import DECIDE_ACTIVITY
 from plangate.records.run import Decided, DecideRequest
 from plangate.workflows import summaries
-from plangate.workflows.router import Decision, Kind, Refused, route
+from plangate.workflows.router import Kind, Refused, Route, route
 from plangate.workflows.step import Failed, Prepared, StepScope
 
 PEOPLE, FORBID = "permit_with_people", "forbid"
@@ -53,5 +53,5 @@ async def decide_bound(s: StepScope, p: Prepared) -> Failed | None:
     why = (f"not called: {s.step.tool} with its bound arguments is forbidden by the "
            f"deployment's policy ({named}, bundle {mark.bundle}): {mark.reason}")[:500]
     d = route(s.situation(Kind.TOOL_ERROR, refused=Refused.REVOKED))
-    return Failed(Decision(d.answer, f"forbidden by the deployment's policy ({named})"),
+    return Failed(Route(d.answer, f"forbidden by the deployment's policy ({named})"),
                   s.coded("policy_denied", why))

@@ -15,7 +15,7 @@ from plangate.records.policy import CEDAR_BUNDLE
 from plangate.records.report import CancelOutcome, Phase, StepState
 from plangate.workflows import bookkeeping, calls, guarding, reads, summaries
 from plangate.workflows.probing import check_before, probe
-from plangate.workflows.router import Answer, Decision, Kind, Refused, route
+from plangate.workflows.router import Answer, Kind, Refused, Route, route
 from plangate.workflows.step import (
     Checked,
     Failed,
@@ -83,7 +83,7 @@ async def execute(
             bookkeeping.count_answer(ctx.report, s.rep, refused, tf.status, tf.code)
             d = route(s.situation(Kind.TOOL_ERROR, refused=refused, retryable=tf.retryable))
             if tf.code in POLICY_REFUSALS:  # the reason names the policy, not a lost authority
-                d = Decision(d.answer, f"{tf.code} (403): {tf.detail.removeprefix('not called: ')}"
+                d = Route(d.answer, f"{tf.code} (403): {tf.detail.removeprefix('not called: ')}"
                              [:300])
             if tf.code == OUTAGE and not tf.may_have_acted and ctx.kept:
                 # it sent nothing: a system it needs did not answer (the effect ledger, the
@@ -159,7 +159,7 @@ async def _redecided(s: StepScope, answer: calls.CallFailed, tf: ToolFailure) ->
         s.rep.policy = now.policy
     if resolved.refusal is not None:
         code = resolved.refusal_code
-        d = Decision(Answer.HALT, f"re-decided under the policies in force: {code}")
+        d = Route(Answer.HALT, f"re-decided under the policies in force: {code}")
         return Failed(d, s.failure(code, False, resolved.refusal, status=CODES[code].status))
     if resolved.policy_bundle == ctx.policy_bundle:
         d = route(s.situation(Kind.TOOL_ERROR, refused=Refused.SUPERSEDED))
@@ -168,7 +168,7 @@ async def _redecided(s: StepScope, answer: calls.CallFailed, tf: ToolFailure) ->
     ctx.guarded = resolved.guarded(ctx.guarded.plan)
     s.guard = ctx.guard(s.n)
     s.effect = s.guard.effect
-    d = Decision(Answer.RETRY, f"re-decided under policy bundle {ctx.policy_bundle}")
+    d = Route(Answer.RETRY, f"re-decided under policy bundle {ctx.policy_bundle}")
     return Failed(d, s.failure(tf.code, False, tf.detail, status=tf.status))
 
 

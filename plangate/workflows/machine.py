@@ -23,7 +23,7 @@ from plangate.records.report import Answer, CompletedStep, FailureRecord, StepSt
 from plangate.records.run import Parked, ParkedAt
 from plangate.workflows import approval, deciding, dispatch, probing, summaries, verification
 from plangate.workflows.context import VersionContext
-from plangate.workflows.router import Decision, Kind, Situation, route
+from plangate.workflows.router import Kind, Route, Situation, route
 from plangate.workflows.step import (
     Attempt,
     Checked,
@@ -213,7 +213,7 @@ class StepRunner:
         )
         return StepOutcome(s.n, done.state)
 
-    def _fail(self, decision: Decision, failure: FailureRecord) -> StepOutcome:
+    def _fail(self, decision: Route, failure: FailureRecord) -> StepOutcome:
         s = self.s
         if decision.answer is Answer.RETRY:  # retries spent: recovery follows on_unmet
             decision = route(Situation(Kind.TOOL_ERROR, s.effect, s.step.on_unmet))

@@ -11,7 +11,7 @@ from enum import StrEnum
 from plangate.plans.model import Effect, OnUnmet
 from plangate.records.report import Answer
 
-__all__ = ["Answer", "Decision", "Kind", "Refused", "Situation", "route"]
+__all__ = ["Answer", "Kind", "Refused", "Route", "Situation", "route"]
 
 
 class Kind(StrEnum):
@@ -57,32 +57,35 @@ class Situation:
 
 
 @dataclass(frozen=True)
-class Decision:
+class Route:
+    """The router's answer to a situation, and the reason the report records (not a policy
+    decision: that is ``records.policy.Decision``)."""
+
     answer: Answer
     reason: str
 
 
-def _unmet(s: Situation, what: str) -> Decision:
+def _unmet(s: Situation, what: str) -> Route:
     if s.on_unmet is OnUnmet.HALT:
-        return Decision(Answer.HALT, f"{what}; the step says on_unmet: halt")
+        return Route(Answer.HALT, f"{what}; the step says on_unmet: halt")
     if s.on_unmet is OnUnmet.RETRY and s.retries_left:
-        return Decision(Answer.RETRY, f"{what}; the step says on_unmet: retry")
-    return Decision(Answer.REPLAN, f"{what}; the rest of the plan is void: re-plan")
+        return Route(Answer.RETRY, f"{what}; the step says on_unmet: retry")
+    return Route(Answer.REPLAN, f"{what}; the rest of the plan is void: re-plan")
 
 
-def route(s: Situation) -> Decision:
+def route(s: Situation) -> Route:
     match s.kind:
         case Kind.ALREADY_DONE:
-            return Decision(Answer.SKIP, "every post condition already holds")
+            return Route(Answer.SKIP, "every post condition already holds")
         case Kind.PRE_VIOLATED if s.owed_by_unfinished_step:
-            return Decision(Answer.WAIT, "a step of this plan that has not finished owes it")
+            return Route(Answer.WAIT, "a step of this plan that has not finished owes it")
         case Kind.PRE_VIOLATED:
             return _unmet(s, "a pre condition does not hold")
         case Kind.POST_VIOLATED if s.waits:
-            return Decision(Answer.WAIT, "the post condition declares a wait")
+            return Route(Answer.WAIT, "the post condition declares a wait")
         case Kind.POST_VIOLATED if s.effect.outcome_must_be_known:
             # It acted: a new plan version (a new key) could do it a second time.
-            return Decision(
+            return Route(
                 Answer.HALT,
                 f"the {s.effect} step acted but its post condition does not hold: "
                 "a person must look",
@@ -90,10 +93,10 @@ def route(s: Situation) -> Decision:
         case Kind.POST_VIOLATED:
             return _unmet(s, "the step did not establish its post condition")
         case Kind.SYSTEM_DOWN if s.waits:
-            return Decision(Answer.WAIT, "the system did not answer: wait for it, then read again")
+            return Route(Answer.WAIT, "the system did not answer: wait for it, then read again")
         case Kind.SYSTEM_DOWN:
             # An outage is not a reason to re-plan: a new plan would meet the same outage.
-            return Decision(
+            return Route(
                 Answer.HALT, "the system did not answer within the outage patience: a person "
                 "must look (nothing was re-planned)",
             )
@@ -102,27 +105,27 @@ def route(s: Situation) -> Decision:
             # and recovery follows on_unmet.
             return _unmet(s, "a probe could not answer after its retries")
         case Kind.OUTCOME_UNKNOWN if s.effect.outcome_must_be_known:
-            return Decision(
+            return Route(
                 Answer.HALT, f"the outcome of a {s.effect} step is unknown: a person must look"
             )
         case Kind.OUTCOME_UNKNOWN:
             return _unmet(s, "the tool's outcome is unknown")
         case Kind.TOOL_ERROR if s.refused is Refused.REVOKED:
-            return Decision(Answer.HALT, "authority revoked (403)")
+            return Route(Answer.HALT, "authority revoked (403)")
         case Kind.TOOL_ERROR if s.refused is Refused.SUPERSEDED:
             # Re-evaluated already (the step read the world again after the 412): what moved
             # under the plan is not retried blindly.
             if s.on_unmet is OnUnmet.HALT:
-                return Decision(Answer.HALT, "superseded (412), re-evaluated; on_unmet: halt")
-            return Decision(Answer.REPLAN, "superseded (412), re-evaluated: re-plan")
+                return Route(Answer.HALT, "superseded (412), re-evaluated; on_unmet: halt")
+            return Route(Answer.REPLAN, "superseded (412), re-evaluated: re-plan")
         case Kind.APPROVAL_REFUSED:
             return _unmet(s, "the approval was refused or expired")
         case Kind.TOOL_ERROR if s.refused is Refused.CONFLICT:
             if s.on_unmet is OnUnmet.HALT:
-                return Decision(Answer.HALT, "conflict (409); on_unmet: halt")
-            return Decision(Answer.REPLAN, "conflict (409): re-plan, do not retry blindly")
+                return Route(Answer.HALT, "conflict (409); on_unmet: halt")
+            return Route(Answer.REPLAN, "conflict (409): re-plan, do not retry blindly")
         case Kind.TOOL_ERROR if s.retryable and s.retries_left:
-            return Decision(Answer.RETRY, "transient tool error")
+            return Route(Answer.RETRY, "transient tool error")
         case Kind.TOOL_ERROR:
             return _unmet(s, "the tool failed")
     raise ValueError(f"no route for {s}")  # unreachable: every Kind is matched above

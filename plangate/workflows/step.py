@@ -26,7 +26,7 @@ from plangate.records.report import Attribution, FailureRecord, StepState
 from plangate.records.run import Parked, ParkedAt
 from plangate.workflows import metrics
 from plangate.workflows.context import VersionContext
-from plangate.workflows.router import Decision, Kind, Refused, Situation, route
+from plangate.workflows.router import Kind, Refused, Route, Situation, route
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Finished:
 
 @dataclass(frozen=True)
 class Failed:
-    decision: Decision
+    decision: Route
     failure: FailureRecord
 
 
@@ -59,16 +59,16 @@ class Unknown:
     """The call may have acted and nobody can say. ``if_absent``: the answer when a read of the
     world by idempotency key shows it did not act."""
 
-    decision: Decision
+    decision: Route
     failure: FailureRecord
-    if_absent: Decision
+    if_absent: Route
 
 
 @dataclass(frozen=True)
 class Owed:
     """A pre condition a concurrent step of this plan still owes: wait for that step."""
 
-    decision: Decision
+    decision: Route
     owner: int
     cond: Condition
 
@@ -200,7 +200,7 @@ class StepScope:
             retries_left=self.attempt < options.STEP_ATTEMPTS,
         )
 
-    def decide(self, d: Decision, again: bool = False) -> None:
+    def decide(self, d: Route, again: bool = False) -> None:
         """``again``: the answer the step already has, to a later read of the same wait (the
         report shows it once; so does the metric)."""
         self.rep.answer = d.answer

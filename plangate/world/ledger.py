@@ -20,7 +20,8 @@ A key already ``done`` is answered from here and the tool is not called again; a
 or ``unknown`` key is the caller's to resolve (``activities.effects``). An approval's card is
 consumed by the first effect that carries it (a unique index on ``card_digest``).
 
-Running totals (``Totals``): what a principal's effects add up to in the last hour and day,
+Running totals (``LedgerTotals``, in the tool's amount units; ``in_cents`` gives the
+policies' ``records.policy.Totals``): what a principal's effects add up to in the last hour and day,
 calls in flight (``intent``) and those that may have acted (``unknown``) included, failed ones
 not. ``begin`` with a ``gate`` decides a new call against them under a lock per principal, in
 the transaction that records its intent: calls of one principal are admitted one at a time,
@@ -45,9 +46,11 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 from pydantic import JsonValue
 
+from plangate.records.policy import Totals
 from plangate.world import pg
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
+from plangate.world.policies.schema import cents
 
 DETAIL_MAX = 500
 
@@ -160,7 +163,7 @@ _LEDGER_DOWN = (PoolTimeout, psycopg.OperationalError,
 
 
 @dataclass(frozen=True)
-class Totals:
+class LedgerTotals:
     """A principal's effects before a call, over the last hour and day: all its calls, its
     calls of the call's tool (``tool_*``) and of what the call names (``resource_*``); amounts
     where the tool declares one."""
@@ -178,9 +181,23 @@ class Totals:
     resource_calls_hour: int = 0
     resource_calls_day: int = 0
 
+    def in_cents(self) -> Totals:
+        """These totals as the policies read them (``records.policy.Totals``: cents)."""
+        return Totals(
+            amount_cents_hour=cents(self.amount_hour), amount_cents_day=cents(self.amount_day),
+            calls_hour=self.calls_hour, calls_day=self.calls_day,
+            tool_amount_cents_hour=cents(self.tool_amount_hour),
+            tool_amount_cents_day=cents(self.tool_amount_day),
+            tool_calls_hour=self.tool_calls_hour, tool_calls_day=self.tool_calls_day,
+            resource_amount_cents_hour=cents(self.resource_amount_hour),
+            resource_amount_cents_day=cents(self.resource_amount_day),
+            resource_calls_hour=self.resource_calls_hour,
+            resource_calls_day=self.resource_calls_day,
+        )
 
-# A new call is admitted or refused here (raising a ``ToolError``), seeing ``Totals``.
-Gate = Callable[[Totals], Awaitable[None]]
+
+# A new call is admitted or refused here (raising a ``ToolError``), seeing ``LedgerTotals``.
+Gate = Callable[[LedgerTotals], Awaitable[None]]
 
 _HOUR = "intent_at > now() - interval '1 hour'"
 _TOTALS = f"""
@@ -206,8 +223,8 @@ _KNOWN = "SELECT 1 FROM plangate.effects WHERE idempotency_key = %s"
 
 
 async def totals(world: World, principal: str | None, tool: str, resource: str | None = None
-                 ) -> Totals:
-    """The principal's ``Totals`` now (read, not admitted: ``begin`` with a gate admits)."""
+                 ) -> LedgerTotals:
+    """The principal's ``LedgerTotals`` now (read, not admitted: ``begin`` with a gate admits)."""
     try:
         async with pg.reading(world) as conn:
             return await _totals(conn.cursor(row_factory=dict_row), principal, tool, resource)
@@ -216,12 +233,12 @@ async def totals(world: World, principal: str | None, tool: str, resource: str |
 
 
 async def _totals(cur: psycopg.AsyncCursor[dict[str, Any]], principal: str | None, tool: str,
-                  resource: str | None) -> Totals:
+                  resource: str | None) -> LedgerTotals:
     await cur.execute(_TOTALS, {"principal": principal, "tool": tool, "resource": resource})
     row = await cur.fetchone()
     if row is None:
-        return Totals()
-    return Totals(
+        return LedgerTotals()
+    return LedgerTotals(
         amount_hour=Decimal(row["amount_hour"]), amount_day=Decimal(row["amount_day"]),
         calls_hour=int(row["calls_hour"]), calls_day=int(row["calls_day"]),
         tool_amount_hour=Decimal(row["tool_amount_hour"]),
