@@ -431,9 +431,6 @@ class _Call:
         return ProbeReport.model_validate_json(out)
 
     # -- its cards (``cards.Desk``) -------------------------------------------------------------
-    def waiting(self) -> ApprovalRecord:
-        raise RuntimeError(f"call {self.n} has no card waiting: its cards are published here")
-
     def publish(self, checked: Checked) -> ApprovalRecord:
         step, report = self.step, self.run.report
         self.checked = checked

@@ -37,7 +37,8 @@ async def approve(
     waiting still."""
     first = resume.cards if resume is not None else 0
     desk: cards.Desk[Checked, Attempt] = _StepDesk(s, base)
-    taken = await cards.take(desk, checked, first)
+    # a chain resumed at its card: first < options.APPROVAL_CARDS, the card is waited for
+    taken = await cards.take(desk, checked if checked is not None else _waiting_card(s), first)
     if isinstance(taken, cards.Approved):
         return replace(s.carry_version(base, taken.checked), grant=cards.grant(taken.record))
     if taken is not None:
@@ -53,13 +54,6 @@ class _StepDesk:
     def __init__(self, s: StepScope, base: Prepared) -> None:
         self.s, self.base = s, base
         self.settle_summary: str | None = summaries.card(s.n, s.ctx.version)
-
-    def waiting(self) -> ApprovalRecord:
-        s = self.s
-        for record in reversed(s.ctx.report.approvals):
-            if (record.step, record.plan_version) == (s.n, s.ctx.version):
-                return record
-        raise RuntimeError(f"step {s.n} parked at its approval, but it has no card")
 
     def publish(self, checked: Checked) -> ApprovalRecord:
         s = self.s
@@ -114,3 +108,10 @@ class _StepDesk:
 
 def _waited(record: ApprovalRecord) -> float:
     return (workflow.now() - record.card.issued_at).total_seconds() * 1000
+
+
+def _waiting_card(s: StepScope) -> ApprovalRecord:
+    for record in reversed(s.ctx.report.approvals):
+        if (record.step, record.plan_version) == (s.n, s.ctx.version):
+            return record
+    raise RuntimeError(f"step {s.n} parked at its approval, but it has no card")

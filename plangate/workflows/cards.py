@@ -49,10 +49,6 @@ class Desk(Protocol[C, S]):
 
     settle_summary: str | None  # the settle timer's (a team's history has none)
 
-    def waiting(self) -> ApprovalRecord:
-        """The card an earlier run of the chain published, waiting still."""
-        ...
-
     def publish(self, checked: C) -> ApprovalRecord: ...
 
     async def answer(self, record: ApprovalRecord, cards: int) -> S | None:
@@ -62,12 +58,15 @@ class Desk(Protocol[C, S]):
     async def again(self) -> Reread[C] | S: ...
 
 
-async def take(desk: Desk[C, S], checked: C | None, first: int = 0) -> Approved[C] | S | None:
+async def take(desk: Desk[C, S], start: C | ApprovalRecord,
+               first: int = 0) -> Approved[C] | S | None:
     """An approved card and the read after it; the desk's stop; or None: the world moved under
-    every card. ``checked`` None: the card ``desk.waiting()`` is waited for first."""
+    every card. ``start``: the read a first card is published from, or a card an earlier run of
+    the chain published, waiting still (``first``: the cards issued before it)."""
+    checked = start
     for cards in range(first, options.APPROVAL_CARDS):
-        if checked is None:
-            record = desk.waiting()
+        if isinstance(checked, ApprovalRecord):
+            record = checked
         else:
             await settle(desk.settle_summary)
             record = desk.publish(checked)
