@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
@@ -85,15 +85,14 @@ from plangate.temporal.calls import (
     wire_json,
 )
 from plangate.temporal.errors import GuardHalted, GuardRefused
+from plangate.workflows import cards
 from plangate.workflows.answers import Answers
 from plangate.workflows.context import key_tag
 from plangate.workflows.sealing import SealKey, sealed_headers
 
 LOCAL = timedelta(seconds=30)
 LOCAL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5)
-CARD_SETTLE = timedelta(milliseconds=1)
 REDECISIONS = 2  # times a call is decided again when the policies in force moved under it
-APPROVAL_CARDS = 3  # cards in a row the world may move under before the call gives up
 
 
 @dataclass(frozen=True)
@@ -272,78 +271,114 @@ class GuardedRun:
         guards first (``plangate.guard.check``) only where the call needs a person's approval,
         which the activity says by refusing a call that carries none (``approval_missing``)."""
         self.n += 1
-        n, name = self.n, input.activity
+        call = _Call(self, input, self.n)
+        if self.names[input.activity].asks:  # the table or the deployment asks every call
+            await call.approved()
+        return await call.answered(await call.dispatched(start))
+
+
+class _Call:
+    """One guarded call: its step in the run's report, the guards the workflow decided for it
+    (where a card was needed) and the approval it carries. Its cards are ``cards.take``'s: this
+    is their desk (how a card is published, answered and the world read again here)."""
+
+    settle_summary: str | None = None  # the settle timer has none in a team's history
+
+    def __init__(self, run: GuardedRun, input: StartActivityInput, n: int) -> None:
         info = workflow.info()
-        key = keys.idempotency_key(info.workflow_id, key_tag(), keys.guard_call(_segment(info), n))
-        values = wire_json(workflow.payload_converter(), input.args)
-        step = StepReport(n=n, tool=name, plan_version=GUARD_VERSION,
-                          effect=self.names[name].effect, state=StepState.EXECUTING,
-                          timings=StepTimings(plan_made_at=self.report.begun_at or workflow.now()))
-        self.report.steps.append(step)
-        checked: Checked | None = None  # the guards the workflow decided (for a card)
-        grant: ApprovalGrant | None = None
-        superseded = 0
+        self.run, self.input, self.n, self.name = run, input, n, input.activity
+        self.workflow_id = info.workflow_id
+        self.key = keys.idempotency_key(info.workflow_id, key_tag(),
+                                       keys.guard_call(_segment(info), n))
+        self.values = wire_json(workflow.payload_converter(), input.args)
+        self.step = StepReport(n=n, tool=self.name, plan_version=GUARD_VERSION,
+                               effect=run.names[self.name].effect, state=StepState.EXECUTING,
+                               timings=StepTimings(
+                                   plan_made_at=run.report.begun_at or workflow.now()))
+        run.report.steps.append(self.step)
+        self.checked: Checked | None = None  # the guards the workflow decided (for a card)
+        self.grant: ApprovalGrant | None = None
+        self.superseded = 0  # times the policies moved between the decision and the call
 
-        async def decide() -> Checked:
-            out = await self._check(CheckRequest(workflow_id=info.workflow_id, activity=name,
-                                                 n=n, values=values, key=key))
-            step.effect, step.policy = out.effect, out.policy
-            self.visible = self.visible or out.visible
-            return out
+    async def decide(self, again: bool = False) -> Checked:
+        out = await self._check(CheckRequest(workflow_id=self.workflow_id, activity=self.name,
+                                             n=self.n, values=self.values, key=self.key,
+                                             again=again))
+        if not again:
+            self.step.effect, self.step.policy = out.effect, out.policy
+            self.run.visible = self.run.visible or out.visible
+        return out
 
-        async def approved() -> bool:
-            """Decided here, and a person's approval taken, where the call needs one."""
-            nonlocal checked, grant
-            checked = await decide()
-            if checked.refusal is not None:
-                self._refuse(step, checked, checked.refusal_code, checked.refusal)
-            if not checked.approval:
-                return False
-            self._record(step, Phase.PRE, checked.read)
-            self._unless_held(step, checked, checked.read, "precondition_unmet",
-                              "before the call")
-            grant, checked = await self._approved(step, checked, key, values)
-            return True
+    async def approved(self) -> bool:
+        """Decided here, and a person's approval taken, where the call needs one."""
+        self.checked = checked = await self.decide()
+        if checked.refusal is not None:
+            self._refuse(checked, checked.refusal_code, checked.refusal)
+        if not checked.approval:
+            return False
+        self._record(Phase.PRE, checked.read)
+        self._unless_held(checked, checked.read, "precondition_unmet", "before the call")
+        self.run.answers.approvers = {}
+        taken = await cards.take(self, checked)
+        grant = cards.grant(taken.record) if taken is not None else None
+        if taken is None or grant is None:
+            self._refuse(self.checked, "approval_superseded", cards.SUPERSEDED)
+        self.grant, self.checked = grant, taken.checked
+        return True
 
-        if self.names[name].asks:  # the table or the deployment asks a person for every call
-            await approved()
+    async def dispatched(self, start: Callable[[StartActivityInput], Any]) -> Any:
+        """The activity's raw answer; dispatched again where the guard at the call asked a
+        person, or the policies moved under the decision."""
+        step, input = self.step, self.input
         while True:
-            header = GuardHeader(n=n, key=key, decided=checked is not None, grant=grant,
+            checked = self.checked
+            header = GuardHeader(n=self.n, key=self.key, decided=checked is not None,
+                                 grant=self.grant,
                                  policy_bundle=checked.policy_bundle if checked else None,
                                  wrap=True)
             step.state = StepState.EXECUTING
             step.timings.dispatched_at = workflow.now()
             try:
                 said = header_payload(header)
-                headers = sealed_headers(self.key, name, input.args,
+                headers = sealed_headers(self.run.key, self.name, input.args,
                                          {**input.headers, HEADER: said}, vouched=said.data)
-                raw = await start(replace(input, ret_type=RawValue, headers=headers))
-                break
+                return await start(replace(input, ret_type=RawValue, headers=headers))
             except ActivityError as e:
                 refused = _refused_at_call(e)
-                code = refused.code if refused is not None else ""
-                if code == "approval_missing" and grant is None and await approved():
-                    continue  # the policies asked a person at the call: approved, again
-                if code == "policy_superseded" and superseded < REDECISIONS:
-                    # the policies moved between the decision and the call: decided again
-                    superseded += 1
-                    step.refusals.append(Refusal(status=412, code="policy_superseded"))
-                    checked, grant = None, None
+                if await self._again(refused):
                     continue
-                stop = self._failed(step, checked or await decide(), e, refused)
+                stop = self._failed(self.checked or await self.decide(), e, refused)
                 if stop is None:
                     raise  # the team's own failure, as its activity raised it
                 raise stop from e  # the activity's own failure its cause
-        answer, result = self._answered(raw, input)
+
+    async def _again(self, refused: ToolFailure | None) -> bool:
+        """Whether the call goes again after the guard at the call refused it."""
+        code = refused.code if refused is not None else ""
+        if code == "approval_missing" and self.grant is None and await self.approved():
+            return True  # the policies asked a person at the call: approved, again
+        if code == "policy_superseded" and self.superseded < REDECISIONS:
+            # the policies moved between the decision and the call: decided again
+            self.superseded += 1
+            self.step.refusals.append(Refusal(status=412, code="policy_superseded"))
+            self.checked, self.grant = None, None
+            return True
+        return False
+
+    async def answered(self, raw: Any) -> Any:
+        """The team's answer, once the guard's (off the same payload) is in the report and the
+        post conditions, where there are any, held."""
+        step, key = self.step, self.key
+        answer, result = self._unwrapped(raw)
         step.effect = answer.effect
-        self.visible = self.visible or answer.visible
+        self.run.visible = self.run.visible or answer.visible
         if answer.effect in LEDGERED:
             step.ledger = LedgerLink(key=key, answered=answer.ledger == "answered",
                                      owed=answer.ledger == "owed")
         # on the workflow's clock: dispatched, and answered
         step.timings.tool_started_at = step.timings.dispatched_at
         step.timings.tool_finished_at = workflow.now()
-        self._record(step, Phase.AT_CALL, answer.checked)
+        self._record(Phase.AT_CALL, answer.checked)
         guard = Checked(effect=answer.effect, halts=answer.halts, args=answer.args,
                         post=answer.post)
         if answer.post:
@@ -351,16 +386,16 @@ class GuardedRun:
             after = answer.after
             if after is None or after.unknown:  # no read, or one that could not answer
                 after = await self._read(ReadRequest(
-                    step=StepRef(run_id=info.workflow_id, plan_version=GUARD_VERSION, n=n,
-                                 tool=name, args=answer.args),
+                    step=StepRef(run_id=self.workflow_id, plan_version=GUARD_VERSION, n=self.n,
+                                 tool=self.name, args=answer.args),
                     conditions=answer.post, key=key))
-            self._record(step, Phase.POST, after)
-            self._unless_held(step, guard, after, "postcondition_unmet", "after the call")
+            self._record(Phase.POST, after)
+            self._unless_held(guard, after, "postcondition_unmet", "after the call")
         step.state = StepState.DONE
-        self._show()
+        self.run._show()
         return result
 
-    def _answered(self, raw: Any, input: StartActivityInput) -> tuple[GuardAnswer, Any]:
+    def _unwrapped(self, raw: Any) -> tuple[GuardAnswer, Any]:
         """The guard's answer off the result payload, and the team's answer as their
         converter reads it."""
         if not isinstance(raw, RawValue):
@@ -371,12 +406,12 @@ class GuardedRun:
         meta = payload.metadata.pop(ANSWER_META, None)
         if meta is None:
             raise ApplicationError(
-                f"{input.activity} answered without plangate's guard at the call (is the "
+                f"{self.name} answered without plangate's guard at the call (is the "
                 "worker that ran it without PlangatePlugin?)", type="not_permitted",
                 non_retryable=True)
         answer = GuardAnswer.model_validate_json(meta)
         value: Any = workflow.payload_converter().from_payload(
-            payload, input.ret_type)  # type: ignore[arg-type]  # None: the converter's own guess
+            payload, self.input.ret_type)  # type: ignore[arg-type]  # None: the converter's own guess
         return answer, value
 
     async def _check(self, req: CheckRequest) -> Checked:
@@ -395,15 +430,55 @@ class GuardedRun:
         )
         return ProbeReport.model_validate_json(out)
 
-    def _record(self, step: StepReport, phase: Phase, read: ProbeReport | None) -> None:
+    # -- its cards (``cards.Desk``) -------------------------------------------------------------
+    def publish(self, checked: Checked) -> ApprovalRecord:
+        step, report = self.step, self.run.report
+        self.checked = checked
+        now = workflow.now()
+        self.run.answers.approvers = _keys(checked.approvers)
+        card = ApprovalCard(
+            run_id=report.run_id, plan_version=GUARD_VERSION, step=step.n, tool=step.tool,
+            effect=checked.effect, args=checked.args, observed=_observed(checked),
+            on_behalf_of=checked.on_behalf_of, policy_bundle=checked.policy_bundle,
+            issued_at=now, expires_at=now + timedelta(seconds=checked.approval_ttl_s),
+            idempotency_key=self.key, policy=checked.policy,
+        )
+        record = ApprovalRecord(step=step.n, plan_version=GUARD_VERSION, digest=card.digest(),
+                                expires_at=card.expires_at, card=card)
+        report.approvals.append(record)
+        step.state = StepState.AWAITING_APPROVAL
+        self.run._show()
+        return record
+
+    async def answer(self, record: ApprovalRecord, cards_: int) -> None:
+        step = self.step
+        await cards.wait(record, f"plangate: card of {step.tool} (call {step.n}) waits")
+        step.state = StepState.PROBING
+        self.run._show()
+        if record.status is not CardStatus.APPROVED:
+            assert self.checked is not None  # the card's, published from it
+            self._refuse(self.checked, *cards.refusal(record))
+        return None
+
+    async def again(self) -> cards.Reread[Checked]:
+        again = await self.decide(again=True)
+        self._record(Phase.RE_PROBE, again.read)
+        if again.refusal is not None:
+            self._refuse(again, again.refusal_code, again.refusal)
+        self._unless_held(again, again.read, "precondition_unmet", "after the approval")
+        return cards.Reread(again, _observed(again))
+
+    # -- its bookkeeping in the report ------------------------------------------------------------
+    def _record(self, phase: Phase, read: ProbeReport | None) -> None:
+        step = self.step
         if read is not None:
             step.checks.append(CheckRecord(phase=phase, attempt=1, results=read.results,
                                            read_at=read.read_at, elapsed_ms=read.elapsed_ms))
             if phase in (Phase.PRE, Phase.AT_CALL):
                 step.timings.precheck_read_at = read.read_at
 
-    def _unless_held(self, step: StepReport, checked: Checked, read: ProbeReport | None,
-                     code: str, when: str) -> None:
+    def _unless_held(self, checked: Checked, read: ProbeReport | None, code: str,
+                     when: str) -> None:
         if read is None or read.all_hold:
             return
         first = next(r for r in read.results if r.outcome is not Outcome.HOLDS)
@@ -412,30 +487,32 @@ class GuardedRun:
         seen = json.dumps(first.observed) if first.observed is not None else "nothing"
         why = (f"{when}, {first.condition.key()} {first.outcome.value}: saw {seen}"
                + (f" ({first.detail})" if first.detail else ""))
-        self._refuse(step, checked, code, why[:1000])
+        self._refuse(checked, code, why[:1000])
 
-    def _refuse(self, step: StepReport, checked: Checked, code: str, detail: str) -> None:
+    def _refuse(self, checked: Checked, code: str, detail: str) -> NoReturn:
+        step, run = self.step, self.run
         status = CODES[code].status if code in CODES else None
         step.state = StepState.HALTED if checked.halts else StepState.FAILED
         step.reason = detail
-        self.report.failure = FailureRecord(step=step.n, tool=step.tool, plan_version=GUARD_VERSION,
-                                            code=code, status=status, retryable=False,
-                                            detail=detail)
+        run.report.failure = FailureRecord(step=step.n, tool=step.tool,
+                                           plan_version=GUARD_VERSION, code=code, status=status,
+                                           retryable=False, detail=detail)
         refused = (GuardHalted if checked.halts else GuardRefused)(step.tool, code, detail, status)
         if isinstance(refused, GuardHalted):
-            self.halted = refused
-        self._show()
+            run.halted = refused
+        run._show()
         raise refused
 
-    def _failed(self, step: StepReport, checked: Checked, e: ActivityError,
+    def _failed(self, checked: Checked, e: ActivityError,
                 refused: ToolFailure | None) -> GuardRefused | None:
         """``refused``: the guard's refusal at the call (else the activity's own failure, or
         no answer); what the workflow is to raise for it (None: ``e`` itself)."""
+        step, run = self.step, self.run
         cause = e.cause
         code = cause.type if isinstance(cause, ApplicationError) and cause.type else "lost"
         if refused is not None and isinstance(refused.data, dict) and "results" in refused.data:
             # what the check at the call read
-            self._record(step, Phase.AT_CALL, ProbeReport.model_validate(refused.data))
+            self._record(Phase.AT_CALL, ProbeReport.model_validate(refused.data))
         step.state = StepState.FAILED
         step.reason = (refused.detail if refused is not None else str(cause or e))[:1000]
         if refused is not None and refused.status in (403, 409, 412):
@@ -446,77 +523,16 @@ class GuardedRun:
         status = CODES[code].status if code in CODES else None
         if halts:
             step.state = StepState.HALTED
-            self.halted = GuardHalted(step.tool, code, step.reason, status)
-        self.report.failure = FailureRecord(
+            run.halted = GuardHalted(step.tool, code, step.reason, status)
+        run.report.failure = FailureRecord(
             step=step.n, tool=step.tool, plan_version=GUARD_VERSION, code=code,
             status=status, retryable=False, detail=step.reason)
-        self._show()
+        run._show()
         if refused is None:
             return None
-        if self.halted is not None and halts:
-            return self.halted
+        if run.halted is not None and halts:
+            return run.halted
         return GuardRefused(step.tool, refused.code, refused.detail, refused.status)
-
-    # -- a person's approval -------------------------------------------------------------------
-    async def _approved(self, step: StepReport, checked: Checked, key: str,
-                        values: list[Any]) -> tuple[ApprovalGrant, Checked]:
-        self.answers.approvers = {}
-        for _ in range(APPROVAL_CARDS):
-            await workflow.sleep(CARD_SETTLE)  # the card's times are then what a replay makes
-            record = self._publish(step, checked, key)
-            try:
-                await workflow.wait_condition(
-                    lambda r=record: r.status is not CardStatus.PENDING,  # type: ignore[misc]
-                    timeout=record.expires_at - workflow.now(),
-                    timeout_summary=f"plangate: card of {step.tool} (call {step.n}) waits")
-            except TimeoutError:
-                record.status = CardStatus.EXPIRED
-            step.state = StepState.PROBING
-            self._show()
-            if record.status is CardStatus.REJECTED and record.answer is not None:
-                self._refuse(step, checked, "approval_rejected",
-                             f"card {record.digest[:12]} rejected by {record.answer.by}: "
-                             f"{record.answer.reason}")
-            if record.status is not CardStatus.APPROVED:
-                self._refuse(step, checked, "approval_expired",
-                             f"card {record.digest[:12]} expired unanswered")
-            again = await self._check(CheckRequest(
-                workflow_id=record.card.run_id, activity=step.tool, n=step.n,
-                values=values, key=key, again=True))
-            self._record(step, Phase.RE_PROBE, again.read)
-            if again.refusal is not None:
-                self._refuse(step, again, again.refusal_code, again.refusal)
-            self._unless_held(step, again, again.read, "precondition_unmet",
-                              "after the approval")
-            if _observed(again) == record.card.observed:
-                answer = record.answer
-                if answer is None or answer.proof is None:
-                    break
-                others = [(a.proof, a.reason) for a in record.approvals if a.proof is not None]
-                return ApprovalGrant(card=record.card, digest=record.digest, proof=answer.proof,
-                                     reason=answer.reason, others=others), again
-            record.status = CardStatus.SUPERSEDED
-            checked = again
-        self._refuse(step, checked, "approval_superseded",
-                     f"the world moved under {APPROVAL_CARDS} approved cards in a row")
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _publish(self, step: StepReport, checked: Checked, key: str) -> ApprovalRecord:
-        now = workflow.now()
-        self.answers.approvers = _keys(checked.approvers)
-        card = ApprovalCard(
-            run_id=self.report.run_id, plan_version=GUARD_VERSION, step=step.n, tool=step.tool,
-            effect=checked.effect, args=checked.args, observed=_observed(checked),
-            on_behalf_of=checked.on_behalf_of, policy_bundle=checked.policy_bundle,
-            issued_at=now, expires_at=now + timedelta(seconds=checked.approval_ttl_s),
-            idempotency_key=key, policy=checked.policy,
-        )
-        record = ApprovalRecord(step=step.n, plan_version=GUARD_VERSION, digest=card.digest(),
-                                expires_at=card.expires_at, card=card)
-        self.report.approvals.append(record)
-        step.state = StepState.AWAITING_APPROVAL
-        self._show()
-        return record
 
 
 def _refused_at_call(e: ActivityError) -> ToolFailure | None:
