@@ -25,12 +25,10 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import ToolSpec
 from plangate.plans.guards import needs_approval
-from plangate.plans.model import Condition
 from plangate.plans.scope import Scope, refusals
-from plangate.records.calls import Outcome, ProbeReport, ProbeRequest, ToolCall, ToolFailure
+from plangate.records.calls import Outcome, ProbeReport, ToolCall, ToolFailure
 from plangate.records.proofs import distinct_approvers, grant_refusal, submission_refusal
 from plangate.world.errors import ToolError
 from plangate.world.paths import PathOutsideWorkdir
@@ -44,8 +42,6 @@ HEARTBEAT_EVERY_S = 1.0
 MAX_RESULT_BYTES = 256 * 1024
 RESULT_PREVIEW_BYTES = 16 * 1024
 DETAIL_MAX = 500
-# The read after a call never holds the call's answer back long: past this the workflow reads.
-AFTER_READ_TIMEOUT_S = 5.0
 
 
 def as_application_error(e: ToolError) -> ApplicationError:
@@ -197,32 +193,3 @@ def refuse_unless_held(checked: ProbeReport) -> None:
     code = "probe_unknown" if first.outcome is Outcome.UNKNOWN else "precondition_failed"
     raise RefusedAtCall(code, f"not called: at the call, {why}"[:DETAIL_MAX],
                         data=checked.model_dump(mode="json"))
-
-
-async def read(probes: ProbeActivities, call: ToolCall, conds: list[Condition],
-               lenient: list[str], refs: dict[str, JsonValue] | None) -> ProbeReport:
-    req = ProbeRequest(step=call.step, conditions=conds, idempotency_key=call.idempotency_key,
-                       output=refs, lenient=lenient)
-    return await probes.read(req)
-
-
-async def read_after(
-    probes: ProbeActivities,
-    spec: ToolSpec[Any],
-    call: ToolCall,
-    refs: dict[str, JsonValue],
-    timeout_s: float = AFTER_READ_TIMEOUT_S,
-) -> ProbeReport | None:
-    """``call.after``, once the tool has acted: nothing this read meets may fail the call (a
-    retry would act again), so a read that breaks is no read, and the workflow reads itself.
-    ``refs``: the fields of the tool's result its reader needs (field probes)."""
-    if not call.after:
-        return None
-    try:
-        reading = read(probes, call, call.after, call.after_lenient, refs)
-        return await asyncio.wait_for(reading, timeout_s)
-    except TimeoutError:  # a system slow or down: the workflow's read waits for it properly
-        return None
-    except Exception:  # the probes report what they cannot answer; this is anything else
-        activity.logger.exception("the read after %s failed; the workflow reads again", spec.name)
-        return None

@@ -37,8 +37,6 @@ from plangate.activities.call_checks import (
     bounded,
     classify,
     heartbeat,
-    read,
-    read_after,
     reader_refs,
     refuse_out_of_scope,
     refuse_superseded_policy,
@@ -47,7 +45,8 @@ from plangate.activities.call_checks import (
 )
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import CallContext, ToolSpec
-from plangate.records.calls import ProbeReport, ToolCall, ToolResult
+from plangate.plans.model import Condition
+from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolResult
 from plangate.records.policy import Decision
 from plangate.world import ledger
 from plangate.world.clients import World
@@ -56,6 +55,8 @@ from plangate.world.settings import PolicySettings
 from plangate.world.spans import span
 
 log = logging.getLogger(__name__)
+# The read after a call never holds the call's answer back long: past this the workflow reads.
+AFTER_READ_TIMEOUT_S = 5.0
 
 
 class Timing(Enum):
@@ -200,27 +201,23 @@ async def enter_ledger(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling,
                        checked: ProbeReport | None) -> Entered:
     """The intent of a ledgered call (``effects.open_effect``). Where the check at the call
     was not read first, it is read here, while the intent commits (the two are independent)."""
-    alongside = not proof.timing.late and bool(call.check)
-    if not s.recorded:
-        return Entered(checked=await read(s.probes, call, call.check, [], None)
-                       if alongside else checked)
-    run_id = activity.info().workflow_id or ""  # a ledgered tool runs only for a workflow
     gate = ruling.gate
-    opening = asyncio.ensure_future(
-        effects.open_effect(s.world, s.probes, s.spec, call, run_id, gate=gate))
+    opening = asyncio.ensure_future(effects.open_effect(
+        s.world, s.probes, s.spec, call, activity.info().workflow_id or "", gate=gate,
+    )) if s.recorded else None  # a ledgered tool runs only for a workflow
     failed: BaseException | None = None
     try:
-        if alongside:
+        if not proof.timing.late and call.check:
             checked = await read(s.probes, call, call.check, [], None)
     except BaseException as e:  # the intent's own answer first: an opened one is settled
         failed = e
     finally:
         try:
-            answered = await opening
+            answered = await opening if opening is not None else None
         finally:
             if gate is not None and gate.decided is not None:  # kept once the lock is let go
                 await policing.keep(s.world, s.spec, call, gate.decided)
-    return Entered(answered is None, answered, checked, failed)
+    return Entered(opening is not None and answered is None, answered, checked, failed)
 
 
 def hold(proof: Proof, entered: Entered) -> None:
@@ -282,6 +279,35 @@ async def answered(s: Setting, call: ToolCall, found: effects.Answered) -> ToolR
         output=found.output, started_at=e.intent_at, finished_at=e.outcome_at or e.intent_at,
         attempt=activity.info().attempt, refs=refs, after=after, ledger="answered",
     )
+
+
+async def read(probes: ProbeActivities, call: ToolCall, conds: list[Condition],
+               lenient: list[str], refs: dict[str, JsonValue] | None) -> ProbeReport:
+    req = ProbeRequest(step=call.step, conditions=conds, idempotency_key=call.idempotency_key,
+                       output=refs, lenient=lenient)
+    return await probes.read(req)
+
+
+async def read_after(
+    probes: ProbeActivities,
+    spec: ToolSpec[Any],
+    call: ToolCall,
+    refs: dict[str, JsonValue],
+    timeout_s: float = AFTER_READ_TIMEOUT_S,
+) -> ProbeReport | None:
+    """``call.after``, once the tool has acted: nothing this read meets may fail the call (a
+    retry would act again), so a read that breaks is no read, and the workflow reads itself.
+    ``refs``: the fields of the tool's result its reader needs (field probes)."""
+    if not call.after:
+        return None
+    try:
+        reading = read(probes, call, call.after, call.after_lenient, refs)
+        return await asyncio.wait_for(reading, timeout_s)
+    except TimeoutError:  # a system slow or down: the workflow's read waits for it properly
+        return None
+    except Exception:  # the probes report what they cannot answer; this is anything else
+        activity.logger.exception("the read after %s failed; the workflow reads again", spec.name)
+        return None
 
 
 async def run_guarded(

@@ -9,15 +9,10 @@ from typing import Any
 from temporalio import activity
 
 from plangate.activities import policing
-from plangate.activities.call_checks import (
-    as_application_error,
-    bounded,
-    read_after,
-    refuse_unless_held,
-)
+from plangate.activities.call_checks import as_application_error, bounded, refuse_unless_held
 from plangate.activities.catalogue import catalogue as catalogue_of
 from plangate.activities.extensions import registry_for
-from plangate.activities.guarded_call import run_guarded
+from plangate.activities.guarded_call import read_after, run_guarded
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import ToolSpec
 from plangate.records.calls import ToolCall, ToolResult
