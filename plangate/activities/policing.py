@@ -203,17 +203,3 @@ def refuse_superseded(call: ToolCall, bundle: Bundle) -> None:
             f"deployment now enforces {bundle.bundle!r}",
             {"policy_bundle": call.policy_bundle, "current": bundle.bundle},
         )
-
-
-def gate_for(spec: ToolSpec[Any], call: ToolCall, bundle: Bundle, checked: ProbeReport | None,
-             submitter: str | None, given: int, made: list[Decision]) -> ledger.Gate:
-    """The ledger's gate: the decision against the principal's totals, under its lock. What
-    it decided is put in ``made``, for the caller to keep once the lock is let go (keeping it
-    takes a connection of its own)."""
-
-    async def gate(totals: ledger.LedgerTotals) -> None:
-        decided = bundle.decide(request_at_call(spec, call, checked, submitter, given, totals))
-        made.append(decided)
-        enforce(spec, call, decided, given)
-
-    return gate

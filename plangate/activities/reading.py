@@ -4,10 +4,10 @@ standalone activity on the deployment's worker queue (docs/mcp.md, "what a read 
 Every guard is decided here, on the worker, from its own catalogue and settings, by the code a
 run's guards and calls go through: the plan's guards as ``guard.resolve`` derives them
 (``activities.guarding.resolve``: the deployment's check, scope, Cedar policies, submitter),
-then the tool's own activity body (``tool_activity.perform``: the policy bundle, the submission
-again, the scope after binding, the pre conditions read at the call, the post conditions read
-just after). Nothing the request says about the call's guards is read: the effect is the
-catalogue's, not the plan's or the client's.
+then the tool's own activity body (``guarded_call.run_guarded``: the policy bundle, the
+submission again, the scope after binding, the pre conditions read at the call, the post
+conditions read just after). Nothing the request says about the call's guards is read: the
+effect is the catalogue's, not the plan's or the client's.
 
 What the call writes on the worker (``s3.get``'s file) is in a directory of its own, never a
 run's, removed once it is answered; each such file is ledgered (``local_write``).
@@ -32,7 +32,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from plangate.activities import policing, tool_activity, workspace
+from plangate.activities import guarded_call, policing, workspace
 from plangate.activities.catalogue import catalogue
 from plangate.activities.extensions import registry_for
 from plangate.activities.guarding import resolve
@@ -175,8 +175,8 @@ class ReadActivities:
             check=pre, after=post, submission=req.submission,
         )
         try:
-            out = await tool_activity.perform(spec, self.world, self.policy, self.probes,
-                                              self.book, call)
+            out = await guarded_call.run_guarded(spec, self.world, self.policy, self.probes,
+                                                 self.book, call)
         except ApplicationError as e:  # refused at the call, or the tool failed: a run says
             return self._run(call_id, f"{e.type}: {e.message}")
         if post and (out.after is None or not out.after.all_hold):

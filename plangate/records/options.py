@@ -50,7 +50,7 @@ def tool_options(effect: Effect) -> ActivityOptions:
     # those are attempted once by Temporal, and retried (probes first) only by the workflow.
     attempts = 1 if effect.outcome_must_be_known else TOOL_ATTEMPTS
     # A permanent code is never retried: the tool's activity raises it non-retryable
-    # (``activities.tool_activity.as_application_error``, from records.codes.CODES).
+    # (``activities.call_checks.as_application_error``, from records.codes.CODES).
     policy = RetryPolicy(
         initial_interval=_BACKOFF.initial_interval,
         backoff_coefficient=_BACKOFF.backoff_coefficient,

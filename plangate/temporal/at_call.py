@@ -1,6 +1,6 @@
 """The guard at the call: an activity inbound interceptor on the team's worker decides every
-guarded activity again where it acts (``activities.tool_activity.perform``, as for a plan's
-tool): the approval verified against this very call, the principal and the policies, the pre
+guarded activity again where it acts (``activities.guarded_call.run_guarded``, as for a
+plan's tool): the approval verified against this very call, the principal and the policies, the pre
 conditions read the instant before, the effect ledger's intent and outcome under the call's
 key. A call that did not come through the workflow interceptor (a workflow without it, a
 worker of someone else's) carries no guard header and is refused (403 ``not_permitted``).
@@ -19,7 +19,8 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
-from plangate.activities.tool_activity import as_application_error, perform
+from plangate.activities.call_checks import as_application_error
+from plangate.activities.guarded_call import run_guarded
 from plangate.activities.tools.registry import CallContext
 from plangate.records.calls import ToolFailure
 from plangate.records.interface import TEAM_ACTIVITIES
@@ -44,6 +45,11 @@ def call_key() -> str | None:
     """The idempotency key of the guarded call this activity runs for (None outside one): what
     a team's activity passes to a system that dedupes by key, and records for its reader."""
     return _KEY.get()
+
+
+class TeamRaised(ToolError):
+    """The team's activity raised (its cause): the ledger keeps the outcome unknown, and the
+    team's own error reaches its workflow."""
 
 
 class GuardAtCall(ActivityInboundInterceptor):
@@ -116,8 +122,7 @@ class GuardAtCall(ActivityInboundInterceptor):
             "policy_bundle": bundle, "approval": header.grant,
             "after": conditions(guard.post, args) if header.wrap else [],
         })
-        answered: list[Any] = []
-        raised: list[BaseException] = []
+        answered: list[Any] = []  # the team's own answer, where the ledger did not answer
 
         async def invoke(_: BaseModel, __: World, ctx: CallContext) -> dict[str, JsonValue]:
             token = _KEY.set(ctx.idempotency_key)
@@ -127,8 +132,7 @@ class GuardAtCall(ActivityInboundInterceptor):
             except Exception as e:
                 # the team's own failure: the ledger keeps the outcome unknown (it may have
                 # acted) and the team's error reaches its workflow as it was raised
-                raised.append(e)
-                raise ToolError("internal", f"{name}: {type(e).__name__}: {e}"[:500]) from e
+                raise TeamRaised("internal", f"{name}: {type(e).__name__}: {e}"[:500]) from e
             finally:
                 _KEY.reset(token)
             answered.append(value)
@@ -137,10 +141,10 @@ class GuardAtCall(ActivityInboundInterceptor):
         spec = replace(self.g.specs[name], fn=invoke)
         policy = replace(self.g.settings.policy, submitters=())  # no plan submitted it
         try:
-            result = await perform(spec, world, policy, probes, book, call)
-        except ApplicationError:
-            if raised:
-                raise raised[0] from None
+            result = await run_guarded(spec, world, policy, probes, book, call)
+        except ApplicationError as e:
+            if isinstance(e.__cause__, TeamRaised) and e.__cause__.__cause__ is not None:
+                raise e.__cause__.__cause__ from None
             raise
         # the ledger answered: the effect was made under this key before; its answer as kept,
         # or the record its reader found by the key (the team's converter takes either as JSON)

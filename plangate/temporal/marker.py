@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from plangate.activities.tool_activity import as_application_error
+from plangate.activities.call_checks import as_application_error
 from plangate.temporal.guards import activity_name
 from plangate.world.errors import ToolError
 

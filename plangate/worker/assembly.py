@@ -35,13 +35,14 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor, Worker
 
 from plangate.activities.bootstrap import ensure_schema
+from plangate.activities.call_checks import as_application_error
 from plangate.activities.catalogue import announced, catalogue
 from plangate.activities.extensions import ExtensionError, Registry, registry_for
 from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.reading import ReadActivities
-from plangate.activities.tool_activity import as_application_error, tool_activities
+from plangate.activities.tool_activity import tool_activities
 from plangate.activities.windows import WindowsActivities
 from plangate.records.interface import (
     APPROVERS_ACTIVITY,

@@ -33,7 +33,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from plangate.activities.tool_activity import as_application_error
+from plangate.activities.call_checks import as_application_error
 from plangate.records import seal
 from plangate.records.interface import READ_CALL_ACTIVITY, WORKER_ACTIVITIES
 from plangate.workflows.sealing import SealKey, sealing_interceptor

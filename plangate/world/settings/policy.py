@@ -1,7 +1,7 @@
 """What the deployment decides centrally and the worker enforces (``PolicySettings``): which
 steps wait for a person and for how long, the policy bundle in force, who may answer cards and
 who may submit runs. For the worker's guards (``activities.guarding``), its tools' checks at
-the call (``activities.tool_activity``), the review of a re-plan, and a client that refuses
+the call (``activities.guarded_call``), the review of a re-plan, and a client that refuses
 early what the worker would refuse."""
 
 from __future__ import annotations
