@@ -8,7 +8,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+
+from plangate.testing import Recorded
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "temporal_team"
 
@@ -36,3 +39,16 @@ def bucket(s3: Any) -> str:
 
 
 __all__ = ["EXAMPLE", "bucket", "team_env", "team_world"]
+
+
+async def ledger_of(pg: psycopg.AsyncConnection[Any], wf: str) -> list[tuple[Any, ...]]:
+    """The effect ledger's rows of a team's guarded run."""
+    cur = await pg.execute(
+        "SELECT tool, effect, state, amount, principal FROM plangate.effects WHERE run_id = %s",
+        (wf,))
+    return list(await cur.fetchall())
+
+
+def tool_results(req: Recorded) -> list[str]:
+    """The tool results a chat/completions request carries back to the model."""
+    return [str(m["content"]) for m in req.messages if m.get("role") == "tool"]

@@ -32,8 +32,9 @@ from temporalio.worker import Replayer, Worker
 
 from plangate.client.api import Plangate
 from plangate.temporal import PlangatePlugin
-from plangate.testing import FakeOpenAI, Recorded, Reply, scheduled
+from plangate.testing import FakeOpenAI, Reply, scheduled
 from plangate.world.settings import Settings
+from tests.temporal_team import ledger_of, tool_results
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "langgraph_team"
 RUN_TIMEOUT = timedelta(seconds=120)
@@ -79,18 +80,6 @@ async def refunds_of(pg: psycopg.AsyncConnection[Any], order: str) -> list[tuple
     cur = await pg.execute(
         "SELECT refund_id, amount_cents FROM team.refunds WHERE order_id = %s", (order,))
     return list(await cur.fetchall())
-
-
-async def ledger_of(pg: psycopg.AsyncConnection[Any], wf: str) -> list[tuple[Any, ...]]:
-    cur = await pg.execute(
-        "SELECT tool, effect, state, amount, principal FROM plangate.effects WHERE run_id = %s",
-        (wf,))
-    return list(await cur.fetchall())
-
-
-def tool_results(req: Recorded) -> list[str]:
-    """The tool results a chat/completions request carries back to the model."""
-    return [str(m["content"]) for m in req.messages if m.get("role") == "tool"]
 
 
 def script(order: str) -> tuple[dict[str, Any], list[Any]]:

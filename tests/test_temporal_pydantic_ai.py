@@ -26,9 +26,9 @@ from temporalio.worker import Worker
 
 from plangate.client.api import Plangate
 from plangate.temporal import PlangatePlugin
-from plangate.testing import FakeOpenAI, Recorded, Reply, scheduled
+from plangate.testing import FakeOpenAI, Reply, scheduled
 from plangate.world.settings import Settings
-from tests.temporal_team import EXAMPLE, team_env
+from tests.temporal_team import EXAMPLE, ledger_of, team_env, tool_results
 
 __all__ = ["team_env"]
 
@@ -63,18 +63,6 @@ async def credits_of(pg: psycopg.AsyncConnection[Any], account: str) -> list[tup
     cur = await pg.execute(
         "SELECT credit_id, amount_cents FROM team.credits WHERE account_id = %s", (account,))
     return list(await cur.fetchall())
-
-
-async def ledger_of(pg: psycopg.AsyncConnection[Any], wf: str) -> list[tuple[Any, ...]]:
-    cur = await pg.execute(
-        "SELECT tool, effect, state, amount, principal FROM plangate.effects WHERE run_id = %s",
-        (wf,))
-    return list(await cur.fetchall())
-
-
-def tool_results(req: Recorded) -> list[str]:
-    """The tool results a chat/completions request carries back to the model."""
-    return [str(m["content"]) for m in req.messages if m.get("role") == "tool"]
 
 
 def script(account: str) -> tuple[dict[str, Any], list[Any]]:
