@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from psycopg import sql
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -27,6 +28,8 @@ from plangate.client.checked import check
 from plangate.plans.load import PlanError
 from plangate.records import keys
 from plangate.records.calls import StepRef, ToolCall, ToolFailure
+from plangate.records.interface import DECIDE_ACTIVITY
+from plangate.records.run import Decided, DecideRequest
 from plangate.testing import running_worker, scheduled
 from plangate.world.clients import World
 from plangate.world.policies import load_bundle
@@ -357,6 +360,31 @@ async def test_a_bound_amount_is_decided_once_bound_a_card_or_a_halt_naming_its_
         ("permit_with_people", ["base", "person-over-100"], True, False),
         ("permit_with_people", ["base", "person-over-100", "plangate:approval-asked"], True,
          True)]
+
+
+async def test_a_bound_step_whose_early_decision_fails_is_decided_at_its_call_alone(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path
+) -> None:
+    """``guard.decide`` is an early word, never the last: where it cannot answer (here a bug
+    of its own, every try), the run is not failed by it; the call decides itself, and refuses
+    the credit a person must approve (``approval_missing``), nothing credited."""
+    tries = 0
+
+    @activity.defn(name=DECIDE_ACTIVITY)
+    async def broken(req: DecideRequest) -> Decided:
+        nonlocal tries
+        tries += 1
+        raise RuntimeError("a bug in the early decision")
+
+    strict = with_policies(settings, policies(tmp_path, BASE, PERSON))
+    aid = await owing(world, "612.40")
+    async with running_worker(client, strict, {DECIDE_ACTIVITY: broken}) as h:
+        api = Plangate(client, h.settings)
+        rep = await api.result(await api.start(owed_plan(aid)))
+    assert tries == 3  # its retries spent
+    assert rep.status.value == "halted" and rep.failure is not None, rep.failure
+    assert (rep.failure.code, rep.failure.step) == ("approval_missing", 2)
+    assert await credits(pg, aid) == 0
 
 
 TWO = ('@id("two-over-10000") @approvers("2")\n'

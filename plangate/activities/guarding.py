@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 
 from temporalio import activity
 
@@ -49,6 +50,8 @@ from plangate.world.clients import World
 from plangate.world.errors import ToolError
 from plangate.world.policies import Bundle
 from plangate.world.settings import CatalogueSettings, PolicySettings, RunSettings, WorldSettings
+
+DECISION_ROW_TRY_S = 4.0  # a bound step's decision row, kept if Postgres answers in time
 
 
 def _b64(data: bytes) -> str:
@@ -223,9 +226,13 @@ class GuardActivities:
             return Decided()
         d = cedar.decide(call_request(req.tool, info, req.effect, req.args, req.on_behalf_of,
                                       approval_asked=req.approval_asked))
-        await decisions.record(self.world, d, run_id=req.workflow_id,
-                               plan_version=req.plan_version, step=req.step, tool=req.tool,
-                               principal=req.on_behalf_of, at_call=False)
+        # bookkeeping: the call keeps its own decision; a Postgres that hangs delays this
+        # answer a few seconds, never past the local activity's timeout
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(decisions.record(
+                self.world, d, run_id=req.workflow_id, plan_version=req.plan_version,
+                step=req.step, tool=req.tool, principal=req.on_behalf_of, at_call=False),
+                DECISION_ROW_TRY_S)
         return Decided(policy=d.mark())
 
     @activity.defn(name=GUARD_ACTIVITY)

@@ -7,6 +7,7 @@ an amount over a people threshold never asked for its card and the call refused 
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import FailureError
 
 from plangate.plans import bindings
 from plangate.records import options
@@ -36,11 +37,16 @@ async def decide_bound(s: StepScope, p: Prepared) -> Failed | None:
         tool=s.step.tool, effect=s.effect, args=p.args, on_behalf_of=ctx.on_behalf_of,
         approval_asked=s.guard.approval,
     )
-    got: Decided = await workflow.execute_local_activity(
-        DECIDE_ACTIVITY, req, result_type=Decided,
-        start_to_close_timeout=options.GUARD_TIMEOUT, retry_policy=options.GUARD_RETRY,
-        summary=summaries.bound_decision(s.n, ctx.version, s.step.tool),
-    )
+    try:
+        got: Decided = await workflow.execute_local_activity(
+            DECIDE_ACTIVITY, req, result_type=Decided,
+            start_to_close_timeout=options.GUARD_TIMEOUT, retry_policy=options.GUARD_RETRY,
+            summary=summaries.bound_decision(s.n, ctx.version, s.step.tool),
+        )
+    except FailureError as e:  # a local activity's failure arrives bare (or timed out)
+        # an early word, never the last: the call decides (and refuses) itself
+        workflow.logger.warning("step %s was not decided before its call: %s", s.n, e)
+        return None
     mark = got.policy
     if mark is None:  # no policies, or none readable now: the call decides alone
         return None
