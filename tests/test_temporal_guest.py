@@ -6,18 +6,22 @@ history. Real Temporal, Postgres and S3."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from credits import activities as team
 from credits.workflows import ArchiveWorkflow, CarefulArchiveWorkflow, CreditWorkflow
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
 
+from plangate.activities.call_checks import HEARTBEAT_EVERY_S
 from plangate.client.api import Plangate
 from plangate.temporal import GuardHalted, GuardTable, PlangatePlugin
 from plangate.world.settings import Settings
@@ -85,6 +89,41 @@ async def test_a_guarded_calls_handle_is_the_sdks_activity_handle(
             execution_timeout=timedelta(seconds=60))
     assert said == ["ActivityHandle", "True", "archive/h.csv"]
     assert s3.get_object(Bucket=bucket, Key="archive/h.csv")["Body"].read() == b"h"
+
+
+@activity.defn(name="archive_object")
+def archive_object_sync(bucket: str, key: str) -> str:
+    """The team's archive as a plain function (run in the worker's thread pool), working
+    through more than two of the guard's heartbeats."""
+    time.sleep(HEARTBEAT_EVERY_S * 2.5)
+    team._s3().copy_object(Bucket=bucket, Key=f"archive/{key}",
+                           CopySource={"Bucket": bucket, "Key": key})
+    return f"archive/{key}"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_guarded_sync_activity_acts_once_on_its_first_attempt(
+    team_client: Client, settings: Settings, bucket: str, s3: Any,
+) -> None:
+    """A sync activity's context heartbeats through the event loop and waits for it (the SDK);
+    the guard's own beat, on that loop, must not call it while the function runs: the call
+    completes on attempt 1, one copy made."""
+    s3.put_object(Bucket=bucket, Key="sync.csv", Body=b"s")
+    queue = f"team-sync-{uuid.uuid4().hex[:8]}"
+    wf = f"sync-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(2) as pool:
+        async with Worker(team_client, task_queue=queue, workflows=[ArchiveWorkflow],
+                          activities=[archive_object_sync], activity_executor=pool,
+                          plugins=[plugin(settings)]):
+            assert await team_client.execute_workflow(
+                ArchiveWorkflow.run, args=[bucket, "sync.csv"], id=wf, task_queue=queue,
+                execution_timeout=timedelta(seconds=60)) == "archive/sync.csv"
+    history = await events(team_client, wf)
+    started = [e.activity_task_started_event_attributes.attempt for e in history
+               if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    assert started == [1]
+    assert [e for e in history if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    assert s3.get_object(Bucket=bucket, Key="archive/sync.csv")["Body"].read() == b"s"
 
 
 @pytest.mark.asyncio(loop_scope="session")

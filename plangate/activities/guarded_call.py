@@ -310,12 +310,21 @@ async def read_after(
         return None
 
 
+async def stopped(beat: asyncio.Task[None]) -> None:
+    beat.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await beat
+
+
 async def run_guarded(
     spec: ToolSpec[Any], world: World, policy: PolicySettings, probes: ProbeActivities,
-    book: policing.PolicyBook | None, call: ToolCall,
+    book: policing.PolicyBook | None, call: ToolCall, *, beats_while_acting: bool = True,
 ) -> ToolResult:
     """One call of ``spec`` in its activity, every check at the call made first. What it
-    raises leaves as an ``ApplicationError`` of its code (``call_checks``)."""
+    raises leaves as an ``ApplicationError`` of its code (``call_checks``).
+    ``beats_while_acting=False``: the tool is a team's sync activity, whose context heartbeats
+    by waiting on this event loop (the SDK's); the guard's beat stops before it acts, and the
+    function's own heartbeats are the call's from then on."""
     s = Setting(spec, world, policy, probes, book)
     beat = asyncio.create_task(heartbeat())
     entered: Entered | None = None
@@ -329,6 +338,8 @@ async def run_guarded(
             return await answered(s, call, entered.answered)
         hold(proof, entered)
         acting = True
+        if not beats_while_acting:
+            await stopped(beat)
         acted = await act(s, call, proof, entered)
         concluding = True
         result = await conclude(s, call, entered, acted)
@@ -347,8 +358,6 @@ async def run_guarded(
                         spec.name, activity.info().attempt, error)
         raise as_application_error(error) from e
     finally:
-        beat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await beat
+        await stopped(beat)
     metrics.tool_call(spec.name, 200)
     return result

@@ -10,6 +10,8 @@ Activities the table does not name pass untouched.
 from __future__ import annotations
 
 import contextvars
+import inspect
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -50,6 +52,12 @@ def call_key() -> str | None:
 class TeamRaised(ToolError):
     """The team's activity raised (its cause): the ledger keeps the outcome unknown, and the
     team's own error reaches its workflow."""
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """As the SDK decides whether it runs an activity on the event loop or in its executor."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        type(fn).__call__)
 
 
 class GuardAtCall(ActivityInboundInterceptor):
@@ -141,7 +149,8 @@ class GuardAtCall(ActivityInboundInterceptor):
         spec = replace(self.g.specs[name], fn=invoke)
         policy = replace(self.g.settings.policy, submitters=())  # no plan submitted it
         try:
-            result = await run_guarded(spec, world, policy, probes, book, call)
+            result = await run_guarded(spec, world, policy, probes, book, call,
+                                       beats_while_acting=is_async(input.fn))
         except ApplicationError as e:
             if isinstance(e.__cause__, TeamRaised) and e.__cause__.__cause__ is not None:
                 raise e.__cause__.__cause__ from None
