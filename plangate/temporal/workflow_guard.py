@@ -16,18 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from datetime import timedelta
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from typing import Any
 
 from temporalio import workflow
-from temporalio.api.common.v1 import Payload
-from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.exceptions import TimeoutError as ActivityTimeout
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     StartActivityInput,
@@ -35,17 +30,9 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from plangate.plans.model import LEDGERED, Effect
-from plangate.records import keys, visibility
-from plangate.records.approvals import (
-    ApprovalAnswer,
-    ApprovalCard,
-    ApprovalRecord,
-    CardStatus,
-    Decision,
-)
-from plangate.records.calls import Outcome, ProbeReport, StepRef, ToolFailure
-from plangate.records.codes import CODES
+from plangate.plans.model import Effect
+from plangate.records import visibility
+from plangate.records.approvals import ApprovalAnswer, CardStatus, Decision
 from plangate.records.interface import (
     ANSWER_SIGNAL,
     APPROVE_UPDATE,
@@ -53,46 +40,14 @@ from plangate.records.interface import (
     REJECT_UPDATE,
     REPORT_QUERY,
     TEAM_APPROVERS_ACTIVITY,
-    TEAM_CHECK_ACTIVITY,
-    TEAM_READ_ACTIVITY,
 )
-from plangate.records.proofs import ApprovalGrant
-from plangate.records.report import (
-    Cancellation,
-    CheckRecord,
-    FailureRecord,
-    LedgerLink,
-    Phase,
-    Refusal,
-    RunReport,
-    RunStatus,
-    StepReport,
-    StepState,
-    StepTimings,
-)
+from plangate.records.report import Cancellation, RunReport, RunStatus
 from plangate.records.run import CancelRequest
 from plangate.records.windows import WINDOWS_MEMO, WINDOWS_MEMO_MAX, RunWindows, executions
-from plangate.temporal.calls import (
-    ANSWER_META,
-    GUARD_VERSION,
-    HEADER,
-    Checked,
-    CheckRequest,
-    GuardAnswer,
-    GuardHeader,
-    ReadRequest,
-    header_payload,
-    wire_json,
-)
-from plangate.temporal.errors import GuardHalted, GuardRefused
-from plangate.workflows import cards
+from plangate.temporal.errors import GuardHalted
+from plangate.temporal.team_call import TeamCall, approver_keys, local
 from plangate.workflows.answers import Answers
-from plangate.workflows.context import key_tag
-from plangate.workflows.sealing import SealKey, sealed_headers
-
-LOCAL = timedelta(seconds=30)
-LOCAL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5)
-REDECISIONS = 2  # times a call is decided again when the policies in force moved under it
+from plangate.workflows.sealing import SealKey
 
 
 @dataclass(frozen=True)
@@ -170,14 +125,9 @@ class GuardedRun:
     async def _refusal_now(self, answer: ApprovalAnswer, decision: Decision) -> str | None:
         """Judged by the approvers the worker lists now: a key removed since neither approves
         nor rejects."""
-        import base64
-
-        listed = await workflow.execute_local_activity(
-            TEAM_APPROVERS_ACTIVITY, workflow.info().workflow_id, result_type=str,
-            start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
-            summary=f"plangate: who may answer the card of call {answer.step}",
-        )
-        self.answers.approvers = {n: base64.b64decode(k) for n, k in json.loads(listed).items()}
+        listed = await local(TEAM_APPROVERS_ACTIVITY, workflow.info().workflow_id,
+                             f"plangate: who may answer the card of call {answer.step}")
+        self.answers.approvers = approver_keys(json.loads(listed))
         return self.answers.refusal(self.report, answer, decision)
 
     def _cancel(self, request: dict[str, Any]) -> None:
@@ -271,301 +221,10 @@ class GuardedRun:
         guards first (``plangate.guard.check``) only where the call needs a person's approval,
         which the activity says by refusing a call that carries none (``approval_missing``)."""
         self.n += 1
-        call = _Call(self, input, self.n)
+        call = TeamCall(self, input, self.n)
         if self.names[input.activity].asks:  # the table or the deployment asks every call
             await call.approved()
         return await call.answered(await call.dispatched(start))
-
-
-class _Call:
-    """One guarded call: its step in the run's report, the guards the workflow decided for it
-    (where a card was needed) and the approval it carries. Its cards are ``cards.take``'s: this
-    is their desk (how a card is published, answered and the world read again here)."""
-
-    settle_summary: str | None = None  # the settle timer has none in a team's history
-
-    def __init__(self, run: GuardedRun, input: StartActivityInput, n: int) -> None:
-        info = workflow.info()
-        self.run, self.input, self.n, self.name = run, input, n, input.activity
-        self.workflow_id = info.workflow_id
-        self.key = keys.idempotency_key(info.workflow_id, key_tag(),
-                                       keys.guard_call(_segment(info), n))
-        self.values = wire_json(workflow.payload_converter(), input.args)
-        self.step = StepReport(n=n, tool=self.name, plan_version=GUARD_VERSION,
-                               effect=run.names[self.name].effect, state=StepState.EXECUTING,
-                               timings=StepTimings(
-                                   plan_made_at=run.report.begun_at or workflow.now()))
-        run.report.steps.append(self.step)
-        self.checked: Checked | None = None  # the guards the workflow decided (for a card)
-        self.grant: ApprovalGrant | None = None
-        self.superseded = 0  # times the policies moved between the decision and the call
-
-    async def decide(self, again: bool = False) -> Checked:
-        out = await self._check(CheckRequest(workflow_id=self.workflow_id, activity=self.name,
-                                             n=self.n, values=self.values, key=self.key,
-                                             again=again))
-        if not again:
-            self.step.effect, self.step.policy = out.effect, out.policy
-            self.run.visible = self.run.visible or out.visible
-        return out
-
-    async def approved(self) -> bool:
-        """Decided here, and a person's approval taken, where the call needs one."""
-        self.checked = checked = await self.decide()
-        if checked.refusal is not None:
-            self._refuse(checked, checked.refusal_code, checked.refusal)
-        if not checked.approval:
-            return False
-        self._record(Phase.PRE, checked.read)
-        self._unless_held(checked, checked.read, "precondition_unmet", "before the call")
-        self.run.answers.approvers = {}
-        taken = await cards.take(self, checked)
-        grant = cards.grant(taken.record) if taken is not None else None
-        if taken is None or grant is None:
-            self._refuse(self.checked, "approval_superseded", cards.SUPERSEDED)
-        self.grant, self.checked = grant, taken.checked
-        return True
-
-    async def dispatched(self, start: Callable[[StartActivityInput], Any]) -> Any:
-        """The activity's raw answer; dispatched again where the guard at the call asked a
-        person, or the policies moved under the decision."""
-        step, input = self.step, self.input
-        while True:
-            checked = self.checked
-            header = GuardHeader(n=self.n, key=self.key, decided=checked is not None,
-                                 grant=self.grant,
-                                 policy_bundle=checked.policy_bundle if checked else None,
-                                 wrap=True)
-            step.state = StepState.EXECUTING
-            step.timings.dispatched_at = workflow.now()
-            try:
-                said = header_payload(header)
-                headers = sealed_headers(self.run.key, self.name, input.args,
-                                         {**input.headers, HEADER: said}, vouched=said.data)
-                return await start(replace(input, ret_type=RawValue, headers=headers))
-            except ActivityError as e:
-                refused = _refused_at_call(e)
-                if await self._again(refused):
-                    continue
-                stop = self._failed(self.checked or await self.decide(), e, refused)
-                if stop is None:
-                    raise  # the team's own failure, as its activity raised it
-                raise stop from e  # the activity's own failure its cause
-
-    async def _again(self, refused: ToolFailure | None) -> bool:
-        """Whether the call goes again after the guard at the call refused it."""
-        code = refused.code if refused is not None else ""
-        if code == "approval_missing" and self.grant is None and await self.approved():
-            return True  # the policies asked a person at the call: approved, again
-        if code == "policy_superseded" and self.superseded < REDECISIONS:
-            # the policies moved between the decision and the call: decided again
-            self.superseded += 1
-            self.step.refusals.append(Refusal(status=412, code="policy_superseded"))
-            self.checked, self.grant = None, None
-            return True
-        return False
-
-    async def answered(self, raw: Any) -> Any:
-        """The team's answer, once the guard's (off the same payload) is in the report and the
-        post conditions, where there are any, held."""
-        step, key = self.step, self.key
-        answer, result = self._unwrapped(raw)
-        step.effect = answer.effect
-        self.run.visible = self.run.visible or answer.visible
-        if answer.effect in LEDGERED:
-            step.ledger = LedgerLink(key=key, answered=answer.ledger == "answered",
-                                     owed=answer.ledger == "owed")
-        # on the workflow's clock: dispatched, and answered
-        step.timings.tool_started_at = step.timings.dispatched_at
-        step.timings.tool_finished_at = workflow.now()
-        self._record(Phase.AT_CALL, answer.checked)
-        guard = Checked(effect=answer.effect, halts=answer.halts, args=answer.args,
-                        post=answer.post)
-        if answer.post:
-            step.state = StepState.VERIFYING
-            after = answer.after
-            if after is None or after.unknown:  # no read, or one that could not answer
-                after = await self._read(ReadRequest(
-                    step=StepRef(run_id=self.workflow_id, plan_version=GUARD_VERSION, n=self.n,
-                                 tool=self.name, args=answer.args),
-                    conditions=answer.post, key=key))
-            self._record(Phase.POST, after)
-            self._unless_held(guard, after, "postcondition_unmet", "after the call")
-        step.state = StepState.DONE
-        self.run._show()
-        return result
-
-    def _unwrapped(self, raw: Any) -> tuple[GuardAnswer, Any]:
-        """The guard's answer off the result payload, and the team's answer as their
-        converter reads it."""
-        if not isinstance(raw, RawValue):
-            raise ApplicationError("the guarded activity's answer is not a payload",
-                                   type="internal", non_retryable=True)
-        payload = Payload()
-        payload.CopyFrom(raw.payload)
-        meta = payload.metadata.pop(ANSWER_META, None)
-        if meta is None:
-            raise ApplicationError(
-                f"{self.name} answered without plangate's guard at the call (is the "
-                "worker that ran it without PlangatePlugin?)", type="not_permitted",
-                non_retryable=True)
-        answer = GuardAnswer.model_validate_json(meta)
-        value: Any = workflow.payload_converter().from_payload(
-            payload, self.input.ret_type)  # type: ignore[arg-type]  # None: the converter's own guess
-        return answer, value
-
-    async def _check(self, req: CheckRequest) -> Checked:
-        out = await workflow.execute_local_activity(
-            TEAM_CHECK_ACTIVITY, req.model_dump_json(), result_type=str,
-            start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
-            summary=f"plangate: guards of {req.activity} (call {req.n})",
-        )
-        return Checked.model_validate_json(out)
-
-    async def _read(self, req: ReadRequest) -> ProbeReport:
-        out = await workflow.execute_local_activity(
-            TEAM_READ_ACTIVITY, req.model_dump_json(), result_type=str,
-            start_to_close_timeout=LOCAL, retry_policy=LOCAL_RETRY,
-            summary=f"plangate: post check of {req.step.tool} (call {req.step.n})",
-        )
-        return ProbeReport.model_validate_json(out)
-
-    # -- its cards (``cards.Desk``) -------------------------------------------------------------
-    def publish(self, checked: Checked) -> ApprovalRecord:
-        step, report = self.step, self.run.report
-        self.checked = checked
-        now = workflow.now()
-        self.run.answers.approvers = _keys(checked.approvers)
-        card = ApprovalCard(
-            run_id=report.run_id, plan_version=GUARD_VERSION, step=step.n, tool=step.tool,
-            effect=checked.effect, args=checked.args, observed=_observed(checked),
-            on_behalf_of=checked.on_behalf_of, policy_bundle=checked.policy_bundle,
-            issued_at=now, expires_at=now + timedelta(seconds=checked.approval_ttl_s),
-            idempotency_key=self.key, policy=checked.policy,
-        )
-        record = ApprovalRecord(step=step.n, plan_version=GUARD_VERSION, digest=card.digest(),
-                                expires_at=card.expires_at, card=card)
-        report.approvals.append(record)
-        step.state = StepState.AWAITING_APPROVAL
-        self.run._show()
-        return record
-
-    async def answer(self, record: ApprovalRecord, cards_: int) -> None:
-        step = self.step
-        await cards.wait(record, f"plangate: card of {step.tool} (call {step.n}) waits")
-        step.state = StepState.PROBING
-        self.run._show()
-        if record.status is not CardStatus.APPROVED:
-            assert self.checked is not None  # the card's, published from it
-            self._refuse(self.checked, *cards.refusal(record))
-        return None
-
-    async def again(self) -> cards.Reread[Checked]:
-        again = await self.decide(again=True)
-        self._record(Phase.RE_PROBE, again.read)
-        if again.refusal is not None:
-            self._refuse(again, again.refusal_code, again.refusal)
-        self._unless_held(again, again.read, "precondition_unmet", "after the approval")
-        return cards.Reread(again, _observed(again))
-
-    # -- its bookkeeping in the report ------------------------------------------------------------
-    def _record(self, phase: Phase, read: ProbeReport | None) -> None:
-        step = self.step
-        if read is not None:
-            step.checks.append(CheckRecord(phase=phase, attempt=1, results=read.results,
-                                           read_at=read.read_at, elapsed_ms=read.elapsed_ms))
-            if phase in (Phase.PRE, Phase.AT_CALL):
-                step.timings.precheck_read_at = read.read_at
-
-    def _unless_held(self, checked: Checked, read: ProbeReport | None, code: str,
-                     when: str) -> None:
-        if read is None or read.all_hold:
-            return
-        first = next(r for r in read.results if r.outcome is not Outcome.HOLDS)
-        if first.outcome is Outcome.UNKNOWN:
-            code = "probe_unknown"
-        seen = json.dumps(first.observed) if first.observed is not None else "nothing"
-        why = (f"{when}, {first.condition.key()} {first.outcome.value}: saw {seen}"
-               + (f" ({first.detail})" if first.detail else ""))
-        self._refuse(checked, code, why[:1000])
-
-    def _refuse(self, checked: Checked, code: str, detail: str) -> NoReturn:
-        step, run = self.step, self.run
-        status = CODES[code].status if code in CODES else None
-        step.state = StepState.HALTED if checked.halts else StepState.FAILED
-        step.reason = detail
-        run.report.failure = FailureRecord(step=step.n, tool=step.tool,
-                                           plan_version=GUARD_VERSION, code=code, status=status,
-                                           retryable=False, detail=detail)
-        refused = (GuardHalted if checked.halts else GuardRefused)(step.tool, code, detail, status)
-        if isinstance(refused, GuardHalted):
-            run.halted = refused
-        run._show()
-        raise refused
-
-    def _failed(self, checked: Checked, e: ActivityError,
-                refused: ToolFailure | None) -> GuardRefused | None:
-        """``refused``: the guard's refusal at the call (else the activity's own failure, or
-        no answer); what the workflow is to raise for it (None: ``e`` itself)."""
-        step, run = self.step, self.run
-        cause = e.cause
-        code = cause.type if isinstance(cause, ApplicationError) and cause.type else "lost"
-        if refused is not None and isinstance(refused.data, dict) and "results" in refused.data:
-            # what the check at the call read
-            self._record(Phase.AT_CALL, ProbeReport.model_validate(refused.data))
-        step.state = StepState.FAILED
-        step.reason = (refused.detail if refused is not None else str(cause or e))[:1000]
-        if refused is not None and refused.status in (403, 409, 412):
-            step.refusals.append(Refusal(status=refused.status, code=refused.code))
-        unknown = code == "outcome_unknown" or isinstance(cause, ActivityTimeout)
-        halts = (checked.halts and refused is not None) or (
-            checked.effect is Effect.MONEY and unknown)
-        status = CODES[code].status if code in CODES else None
-        if halts:
-            step.state = StepState.HALTED
-            run.halted = GuardHalted(step.tool, code, step.reason, status)
-        run.report.failure = FailureRecord(
-            step=step.n, tool=step.tool, plan_version=GUARD_VERSION, code=code,
-            status=status, retryable=False, detail=step.reason)
-        run._show()
-        if refused is None:
-            return None
-        if run.halted is not None and halts:
-            return run.halted
-        return GuardRefused(step.tool, refused.code, refused.detail, refused.status)
-
-
-def _refused_at_call(e: ActivityError) -> ToolFailure | None:
-    """The guard's refusal at the call (plangate's code, its ``ToolFailure``), if that is what
-    failed the activity."""
-    cause = e.cause
-    if not isinstance(cause, ApplicationError) or cause.type not in CODES or not cause.details:
-        return None
-    try:
-        return ToolFailure.model_validate(cause.details[0])
-    except ValueError:
-        return None
-
-
-def _segment(info: workflow.Info) -> str:
-    """Which execution of a chain that continued as new the calls are of: their numbers begin
-    again there, their keys must not. A reset keeps it (the history it replays began so), so a
-    call made again after a reset has its first key and the effect ledger answers it."""
-    if info.continued_run_id is None:
-        return ""
-    return hashlib.sha256(info.continued_run_id.encode()).hexdigest()[:8] + "."
-
-
-def _observed(checked: Checked) -> dict[str, Any]:
-    if checked.read is None:
-        return {}
-    return {r.condition.key(): r.observed for r in checked.read.results}
-
-
-def _keys(approvers: dict[str, str]) -> dict[str, bytes]:
-    import base64
-
-    return {n: base64.b64decode(k) for n, k in approvers.items()}
 
 
 class _Outbound(WorkflowOutboundInterceptor):
