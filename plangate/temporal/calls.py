@@ -1,5 +1,5 @@
 """What the guard of a team's activity hands between its parts, as plain data: the workflow
-interceptor and its local activities (``CheckRequest`` -> ``Checked``, ``ReadRequest`` ->
+interceptor and its local activities (``CheckRequest`` -> ``GuardCheck``, ``ReadRequest`` ->
 ``ProbeReport``), and the header a guarded call carries to the activity interceptor
 (``GuardHeader``).
 
@@ -37,7 +37,7 @@ class CheckRequest(Model):
     again: bool = False  # the read after a person's approval (its decisions are not kept twice)
 
 
-class Checked(Model):
+class GuardCheck(Model):
     """The guards of one call, derived on the worker from its table, settings and policies,
     and what its pre conditions read."""
 

@@ -34,7 +34,7 @@ from plangate.records.interface import (
     TEAM_READ_ACTIVITY,
 )
 from plangate.records.policy import Outcome
-from plangate.temporal.calls import GUARD_VERSION, Checked, CheckRequest, ReadRequest
+from plangate.temporal.calls import GUARD_VERSION, CheckRequest, GuardCheck, ReadRequest
 from plangate.temporal.table import (
     ActivityGuard,
     GuardTable,
@@ -220,12 +220,12 @@ class GuardActivities:
     async def check(self, request: str) -> str:
         return (await self.checked(CheckRequest.model_validate_json(request))).model_dump_json()
 
-    async def checked(self, req: CheckRequest) -> Checked:
+    async def checked(self, req: CheckRequest) -> GuardCheck:
         world, probes, book = self.g.ready()
         policy = self.g.settings.policy
         g = self.g.table.get(req.activity)
         spec = self.g.specs.get(req.activity)
-        base = Checked(
+        base = GuardCheck(
             effect=g.effect if g else Effect.MONEY, halts=bool(g and g.on_failure == "halt"),
             approvers={n: _b64(k) for n, k in policy.approvers},
             approval_ttl_s=policy.approval_ttl_s, on_behalf_of=self.g.principal,

@@ -35,9 +35,9 @@ from plangate.temporal.calls import (
     ANSWER_META,
     GUARD_VERSION,
     HEADER,
-    Checked,
     CheckRequest,
     GuardAnswer,
+    GuardCheck,
     GuardHeader,
     ReadRequest,
     header_payload,
@@ -78,11 +78,11 @@ class TeamCall:
                                    plan_made_at=run.report.begun_at or workflow.now()))
         bookkeeping.set_state(self.step, StepState.EXECUTING)
         run.report.steps.append(self.step)
-        self.checked: Checked | None = None  # the guards the workflow decided (for a card)
+        self.checked: GuardCheck | None = None  # the guards the workflow decided (for a card)
         self.grant: ApprovalGrant | None = None
         self.superseded = 0  # times the policies moved between the decision and the call
 
-    async def decide(self, again: bool = False) -> Checked:
+    async def decide(self, again: bool = False) -> GuardCheck:
         out = await self._check(CheckRequest(workflow_id=self.workflow_id, activity=self.name,
                                              n=self.n, values=self.values, key=self.key,
                                              again=again))
@@ -162,7 +162,7 @@ class TeamCall:
         step.timings.tool_started_at = step.timings.dispatched_at
         step.timings.tool_finished_at = workflow.now()
         self._record(Phase.AT_CALL, answer.checked)
-        guard = Checked(effect=answer.effect, halts=answer.halts, args=answer.args,
+        guard = GuardCheck(effect=answer.effect, halts=answer.halts, args=answer.args,
                         post=answer.post)
         if answer.post:
             bookkeeping.set_state(step, StepState.VERIFYING)
@@ -197,8 +197,8 @@ class TeamCall:
             payload, self.input.ret_type)  # type: ignore[arg-type]  # None: the converter's own guess
         return answer, value
 
-    async def _check(self, req: CheckRequest) -> Checked:
-        return Checked.model_validate_json(await local(
+    async def _check(self, req: CheckRequest) -> GuardCheck:
+        return GuardCheck.model_validate_json(await local(
             TEAM_CHECK_ACTIVITY, req.model_dump_json(),
             f"plangate: guards of {req.activity} (call {req.n})"))
 
@@ -208,7 +208,7 @@ class TeamCall:
             f"plangate: post check of {req.step.tool} (call {req.step.n})"))
 
     # -- its cards (``cards.Desk``) -------------------------------------------------------------
-    def publish(self, checked: Checked) -> ApprovalRecord:
+    def publish(self, checked: GuardCheck) -> ApprovalRecord:
         step, report = self.step, self.run.report
         self.checked = checked
         now = workflow.now()
@@ -237,7 +237,7 @@ class TeamCall:
             self._refuse(self.checked, *cards.refusal(record))
         return None
 
-    async def again(self) -> cards.Reread[Checked]:
+    async def again(self) -> cards.Reread[GuardCheck]:
         again = await self.decide(again=True)
         self._record(Phase.RE_PROBE, again.read)
         if again.refusal is not None:
@@ -252,7 +252,7 @@ class TeamCall:
             if phase in (Phase.PRE, Phase.AT_CALL):
                 self.step.timings.precheck_read_at = read.read_at
 
-    def _unless_held(self, checked: Checked, read: ProbeReport | None, code: str,
+    def _unless_held(self, checked: GuardCheck, read: ProbeReport | None, code: str,
                      when: str) -> None:
         if read is None or read.all_hold:
             return
@@ -264,7 +264,7 @@ class TeamCall:
                + (f" ({first.detail})" if first.detail else ""))
         self._refuse(checked, code, why[:1000])
 
-    def _refuse(self, checked: Checked, code: str, detail: str) -> NoReturn:
+    def _refuse(self, checked: GuardCheck, code: str, detail: str) -> NoReturn:
         """Refused by the workflow's own check: raised into the team's code."""
         halted = self._fail(code, detail, checked.halts)
         raise halted or GuardRefused(self.step.tool, code, detail, _status(code))
@@ -283,7 +283,7 @@ class TeamCall:
         run._show()
         return run.halted if halts else None
 
-    def _failed(self, checked: Checked, e: ActivityError,
+    def _failed(self, checked: GuardCheck, e: ActivityError,
                 refused: ToolFailure | None) -> GuardRefused | None:
         """``refused``: the guard's refusal at the call (else the activity's own failure, or
         no answer); what the workflow is to raise for it (None: ``e`` itself)."""
@@ -339,7 +339,7 @@ def _segment(info: workflow.Info) -> str:
     return hashlib.sha256(info.continued_run_id.encode()).hexdigest()[:8] + "."
 
 
-def _observed(checked: Checked) -> dict[str, Any]:
+def _observed(checked: GuardCheck) -> dict[str, Any]:
     return observed(checked.read.results) if checked.read is not None else {}
 
 

@@ -19,8 +19,8 @@ from plangate.workflows.probing import check_before
 from plangate.workflows.router import Kind, route
 from plangate.workflows.step import (
     Attempt,
-    Checked,
     Failed,
+    Held,
     Park,
     Prepared,
     StepScope,
@@ -29,14 +29,14 @@ from plangate.workflows.step import (
 
 
 async def approve(
-    s: StepScope, base: Prepared, checked: Checked | None, resume: Parked | None = None
+    s: StepScope, base: Prepared, checked: Held | None, resume: Parked | None = None
 ) -> Prepared | Attempt:
     """The call, approved, with the version its last read observed and the proof of the
     approval; or why not. If what the probes observe changed since the card, the approval no
     longer matches: a new card. ``resume``: the card an earlier run of the chain issued is
     waiting still."""
     first = resume.cards if resume is not None else 0
-    desk: cards.Desk[Checked, Attempt] = _StepDesk(s, base)
+    desk: cards.Desk[Held, Attempt] = _StepDesk(s, base)
     # a chain resumed at its card: first < options.APPROVAL_CARDS, the card is waited for
     taken = await cards.take(desk, checked if checked is not None else _waiting_card(s), first)
     if isinstance(taken, cards.Approved):
@@ -55,7 +55,7 @@ class _StepDesk:
         self.s, self.base = s, base
         self.settle_summary: str | None = summaries.card(s.n, s.ctx.version)
 
-    def publish(self, checked: Checked) -> ApprovalRecord:
+    def publish(self, checked: Held) -> ApprovalRecord:
         s = self.s
         ctx, p = s.ctx, s.carry_version(self.base, checked)
         now = workflow.now()
@@ -99,9 +99,9 @@ class _StepDesk:
         code, why = cards.refusal(record)
         return Failed(route(s.situation(Kind.APPROVAL_REFUSED)), s.failure(code, False, why))
 
-    async def again(self) -> cards.Reread[Checked] | Attempt:
+    async def again(self) -> cards.Reread[Held] | Attempt:
         again = await check_before(self.s, self.base, Phase.RE_PROBE)
-        if not isinstance(again, Checked):
+        if not isinstance(again, Held):
             return again
         return cards.Reread(again, observed(again.results))
 

@@ -17,9 +17,9 @@ from plangate.workflows import bookkeeping, calls, guarding, reads, summaries
 from plangate.workflows.probing import check_before, probe
 from plangate.workflows.router import Answer, Kind, Refused, Route, route
 from plangate.workflows.step import (
-    Checked,
     Failed,
     Finished,
+    Held,
     Owed,
     Park,
     Prepared,
@@ -70,7 +70,7 @@ async def execute(
             if not unread:
                 bookkeeping.count_answer(ctx.report, s.rep, answer.refused, tf.status, tf.code)
             again = await check_before(s, base, Phase.PRE if unread else Phase.RE_EVALUATE)
-            if not isinstance(again, Checked):
+            if not isinstance(again, Held):
                 return again
             if unread:  # it held again a moment later: the world moves under the step
                 bookkeeping.count_answer(ctx.report, s.rep, answer.refused, tf.status, tf.code)

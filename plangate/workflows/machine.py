@@ -26,9 +26,9 @@ from plangate.workflows.context import VersionContext
 from plangate.workflows.router import Kind, Route, Situation, route
 from plangate.workflows.step import (
     Attempt,
-    Checked,
     Failed,
     Finished,
+    Held,
     Owed,
     Park,
     Prepared,
@@ -157,7 +157,7 @@ class StepRunner:
                     return stopped
         else:
             match await probing.check_before(s, prepared):
-                case Checked() as checked:
+                case Held() as checked:
                     p = s.carry_version(prepared, checked)
                 case stopped:
                     return stopped

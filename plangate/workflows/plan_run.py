@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 from plangate.plans.guards import GuardedPlan
 from plangate.plans.model import Plan
 from plangate.records import interface
-from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, Decision, RefusedAnswer
+from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, RefusedAnswer, Verdict
 from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
 from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
 from plangate.workflows import bookkeeping, ending, guarding, replanning, summaries
@@ -73,25 +73,25 @@ class PlanRunWorkflow:
     # -- answering a card: Updates (refused by their validator: no event in the history) --------
     @workflow.update(name=interface.APPROVE_UPDATE)
     async def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return await self._take(answer, Decision.APPROVE)
+        return await self._take(answer, Verdict.APPROVE)
 
     @approve.validator
     def _validate_approve(self, answer: ApprovalAnswer) -> None:
-        why = self._answers.refusal(self._report, answer, Decision.APPROVE)
+        why = self._answers.refusal(self._report, answer, Verdict.APPROVE)
         if why is not None:
             raise ValueError(why)
 
     @workflow.update(name=interface.REJECT_UPDATE)
     async def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return await self._take(answer, Decision.REJECT)
+        return await self._take(answer, Verdict.REJECT)
 
     @reject.validator
     def _validate_reject(self, answer: ApprovalAnswer) -> None:
-        why = self._answers.refusal(self._report, answer, Decision.REJECT)
+        why = self._answers.refusal(self._report, answer, Verdict.REJECT)
         if why is not None:
             raise ValueError(why)
 
-    async def _take(self, answer: ApprovalAnswer, decision: Decision) -> ApprovalReceipt:
+    async def _take(self, answer: ApprovalAnswer, decision: Verdict) -> ApprovalReceipt:
         """An answer the validator let through, recorded unless its approver is no longer
         one (the Update fails then, nothing recorded)."""
         why = await self._answers.refusal_now(self._report, answer, decision)

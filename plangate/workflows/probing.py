@@ -17,9 +17,9 @@ from plangate.records.run import ParkedAt
 from plangate.workflows import bookkeeping, calls, reads, summaries
 from plangate.workflows.router import Kind, route
 from plangate.workflows.step import (
-    Checked,
     Failed,
     Finished,
+    Held,
     Owed,
     Park,
     Prepared,
@@ -98,7 +98,7 @@ async def _wait_for_system(
 
 async def check_before(
     s: StepScope, p: Prepared, again: Phase | None = None
-) -> Checked | Finished | Failed | Owed:
+) -> Held | Finished | Failed | Owed:
     """Read the world before the call: is the step's effect already in place (skip), do its
     pre conditions hold. ``again``: the phase of a second read (after an approval, after a
     refusal at the call), recorded as such."""
@@ -110,7 +110,7 @@ async def check_before(
         ahead = reads.own(s, p)
     s.read_at_call_only = set(ahead.at_call)
     if not ahead.conditions:
-        return Checked([])
+        return Held([])
     phase = again or (Phase.SKIP_PRE if ahead.skip else Phase.PRE)
     answer: ProbeReport | Failed | Unknown
     if ahead.report is not None:  # read ahead of the step, nothing having run in between
@@ -125,7 +125,7 @@ async def check_before(
         s.decide(route(s.situation(Kind.ALREADY_DONE)))
         return Finished(StepState.SKIPPED, p.args)
     pre = answer.results[ahead.skip :]
-    return _judge_pre(s, pre) or Checked(pre)
+    return _judge_pre(s, pre) or Held(pre)
 
 
 def _judge_pre(s: StepScope, results: list[ProbeResult]) -> Failed | Owed | None:

@@ -82,7 +82,7 @@ class Park:
 
 
 @dataclass(frozen=True)
-class Checked:
+class Held:
     """The pre conditions held: what they read (versions for a write and a card included)."""
 
     results: list[ProbeResult]
@@ -173,7 +173,7 @@ class StepScope:
             tool=self.step.tool, args=args,
         )
 
-    def carry_version(self, p: Prepared, checked: Checked) -> Prepared:
+    def carry_version(self, p: Prepared, checked: Held) -> Prepared:
         """The call's arguments with the version the step's own pre probe observed (unless the
         plan chose one): the system refuses the write if the resource moved since the read."""
         cond = version_condition(self.guard, p.args)
