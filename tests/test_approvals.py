@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 
 from plangate.client.api import AnswerRefused, Plangate, RunEnded
 from plangate.plans.model import Effect
-from plangate.records.approvals import Verdict
+from plangate.records.approvals import ApprovalDecision
 from plangate.records.report import RunReport
 from plangate.testing import running_worker, scheduled
 
@@ -155,7 +155,7 @@ async def test_an_update_failure_that_is_no_refusal_is_not_called_one(client, se
         api = Plangate(client, h.settings)
         run_id = await api.start(publish(bucket, unique("r") + ".txt"))
         card = await card_of(api, run_id)
-        answer = api.signed_answer(run_id, 1, card.digest, Verdict.APPROVE, by="erin")
+        answer = api.signed_answer(run_id, 1, card.digest, ApprovalDecision.APPROVE, by="erin")
         with pytest.raises(WorkflowUpdateFailedError) as e:
             await answers.answer(client, h.settings, run_id, "approve-v9", answer)
         assert not isinstance(e.value, AnswerRefused)
@@ -265,7 +265,7 @@ async def test_a_signal_answer_gets_the_same_checks(client, settings, s3, bucket
         await handle.signal("answer", ApprovalAnswer(step=1, digest=card.digest, by="erin"))
         await until_refused(api, run_id, 2)
         assert (await scheduled(client, run_id)).get("s3.put", 0) == 0
-        signed = api.signed_answer(run_id, 1, card.digest, Verdict.APPROVE, by="erin")
+        signed = api.signed_answer(run_id, 1, card.digest, ApprovalDecision.APPROVE, by="erin")
         await handle.signal("answer", signed)
         rep = await api.result(run_id)
     assert rep.status == "succeeded" and (await scheduled(client, run_id))["s3.put"] == 1

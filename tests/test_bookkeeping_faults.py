@@ -27,7 +27,7 @@ from plangate.activities.guarding import approver_keys
 from plangate.client.answers import signed_answer
 from plangate.client.api import Plangate
 from plangate.demo.schema import Account, seed_account
-from plangate.records.approvals import Verdict
+from plangate.records.approvals import ApprovalDecision
 from plangate.records.interface import (
     ANSWER_SIGNAL,
     APPROVERS_ACTIVITY,
@@ -220,7 +220,7 @@ async def test_an_answer_signal_whose_approvers_cannot_be_listed_fails_no_run(
         api = Plangate(client, h.settings)
         run_id = await api.start(plan)
         card = await api.wait_for_card(run_id, timeout=60)
-        answer = signed_answer(h.settings, run_id, card.step, card.digest, Verdict.APPROVE,
+        answer = signed_answer(h.settings, run_id, card.step, card.digest, ApprovalDecision.APPROVE,
                                "ok", by="", at=None)
         handle = client.get_workflow_handle(run_id)
         await handle.signal(ANSWER_SIGNAL, answer)

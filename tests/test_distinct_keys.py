@@ -15,7 +15,7 @@ from temporalio.client import Client
 from plangate.activities.catalogue import catalogue
 from plangate.activities.tool_activity import tool_activities
 from plangate.client.api import AnswerRefused, Plangate
-from plangate.records.approvals import Verdict
+from plangate.records.approvals import ApprovalDecision
 from plangate.records.proofs import ApprovalGrant, sign_answer
 from plangate.records.signing import SigningKey, public_entries
 from plangate.testing import running_worker, scheduled
@@ -86,7 +86,7 @@ async def test_a_call_handed_two_proofs_of_one_key_counts_one_approver(
 
     def proof(k: SigningKey) -> Any:
         return sign_answer(k, run_id=run, step=1, digest=card.digest(),
-                           decision=Verdict.APPROVE, reason="", now=now)
+                           decision=ApprovalDecision.APPROVE, reason="", now=now)
 
     grant = ApprovalGrant(card=card, digest=card.digest(), proof=proof(APPROVER_KEYS["erin"]),
                           others=[(proof(twin), "")])

@@ -51,7 +51,7 @@ from plangate.client.api import Plangate
 from plangate.client.connection import connect
 from plangate.demo.schema import Account, seed_account
 from plangate.records import seal
-from plangate.records.approvals import ApprovalAnswer, Verdict
+from plangate.records.approvals import ApprovalAnswer, ApprovalDecision
 from plangate.records.run import CancelRequest
 from plangate.servers.codec import CodecServer, CodecServerRefused, codec_server
 from plangate.testing import console_script, history_events, running_worker, scheduled
@@ -321,7 +321,8 @@ async def test_an_encrypting_worker_drops_plain_signals_and_refuses_plain_update
                 break
             await asyncio.sleep(0.1)
         (card,) = rep.approvals
-        answer = ApprovalAnswer(step=1, digest=card.digest, decision=Verdict.APPROVE, by="mallory")
+        answer = ApprovalAnswer(step=1, digest=card.digest, decision=ApprovalDecision.APPROVE,
+                                by="mallory")
         theirs = plain.get_workflow_handle(run_id)
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await theirs.execute_update("approve", answer)

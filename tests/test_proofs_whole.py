@@ -20,7 +20,7 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from plangate.client.api import AnswerRefused, Plangate
 from plangate.plans.load import parse_plan
-from plangate.records.approvals import Verdict
+from plangate.records.approvals import ApprovalDecision
 from plangate.records.proofs import Submitter, sign_submission
 from plangate.records.report import RunReport
 from plangate.records.run import RunInput
@@ -84,13 +84,14 @@ async def test_the_reason_recorded_is_the_signed_one_and_a_time_has_a_zone(
         card = await pending_card(api, run_id)
         handle = api.handle(run_id)
         # erin's approval (its reason signed empty), sent with a reason she never signed
-        signed = api.signed_answer(run_id, 1, card.digest, Verdict.APPROVE, by="erin")
+        signed = api.signed_answer(run_id, 1, card.digest, ApprovalDecision.APPROVE, by="erin")
         unsigned = signed.model_copy(update={"reason": "the CFO said so"})
         # her rejection, its signed reason swapped
-        rejection = api.signed_answer(run_id, 1, card.digest, Verdict.REJECT, "stale", by="erin")
+        rejection = api.signed_answer(run_id, 1, card.digest, ApprovalDecision.REJECT, "stale",
+                                      by="erin")
         swapped = rejection.model_copy(update={"reason": "fraud suspected"})
         # an approval signed at a time without a time zone (a correct signature over it)
-        naive = api.signed_answer(run_id, 1, card.digest, Verdict.APPROVE, by="erin",
+        naive = api.signed_answer(run_id, 1, card.digest, ApprovalDecision.APPROVE, by="erin",
                                   at=datetime.now(UTC).replace(tzinfo=None))
         refused = {
             "approve-unsigned": ("approve", unsigned, "the proof of erin does not verify"),
@@ -107,7 +108,7 @@ async def test_the_reason_recorded_is_the_signed_one_and_a_time_has_a_zone(
         assert (await scheduled(client, run_id)).get("s3.put", 0) == 0
         # an approval with a reason its approver signed: recorded as signed, and the tool's
         # activity verifies the same proof over it before it writes
-        reasoned = api.signed_answer(run_id, 1, card.digest, Verdict.APPROVE,
+        reasoned = api.signed_answer(run_id, 1, card.digest, ApprovalDecision.APPROVE,
                                      "checked against the ledger", by="frank")
         await handle.execute_update("approve", reasoned)
         rep = await api.result(run_id)
@@ -166,7 +167,7 @@ async def test_a_revoked_approver_neither_approves_nor_rejects(client, settings,
         assert str(e.value) == why
         # by signal: the same checks; refused, and recorded as refused only
         await frank.handle(run_id).signal("answer", frank.signed_answer(
-            run_id, 1, card.digest, Verdict.REJECT, "stop", by="frank"))
+            run_id, 1, card.digest, ApprovalDecision.REJECT, "stop", by="frank"))
         for _ in range(200):
             if (await api.report(run_id)).refused_answers:
                 break

@@ -19,7 +19,13 @@ from plangate.client.api import Plangate
 from plangate.client.staleness import Finished, per_tool
 from plangate.demo.schema import Account, seed_account
 from plangate.plans.model import Effect
-from plangate.records.approvals import Answered, ApprovalCard, ApprovalRecord, CardStatus, Verdict
+from plangate.records.approvals import (
+    Answered,
+    ApprovalCard,
+    ApprovalDecision,
+    ApprovalRecord,
+    CardStatus,
+)
 from plangate.records.calls import ToolCall, ToolResult
 from plangate.records.report import Refusal, RunReport, StepReport, StepTimings
 from plangate.testing import running_worker
@@ -43,7 +49,7 @@ def card(n: int, issued: datetime, answered: datetime, status: CardStatus) -> Ap
                      effect=Effect.WRITE, args={}, issued_at=issued, expires_at=issued + 24 * H)
     return ApprovalRecord(step=n, plan_version=1, digest="0" * 64, expires_at=c.expires_at,
                           card=c, status=status,
-                          answer=Answered(decision=Verdict.APPROVE, at=answered))
+                          answer=Answered(decision=ApprovalDecision.APPROVE, at=answered))
 
 
 def run(steps: list[StepReport], submitted: datetime, begun: datetime,

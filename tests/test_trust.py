@@ -35,7 +35,7 @@ from plangate.client.api import AnswerRefused, Plangate
 from plangate.demo.schema import Account, seed_account
 from plangate.plans.load import PlanError, parse_plan
 from plangate.plans.model import Effect
-from plangate.records.approvals import ApprovalAnswer, Verdict
+from plangate.records.approvals import ApprovalAnswer, ApprovalDecision
 from plangate.records.calls import StepRef, ToolCall
 from plangate.records.interface import PROPOSE_ACTIVITY
 from plangate.records.proofs import Submitter, sign_submission
@@ -188,7 +188,7 @@ async def test_an_answer_counts_only_with_an_approvers_proof(client, settings, p
             with pytest.raises(WorkflowUpdateFailedError) as e:
                 await handle.execute_update(name, ApprovalAnswer(
                     step=1, digest=card.digest, by="someone", reason="no",
-                    decision=Verdict(name),
+                    decision=ApprovalDecision(name),
                 ))
             assert "no approver's proof" in str(e.value.cause)
         # and as a signal (what the Web UI's HTTP API sends)
@@ -200,7 +200,7 @@ async def test_an_answer_counts_only_with_an_approvers_proof(client, settings, p
         with pytest.raises(AnswerRefused, match="not an approver of this deployment"):
             await outsider.approve(run_id, 1, card.digest)
         # a proof of erin's, for another step: it does not verify for this one
-        forged = api.signed_answer(run_id, 2, card.digest, Verdict.APPROVE, by="erin")
+        forged = api.signed_answer(run_id, 2, card.digest, ApprovalDecision.APPROVE, by="erin")
         with pytest.raises(WorkflowUpdateFailedError) as e:
             await handle.execute_update("approve", forged.model_copy(update={"step": 1}))
         assert "does not verify" in str(e.value.cause)

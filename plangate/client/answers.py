@@ -15,7 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from plangate.client import reports
 from plangate.client.errors import AnswerRefused, NoApproverKey, RunEnded, UnknownRun
 from plangate.client.handles import description, handle
-from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, CardStatus, Verdict
+from plangate.records.approvals import ApprovalAnswer, ApprovalDecision, ApprovalReceipt, CardStatus
 from plangate.records.interface import ANSWER_REFUSED_ERROR
 from plangate.records.proofs import sign_answer
 from plangate.records.report import RunReport
@@ -48,8 +48,8 @@ def approver_key(settings: Settings, name: str = "") -> SigningKey:
 
 
 def signed_answer(
-    settings: Settings, run_id: str, step: int, digest: str, decision: Verdict, reason: str,
-    by: str, at: datetime | None,
+    settings: Settings, run_id: str, step: int, digest: str, decision: ApprovalDecision,
+    reason: str, by: str, at: datetime | None,
 ) -> ApprovalAnswer:
     key = approver_key(settings, by)
     proof = sign_answer(

@@ -29,7 +29,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from plangate.client.errors import *  # noqa: F403 (what a caller catches, at home here too)
-from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, ApprovalRecord, Verdict
+from plangate.records.approvals import (
+    ApprovalAnswer,
+    ApprovalDecision,
+    ApprovalReceipt,
+    ApprovalRecord,
+)
 from plangate.records.interface import APPROVE_UPDATE, REJECT_UPDATE
 from plangate.records.report import RunReport, RunStatus
 from plangate.world.settings import Settings
@@ -265,7 +270,7 @@ class Plangate:
         time it is signed at (default: now; a time-skipping test server's clock is not this
         machine's). ``shown``: the card this client just fetched for this very answer
         (``published_card``; the CLI shows it first): not fetched again."""
-        return await self._answer(run_id, step, digest, Verdict.APPROVE, "", by, at, shown)
+        return await self._answer(run_id, step, digest, ApprovalDecision.APPROVE, "", by, at, shown)
 
     async def reject(
         self, run_id: str, step: int, digest: str, *, reason: str, by: str = "",
@@ -273,10 +278,11 @@ class Plangate:
     ) -> ApprovalReceipt:
         """Reject the card of ``step``: the step follows its ``on_unmet`` (fetched, checked
         and signed as ``approve``)."""
-        return await self._answer(run_id, step, digest, Verdict.REJECT, reason, by, at, shown)
+        return await self._answer(run_id, step, digest, ApprovalDecision.REJECT, reason, by, at,
+                                  shown)
 
     async def _answer(
-        self, run_id: str, step: int, digest: str, decision: Verdict, reason: str, by: str,
+        self, run_id: str, step: int, digest: str, decision: ApprovalDecision, reason: str, by: str,
         at: datetime | None, shown: PendingCard | None = None,
     ) -> ApprovalReceipt:
         from plangate.client import answers
@@ -287,11 +293,11 @@ class Plangate:
         if not fetched:
             await self.published_card(run_id, step, digest)
         answer = self.signed_answer(run_id, step, digest, decision, reason, by, at)
-        update = APPROVE_UPDATE if decision is Verdict.APPROVE else REJECT_UPDATE
+        update = APPROVE_UPDATE if decision is ApprovalDecision.APPROVE else REJECT_UPDATE
         return await answers.answer(self.client, self.settings, run_id, update, answer)
 
     def signed_answer(
-        self, run_id: str, step: int, digest: str, decision: Verdict, reason: str = "",
+        self, run_id: str, step: int, digest: str, decision: ApprovalDecision, reason: str = "",
         by: str = "", at: datetime | None = None,
     ) -> ApprovalAnswer:
         """An answer signed with the approver key named ``by`` (``approver_key``): what the

@@ -60,7 +60,7 @@ class CardStatus(StrEnum):
     SUPERSEDED = "superseded"  # approved, but the world moved before the call: a new card
 
 
-class Verdict(StrEnum):
+class ApprovalDecision(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
 
@@ -80,14 +80,14 @@ class ApprovalAnswer(Model):
 
     step: int
     digest: str = Field(min_length=64, max_length=64)
-    decision: Verdict = Verdict.APPROVE
+    decision: ApprovalDecision = ApprovalDecision.APPROVE
     by: str = Field(default="", max_length=200)
     reason: str = Field(default="", max_length=2000)
     proof: ApprovalProof | None = None
 
 
 class Answered(Model):
-    decision: Verdict
+    decision: ApprovalDecision
     by: str = ""  # the approver whose proof verified (before proofs: the name it claimed)
     reason: str = ""
     at: datetime
@@ -129,6 +129,6 @@ class ApprovalReceipt(Model):
 
     step: int
     digest: str
-    decision: Verdict
+    decision: ApprovalDecision
     at: datetime
     via: Literal["update", "signal"] = "update"

@@ -24,7 +24,7 @@ from plangate.plans._base import Model
 from plangate.plans.model import Plan
 from plangate.plans.problem import Problem
 from plangate.records import signing
-from plangate.records.approvals import ApprovalCard, ApprovalProof, Verdict
+from plangate.records.approvals import ApprovalCard, ApprovalDecision, ApprovalProof
 
 # clocks of a signer and the worker may differ this much
 CLOCK_SKEW = timedelta(minutes=5)
@@ -48,7 +48,7 @@ class ApprovalGrant(Model):
 
 
 def approval_fields(
-    *, run_id: str, step: int, digest: str, decision: Verdict, reason: str, approver: str,
+    *, run_id: str, step: int, digest: str, decision: ApprovalDecision, reason: str, approver: str,
     signed_at: datetime,
 ) -> dict[str, object]:
     """What an approval proof signs (the digest covers the card: its plan version, tool,
@@ -63,7 +63,7 @@ def approval_fields(
 
 
 def sign_answer(
-    key: signing.SigningKey, *, run_id: str, step: int, digest: str, decision: Verdict,
+    key: signing.SigningKey, *, run_id: str, step: int, digest: str, decision: ApprovalDecision,
     reason: str, now: datetime,
 ) -> ApprovalProof:
     fields = approval_fields(
@@ -88,7 +88,7 @@ class AnswerContext:
 
 
 def answer_refusal(
-    proof: ApprovalProof | None, decision: Verdict, reason: str, ctx: AnswerContext,
+    proof: ApprovalProof | None, decision: ApprovalDecision, reason: str, ctx: AnswerContext,
     now: datetime | None,
 ) -> str | None:
     """Why this answer does not count, or None. ``now``: the time it arrives (the validator's
@@ -151,7 +151,7 @@ def grant_refusal(
         return "the approved card is not this call (another run, step, tool or arguments)"
     ctx = AnswerContext(card, grant.digest, approvers, submitter, submitter_key)
     for proof, reason in [(grant.proof, grant.reason), *grant.others]:
-        why = answer_refusal(proof, Verdict.APPROVE, reason, ctx, None)
+        why = answer_refusal(proof, ApprovalDecision.APPROVE, reason, ctx, None)
         if why is not None:
             return why
     return None

@@ -32,7 +32,7 @@ from temporalio.worker import (
 
 from plangate.plans.model import Effect
 from plangate.records import visibility
-from plangate.records.approvals import ApprovalAnswer, CardStatus, Verdict
+from plangate.records.approvals import ApprovalAnswer, ApprovalDecision, CardStatus
 from plangate.records.interface import (
     ANSWER_SIGNAL,
     APPROVE_UPDATE,
@@ -84,8 +84,8 @@ class GuardedRun:
         has none of its own by that name)."""
         if workflow.get_query_handler(REPORT_QUERY) is None:
             workflow.set_query_handler(REPORT_QUERY, self._report)
-        for name, decision in ((APPROVE_UPDATE, Verdict.APPROVE),
-                               (REJECT_UPDATE, Verdict.REJECT)):
+        for name, decision in ((APPROVE_UPDATE, ApprovalDecision.APPROVE),
+                               (REJECT_UPDATE, ApprovalDecision.REJECT)):
             if workflow.get_update_handler(name) is None:
                 workflow.set_update_handler(name, self._answer_handler(decision),
                                             validator=self._validator(decision))
@@ -97,7 +97,7 @@ class GuardedRun:
     def _report(self) -> dict[str, Any]:
         return self.report.model_dump(mode="json")
 
-    def _validator(self, decision: Verdict) -> Callable[[dict[str, Any]], None]:
+    def _validator(self, decision: ApprovalDecision) -> Callable[[dict[str, Any]], None]:
         def validate(answer: dict[str, Any]) -> None:
             why = self.answers.refusal(self.report, ApprovalAnswer.model_validate(answer),
                                        decision)
@@ -105,7 +105,7 @@ class GuardedRun:
                 raise ApplicationError(why, type="answer_refused", non_retryable=True)
         return validate
 
-    def _answer_handler(self, decision: Verdict) -> Callable[[dict[str, Any]], Any]:
+    def _answer_handler(self, decision: ApprovalDecision) -> Callable[[dict[str, Any]], Any]:
         async def handle(answer: dict[str, Any]) -> dict[str, Any]:
             a = ApprovalAnswer.model_validate(answer)
             why = await self._refusal_now(a, decision)
@@ -122,7 +122,7 @@ class GuardedRun:
             self.answers.apply(self.report, a, a.decision, "signal")
             self._show()
 
-    async def _refusal_now(self, answer: ApprovalAnswer, decision: Verdict) -> str | None:
+    async def _refusal_now(self, answer: ApprovalAnswer, decision: ApprovalDecision) -> str | None:
         """Judged by the approvers the worker lists now: a key removed since neither approves
         nor rejects."""
         listed = await local(TEAM_APPROVERS_ACTIVITY, workflow.info().workflow_id,

@@ -19,10 +19,10 @@ from plangate.records import options
 from plangate.records.approvals import (
     Answered,
     ApprovalAnswer,
+    ApprovalDecision,
     ApprovalReceipt,
     ApprovalRecord,
     CardStatus,
-    Verdict,
 )
 from plangate.records.interface import APPROVERS_ACTIVITY
 from plangate.records.proofs import AnswerContext, answer_refusal, same_key_as
@@ -46,7 +46,7 @@ class Answers:
         )
 
     async def refusal_now(
-        self, report: RunReport, answer: ApprovalAnswer, decision: Verdict
+        self, report: RunReport, answer: ApprovalAnswer, decision: ApprovalDecision
     ) -> str | None:
         """``refusal``, judged by the approvers the worker lists now (kept for the answers
         after it)."""
@@ -61,7 +61,7 @@ class Answers:
         return self.refusal(report, answer, decision)
 
     def refusal(
-        self, report: RunReport, answer: ApprovalAnswer, decision: Verdict
+        self, report: RunReport, answer: ApprovalAnswer, decision: ApprovalDecision
     ) -> str | None:
         """Why ``answer`` is not taken; None when it is."""
         record = pending(report, answer.step)
@@ -75,7 +75,7 @@ class Answers:
             return f"wrong digest for step {answer.step}: it is not the card that waits"
         if workflow.now() >= record.expires_at:
             return f"the card of step {answer.step} expired at {record.expires_at.isoformat()}"
-        if decision is Verdict.REJECT and not answer.reason.strip():
+        if decision is ApprovalDecision.REJECT and not answer.reason.strip():
             return "a rejection needs a reason"
         if record.approvals and answer.proof is not None:
             # distinct people are distinct keys: one key listed under two names is one
@@ -97,7 +97,7 @@ class Answers:
         self,
         report: RunReport,
         answer: ApprovalAnswer,
-        decision: Verdict,
+        decision: ApprovalDecision,
         via: Literal["update", "signal"],
     ) -> ApprovalReceipt:
         record = pending(report, answer.step)
@@ -107,7 +107,7 @@ class Answers:
         proof = answer.proof
         by = proof.approver if proof is not None else answer.by  # the proven name, not a claim
         given = Answered(decision=decision, by=by, reason=answer.reason, at=now, proof=proof)
-        if decision is Verdict.APPROVE and len(record.approvals) + 1 < record.needed:
+        if decision is ApprovalDecision.APPROVE and len(record.approvals) + 1 < record.needed:
             # one of several distinct approvers the policy asks: the card waits on
             record.approvals.append(given)
             return ApprovalReceipt(
@@ -115,7 +115,7 @@ class Answers:
             )
         record.answer = given
         record.status = (
-            CardStatus.APPROVED if decision is Verdict.APPROVE else CardStatus.REJECTED
+            CardStatus.APPROVED if decision is ApprovalDecision.APPROVE else CardStatus.REJECTED
         )
         return ApprovalReceipt(
             step=answer.step, digest=record.digest, decision=decision, at=now, via=via

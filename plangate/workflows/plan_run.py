@@ -13,7 +13,12 @@ from temporalio.exceptions import ApplicationError, FailureError
 from plangate.plans.guards import GuardedPlan
 from plangate.plans.model import Plan
 from plangate.records import interface
-from plangate.records.approvals import ApprovalAnswer, ApprovalReceipt, RefusedAnswer, Verdict
+from plangate.records.approvals import (
+    ApprovalAnswer,
+    ApprovalDecision,
+    ApprovalReceipt,
+    RefusedAnswer,
+)
 from plangate.records.report import Cancellation, FailureRecord, RunReport, RunStatus, StepState
 from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
 from plangate.workflows import bookkeeping, ending, guarding, replanning, summaries
@@ -73,25 +78,25 @@ class PlanRunWorkflow:
     # -- answering a card: Updates (refused by their validator: no event in the history) --------
     @workflow.update(name=interface.APPROVE_UPDATE)
     async def approve(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return await self._take(answer, Verdict.APPROVE)
+        return await self._take(answer, ApprovalDecision.APPROVE)
 
     @approve.validator
     def _validate_approve(self, answer: ApprovalAnswer) -> None:
-        why = self._answers.refusal(self._report, answer, Verdict.APPROVE)
+        why = self._answers.refusal(self._report, answer, ApprovalDecision.APPROVE)
         if why is not None:
             raise ValueError(why)
 
     @workflow.update(name=interface.REJECT_UPDATE)
     async def reject(self, answer: ApprovalAnswer) -> ApprovalReceipt:
-        return await self._take(answer, Verdict.REJECT)
+        return await self._take(answer, ApprovalDecision.REJECT)
 
     @reject.validator
     def _validate_reject(self, answer: ApprovalAnswer) -> None:
-        why = self._answers.refusal(self._report, answer, Verdict.REJECT)
+        why = self._answers.refusal(self._report, answer, ApprovalDecision.REJECT)
         if why is not None:
             raise ValueError(why)
 
-    async def _take(self, answer: ApprovalAnswer, decision: Verdict) -> ApprovalReceipt:
+    async def _take(self, answer: ApprovalAnswer, decision: ApprovalDecision) -> ApprovalReceipt:
         """An answer the validator let through, recorded unless its approver is no longer
         one (the Update fails then, nothing recorded)."""
         why = await self._answers.refusal_now(self._report, answer, decision)

@@ -23,13 +23,14 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from plangate.temporal.agents import guarded_tool  # plangate's plugin passes plangate through
-
-# the Agents SDK and the team's activities (boto3, psycopg) are not loaded in the sandbox
+# the Agents SDK, plangate and the team's activities (boto3, psycopg) are not loaded in the
+# sandbox (a worker without plangate's plugin then loads this module too, and is refused at
+# the call)
 with workflow.unsafe.imports_passed_through():
     from agents import Agent, Runner
 
     from credits.activities import issue_credit, load_export
+    from plangate.temporal.agents import guarded_tool
 
 INSTRUCTIONS = (
     "You help the support team: credit a customer's account when asked (a person approves "

@@ -21,9 +21,8 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from plangate.temporal import GuardRefused, tool_error_text  # passed through by its plugin
-
-# pydantic-ai and the team's activities (boto3, psycopg) are not loaded in the sandbox
+# pydantic-ai, plangate and the team's activities (boto3, psycopg) are not loaded in the
+# sandbox (a worker without plangate's plugin then loads this module too)
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai import Agent, FunctionToolset
     from pydantic_ai.durable_exec.temporal import TemporalDurability
@@ -31,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.models import Model
 
     from credits import activities
+    from plangate.temporal import GuardRefused, tool_error_text
 
 MODEL = "openai-chat:gpt-5.2"  # chat completions: any OpenAI-compatible endpoint (OPENAI_BASE_URL)
 INSTRUCTIONS = (

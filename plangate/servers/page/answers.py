@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import cast
 
 from plangate.client.api import PendingApprovals, Plangate
-from plangate.records.approvals import Verdict
+from plangate.records.approvals import ApprovalDecision
 from plangate.records.report import RunReport, StepReport
 
 RECENT_MAX = 10  # answers given here, listed with what became of them
@@ -25,7 +25,7 @@ class Given:
     run_id: str
     step: int
     digest: str
-    decision: Verdict
+    decision: ApprovalDecision
     by: str
     at: datetime
 
@@ -57,7 +57,7 @@ def what_next(rep: RunReport, given: Given) -> tuple[str, bool]:
             said += f": {step.reason}"
         if newer:
             said += " (what its probes observe changed: a new card waits)"
-        text = (f"{said}; {run}" if given.decision is Verdict.APPROVE
+        text = (f"{said}; {run}" if given.decision is ApprovalDecision.APPROVE
                 else f"{run}; {said}")
     settled = rep.status.final or newer or (state is not None and state.final)
     return text, settled

@@ -25,7 +25,7 @@ from temporalio.service import RPCError
 
 from plangate.client.api import AnswerRefused, Plangate, RunEnded, UnknownRun
 from plangate.plans.visible import visible_json
-from plangate.records.approvals import ApprovalReceipt, Verdict
+from plangate.records.approvals import ApprovalDecision, ApprovalReceipt
 from plangate.records.report import RunReport
 from plangate.servers.page import views
 from plangate.servers.page.answers import Answers, Given
@@ -205,7 +205,7 @@ class Page:
             raise refused(409, what, str(e), s) from None
         except UnknownRun as e:
             raise refused(404, what, str(e), s) from None
-        if receipt.decision is Verdict.APPROVE:
+        if receipt.decision is ApprovalDecision.APPROVE:
             then = ("The step reads the world again right before it acts; if what its probes "
                     "observe has changed, a new card will wait here.")
         else:
@@ -216,7 +216,7 @@ class Page:
         given = Given(run_id, receipt.step, receipt.digest, receipt.decision, by, receipt.at)
         self.answers.recent.appendleft(given)
         became = await self.call(self.answers.became(given, NEXT_WAIT_S))
-        word = "Approved" if receipt.decision is Verdict.APPROVE else "Rejected"
+        word = "Approved" if receipt.decision is ApprovalDecision.APPROVE else "Rejected"
         return HTMLResponse(views.outcome_page(True, word, detail, s.csrf, run_id=run_id,
                                                at=receipt.at, became=became, links=self.links))
 
