@@ -4,8 +4,11 @@
    answered by the worker without a run (a standalone activity: guards derived by the worker,
    the tool called over its own session to the git server), the same call as a one-step
    guarded run (a second ``plangate mcp`` with ``PLANGATE_MCP_READS=run``), and the same read
-   tool called directly on the git server (``mcp-server-git`` over stdio): p50 of each, and
-   each guarded path's ratio to direct;
+   tool called directly on the git server (``mcp-server-git`` over stdio), and a bare
+   standalone activity round trip (a no-op activity on a worker of this process, started and
+   awaited by this process's client, as the front starts and awaits a read): p50 of each, each
+   guarded path's ratio to direct, and the read by the worker against its goal (issue 50: at
+   most the direct read plus one bare round trip, plus 20%);
 2. a one-step guarded run (``s3.put``) started over MCP, its answer awaited, against the same
    run started through the Python API (``start`` then ``result``): p50 of each, and their ratio;
 3. what one identity per client adds to a guarded call (over HTTP, a client of 100 in
@@ -32,6 +35,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,8 @@ import boto3
 import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from temporalio import activity
+from temporalio.worker import Worker
 
 from bench._stack import bench_stack
 from plangate.client.api import Plangate
@@ -55,6 +61,12 @@ servers:
           repo_path: string
           max_count: {{type: integer, optional: true}}
 """
+
+
+@activity.defn(name="bench.noop")
+async def noop(x: str) -> str:
+    """The bare standalone activity: nothing but Temporal's round trip."""
+    return x
 
 
 def scratch_repo(where: Path) -> Path:
@@ -124,10 +136,19 @@ async def main(calls: int) -> None:
             plangate_cmd = [sys.executable, "-m", "plangate", "mcp"]
             log_args = {"repo_path": str(repo), "max_count": 1}
             as_runs = {**env, "PLANGATE_MCP_READS": "run"}
+            noop_queue = f"bench-noop-{uuid.uuid4().hex[:8]}"
             async with stdio(git_cmd, env) as git, stdio(plangate_cmd, env) as gate, \
-                    stdio(plangate_cmd, as_runs) as gate_runs:
+                    stdio(plangate_cmd, as_runs) as gate_runs, \
+                    Worker(b.client, task_queue=noop_queue, activities=[noop]):
                 async def direct() -> None:
                     ok(await git.call_tool("git_log", log_args), "git_log")
+
+                async def bare() -> None:
+                    got = await b.client.execute_activity(
+                        noop, "x", id=f"bench-noop-{uuid.uuid4().hex}", task_queue=noop_queue,
+                        start_to_close_timeout=timedelta(seconds=60))
+                    if got != "x":
+                        raise SystemExit(f"the bare activity answered {got!r}")
 
                 ran: dict[str, list[str]] = {"worker": [], "run": []}
 
@@ -140,8 +161,8 @@ async def main(calls: int) -> None:
                         ran[path].append(str(out["run_id"]))
                     return call
 
-                g50, r50, d50 = await alternate(calls, guarded(gate, "worker"),
-                                                guarded(gate_runs, "run"), direct)
+                g50, r50, d50, b50 = await alternate(calls, guarded(gate, "worker"),
+                                                     guarded(gate_runs, "run"), direct, bare)
                 # each path is what it says: the worker's reads left no workflow, runs did
                 runs = [await b.client.count_workflows(f"WorkflowId = '{i}'")
                         for i in (ran["worker"][-1], ran["run"][-1])]
@@ -172,7 +193,12 @@ async def main(calls: int) -> None:
     print(f"git_log directly on mcp-server-git (stdio):        p50 {d50:8.1f} ms")
     print(f"git.log guarded, read by the worker (no run):      p50 {g50:8.1f} ms")
     print(f"git.log guarded, a one-step run (MCP_READS=run):    p50 {r50:8.1f} ms")
+    print(f"a bare standalone activity round trip:              p50 {b50:8.1f} ms")
     print(f"  read by the worker / direct:                       {g50 / d50:8.2f}x")
+    goal = (d50 + b50) * 1.2
+    print(f"  read by the worker / (direct + bare round trip):   {g50 / (d50 + b50):8.2f}x "
+          f"(goal at most 1.20: {g50:.1f} vs {goal:.1f} ms; "
+          f"{'met' if g50 <= goal else 'NOT met'})")
     print(f"  one-step run / direct:                             {r50 / d50:8.2f}x")
     print(f"s3.put one-step run through the Python API:         p50 {a50:8.1f} ms")
     print(f"s3.put one-step run over MCP (call to answer):      p50 {m50:8.1f} ms")

@@ -6,17 +6,27 @@ time, none of which holds, so each is evaluated), alternating, in one process. R
 evaluation (``cedarpy``); the bundle is parsed once, as a worker keeps it. p50 and p99 of each
 over ``--calls`` decisions; the goal is at most 1 ms p50 with 50 policies.
 
-    .venv/bin/python -m bench.policy [--calls 5000]
+Then a plan version's steps as the guards decide them (issue 50): ``bench.bare``'s steps
+(``warehouse.run_sql`` marking a job each) decided one Cedar call a step against all in one
+batch (``Bundle.decide_all``), for 10 and 31 steps, with ``bench.bare``'s guarded+policy bundle
+and the 50; and at the call, the guards' decision taken again (``Bundle.recall``: the request
+compared canonically) against Cedar deciding it again. p50 over ``--versions`` of each,
+alternating.
+
+    .venv/bin/python -m bench.policy [--calls 5000] [--versions 500]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from plangate.activities.catalogue import catalogue
+from plangate.activities.policing import call_request
+from plangate.plans.catalogue import Catalogue
 from plangate.plans.model import Effect
 from plangate.plans.scope import Scope
 from plangate.records.policy import PolicyRequest, Totals
@@ -24,6 +34,9 @@ from plangate.world.policies import Bundle, bundle_of, cents, resources_of
 from plangate.world.settings import CatalogueSettings, PolicySettings
 
 BASE = '@id("base")\npermit(principal, action, resource);\n'
+# bench.bare's guarded+policy deployment: the base and a cap on the call's amount
+CAP = ('@id("cap")\nforbid(principal, action, resource)\n'
+       'when { context.amount_cents > 100000 };\n')
 
 
 def many(n: int) -> str:
@@ -48,10 +61,63 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def version(steps: int, cat: Catalogue) -> list[PolicyRequest]:
+    """The requests of a plan version as the guards put them: ``bench.bare``'s steps."""
+    tool = "warehouse.run_sql"
+    return [call_request(tool, cat.tools[tool], Effect.WRITE,
+                         {"statement": "set_job_state",
+                          "params": {"job_id": f"bench-{n}", "state": "done"}}, "dana")
+            for n in range(1, steps + 1)]
+
+
+def p50s(rounds: int, kinds: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """p50 (ms) of each kind, called in turn ``rounds`` times after 20 warm-ups."""
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    for i in range(rounds + 20):
+        for name in (list(kinds) if i % 2 else list(reversed(kinds))):
+            t0 = time.perf_counter()
+            kinds[name]()
+            if i >= 20:
+                times[name].append((time.perf_counter() - t0) * 1000)
+    return {k: pct(t, 0.5) for k, t in times.items()}
+
+
+def versions(rounds: int, cat: Catalogue, bundles: dict[str, Bundle]) -> None:
+    """A plan version's steps one Cedar call each against one batch; the call's recall
+    against deciding again."""
+    print(f"\n# a plan version's steps ({rounds} versions each, alternating; p50 ms)")
+    print(f"{'bundle':22} {'steps':>5} {'single':>8} {'batch':>8} {'single/batch':>13}")
+    for name, b in bundles.items():
+        for steps in (10, 31):
+            asked = version(steps, cat)
+            assert b.decide_all(asked) == [b.decide(r) for r in asked]
+            t = p50s(rounds, {"single": lambda: [b.decide(r) for r in asked],  # noqa: B023
+                              "batch": lambda: b.decide_all(asked)})  # noqa: B023
+            print(f"{name:22} {steps:5} {t['single']:8.3f} {t['batch']:8.3f} "
+                  f"{t['single'] / t['batch']:12.2f}x")
+    print(f"\n# at the call: the guards' decision recalled, or decided again "
+          f"({rounds * 10} calls each; p50 ms)")
+    print(f"{'bundle':22} {'decide':>8} {'recall':>8} {'decide/recall':>14}")
+    for name, b in bundles.items():
+        if not b.recalls:
+            print(f"{name:22} (its policies read the time or totals: decided at each call)")
+            continue
+        (r,) = version(1, cat)
+        b.remember(r, b.decide(r))
+        at_call = r.model_copy(update={"now": datetime.now(UTC)})
+        assert b.recall(at_call) == b.decide(at_call)
+        t = p50s(rounds * 10, {"decide": lambda: b.decide(at_call),  # noqa: B023
+                               "recall": lambda: b.recall(at_call)})  # noqa: B023
+        print(f"{name:22} {t['decide']:8.3f} {t['recall']:8.3f} "
+              f"{t['decide'] / t['recall']:13.2f}x")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--calls", type=int, default=5000)
-    calls = p.parse_args().calls
+    p.add_argument("--versions", type=int, default=500)
+    parsed = p.parse_args()
+    calls = parsed.calls
     cat = catalogue(CatalogueSettings(demo_systems=True))
     policy = PolicySettings(approve_effects=(Effect.MONEY,), policies=Path("/bench"))
     one = bundle_of([("base.cedar", BASE.encode())], policy, Scope(), cat)
@@ -85,6 +151,9 @@ def main() -> None:
     few, all_ = (pct(times[n], 0.5) for n in bundles)
     print(f"50 policies / 1: {all_ / few:.2f}x at p50; goal at most 1 ms p50 with 50: "
           f"{'met' if all_ <= 1.0 else 'NOT met'}")
+    capped = bundle_of([("base.cedar", BASE.encode()), ("cap.cedar", CAP.encode())],
+                       policy, Scope(), cat)
+    versions(parsed.versions, cat, {"guarded+policy (bare)": capped, "50 policies": fifty})
 
 
 if __name__ == "__main__":

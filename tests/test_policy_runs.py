@@ -154,6 +154,45 @@ async def test_shadow_mode_refuses_nothing_and_the_report_lists_what_it_would_ha
         in text.stdout
 
 
+async def test_a_versions_steps_are_decided_in_one_cedar_call_and_their_calls_take_it(
+    client: Client, settings: Settings, world: World, pg: Any, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two credits over the cap in shadow mode: the worker's guards decide both steps in one
+    Cedar call, and each call takes its step's decision (the same request, the policies read
+    neither the time, the check nor the totals): Cedar is asked once in the whole run, and
+    each decision is kept at the guards and at the call, the call's dated at the call."""
+    import cedarpy
+
+    asked: list[int] = []
+    real = cedarpy.is_authorized_batch
+
+    def counted(requests: list[dict[str, Any]], *a: Any, **kw: Any) -> Any:
+        asked.append(len(requests))
+        return real(requests, *a, **kw)
+
+    monkeypatch.setattr(cedarpy, "is_authorized_batch", counted)
+    shadow = replace(settings, policy=replace(settings.policy, policies=policies(
+        tmp_path, BASE, CAP), policy_mode="shadow"))
+    aids = [await account(world), await account(world)]
+    plan = {"goal": "two credits", "budget": {"replans_max": 0}, "steps": [
+        {"n": n, "tool": CREDIT, "args": {"account_id": aid, "amount_eur": 1500.0}}
+        for n, aid in enumerate(aids, 1)]}
+    async with running_worker(client, shadow) as h:
+        lax = Plangate(client, replace(h.settings, policy=settings.policy))  # decides nothing
+        rep = await lax.result(await lax.start(plan))
+    assert rep.status.value == "succeeded"
+    assert [await credits(pg, aid) for aid in aids] == [1, 1]
+    assert len(asked) == 1  # the guards' one call; none at the calls
+    cur = await pg.execute(
+        "SELECT step, outcome, policies, at_call, decided_at FROM plangate.policy_decisions "
+        "WHERE run_id = %s ORDER BY at_call, step", (rep.run_id,))
+    rows = await cur.fetchall()
+    assert [r[:4] for r in rows] == [(n, "forbid", ["credit-cap"], at_call)
+                                     for at_call in (False, True) for n in (1, 2)]
+    assert all(rows[i + 2][4] > rows[i][4] for i in (0, 1))  # the call's own time
+
+
 MakeRole = Callable[[], Awaitable[str]]
 
 

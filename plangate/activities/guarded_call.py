@@ -184,15 +184,18 @@ async def check_first(s: Setting, call: ToolCall, proof: Proof) -> ProbeReport |
 async def decide(s: Setting, call: ToolCall, proof: Proof,
                  checked: ProbeReport | None) -> Ruling:
     """The policies' decision, kept where it is counted and enforced; against the totals,
-    the gate that makes it under the ledger's lock."""
+    the gate that makes it under the ledger's lock. Decided now, the guards' decision of the
+    very same request on this worker is taken (``Bundle.recall``: never where the policies
+    read the time, the check or the totals), else Cedar decides."""
     bundle = proof.bundle
     if bundle is None:
         return Ruling()
     if proof.timing is Timing.TOTALS:
         return Ruling(gate=TotalsGate(s, call, bundle, proof, checked))
     given = proof.proven.approvers
-    decided = bundle.decide(policing.request_at_call(
-        s.spec, call, checked, proof.proven.submitter, given))
+    request = policing.request_at_call(s.spec, call, checked, proof.proven.submitter, given)
+    recalled = bundle.recall(request) if proof.timing is Timing.NOW else None
+    decided = recalled or bundle.decide(request)
     await policing.judged(s.world, s.spec, call, decided, given)
     return Ruling(decision=decided)
 

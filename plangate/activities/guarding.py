@@ -112,16 +112,19 @@ def decided(
     """Each step decided by the policies as written (a ``${name}`` not bound yet is left out;
     the call decides again, bound): forbidden, the plan is refused (the step and why);
     permitted with people, the step waits for a card. Totals are the call's to weigh (the
-    ledger's, at the call). ``kept``: each decision that was not a plain permit is added."""
+    ledger's, at the call). ``kept``: each decision that was not a plain permit is added.
+    The steps are decided in one Cedar call (``Bundle.decide_all``), each remembered for its
+    call on this worker to take where nothing it reads changed (``Bundle.recall``)."""
     tools = catalogue(cat).tools
     out = dict(guards)
-    for step in plan.steps:
-        info = tools.get(step.tool)
-        g = guards.get(step.n)
-        if info is None or g is None:
-            continue
-        d = cedar.decide(call_request(step.tool, info, g.effect, step.args, principal,
-                                      approval_asked=g.approval))
+    asked = [(step, g, call_request(step.tool, info, g.effect, step.args, principal,
+                                    approval_asked=g.approval))
+             for step in plan.steps
+             if (info := tools.get(step.tool)) is not None
+             and (g := guards.get(step.n)) is not None]
+    for (step, g, request), d in zip(asked, cedar.decide_all([r for *_, r in asked]),
+                                     strict=True):
+        cedar.remember(request, d)
         if kept is not None and decisions.worth_keeping(d):
             kept.append((step.n, step.tool, d))
         out[step.n] = g = g.model_copy(update={"policy": d.mark()})
@@ -224,8 +227,10 @@ class GuardActivities:
             cedar = await asyncio.to_thread(self.book.current)
         except ToolError:  # the policies cannot be read now: the call refuses, itself
             return Decided()
-        d = cedar.decide(call_request(req.tool, info, req.effect, req.args, req.on_behalf_of,
-                                      approval_asked=req.approval_asked))
+        request = call_request(req.tool, info, req.effect, req.args, req.on_behalf_of,
+                               approval_asked=req.approval_asked)
+        d = cedar.decide(request)
+        cedar.remember(request, d)  # for the call, where it asks the same (``decided``)
         # bookkeeping: the call keeps its own decision; a Postgres that hangs delays this
         # answer a few seconds, never past the local activity's timeout
         with contextlib.suppress(TimeoutError):

@@ -21,7 +21,6 @@ for it. Without ``PLANGATE_POLICIES`` nothing here runs: the settings decide as 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -104,29 +103,14 @@ class PolicyBook:
             return self._bundle
 
 
-_READING: dict[str, frozenset[str]] = {}
-
-
-def _reading(bundle: Bundle) -> frozenset[str]:
-    """Which of ``observed`` and ``totals`` any policy of ``bundle`` names. Cedar has no
-    computed attribute names, so a policy that reads one names it: a string search of the
-    policies' JSON form may say yes wrongly (a string literal), never no wrongly."""
-    found = _READING.get(bundle.digest)
-    if found is None:
-        text = json.dumps([p.est for p in bundle.policies.values()])
-        found = _READING[bundle.digest] = frozenset(
-            a for a in ("observed", "totals") if f'"{a}"' in text)
-    return found
-
-
 def reads_observed(bundle: Bundle) -> bool:
     """Whether the decision waits for the check at the call (its ``context.observed``)."""
-    return "observed" in _reading(bundle)
+    return "observed" in bundle.reads
 
 
 def reads_totals(bundle: Bundle) -> bool:
     """Whether the decision is made against the running totals, under the ledger's lock."""
-    return "totals" in _reading(bundle)
+    return "totals" in bundle.reads
 
 
 def call_request(

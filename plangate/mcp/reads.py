@@ -13,6 +13,7 @@ one offered all the same (forged, or a front whose catalogue is not the worker's
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -35,8 +36,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 READS_VAR = "PLANGATE_MCP_READS"
 BY_WORKER, BY_RUN = "worker", "run"
-# how long the queue a tool's reads go to is taken as known (one DescribeTaskQueue less a read)
+# how long the queue a tool's reads go to is taken as known; past it, asked again behind the
+# read (a DescribeTaskQueue, off the read's path), and past QUEUE_STALE_S asked before it
 QUEUE_FOR_S = 5.0
+QUEUE_STALE_S = 60.0
 
 
 def reads_by_worker(env: Mapping[str, str] | None = None) -> bool:
@@ -62,20 +65,37 @@ class FastReads:
         self.off: str | None = None
         self._clock = clock
         self._queues: dict[str, tuple[str, float]] = {}  # tool -> (queue, asked at)
+        self._asking: dict[str, asyncio.Task[None]] = {}  # tool -> its queue asked again
 
     async def queue(self, api: Plangate, done: Checked) -> str:
-        """Where the read of ``done`` goes (``starting.queue_for``), asked again once
-        ``QUEUE_FOR_S`` old: a worker that left since costs a read its ``take_within`` wait,
-        then a run answers it."""
-        from plangate.client.starting import queue_for  # with Temporal's client, when used
-
+        """Where the read of ``done`` goes (``starting.queue_for``). Once ``QUEUE_FOR_S`` old
+        it is asked again behind this read, which goes where it was known to (one
+        DescribeTaskQueue less on a read's path); once ``QUEUE_STALE_S`` old, or never asked,
+        before it. A worker that left since costs a read its ``take_within`` wait, then a run
+        answers it."""
         tool, now = done.plan.steps[0].tool, self._clock()
         known = self._queues.get(tool)
-        if known is not None and now - known[1] < QUEUE_FOR_S:
-            return known[0]
+        if known is None or now - known[1] >= QUEUE_STALE_S:
+            return await self._ask(api, done, tool)
+        if now - known[1] >= QUEUE_FOR_S and tool not in self._asking:
+            task = asyncio.create_task(self._ask_behind(api, done, tool))
+            self._asking[tool] = task
+            task.add_done_callback(lambda _: self._asking.pop(tool, None))
+        return known[0]
+
+    async def _ask(self, api: Plangate, done: Checked, tool: str) -> str:
+        from plangate.client.starting import queue_for  # with Temporal's client, when used
+
+        asked_at = self._clock()
         queue = await queue_for(api.client, api.settings, done.plan)
-        self._queues[tool] = queue, now
+        self._queues[tool] = queue, asked_at
         return queue
+
+    async def _ask_behind(self, api: Plangate, done: Checked, tool: str) -> None:
+        try:
+            await self._ask(api, done, tool)
+        except Exception as e:  # the known queue stands; the next read past the bound asks
+            log.warning("the queue of %s's reads was not asked again: %s", tool, e)
 
     def offered(self, info: ToolInfo) -> bool:
         return self.off is None and info.effect is Effect.READ

@@ -251,7 +251,9 @@ class GuardActivities:
             except ToolError as e:
                 return out.model_copy(update={"refusal": e.detail, "refusal_code": e.code})
             call = call.model_copy(update={"approval_required": need})
-            d = cedar.decide(request_at_call(spec, call, None, None, 0))
+            request = request_at_call(spec, call, None, None, 0)
+            d = cedar.decide(request)
+            cedar.remember(request, d)  # the call takes it where it asks the same
             if not req.again:
                 await decisions.record(world, d, run_id=req.workflow_id,
                                        plan_version=GUARD_VERSION, step=req.n, tool=req.activity,

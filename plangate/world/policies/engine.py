@@ -10,7 +10,10 @@ directory's path, the other settings, the time.
 ``decide`` is pure: the request carries everything (the time too), nothing is read.
 One Cedar request per resource the call names; the call is permitted only when every one is.
 Cedar skips a policy that fails to evaluate (a forbid that errors would not forbid): here any
-such error forbids the call, and the failing policies are named.
+such error forbids the call, and the failing policies are named. ``decide_all`` decides many
+calls (a plan version's steps) as ``decide`` decides each, in one Cedar call where their
+entities agree (Cedar parses the entities and runs the batch once: ~0.1 ms a call against ~0.3
+ms alone, ``bench.policy``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import cedarpy
@@ -37,6 +40,7 @@ from plangate.records.policy import (
     ResourceRef,
 )
 from plangate.world.policies.builtin import builtin_policies
+from plangate.world.policies.recall import CHANGING, Recall
 from plangate.world.policies.schema import (
     CedarType,
     ValueProblem,
@@ -71,13 +75,35 @@ class Bundle:
     schema: str
     _set: Any  # cedarpy.PolicySet
     _schema: Any  # cedarpy.Schema
+    # which of the context's ``now``, ``observed`` and ``totals`` any policy names (``reading``)
+    reads: frozenset[str] = frozenset(CHANGING)
+    _recall: Recall = field(default_factory=Recall, compare=False, repr=False)
 
     @property
     def ids(self) -> list[str]:
         return list(self.policies)
 
+    @property
+    def recalls(self) -> bool:
+        """Whether a call may take the guards' decision of the same request (``recall``): its
+        policies read nothing that changes between the two."""
+        return not self.reads & CHANGING
+
     def decide(self, request: PolicyRequest) -> Decision:
         return decide(self, request)
+
+    def decide_all(self, requests: Sequence[PolicyRequest]) -> list[Decision]:
+        return decide_all(self, requests)
+
+    def remember(self, request: PolicyRequest, decision: Decision) -> None:
+        """Keep a decision made before the call (the guards') for the call to take."""
+        if self.recalls:
+            self._recall.put(request, decision)
+
+    def recall(self, request: PolicyRequest) -> Decision | None:
+        """The decision remembered for this very request (made at ``request.now``), where
+        the bundle ``recalls``; else None: decide."""
+        return self._recall.get(request) if self.recalls else None
 
 
 _cache: OrderedDict[str, Bundle] = OrderedDict()
@@ -101,6 +127,14 @@ def digest_of(
     return h.hexdigest()
 
 
+def reading(policies: Sequence[SourcePolicy]) -> frozenset[str]:
+    """Which of the context's ``now``, ``observed`` and ``totals`` the policies name. Cedar has
+    no computed attribute names, so a policy that reads one names it: a string search of the
+    policies' JSON form may say yes wrongly (a string literal), never no wrongly."""
+    text = json.dumps([p.est for p in policies])
+    return frozenset(a for a in CHANGING if f'"{a}"' in text)
+
+
 def bundle_of(
     files: Sequence[tuple[str, bytes]], policy: PolicySettings, scope: Scope,
     catalogue: Catalogue,
@@ -121,7 +155,7 @@ def bundle_of(
         bundle=f"{CEDAR_BUNDLE}{digest[:16]}", digest=digest, mode=policy.policy_mode,
         policies={p.id: p for p in found}, arg_types=types_, schema=schema,
         _set=cedarpy.PolicySet.from_json_str(json.dumps(est)),
-        _schema=cedarpy.Schema.from_str(schema),
+        _schema=cedarpy.Schema.from_str(schema), reads=reading(found),
     )
     _cache[digest] = b
     while len(_cache) > _CACHE_SIZE:
@@ -210,8 +244,20 @@ def _forbid(bundle: Bundle, r: PolicyRequest, reason: str, ids: Sequence[str] = 
                     reason=reason)
 
 
-def decide(bundle: Bundle, r: PolicyRequest) -> Decision:
-    """The decision about the call ``r`` describes: pure (``r.now`` is the time decided)."""
+@dataclass(frozen=True)
+class _Asked:
+    """One call put to Cedar: its entities (by uid) and a request per resource it names."""
+
+    entities: dict[tuple[str, str], dict[str, Any]]
+    requests: list[dict[str, Any]]
+
+
+def _uid(e: dict[str, Any]) -> tuple[str, str]:
+    return e["uid"]["type"], e["uid"]["id"]
+
+
+def _asked(bundle: Bundle, r: PolicyRequest) -> _Asked | Decision:
+    """What Cedar is asked of the call ``r``; the decision already, where it cannot be put."""
     try:
         context = _context(bundle, r)
     except ValueProblem as e:
@@ -232,8 +278,46 @@ def decide(bundle: Bundle, r: PolicyRequest) -> Decision:
         requests.append({"principal": principal,
                          "action": {"type": "Plangate::Action", "id": r.effect.value},
                          "resource": entity["uid"], "context": context})
-    results = cedarpy.is_authorized_batch(requests, bundle._set, json.dumps(entities),
-                                          schema=bundle._schema)
+    return _Asked({_uid(e): e for e in entities}, requests)
+
+
+def decide(bundle: Bundle, r: PolicyRequest) -> Decision:
+    """The decision about the call ``r`` describes: pure (``r.now`` is the time decided)."""
+    return decide_all(bundle, [r])[0]
+
+
+def decide_all(bundle: Bundle, rs: Sequence[PolicyRequest]) -> list[Decision]:
+    """Each call's decision, as ``decide`` makes it, in as few Cedar calls as their entities
+    allow: one, unless two calls name one entity differently (a resource named by two tools:
+    its ``tool`` differs), which then go to Cedar apart. Cedar evaluates each request of a
+    batch alone (an entity no request reaches changes no answer)."""
+    out: list[Decision | None] = [None] * len(rs)
+    batches: list[tuple[dict[tuple[str, str], dict[str, Any]], list[tuple[int, _Asked]]]] = []
+    for i, r in enumerate(rs):
+        asked = _asked(bundle, r)
+        if isinstance(asked, Decision):
+            out[i] = asked
+            continue
+        for entities, members in batches:
+            if all(entities.get(uid, e) == e for uid, e in asked.entities.items()):
+                entities.update(asked.entities)
+                members.append((i, asked))
+                break
+        else:
+            batches.append((dict(asked.entities), [(i, asked)]))
+    for entities, members in batches:
+        results = cedarpy.is_authorized_batch(
+            [q for _, a in members for q in a.requests], bundle._set,
+            json.dumps(list(entities.values())), schema=bundle._schema)
+        at = 0
+        for i, a in members:
+            out[i] = _judged(bundle, rs[i], results[at:at + len(a.requests)])
+            at += len(a.requests)
+    return [d for d in out if d is not None]
+
+
+def _judged(bundle: Bundle, r: PolicyRequest, results: Sequence[Any]) -> Decision:
+    """The decision of the call ``r`` from Cedar's answers to its requests."""
     errors = [e for res in results for e in res.diagnostics.errors]
     if errors or any(res.decision is cedarpy.Decision.NoDecision for res in results):
         failing = sorted({m.group(1) for e in errors if (m := _EVAL_ERROR.search(e))})
