@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from plangate.cli import main
 from plangate.client.checked import check
-from plangate.plans.load import PlanError
+from plangate.plans.load import PlanError, _maybe_unfit, _unfit_values, parse_plan
 from plangate.testing import running_worker
 from plangate.world.settings import Settings
 
@@ -140,3 +140,35 @@ def test_the_api_refuses_what_only_python_can_hand_over(settings):
             check(source, settings)
         assert any(message in p for p in e.value.problems), (what, e.value.problems)
         assert all(len(p.splitlines()) == 1 for p in e.value.problems), (what, e.value.problems)
+
+
+def test_a_plans_values_are_walked_only_where_its_json_shows_an_unfit_one():
+    """The values of a plan are searched as JSON text first (``plans.load._maybe_unfit``) and
+    walked only where the text shows a lone surrogate, a NUL or 19 digits: a plan with none is
+    not walked, and every unfit value or name is still found where it is."""
+    steps = [{"n": n, "tool": "warehouse.run_sql", "depends_on": [n - 1] if n > 1 else [],
+              "args": {"statement": "set_job_state",
+                       "params": {"job_id": f"job-{n}", "state": "done"}},
+              "pre": [{"probe": "column_exists", "table": "t", "column": "id"}],
+              "post": [{"probe": "job_state", "job_id": f"job-{n}", "want": "done"}]}
+             for n in range(1, 32)]
+    raw = {"goal": "clean", "steps": steps}
+    assert not _maybe_unfit(raw)
+    assert not _maybe_unfit(parse_plan(raw).model_dump())  # its datetimes and enums too
+
+    def at(value: Any, name: str = "job_id") -> dict[str, Any]:
+        return {"steps": [{"args": {"params": {name: value}}}]}
+
+    unfit = {
+        "a lone surrogate": at("a\udcffb"), "a surrogate in a name": at(1, "n\ud800"),
+        "a NUL": at("a\0b"), "a NUL in a name": at(1, "n\0"), "2**63": at(2**63),
+        "-(2**63) - 1": at(-(2**63) - 1), "a name of 2**64": {"steps": {2**64: 1}},
+        "5,000 digits": at(10**5000), "a name that is a tuple": {(1, 2): "a\0"},
+    }
+    for what, value in unfit.items():
+        assert _maybe_unfit(value), what
+        assert len(_unfit_values(value)) == 1, what
+    # suspected, walked, and fit: the largest integer a plan holds, a backslash written out
+    for fit in (at(2**63 - 1), at(-(2**63)), at("\\u0000"), {"a": "x", "b": 1.5e300}):
+        assert _maybe_unfit(fit) == ("u0000" in str(fit) or "9223372036854775" in str(fit))
+        assert _unfit_values(fit) == [], fit

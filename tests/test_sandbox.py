@@ -86,6 +86,48 @@ async def test_the_sandbox_compiles_its_code_once(client, settings):
     assert after.currsize <= 16, after
 
 
+async def test_a_payloads_serialization_context_is_asked_without_exec(
+    client, settings, monkeypatch
+):
+    """Every payload of a workflow task asks the instance for its serialization context: the
+    instance in the sandbox is asked directly, never through the sandbox's ``exec``, and
+    answers as the SDK's own way of asking it does (the workflow's or the activity's)."""
+    from temporalio.converter import ActivitySerializationContext
+    from temporalio.worker.workflow_sandbox._runner import _Instance
+
+    from plangate.worker.sandbox import _CompiledOnce
+
+    execs: list[str] = []
+    asked: list[Any] = []
+    sdk_run_code = _Instance._run_code
+    ours = _CompiledOnce.get_serialization_context
+
+    def run_code(self: Any, code: Any, **extra: Any) -> None:
+        execs.append(code if isinstance(code, str) else " ".join(code.co_names))
+        sdk_run_code(self, code, **extra)
+
+    def context(self: Any, info: Any) -> Any:
+        before = len(execs)
+        answer = ours(self, info)
+        exec_used = any("get_serialization_context" in str(c) for c in execs[before:])
+        asked.append((answer, _Instance.get_serialization_context(self, info), exec_used))
+        return answer
+
+    monkeypatch.setattr(_Instance, "_run_code", run_code)
+    monkeypatch.setattr(_CompiledOnce, "get_serialization_context", context)
+    plan = {"goal": "contexts", "steps": [
+        {"n": n, "tool": "warehouse.run_sql", "args": {"statement": "select_one"}}
+        for n in (1, 2)]}
+    async with running_worker(client, settings) as h:
+        rep = await h.run(plan)
+    assert rep.status == "succeeded" and [s.state for s in rep.steps] == ["DONE"] * 2
+    assert len(asked) >= 8, len(asked)  # both steps' calls, results and summaries at least
+    assert [used for _, _, used in asked] == [False] * len(asked)
+    assert [ours for ours, _, _ in asked] == [sdk for _, sdk, _ in asked]
+    kinds = {type(ours).__name__ for ours, _, _ in asked}
+    assert {"WorkflowSerializationContext", ActivitySerializationContext.__name__} <= kinds
+
+
 def test_no_plangate_module_wraps_its_imports():
     root = Path(plangate.__file__).parent
     wrapping = [

@@ -69,6 +69,10 @@ class VersionContext:
     kept: bool = False
     # issue 48's branch (``BOUND_PATCH``): a step bound after its guards is decided again
     decides_bound: bool = False
+    # this version's entries of the report, by n, as found: a step asks for its own and the
+    # others' (their states) about 90 times a step of a 31-step plan, and ``RunReport.step``
+    # reads the whole list (issue 50). Entries are only ever added, never replaced.
+    found: dict[int, StepReport] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of_run(
@@ -98,7 +102,7 @@ class VersionContext:
         verified claims carried over; nothing of this version's own (its reads ahead)."""
         return replace(
             self, guarded=plan, version=version, plan_made_at=made_at, bound=dict(self.bound),
-            verified=dict(self.verified), prefetched={}, parking=False,
+            verified=dict(self.verified), prefetched={}, parking=False, found={},
         )
 
     def over_bound(self) -> bool:
@@ -127,7 +131,10 @@ class VersionContext:
         return self.guarded.guard(n)
 
     def step_report(self, n: int) -> StepReport:
-        return self.report.step(n, self.version)
+        rep = self.found.get(n)
+        if rep is None or rep.plan_version != self.version:  # a copy of another version's
+            rep = self.found[n] = self.report.step(n, self.version)
+        return rep
 
     def set_state(self, n: int, state: StepState, fold: bool = False) -> None:
         bookkeeping.set_state(self.step_report(n), state, fold)
