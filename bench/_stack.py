@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from plangate.client.connection import connect
+from plangate.records.report import RunReport
 from plangate.records.signing import SigningKey
 from plangate.testing import Harness, embedded_stack, running_worker
 from plangate.world.clients import World
@@ -60,13 +61,11 @@ async def bench_stack(
             yield Bench(h.client, h.settings, world, stack.database_url, stack_env)
         await world.close()
 
-async def concurrent_steps_per_s(
-    h: Harness, plans: int, make: Callable[[], dict[str, Any]]
-) -> float:
-    """Steps per second of ``plans`` plans (each made by ``make``) started at once, from the
-    start to the last one's end; every run must succeed."""
-    bodies = [make() for _ in range(plans)]
-    steps = sum(len(b["steps"]) for b in bodies)
+async def concurrent_runs(
+    h: Harness, bodies: list[dict[str, Any]]
+) -> tuple[float, list[RunReport]]:
+    """``bodies`` started at once: the seconds from the start to the last one's end, and their
+    reports; every run must succeed."""
     t0 = time.perf_counter()
     reports = await asyncio.gather(*(h.run(body) for body in bodies))
     elapsed = time.perf_counter() - t0
@@ -74,4 +73,14 @@ async def concurrent_steps_per_s(
     if bad:
         why = "; ".join(f"{r.run_id} {r.status}: {r.failure}" for r in bad[:3])
         raise SystemExit(f"{len(bad)} runs did not succeed: {why}")
-    return steps / elapsed
+    return elapsed, reports
+
+
+async def concurrent_steps_per_s(
+    h: Harness, plans: int, make: Callable[[], dict[str, Any]]
+) -> float:
+    """Steps per second of ``plans`` plans (each made by ``make``) started at once, from the
+    start to the last one's end; every run must succeed."""
+    bodies = [make() for _ in range(plans)]
+    elapsed, _ = await concurrent_runs(h, bodies)
+    return sum(len(b["steps"]) for b in bodies) / elapsed

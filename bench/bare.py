@@ -3,6 +3,15 @@ plangate unguarded and a hand-written Temporal workflow (``bench._bare_workflow`
 ``execute_activity`` a step) doing the same Postgres write, on one dev server and one worker
 process, alternating.
 
+And (issue 50) "by hand": the hand-written workflow's step doing, in its one activity, what the
+guarded step does for the same write: the same pre read, an intent row, the write, an outcome
+row and the same post read, with psycopg directly (``bench._by_hand`` says which statement
+stands for which of plangate's). Printed side by side: guarded / by hand (goal at most 1.10),
+guarded / hand-written (at most 1.25), this process's CPU a step guarded / by hand (at most
+1.25x) and by hand / hand-written (what the guard costs physically: its reads and rows); and
+each ratio per round (each round's kinds run back to back, so a round's ratio drifts less with
+the machine's load than the medians').
+
 Two more kinds run the guarded chain on workers of the same stack whose deployments have Cedar
 policies (``POLICIES``): guarded+policy (each call decided at the worker's guards and at the
 call) and guarded+totals (its policy reads the running totals: each write decided against them
@@ -46,8 +55,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.worker import Interceptor, Worker
 
-from bench._bare_workflow import SET_JOB, BareChain, Chain, JobWrite
-from bench._cpu import StackCpu
+from bench._bare_workflow import SET_JOB, BareChain, ByHandChain, Chain, GuardedChain, JobWrite
+from bench._by_hand import JobsByHand, all_done, create_ledger
+from bench._cpu import THIS, StackCpu
 from bench._stack import Bench, bench_stack
 from bench.guard_cost import TABLE, plan
 from plangate.activities.tools._statements import SET_JOB as SET_JOB_SQL
@@ -59,7 +69,7 @@ from plangate.testing import Harness, history_events, running_worker
 # "guarded (no door)": the same on a third worker whose door lets every call in (no seal made
 # or verified, issue 46): what the door costs, beside "guarded (worker 2)"
 KINDS = ("guarded", "guarded (worker 2)", "guarded (no door)", "guarded+policy",
-         "guarded+totals", "unguarded", "hand-written")
+         "guarded+totals", "unguarded", "by hand", "hand-written")
 # the deployment's Cedar policies of the two policed kinds: a permissive base and a cap, every
 # call decided at the worker's guards and at the call; the second's cap reads the running
 # totals, so each write is decided against them under the ledger's lock
@@ -152,11 +162,13 @@ async def main(pairs: int, steps: int) -> None:
         async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as conn:
             await conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (id int)")  # bench's own
             await conn.execute(f"INSERT INTO {TABLE} VALUES (1)")
+            await create_ledger(conn)
         queue = f"bare-{uuid.uuid4().hex[:8]}"
         writes = Writes(b)
+        by_hand = JobsByHand(await b.world.pool())
         ruled = {kind: policed(b, texts) for kind, texts in POLICIES.items()}
-        async with Worker(b.client, task_queue=queue, workflows=[BareChain],
-                          activities=[writes.set_job]), \
+        async with Worker(b.client, task_queue=queue, workflows=[BareChain, ByHandChain],
+                          activities=[writes.set_job, by_hand.set_job]), \
                 running_worker(b.client, ruled["guarded+policy"], world=b.world) as capped, \
                 running_worker(b.client, ruled["guarded+totals"], world=b.world) as totalled, \
                 running_worker(b.client, b.settings, world=b.world) as second, \
@@ -166,6 +178,16 @@ async def main(pairs: int, steps: int) -> None:
                 run_id = f"bare-{uuid.uuid4().hex[:12]}"
                 done = await b.client.execute_workflow(
                     BareChain.run, Chain([f"bare-{run_id}-{i}" for i in range(n)], run_id),
+                    id=run_id, task_queue=queue)
+                if done != n:
+                    raise SystemExit(f"{run_id} wrote {done} of {n}")
+                return run_id
+
+            async def guarded_by_hand(n: int) -> str:
+                run_id = f"byhand-{uuid.uuid4().hex[:12]}"
+                done = await b.client.execute_workflow(
+                    ByHandChain.run,
+                    GuardedChain([f"bare-{run_id}-{i}" for i in range(n)], run_id, TABLE, "id"),
                     id=run_id, task_queue=queue)
                 if done != n:
                     raise SystemExit(f"{run_id} wrote {done} of {n}")
@@ -184,7 +206,8 @@ async def main(pairs: int, steps: int) -> None:
                 "guarded+totals": plangate(True, totalled),
                 "guarded (worker 2)": plangate(True, second),
                 "guarded (no door)": plangate(True, open_),
-                "unguarded": plangate(False), "hand-written": hand}
+                "unguarded": plangate(False), "by hand": guarded_by_hand,
+                "hand-written": hand}
 
             cpu = StackCpu(b.settings.temporal.address, b.database_url)
             spent: dict[str, dict[str, float]] = {k: defaultdict(float) for k in KINDS}
@@ -214,7 +237,9 @@ async def main(pairs: int, steps: int) -> None:
             for kind, (long_id, short_id) in last.items():
                 shapes[kind] = (shape(await history_events(b.client, long_id)),
                                 shape(await history_events(b.client, short_id)))
+        ledgered = await all_done(b.database_url)
     report(pairs, steps, per_step, shapes)
+    print(f"by hand: {ledgered} rows in its ledger, every one done with its output")
     cpu_report(pairs, steps, spent)
 
 
@@ -232,6 +257,14 @@ def cpu_report(pairs: int, steps: int, spent: dict[str, dict[str, float]]) -> No
         ratios = ", ".join(f"{part} {spent[kind][part] / hand[part]:.2f}"
                            for part in hand if hand[part] > 0)
         print(f"  {kind} / hand-written: {ratios}")
+    guarded, by_hand = spent["guarded"], spent["by hand"]
+    ratios = ", ".join(f"{part} {guarded[part] / by_hand[part]:.2f}"
+                       for part in by_hand if by_hand[part] > 0)
+    print(f"  guarded / by hand: {ratios}")
+    print(f"  issue 50: worker CPU a step ({THIS}), guarded / by hand "
+          f"{guarded[THIS] / by_hand[THIS]:.2f}x (goal at most 1.25x); guarded / hand-written "
+          f"{guarded[THIS] / hand[THIS]:.2f}x; by hand / hand-written "
+          f"{by_hand[THIS] / hand[THIS]:.2f}x")
 
 
 def report(pairs: int, steps: int, per_step: dict[str, list[float]],
@@ -243,6 +276,18 @@ def report(pairs: int, steps: int, per_step: dict[str, list[float]],
         runs = ", ".join(f"{x:.1f}" for x in per_step[kind])
         print(f"  {kind:<18} median {med[kind]:6.1f} ms a step  (rounds: {runs})")
     hand = med["hand-written"]
+
+    def ratio(a: str, b: str, goal: str = "") -> None:
+        rounds = [x / y for x, y in zip(per_step[a], per_step[b], strict=True)]
+        print(f"  {a} / {b}: {med[a] / med[b]:.2f} of the medians, median of the rounds' "
+              f"{statistics.median(rounds):.2f} ({', '.join(f'{r:.2f}' for r in rounds)}){goal}")
+
+    print("  issue 50:")
+    ratio("guarded", "by hand", "   goal: at most 1.10")
+    ratio("guarded", "hand-written", "   goal: at most 1.25")
+    ratio("by hand", "hand-written", "   (the guard's reads and rows)")
+    print(f"  by hand - hand-written: {med['by hand'] - hand:+.1f} ms a step; guarded - by hand: "
+          f"{med['guarded'] - med['by hand']:+.1f} ms a step")
     print(f"  guarded / hand-written:   {med['guarded'] / hand:.2f}")
     print(f"  unguarded / hand-written: {med['unguarded'] / hand:.2f}")
     print(f"  guarded / unguarded:      {med['guarded'] / med['unguarded']:.2f}")

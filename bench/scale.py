@@ -7,6 +7,10 @@ finished runs, and ``plangate report`` over them.
                                     [--concurrency 100] [--cpu-window 20]
                                     [--max-cached-runs N] [--checked 1000]
     .venv/bin/python -m bench.scale --waiting 10000 --finished 0   # 10-17 minutes
+    .venv/bin/python -m bench.scale --throughput [--plans 1000] [--steps 5] [--rounds 1]
+
+``--throughput`` (issue 50): plans started at once, guarded against hand-written, steps/s and
+p99 step latency (``bench._scale_throughput``); nothing else of this bench runs then.
 
 Prints each phase's lines as it ends, each figure beside the issue's goal: how long the waiting
 runs took to reach their cards (progress on stderr); the worker's RSS idle (after warm-up runs)
@@ -417,4 +421,14 @@ if __name__ == "__main__":
                     help="waiting runs whose report is read afterwards (a seeded sample)")
     ap.add_argument("--max-cached-runs", type=int, default=None,
                     help="PLANGATE_MAX_CACHED_RUNS of the worker (default: unset, plangate's)")
-    raise SystemExit(asyncio.run(main(ap.parse_args())))
+    ap.add_argument("--throughput", action="store_true",
+                    help="guarded against hand-written plans at once (issue 50), nothing else")
+    ap.add_argument("--plans", type=int, default=1000, help="--throughput: plans at once")
+    ap.add_argument("--steps", type=int, default=5, help="--throughput: steps a plan")
+    ap.add_argument("--rounds", type=int, default=1, help="--throughput: rounds of both kinds")
+    args = ap.parse_args()
+    if args.throughput:
+        from bench import _scale_throughput
+
+        raise SystemExit(_scale_throughput.run(args))
+    raise SystemExit(asyncio.run(main(args)))

@@ -6,7 +6,11 @@ without, on one embedded stack, the kinds interleaved round by round (their orde
   the plugin, whose guard table gives it one pre condition (``object_exists`` of a source
   object) and one post condition (``object_exists`` of the object it writes), effect ``write``
   (so its effect ledger row too); against ``unguarded``: the same workflow and activity on the
-  worker without the plugin. Goal: at most 1.15x p50.
+  worker without the plugin. Goal: at most 1.15x p50. And (issue 50) against ``by hand``: the
+  same put with the same two reads (a HEAD each, the pre before and the post after) and the
+  same intent and outcome rows in a ledger table of the team's own, written by hand in the
+  activity (``bench._by_hand``), on the worker without the plugin. Goal: guarded / by hand at
+  most 1.10 p50.
 - (b) ``plugin, not in table``: a workflow calling ``count_rows`` (answers its argument), which
   the guard table does not name, on the worker with the plugin; against ``no plugin``: the same
   on the worker without it. Goal: within 2%.
@@ -32,23 +36,32 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psycopg
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from bench._by_hand import StampsByHand, all_done, create_ledger
 from bench._cpu import StackCpu
 from bench._stack import bench_stack
-from bench._team_workflow import COUNT, STAMP, CountWorkflow, Stamp, StampWorkflow
+from bench._team_workflow import (
+    COUNT,
+    STAMP,
+    CountWorkflow,
+    Stamp,
+    StampByHandWorkflow,
+    StampWorkflow,
+)
 from bench.bare import Shape, shape
 from plangate.client.api import Plangate
 from plangate.temporal import PlangatePlugin
 from plangate.testing import history_events, s3_client
 
-GUARDED, UNGUARDED = "guarded", "unguarded"
+GUARDED, UNGUARDED, BY_HAND = "guarded", "unguarded", "by hand"
 PLUGIN, NO_PLUGIN = "plugin, not in table", "no plugin"
-KINDS = (GUARDED, UNGUARDED, PLUGIN, NO_PLUGIN)
+KINDS = (GUARDED, UNGUARDED, BY_HAND, PLUGIN, NO_PLUGIN)
 WARMUP = 8  # rounds left out of the figures
 READ_BACK = 20  # the last workflows of each kind whose histories are read
 TABLE: dict[str, Any] = {"activities": {STAMP: {
@@ -89,20 +102,25 @@ async def main(rounds: int, calls: int) -> None:
         team = await Client.connect(b.settings.temporal.address,
                                     namespace=b.settings.temporal.namespace)
         acts = TeamActivities(s3)
+        async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as conn:
+            await create_ledger(conn)
+        by_hand = StampsByHand(await b.world.pool(), s3)
         tag = uuid.uuid4().hex[:8]
         with_q, bare_q = f"team-plugin-{tag}", f"team-bare-{tag}"
         plugin = PlangatePlugin(TABLE, settings=b.settings, principal="bench-team")
-        common: dict[str, Any] = {"workflows": [StampWorkflow, CountWorkflow],
-                                  "activities": [acts.stamp_object, acts.count_rows]}
+        common: dict[str, Any] = {
+            "workflows": [StampWorkflow, StampByHandWorkflow, CountWorkflow],
+            "activities": [acts.stamp_object, by_hand.stamp_object, acts.count_rows]}
         async with Worker(team, task_queue=with_q, plugins=[plugin], **common), \
                 Worker(team, task_queue=bare_q, **common):
 
-            def stamps(queue: str) -> Callable[[], Awaitable[str]]:
+            def stamps(queue: str, by_hand: bool = False) -> Callable[[], Awaitable[str]]:
+                workflow = StampByHandWorkflow.run if by_hand else StampWorkflow.run
+
                 async def go() -> str:
                     wf = f"stamp-{uuid.uuid4().hex[:12]}"
                     arg = [Stamp(bucket, "source", f"out/{wf}-{i}") for i in range(calls)]
-                    done = await team.execute_workflow(StampWorkflow.run, arg, id=wf,
-                                                       task_queue=queue)
+                    done = await team.execute_workflow(workflow, arg, id=wf, task_queue=queue)
                     if done != calls:
                         raise SystemExit(f"{wf} stamped {done} of {calls}")
                     return wf
@@ -119,6 +137,7 @@ async def main(rounds: int, calls: int) -> None:
                 return go
 
             runs = {GUARDED: stamps(with_q), UNGUARDED: stamps(bare_q),
+                    BY_HAND: stamps(bare_q, by_hand=True),
                     PLUGIN: counts(with_q), NO_PLUGIN: counts(bare_q)}
             cpu = StackCpu(b.settings.temporal.address, b.database_url)
             spent: dict[str, dict[str, float]] = {k: defaultdict(float) for k in KINDS}
@@ -142,7 +161,9 @@ async def main(rounds: int, calls: int) -> None:
             histories = {k: [await history_events(team, wf) for wf in v[-READ_BACK:]]
                          for k, v in ids.items()}
             probes = await probe_ms(Plangate(b.client, b.settings), ids[GUARDED][-READ_BACK:])
+        ledgered = await all_done(b.database_url)
     report(rounds, calls, wall, took, spent, histories, probes)
+    print(f"by hand: {ledgered} rows in its ledger, every one done with its output")
 
 
 def _ms(a: HistoryEvent, b: HistoryEvent) -> float:
@@ -197,6 +218,8 @@ def report(rounds: int, calls: int, wall: float, took: dict[str, list[float]],
               f"(p50 {added:+.2f} ms a workflow)   goal: {goal}")
 
     ratios("(a) the guard", GUARDED, UNGUARDED, "p50 <= 1.15")
+    ratios("(a) issue 50, the guard's machinery", GUARDED, BY_HAND, "p50 <= 1.10")
+    ratios("    the guard's reads and rows", BY_HAND, UNGUARDED, "none (what the guard costs)")
     if probes:
         print(f"    the guarded call's probes (pre + post, as its report says): p50 "
               f"{statistics.median(probes):.2f} ms a workflow, of {len(probes)}")
