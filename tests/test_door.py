@@ -280,6 +280,9 @@ def worker_args(d: Deployment, name: str) -> list[Any]:
         "replanner.propose": request,
         "replanner.review": {"plan": run_input["plan"], "request": request},
         "windows.record": {"status": "succeeded", "calls": []},
+        # the victim's row in the runs index, said to be succeeded
+        "index.record": {"status": "succeeded", "goal": "x", "cards": [],
+                         "started_at": "2026-01-01T00:00:00Z", "seq": 1 << 40},
     }[name]]
 
 
