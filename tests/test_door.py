@@ -398,9 +398,10 @@ async def test_a_captured_submission_starts_no_second_run(
     replayed = await captured(d.client, victim.workflow_id)
     assert replayed.calls == [], [c.name for c in replayed.calls]
     after = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
-    # the refused run is a run: its end is kept for the report (one row in plangate.windows)
+    # the refused run is a run: its end is kept for the report (one row in plangate.windows),
+    # and the runs index shows it as Temporal does (the victim's id, its latest run: failed)
     changed = {k for k in before if before[k] != after[k]}
-    assert changed == {"plangate.windows"}, changed
+    assert changed == {"plangate.windows", "plangate.runs_index"}, changed
     assert after["plangate.windows"][0] == before["plangate.windows"][0] + 1
 
 
@@ -429,7 +430,8 @@ async def test_a_continuation_forged_from_a_strangers_workflow_starts_no_run(
     assert (await captured(d.client, victim.workflow_id)).calls == []
     after = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
     changed = {k for k in before if before[k] != after[k]}
-    assert changed <= {"plangate.windows"}, changed  # the refused run's end, kept
+    # the refused run's end, kept, and its row in the runs index
+    assert changed <= {"plangate.windows", "plangate.runs_index"}, changed
 
 
 async def test_a_captured_read_answers_nobody_again(door: Deployment, stack: Any,

@@ -15,7 +15,7 @@ import psycopg
 from plangate.cli import main
 from plangate.client import pending
 from plangate.client.api import Plangate
-from plangate.testing import ended, running_worker
+from plangate.testing import running_worker
 from plangate.world.clients import World
 from tests.test_approvals import card_of, publish
 from tests.test_report_ledger import job_plan
