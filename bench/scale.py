@@ -110,6 +110,11 @@ async def median(fn: Callable[[], Awaitable[T]], times: int = MEDIAN_OF) -> tupl
 
 async def plangate(env: Mapping[str, str], *args: str) -> str:
     """``python -m plangate ARGS`` from this checkout, a process of its own: its stdout."""
+    return (await plangate_said(env, *args))[0]
+
+
+async def plangate_said(env: Mapping[str, str], *args: str) -> tuple[str, str]:
+    """The same: its stdout and its stderr."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "plangate", *args, cwd=ROOT, env=dict(env),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -117,7 +122,7 @@ async def plangate(env: Mapping[str, str], *args: str) -> str:
     out, err = await proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"plangate {' '.join(args)}: exit {proc.returncode}: {err.decode()}")
-    return out.decode()
+    return out.decode(), err.decode()
 
 
 def lines(text: str) -> int:
@@ -303,9 +308,10 @@ class Scale:
                    f"{s:.2f} s ({runs} runs)")
         for args in (("runs",), ("runs", "--status", "awaiting_approval"),
                      ("runs", "--status", "awaiting_approval", "--limit", str(n))):
-            s, text = await median(partial(plangate, env, *args))
-            out.append(f"plangate {' '.join(args)}, {label}: {s:.2f} s ({lines(text)} lines)"
-                       "   goal about 1 s")
+            s, (text, err) = await median(partial(plangate_said, env, *args))
+            said = f"; stderr: {err.strip()}" if err.strip() else " (from the runs index)"
+            out.append(f"plangate {' '.join(args)}, {label}: {s:.2f} s ({lines(text)} lines"
+                       f"{said})   goal about 1 s")
         out += await self.index_beside_temporal(label)
         s, (counted, shown, size, truncated) = await median(
             lambda: asyncio.to_thread(page.cards))

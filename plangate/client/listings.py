@@ -86,7 +86,8 @@ def runs_query(task_queue: str, status: RunStatus | None = None, *,
         if since is not None:
             q += f' AND StartTime >= "{_stamp(since)}"'
     elif unindexed:
-        q = f'(({ours} AND {queued} AND ExecutionStatus = "Running") OR {visibility.GUARDED})'
+        # (a run queued, then ended by Temporal before it began, keeps ``queued``: no row)
+        q = f"(({ours} AND {queued}) OR {visibility.GUARDED})"
     else:
         q = f"(({ours}) OR {visibility.GUARDED})"
     if status is None:
