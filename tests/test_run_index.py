@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -15,6 +16,7 @@ import psycopg
 from plangate.cli import main
 from plangate.client import pending
 from plangate.client.api import Plangate
+from plangate.servers.page.views import Links, cards_page
 from plangate.testing import running_worker
 from plangate.world.clients import World
 from tests.test_approvals import card_of, publish
@@ -93,6 +95,9 @@ async def test_the_index_is_temporals_view_and_a_lost_or_late_row_is_found_and_s
             assert got.note == ("the runs index shows 1 runs awaiting approval, Temporal 3; "
                                 "`plangate index rebuild` writes the index again from Temporal")
             assert {c.run_id for c in got.cards} == set(waiting)  # every card still
+            page = cards_page(got, queue, "c" * 43, datetime.now(UTC), "erin", Links())
+            assert (f"{got.note}: every run read from Temporal&#x27;s visibility (2 the index "
+                    "had wrong)") in page
             listed = await api.runs_listing()
             assert listed.indexed == 0 and listed.note is not None
             assert listed.note.startswith("the runs index holds 4 runs, Temporal 5;")
@@ -132,8 +137,6 @@ async def test_the_index_is_temporals_view_and_a_lost_or_late_row_is_found_and_s
 
 async def test_the_rows_order_keeps_a_late_write_from_overwriting_a_newer(stack: Any) -> None:
     """A write owed while Postgres was away, paid after a newer one, changes nothing."""
-    from datetime import UTC, datetime
-
     from plangate.activities.bootstrap import SCHEMA
     from plangate.records.report import RunStatus
     from plangate.records.run_index import IndexRow
