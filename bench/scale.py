@@ -64,6 +64,7 @@ from plangate.records.placement import visibility_clause
 from plangate.records.report import RunStatus
 from plangate.records.signing import SigningKey
 from plangate.testing import approver_env, embedded_stack, s3_client
+from plangate.world.clients import World
 from plangate.world.settings import DEMO_SYSTEMS_VAR, Settings
 from tests.crash_harness import ROOT, WorkerProcess
 
@@ -113,6 +114,11 @@ async def median(fn: Callable[[], Awaitable[T]], times: int = MEDIAN_OF) -> tupl
 
 async def plangate(env: Mapping[str, str], *args: str) -> str:
     """``python -m plangate ARGS`` from this checkout, a process of its own: its stdout."""
+    return (await plangate_said(env, *args))[0]
+
+
+async def plangate_said(env: Mapping[str, str], *args: str) -> tuple[str, str]:
+    """The same: its stdout and its stderr."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "plangate", *args, cwd=ROOT, env=dict(env),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -120,7 +126,7 @@ async def plangate(env: Mapping[str, str], *args: str) -> str:
     out, err = await proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"plangate {' '.join(args)}: exit {proc.returncode}: {err.decode()}")
-    return out.decode()
+    return out.decode(), err.decode()
 
 
 def lines(text: str) -> int:
@@ -306,9 +312,11 @@ class Scale:
                    f"{s:.2f} s ({runs} runs)")
         for args in (("runs",), ("runs", "--status", "awaiting_approval"),
                      ("runs", "--status", "awaiting_approval", "--limit", str(n))):
-            s, text = await median(partial(plangate, env, *args))
-            out.append(f"plangate {' '.join(args)}, {label}: {s:.2f} s ({lines(text)} lines)"
-                       "   goal about 1 s")
+            s, (text, err) = await median(partial(plangate_said, env, *args))
+            said = f"; stderr: {err.strip()}" if err.strip() else " (from the runs index)"
+            out.append(f"plangate {' '.join(args)}, {label}: {s:.2f} s ({lines(text)} lines"
+                       f"{said})   goal about 1 s")
+        out += await self.index_beside_temporal(label)
         s, (counted, shown, size, truncated) = await median(
             lambda: asyncio.to_thread(page.cards))
         cut = ", says only the first runs were read" if truncated else ""
@@ -316,6 +324,46 @@ class Scale:
                    f"({counted} cards, {shown} shown, {size / 1024:.0f} KiB{cut})"
                    "   goal about 1 s")
         return out
+
+    async def index_beside_temporal(self, label: str) -> list[str]:
+        """The card list and the runs awaiting approval read from the runs index and from
+        Temporal's visibility alone, alternating in this process, each the median of 3."""
+        settings = self.api.settings
+        world = World(settings.world)
+        indexed = Plangate(self.api.client, settings, index=world)
+        n = self.a.waiting
+        kinds: dict[str, Callable[[], Awaitable[Any]]] = {
+            "card list, index": indexed.pending_approvals,
+            "card list, visibility": self.api.pending_approvals,
+            "runs awaiting approval, index": partial(
+                indexed.runs_listing, RunStatus.AWAITING_APPROVAL, n),
+            "runs awaiting approval, visibility": partial(
+                self.api.runs_listing, RunStatus.AWAITING_APPROVAL, n),
+        }
+        took: dict[str, list[float]] = {k: [] for k in kinds}
+        said: dict[str, Any] = {}
+        try:
+            for _ in range(MEDIAN_OF):
+                for k, fn in kinds.items():
+                    s, said[k] = await timed(fn)
+                    took[k].append(s)
+        finally:
+            await world.close()
+        m = {k: statistics.median(v) for k, v in took.items()}
+        cards, runs = said["card list, index"], said["runs awaiting approval, index"]
+        each = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(
+            took["card list, index"], took["card list, visibility"], strict=True))
+        return [
+            f"card list from the runs index, {label}: {m['card list, index']:.2f} s "
+            f"({len(cards.cards)} cards, {cards.indexed} runs from the index, {cards.behind} "
+            f"behind) beside visibility {m['card list, visibility']:.2f} s: "
+            f"{m['card list, index'] / m['card list, visibility']:.2f}x   goal <= 1 s "
+            f"(each of 3, index/visibility: {each})",
+            f"runs awaiting approval from the runs index, {label}: "
+            f"{m['runs awaiting approval, index']:.2f} s ({len(runs.runs)} runs, {runs.indexed} "
+            f"from the index) beside visibility {m['runs awaiting approval, visibility']:.2f} s: "
+            f"{m['runs awaiting approval, index'] / m['runs awaiting approval, visibility']:.2f}x",
+        ]
 
     async def finished(self) -> list[str]:
         """``--finished`` one-step runs to their end, then ``plangate report`` over them."""

@@ -280,6 +280,9 @@ def worker_args(d: Deployment, name: str) -> list[Any]:
         "replanner.propose": request,
         "replanner.review": {"plan": run_input["plan"], "request": request},
         "windows.record": {"status": "succeeded", "calls": []},
+        # the victim's row in the runs index, said to be succeeded
+        "index.record": {"status": "succeeded", "goal": "x", "cards": [],
+                         "started_at": "2026-01-01T00:00:00Z", "seq": 1 << 40},
     }[name]]
 
 
@@ -395,9 +398,10 @@ async def test_a_captured_submission_starts_no_second_run(
     replayed = await captured(d.client, victim.workflow_id)
     assert replayed.calls == [], [c.name for c in replayed.calls]
     after = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
-    # the refused run is a run: its end is kept for the report (one row in plangate.windows)
+    # the refused run is a run: its end is kept for the report (one row in plangate.windows),
+    # and the runs index shows it as Temporal does (the victim's id, its latest run: failed)
     changed = {k for k in before if before[k] != after[k]}
-    assert changed == {"plangate.windows"}, changed
+    assert changed == {"plangate.windows", "plangate.runs_index"}, changed
     assert after["plangate.windows"][0] == before["plangate.windows"][0] + 1
 
 
@@ -426,7 +430,8 @@ async def test_a_continuation_forged_from_a_strangers_workflow_starts_no_run(
     assert (await captured(d.client, victim.workflow_id)).calls == []
     after = await world_now(stack, s3, (d.bucket,), d.workdir, plangate_tables())
     changed = {k for k in before if before[k] != after[k]}
-    assert changed <= {"plangate.windows"}, changed  # the refused run's end, kept
+    # the refused run's end, kept, and its row in the runs index
+    assert changed <= {"plangate.windows", "plangate.runs_index"}, changed
 
 
 async def test_a_captured_read_answers_nobody_again(door: Deployment, stack: Any,

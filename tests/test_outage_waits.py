@@ -17,7 +17,7 @@ from plangate.records.proofs import Submitter
 from plangate.records.report import RunReport
 from plangate.records.signing import SigningKey
 from plangate.testing import history_events, running_worker
-from plangate.workflows.context import BOUND_PATCH
+from plangate.workflows.context import INDEX_PATCH
 from plangate.world.settings import Settings
 from tests.fault_points import FaultPoints, Kind, Point, When, through_proxy
 
@@ -58,7 +58,7 @@ async def test_guards_that_cannot_record_the_submission_wait_for_postgres(client
     events = await history_events(client, rep.run_id)
     timers = [e for e in events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
     markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-               and BOUND_PATCH.encode() in e.SerializeToString()]
+               and INDEX_PATCH.encode() in e.SerializeToString()]
     assert timers and markers, "the guards did not wait"
     async with (await world.pool()).connection() as conn:
         cur = await conn.execute(
@@ -83,4 +83,4 @@ async def test_a_tool_that_cannot_write_its_intent_waits_for_postgres(client, se
     assert [v["Key"] for v in versions] == ["n.txt"]
     events = await history_events(client, rep.run_id)
     assert [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and BOUND_PATCH.encode() in e.SerializeToString()]
+            and INDEX_PATCH.encode() in e.SerializeToString()]

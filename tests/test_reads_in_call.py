@@ -27,10 +27,10 @@ from plangate.records.calls import (
     ToolCall,
     ToolResult,
 )
-from plangate.records.interface import GUARD_ACTIVITY, WINDOWS_ACTIVITY
+from plangate.records.interface import GUARD_ACTIVITY, INDEX_ACTIVITY, WINDOWS_ACTIVITY
 from plangate.records.report import Phase, StepState
 from plangate.testing import local_activity, running_worker
-from plangate.workflows.context import BOUND_PATCH
+from plangate.workflows.context import INDEX_PATCH
 from plangate.world.errors import ToolError
 from tests.harness import MovedBeforeCall
 
@@ -139,13 +139,16 @@ async def test_a_guarded_chain_reads_around_each_call_not_in_between(client, set
         assert await job_state(pg, f"job-{tag}-{n}") == "done"
     history = await events(client, rep.run_id)
     markers = [e for e in history if e.event_type == E.EVENT_TYPE_MARKER_RECORDED]
-    # reads in the call are the baseline (baseline-38): the one patch a run asks is issue 48's
-    # (it implies issue 47's)
+    # reads in the call are the baseline (baseline-38): the one patch a run asks is issue 50's
+    # (it implies issue 48's and 47's)
     patch = [m.marker_recorded_event_attributes for m in markers
              if m.marker_recorded_event_attributes.marker_name == "core_patch"]
     assert [json.loads(p.details["patch-data"].payloads[0].data)["id"] for p in patch] == [
-        BOUND_PATCH]
+        INDEX_PATCH]
     local = [kind["activity_type"] for m in markers if (kind := local_activity(m)) is not None]
+    # the runs index written as the run began and as it ended: none a step
+    assert local.count(INDEX_ACTIVITY) == 2, local
+    local = [t for t in local if t != INDEX_ACTIVITY]
     # the guards derived, with step 1's first read, in one local activity; every later read was
     # made inside a tool's activity; at the end, the run's windows kept for the report
     assert local == [GUARD_ACTIVITY, WINDOWS_ACTIVITY], local

@@ -22,7 +22,7 @@ from plangate.records.report import Phase, RunReport, StepState
 from plangate.testing import local_activity, payload_json
 from plangate.worker.assembly import PlangateWorkerPlugin
 from plangate.worker.compression import DATA_CONVERTER
-from plangate.workflows.context import BOUND_PATCH, KEPT_PATCH
+from plangate.workflows.context import BOUND_PATCH, INDEX_PATCH, KEPT_PATCH
 from plangate.workflows.sealing import CHILD_SEAL_PATCH
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -78,6 +78,8 @@ PATHS: dict[str, tuple[str, EventType.ValueType]] = {
     "guards_waited": ("succeeded", E.EVENT_TYPE_TIMER_FIRED),
     # issue 48: a credit whose amount was bound decided again, bound: a card, then the call
     "bound_decided": ("succeeded", E.EVENT_TYPE_MARKER_RECORDED),
+    # issue 50: the run's row in the runs index written at each change (``index.record``)
+    "runs_indexed": ("succeeded", E.EVENT_TYPE_MARKER_RECORDED),
 }
 
 
@@ -91,6 +93,8 @@ PATCHED = {
     "guards_waited": [KEPT_PATCH],
     # issue 48: a step bound after its guards decided again (implies issue 47's)
     "bound_decided": [BOUND_PATCH],
+    # issue 50: the runs index written as the run changes (implies issue 48's)
+    "runs_indexed": [INDEX_PATCH],
 }
 
 

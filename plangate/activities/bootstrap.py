@@ -16,6 +16,9 @@ demo systems are on).
   ``plangate report``.
 - ``plangate.submissions``: which run chain each signed submission started
   (``world.submissions``): a submission starts one run.
+- ``plangate.runs_index``: each run's status and the cards it waits on, written by the worker
+  as they change (``world.run_index``), read by the card list and ``plangate runs``: where to
+  look, never what decides.
 - ``plangate.keys``: the deployment's own secrets (``world.keys``: the call seal's key), made
   once by the first worker and read by every worker after.
 
@@ -120,6 +123,20 @@ CREATE TABLE IF NOT EXISTS plangate.submissions (
     execution text NOT NULL,
     taken_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS plangate.runs_index (
+    workflow_id text PRIMARY KEY,
+    execution text NOT NULL,
+    deployment text NOT NULL,
+    status text NOT NULL,
+    goal text NOT NULL,
+    cards jsonb NOT NULL,
+    started_at timestamptz NOT NULL,
+    seq bigint NOT NULL,
+    closed_at timestamptz,
+    written_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS runs_index_status ON plangate.runs_index (deployment, status);
+CREATE INDEX IF NOT EXISTS runs_index_started ON plangate.runs_index (deployment, started_at);
 CREATE TABLE IF NOT EXISTS plangate.keys (
     name text PRIMARY KEY,
     key bytea NOT NULL,
@@ -160,7 +177,7 @@ OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+
 # those a later plangate added: missing beside the others, the tables are an older plangate's
 LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
                           "plangate.windows_since", "plangate.submissions",
-                          "plangate.keys"})
+                          "plangate.runs_index", "plangate.keys"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"

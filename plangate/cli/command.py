@@ -5,15 +5,18 @@ group; ``plangate.cli.commands`` builds the parser and the dispatch from them.""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from plangate.plans.visible import visible
 from plangate.records.report import RunReport, RunStatus
 from plangate.world.settings import Settings
 
 if TYPE_CHECKING:
     from plangate.client.api import Plangate
+    from plangate.world.clients import World
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports of a Unix tool whose reader left
@@ -62,6 +65,22 @@ class Command:
 
 def exit_for(rep: RunReport) -> int:
     return EXIT_OK if rep.status is RunStatus.SUCCEEDED else EXIT_NOT_SUCCEEDED
+
+
+async def index_world(settings: Settings) -> World | None:
+    """The deployment's Postgres for reading the runs index; None where it does not answer at
+    once (the readers then list from Temporal's visibility, and say so)."""
+    from plangate.cli.services import check_postgres
+    from plangate.errors import ServiceUnreachable
+    from plangate.world.clients import World
+
+    try:
+        await check_postgres(settings.world)
+    except ServiceUnreachable as e:
+        print(visible(f"plangate: {e.service} at {e.where} could not be reached ({e.reason}): "
+                      "the runs index is not read"), file=sys.stderr)
+        return None
+    return World(settings.world)
 
 
 async def api(settings: Settings) -> Plangate:

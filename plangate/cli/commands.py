@@ -30,7 +30,18 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from plangate.cli import answers, embedded, keys, plans, policy, report, runs, serve, workers
+from plangate.cli import (
+    answers,
+    embedded,
+    index,
+    keys,
+    plans,
+    policy,
+    report,
+    runs,
+    serve,
+    workers,
+)
 from plangate.cli.command import EXIT_INTERRUPTED, EXIT_PIPE_CLOSED, EXIT_USAGE, Command
 from plangate.cli.ending import failed, interrupted, leave, stdout_closed
 from plangate.cli.logs import library_logs
@@ -65,7 +76,7 @@ Errors are one line on stderr; --debug adds the traceback."""
 
 COMMANDS: tuple[Command, ...] = (
     plans.CHECK, runs.RUN, answers.APPROVE, answers.REJECT, keys.KEY, runs.STATUS, runs.WATCH,
-    runs.RUNS, runs.CANCEL, plans.PLAN, report.REPORT, serve.UI, workers.WORKER,
+    runs.RUNS, index.INDEX, runs.CANCEL, plans.PLAN, report.REPORT, serve.UI, workers.WORKER,
     serve.CODEC_SERVER, workers.SETUP, report.LEDGER, serve.MCP, embedded.DEV, embedded.DEMO,
     policy.POLICY,
 )

@@ -9,7 +9,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from plangate.cli.command import EXIT_NOT_SUCCEEDED, EXIT_OK, Command, UsageError, api, exit_for
+from plangate.cli.command import (
+    EXIT_NOT_SUCCEEDED,
+    EXIT_OK,
+    Command,
+    UsageError,
+    api,
+    exit_for,
+    index_world,
+)
 from plangate.plans.visible import visible, visible_json
 from plangate.records.report import RunStatus
 from plangate.world.settings import Settings, parse_duration
@@ -152,11 +160,19 @@ async def _runs(args: argparse.Namespace, settings: Settings) -> int:
 
     status = RunStatus(args.status) if args.status else None
     plangate = await api(settings)
+    plangate.index = await index_world(settings)
     try:
-        runs = await plangate.runs(status, limit=args.limit)
+        listing = await plangate.runs_listing(status, limit=args.limit)
     except SearchAttributesMissing as e:
         print(visible(f"plangate: {e}"), file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
+    finally:
+        if plangate.index is not None:
+            await plangate.index.close()
+    runs = listing.runs
+    if listing.note is not None:  # said on stderr: stdout stays the listing (JSON with --json)
+        print(visible(f"plangate: {listing.note}: every run listed from Temporal's "
+                      "visibility"), file=sys.stderr)
     if args.json:
         print(visible_json(json.dumps([
             {"run_id": r.run_id, "status": r.status, "goal": r.goal,
@@ -177,9 +193,10 @@ async def _runs(args: argparse.Namespace, settings: Settings) -> int:
 
 
 RUNS = Command(
-    "runs", help="the runs on the task queue, newest first, through Temporal visibility",
+    "runs", help="the runs on the task queue, newest first, from the runs index or visibility",
     description="List the runs on the task queue, newest first (id, status, start time, goal), "
-                "through Temporal visibility.",
+                "from plangate's runs index where it holds as many runs as Temporal's "
+                "visibility counts, else through visibility (said on stderr).",
     run=_runs, arguments=_runs_arguments,
 )
 

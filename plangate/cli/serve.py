@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from plangate.cli.command import EXIT_OK, Command, UsageError, api
+from plangate.cli.command import EXIT_OK, Command, UsageError, api, index_world
 from plangate.errors import ConfigurationError
 from plangate.world.settings import Settings
 
@@ -67,8 +67,13 @@ async def _ui(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     plangate = await api(settings)
-    with listening("ui", args.host, args.port):
-        return await run_ui(plangate, keys, args.host, args.port, temporal_ui, options)
+    plangate.index = await index_world(settings)  # the card list from the runs index
+    try:
+        with listening("ui", args.host, args.port):
+            return await run_ui(plangate, keys, args.host, args.port, temporal_ui, options)
+    finally:
+        if plangate.index is not None:
+            await plangate.index.close()
 
 
 UI = Command(

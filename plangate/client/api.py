@@ -43,12 +43,13 @@ if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowHandle
 
     from plangate.client.checked import Checked, PlanSource
-    from plangate.client.listings import Listed, runs_query
+    from plangate.client.listings import Listed, RunsListing, runs_query
     from plangate.client.pending import PendingApprovals, PendingCard
     from plangate.client.reports import ended_report
     from plangate.plans.model import Plan
     from plangate.records.signing import SigningKey
     from plangate.replanner.planner import Draft
+    from plangate.world.clients import World
 
 __all__ = ["Listed", "PendingApprovals", "PendingCard", "Plangate", "ended_report", "runs_query"]
 
@@ -75,9 +76,13 @@ class Plangate:
     method loads its module on its first call (with Temporal's client), not with the import:
     checking a plan needs none of them."""
 
-    def __init__(self, client: Client, settings: Settings) -> None:
+    def __init__(self, client: Client, settings: Settings, *, index: World | None = None
+                 ) -> None:
+        """``index``: the deployment's Postgres, where the card list and ``runs`` read
+        plangate's runs index first (``client.indexed``); None: Temporal's visibility alone."""
         self.client = client
         self.settings = settings
+        self.index = index
         self._registered: bool | None = None
 
     @classmethod
@@ -322,16 +327,32 @@ class Plangate:
     async def runs(
         self, status: RunStatus | str | None = None, limit: int = 100
     ) -> list[Listed]:
-        """The runs on this task queue (in ``status``), newest first, through Temporal's
-        visibility (eventually consistent: a change shows within a second or so).
-        ``SearchAttributesMissing`` for a status where the namespace cannot find it."""
-        from plangate.client import listings
+        """The runs on this task queue (in ``status``), newest first (``runs_listing``)."""
+        return (await self.runs_listing(status, limit)).runs
+
+    async def runs_listing(
+        self, status: RunStatus | str | None = None, limit: int = 100
+    ) -> RunsListing:
+        """The runs on this task queue (in ``status``), newest first: from the runs index
+        where this client has one and it holds as many as Temporal counts, else through
+        Temporal's visibility (eventually consistent: a change shows within a second or so),
+        with why. ``SearchAttributesMissing`` for a status where the namespace cannot find
+        it."""
+        from plangate.client import indexed, listings
+        from plangate.client.listings import RunsListing
 
         wanted = RunStatus(status) if status is not None else None
+        queue = self.settings.temporal.task_queue
+        note = None
+        if (self.index is not None and wanted is not RunStatus.QUEUED
+                and await self.search_attributes_registered()):
+            got = await indexed.runs(self.client, self.index, queue, wanted, limit)
+            if not isinstance(got, str):
+                return RunsListing(got[0], got[1], None)
+            note = got
         registered = wanted is None or await self.search_attributes_registered()
-        return await listings.runs(
-            self.client, self.settings.temporal.task_queue, registered, wanted, limit
-        )
+        return RunsListing(
+            await listings.runs(self.client, queue, registered, wanted, limit), 0, note)
 
     async def pending_approvals(self) -> PendingApprovals:
         """The approval cards waiting for a person across the open runs of this task queue,
@@ -340,10 +361,12 @@ class Plangate:
         cards (``records.cards``); a run whose memo has none it can trust (begun before runs
         kept one, or a memo it did not write) is asked for its report. Elsewhere every open run
         is asked. A run whose report cannot be read in time (no worker polling) is named in
-        ``unanswered``; a queued run has no card yet."""
+        ``unanswered``; a queued run has no card yet. With ``index``, plangate's runs index is
+        read instead of the listing where it holds as many runs awaiting approval as Temporal
+        counts (``indexed``); else the listing, and ``behind``, ``note`` say why."""
         from plangate.client import pending
 
         return await pending.pending_approvals(
             self.client, self.settings.temporal.task_queue,
-            await self.search_attributes_registered(),
+            await self.search_attributes_registered(), index=self.index,
         )

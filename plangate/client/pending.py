@@ -1,11 +1,13 @@
 """The cards waiting for a person across the open runs of a task queue, as the approval page
-lists them: from the memos of the runs awaiting approval where the namespace can find them,
-else from each open run's report."""
+lists them: from plangate's runs index where the deployment's Postgres is given and the index
+holds as many runs awaiting approval as Temporal counts (``client.indexed``); else from the
+memos of the runs awaiting approval where the namespace can find them, else from each open
+run's report."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio.api.common.v1 import Payload
@@ -22,6 +24,7 @@ from plangate.records.cards import CARDS_MEMO, CardsMemo, trusted
 from plangate.records.interface import PLAN_RUN, REPORT_QUERY
 from plangate.records.placement import of_deployment, visibility_clause
 from plangate.records.report import RunReport
+from plangate.world.clients import World
 
 PENDING_RUNS_MAX = 500  # runs whose report is read for one listing of pending cards
 PENDING_LIST_MAX = 10_000  # runs awaiting approval listed with their memos
@@ -48,6 +51,11 @@ class PendingApprovals:
     unanswered: list[str]  # run ids whose report could not be read (no worker polling?)
     truncated: bool  # more runs than one listing reads (``PENDING_*_MAX``): the first only
     asked: int = 0  # runs whose report was read (their memo held no cards it could trust)
+    indexed: int = 0  # runs whose cards came from the runs index
+    # runs the index lacked, showed otherwise, or showed awaiting approval where Temporal did
+    # not: every run was then read from Temporal
+    behind: int = 0
+    note: str | None = None  # why the runs were read from Temporal, not the index
 
 
 def _waiting(run_id: str, rep: RunReport) -> list[PendingCard]:
@@ -68,8 +76,32 @@ def pending_query(queue: str, by_memo: bool) -> str:
     return query
 
 
+def plan_runs_awaiting(queue: str) -> str:
+    """The plan runs of ``queue`` awaiting approval: what the runs index holds, counted."""
+    return (f'WorkflowType="{PLAN_RUN}" AND {visibility_clause(queue)} AND '
+            f'ExecutionStatus="Running" AND {visibility.AWAITING_APPROVAL.name} = true')
+
+
+GUARDED_AWAITING = (f'{visibility.GUARDED} AND ExecutionStatus="Running" AND '
+                    f'{visibility.AWAITING_APPROVAL.name} = true')
+
+
+@dataclass
+class Found:
+    """What a listing found: cards, the runs to ask, how many runs it listed, each plan run's
+    pending digests (to say how far the index was behind)."""
+
+    cards: list[PendingCard] = field(default_factory=list)
+    ask: list[str] = field(default_factory=list)
+    listed: int = 0
+    truncated: bool = False
+    digests: dict[str, frozenset[str]] = field(default_factory=dict)
+    indexed: int = 0  # runs whose cards came from the runs index
+
+
 async def pending_approvals(
-    client: Client, queue: str, by_memo: bool, *, page_size: int = PAGE
+    client: Client, queue: str, by_memo: bool, *, page_size: int = PAGE,
+    index: World | None = None,
 ) -> PendingApprovals:
     """``by_memo``: the namespace has plangate's search attributes (the runs awaiting
     approval are found by them, their cards read from their memos). The listing is read as the
@@ -77,28 +109,52 @@ async def pending_approvals(
     read), and of each execution only what the list needs is decoded: its cards memo, a page's
     at once, and a guarded team workflow's goal (the SDK's ``list_workflows`` decoded every
     search attribute and memo of every execution: more than half the client's time)."""
-    query = pending_query(queue, by_memo)
-    cards: list[PendingCard] = []
-    ask: list[str] = []  # runs whose report is read
-    listed = 0
-    truncated = False
+    note, behind, rows = None, 0, None
+    if index is not None and by_memo:
+        from plangate.client import indexed
+
+        got = await indexed.cards(client, index, queue, page_size)
+        if isinstance(got, Found):
+            return await _answered(client, got, indexed=got.indexed)
+        note, rows = got
+    found = await listing(client, pending_query(queue, by_memo), queue, by_memo, page_size)
+    if rows is not None:
+        from plangate.client import indexed
+
+        behind = indexed.behind(rows, found.digests)
+    return await _answered(client, found, behind=behind, note=note)
+
+
+async def listing(client: Client, query: str, queue: str, by_memo: bool, page_size: int
+                  ) -> Found:
+    """The runs ``query`` lists: their cards from their memos (``by_memo``), or to be asked."""
+    found = Found()
     limit = PENDING_LIST_MAX if by_memo else PENDING_RUNS_MAX
     async for page in pages(client, query, page_size):
         rows = [e for e in page if _ours(e, queue)]
-        if listed + len(rows) > limit:
-            truncated, rows = True, rows[: limit - listed]
-        listed += len(rows)
+        if found.listed + len(rows) > limit:
+            found.truncated, rows = True, rows[: limit - found.listed]
+        found.listed += len(rows)
         memos = await _memos(client, rows) if by_memo else [None] * len(rows)
         for e, memo in zip(rows, memos, strict=True):
             ex = e.execution
             records = trusted(memo, ex.workflow_id, ex.run_id) if memo is not None else None
             if memo is not None and records is not None:
-                cards += [PendingCard(run_id=ex.workflow_id, goal=memo.goal, record=a)
-                          for a in records]
+                found.cards += [PendingCard(run_id=ex.workflow_id, goal=memo.goal, record=a)
+                                for a in records]
+                if e.type.name == PLAN_RUN:
+                    found.digests[ex.workflow_id] = frozenset(a.digest for a in records)
             else:
-                ask.append(ex.workflow_id)
-        if truncated:
+                found.ask.append(ex.workflow_id)
+        if found.truncated:
             break
+    return found
+
+
+async def _answered(client: Client, found: Found, *, indexed: int = 0, behind: int = 0,
+                    note: str | None = None) -> PendingApprovals:
+    """The cards found, with those of the runs to ask read from their reports."""
+    cards, ask, truncated = found.cards, found.ask, found.truncated
     if len(ask) > PENDING_RUNS_MAX:
         truncated, ask = True, ask[:PENDING_RUNS_MAX]
     at_once = asyncio.Semaphore(_PENDING_QUERIES_AT_ONCE)
@@ -126,7 +182,8 @@ async def pending_approvals(
             cards += _waiting(run_id, rep)
     cards.sort(key=lambda c: (c.record.expires_at, c.run_id, c.record.step))
     return PendingApprovals(
-        cards=cards, runs=listed, unanswered=unanswered, truncated=truncated, asked=len(ask)
+        cards=cards, runs=found.listed, unanswered=unanswered, truncated=truncated,
+        asked=len(ask), indexed=indexed, behind=behind, note=note,
     )
 
 

@@ -89,6 +89,12 @@ WINDOWS_TIMEOUT = timedelta(seconds=5)
 WINDOWS_PATIENCE = timedelta(seconds=12)
 WINDOWS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=2)
 
+# A run's row in the runs index (``index.record``), each time its status or pending cards
+# change: one try of the activity (which owes the row where Postgres is away), bounded as the
+# windows' row is; a failure of it is logged and the run goes on.
+INDEX_TIMEOUT = timedelta(seconds=5)
+INDEX_RETRY = RetryPolicy(maximum_attempts=1)
+
 # The replan child: asking the model (each attempt at most PROPOSE_TIMEOUT), reviewing its plan
 # (a local activity), and the whole child, model retries included.
 PROPOSE_TIMEOUT = timedelta(minutes=3)

@@ -25,7 +25,7 @@ from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.catalogue import announced
 from plangate.client.api import Plangate
 from plangate.client.reports import ended_report
-from plangate.records.interface import WINDOWS_ACTIVITY
+from plangate.records.interface import INDEX_ACTIVITY, WINDOWS_ACTIVITY
 from plangate.records.placement import catalogue_queue
 from plangate.records.report import RunReport
 from plangate.worker.assembly import build_worker
@@ -202,19 +202,20 @@ async def history_events(client: Client, run_id: str) -> list[HistoryEvent]:
     return [e for run in await chain(client, run_id) for e in run]
 
 
-_END_ROW = WINDOWS_ACTIVITY
+_BOOKKEEPING = frozenset({WINDOWS_ACTIVITY, INDEX_ACTIVITY})
 
 
 async def scheduled(client: Client, run_id: str) -> Counter[str]:
     """Activities run, by type, read from the workflow's history (every run of its chain):
-    activity tasks scheduled, and local activities (probes) recorded; but the row every run
-    writes as it ends (``windows.record``, once per run: bookkeeping for ``plangate report``,
-    not something the plan did)."""
+    activity tasks scheduled, and local activities (probes) recorded; but the rows every run
+    writes (``windows.record`` as it ends, ``index.record`` as its status changes:
+    bookkeeping for ``plangate report`` and the runs index, not something the plan did)."""
     out: Counter[str] = Counter()
     for e in await history_events(client, run_id):
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             out[e.activity_task_scheduled_event_attributes.activity_type.name] += 1
-        elif (local := local_activity(e)) is not None and local["activity_type"] != _END_ROW:
+        elif (local := local_activity(e)) is not None and (
+                local["activity_type"] not in _BOOKKEEPING):
             out[local["activity_type"]] += 1
     return out
 

@@ -42,6 +42,7 @@ from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.reading import ReadActivities
+from plangate.activities.run_index import IndexActivities
 from plangate.activities.tool_activity import tool_activities
 from plangate.activities.windows import WindowsActivities
 from plangate.records.interface import (
@@ -49,6 +50,7 @@ from plangate.records.interface import (
     CATALOGUE_ACTIVITY,
     DECIDE_ACTIVITY,
     GUARD_ACTIVITY,
+    INDEX_ACTIVITY,
     PROBE_ACTIVITY,
     PROPOSE_ACTIVITY,
     READ_CALL_ACTIVITY,
@@ -97,6 +99,7 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
         PROPOSE_ACTIVITY: ReplanActivities(settings.model, cat).propose,
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy, book).review,
         WINDOWS_ACTIVITY: WindowsActivities(world, settings.temporal.task_queue).record,
+        INDEX_ACTIVITY: IndexActivities(world, settings.temporal.task_queue).record,
         # a read over MCP answered without a run (plangate mcp's fast path)
         READ_CALL_ACTIVITY: ReadActivities(world, cat, policy, settings.runs, book).read_call,
     }

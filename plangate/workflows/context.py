@@ -35,6 +35,9 @@ KEPT_PATCH = "plangate-bookkeeping-kept"
 # Issue 48: a step whose arguments were bound after its guards decided it is decided again,
 # bound, before its card and its call (``deciding``). Implies ``KEPT_PATCH``: asked first.
 BOUND_PATCH = "plangate-bound-decided"
+# Issue 50: the run's status and pending cards written to the runs index as they change
+# (``indexing``). Implies ``BOUND_PATCH``: asked first.
+INDEX_PATCH = "plangate-runs-index"
 
 
 @dataclass

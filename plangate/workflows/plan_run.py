@@ -23,8 +23,9 @@ from plangate.records.report import Cancellation, FailureRecord, RunReport, RunS
 from plangate.records.run import CancelRequest, Carried, Resolved, RunInput
 from plangate.workflows import bookkeeping, ending, guarding, replanning, summaries
 from plangate.workflows.answers import Answers
-from plangate.workflows.context import BOUND_PATCH, KEPT_PATCH, VersionContext
+from plangate.workflows.context import BOUND_PATCH, INDEX_PATCH, KEPT_PATCH, VersionContext
 from plangate.workflows.execution import Resumed, VersionOutcome, execute_version
+from plangate.workflows.indexing import Index
 from plangate.workflows.showing import Shown
 
 _ERROR_TYPES = {
@@ -58,6 +59,7 @@ class PlanRunWorkflow:
         self._bound = False  # issue 48's (``BOUND_PATCH``)
         self._answers = Answers()  # who may answer this run's cards (``guard.resolve``)
         self._shown = Shown(self._report.goal)  # what the Temporal UI and visibility show
+        self._index = Index()  # the run's row in the runs index (``INDEX_PATCH``)
 
     @workflow.query(name=interface.REPORT_QUERY)
     def report(self) -> RunReport:
@@ -128,7 +130,8 @@ class PlanRunWorkflow:
     @workflow.run
     async def run(self, inp: RunInput) -> RunReport:
         # asked once, first, the newest first (docs/versioning.md): it implies the older
-        self._bound = workflow.patched(BOUND_PATCH)
+        self._index.on = workflow.patched(INDEX_PATCH)
+        self._bound = self._index.on or workflow.patched(BOUND_PATCH)
         self._kept = self._bound or workflow.patched(KEPT_PATCH)
         self._registered = inp.search_attributes
         self._shown.begin(upserts=self._registered)
@@ -136,6 +139,7 @@ class PlanRunWorkflow:
             self._report.status = RunStatus.RUNNING
         self._shown.show(self._report)
         shown = asyncio.create_task(self._keep_shown())
+        indexing = asyncio.create_task(self._index.keep(lambda: self._report))
         self._versions = asyncio.create_task(self._run_versions(inp))
         if self._stopped_by_signal:  # signalled before the run began
             self._versions.cancel()
@@ -143,6 +147,7 @@ class PlanRunWorkflow:
             following = await self._versions
             if following is not None:  # the history is long: the run goes on in a new one
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                await self._index.stopped(indexing)  # the next execution writes the row
                 shown.cancel()
                 self._shown.hand_over()
                 workflow.continue_as_new(following)
@@ -150,6 +155,7 @@ class PlanRunWorkflow:
             self._cancelled()
             self._shown.show(self._report)
             if not self._stopped_by_signal:
+                await self._index.last(indexing, self._report)
                 raise  # Temporal asked (UI, CLI, API): the execution ends canceled
         except Exception as e:
             # A bug, or input no check caught: retrying the workflow task could never change
@@ -157,7 +163,8 @@ class PlanRunWorkflow:
             self._crashed(e)
         self._shown.show(self._report)  # the final status, in the workflow task of the end
         shown.cancel()
-        await ending.keep(self._shown.end(self._report), self._kept)
+        await asyncio.gather(self._index.last(indexing, self._report),
+                             ending.keep(self._shown.end(self._report), self._kept))
         r = self._report
         if r.status in _ERROR_TYPES:
             # Temporal's own views (Web UI, ``temporal workflow list``) show it Failed, the

@@ -426,6 +426,9 @@ SCENARIOS: dict[str, Scenario] = {
     "tool_outage_waited": tool_outage_waited,
     "guards_waited": guards_waited,
     "bound_decided": bound_decided,
+    # issue 50: the run's row in the runs index written as it begins, as its card is published
+    # and answered, and as it ends (``index.record`` markers, the ``plangate-runs-index`` patch)
+    "runs_indexed": approved,
 }
 
 
