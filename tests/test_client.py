@@ -91,7 +91,8 @@ async def test_every_name_the_interface_declares_is_what_the_workers_register(cl
         interface.GUARD_ACTIVITY: "resolve", interface.APPROVERS_ACTIVITY: "approvers",
         interface.DECIDE_ACTIVITY: "decide",
         interface.PROBE_ACTIVITY: "evaluate", interface.PROPOSE_ACTIVITY: "propose",
-        interface.REVIEW_ACTIVITY: "review", interface.WINDOWS_ACTIVITY: "record"}
+        interface.REVIEW_ACTIVITY: "review", interface.WINDOWS_ACTIVITY: "record",
+        interface.INDEX_ACTIVITY: "record"}
     types = {w.__temporal_workflow_definition.name  # type: ignore[attr-defined]
              for w in worker.config(active_config=True)["workflows"]}
     assert types == {interface.PLAN_RUN, interface.REPLAN_WORKFLOW}

@@ -99,7 +99,8 @@ async def test_setup_is_the_owners_and_the_worker_checks_its_tables(
         if not await _has_tables(roles_port):  # (the plan test may have set them up first)
             missing = (r"plangate\.jobs, plangate\.loads, plangate\.effects, "
                        r"plangate\.policy_decisions, plangate\.windows, "
-                       r"plangate\.windows_since, plangate\.submissions, plangate\.keys "
+                       r"plangate\.windows_since, plangate\.submissions, "
+                       r"plangate\.runs_index, plangate\.keys "
                        r"are missing")
             with pytest.raises(SchemaNotReady, match=missing):
                 await require_schema(worker)
