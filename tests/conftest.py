@@ -26,6 +26,7 @@ test of the defaults starts from ``session_free_env``
 
 from __future__ import annotations
 
+import logging
 import os
 import sysconfig
 from collections.abc import AsyncIterator, Iterator
@@ -89,6 +90,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _payload_warned:
         print(f"\nTemporal payload-size warning ({PAYLOAD_WARNING}) during: {_payload_warned}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(autouse=True)
+def library_logs_restored() -> Iterator[None]:
+    """The CLI run in-process sets psycopg's logger for its command (``cli.logs``: with
+    ``--debug``, a handler on the stderr of that moment, which pytest closes after the test).
+    A real command's process ends there; here the logger is put back as it was, so a later
+    test's pools do not log into a closed stream."""
+    log = logging.getLogger("psycopg")
+    kept = (list(log.handlers), log.level, log.propagate)
+    yield
+    log.handlers[:] = kept[0]
+    log.setLevel(kept[1])
+    log.propagate = kept[2]
 
 
 @pytest.fixture
