@@ -81,6 +81,22 @@ PAYLOAD_WARNING = "TMPRL1103"
 _payload_warned: list[str] = []
 
 
+# The modules that wait longest (timeouts, outages, kills, soaks), longest first. Two pytest
+# processes take a module each as they finish one (``--dist loadfile``): with these first, the
+# last modules either takes are short, and neither waits out a long one alone at the end.
+SLOW_FIRST = (
+    "test_fault_points.py", "test_faults.py", "test_outage_waits.py", "test_crash.py",
+    "test_ledger.py", "test_answers.py", "test_local_probe_crash.py", "test_mcp_inspector.py",
+    "test_temporal_kill.py", "test_plan_fuzz.py", "test_outages.py", "test_bookkeeping_faults.py",
+    "test_exit_codes.py", "test_unreachable.py", "test_readme.py", "test_mcp_versions.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: n for n, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: in-module order
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if PAYLOAD_WARNING in report.capstderr and report.nodeid not in _payload_warned:
         _payload_warned.append(report.nodeid)
