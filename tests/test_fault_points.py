@@ -3,7 +3,7 @@ hundreds of runs and faults."""
 
 from __future__ import annotations
 
-from tests.fault_points import SYSTEMS, FaultSoak, SoakConfig
+from tests.fault_points import SYSTEMS, FaultSoak, Kind, SoakConfig
 
 
 async def test_faults_at_every_point_of_many_runs(client, settings, stack, s3, tmp_path):
@@ -23,6 +23,9 @@ async def test_faults_at_every_point_of_many_runs(client, settings, stack, s3, t
     assert len(c.halted) <= 1, report
     assert not c.duplicates and not c.stray and not out.misreported, report
     assert not out.windows_missing, report
-    # the faults were real and various: each system met some, and the worker was killed
-    assert len(out.injected) >= 8 and {i.system for i in out.injected} == set(SYSTEMS), report
+    # the faults were real and various: each system met some, of both kinds, and worker B was
+    # killed. How many worker A meets is the queue's share (worker B takes the rest, all of it
+    # while A's Temporal is held), so the count is not asserted: 7 under CI's load, 8+ quiet
+    assert {i.system for i in out.injected} == set(SYSTEMS), report
+    assert {i.kind for i in out.injected} == set(Kind), report
     assert out.kills >= 1, report
