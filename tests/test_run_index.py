@@ -92,7 +92,7 @@ async def test_the_index_is_temporals_view_and_a_lost_or_late_row_is_found_and_s
                                 "cards = '[]' WHERE workflow_id = %s", (late,))
             got = await api.pending_approvals()
             assert got.indexed == 0 and got.behind == 2
-            assert got.note == ("the runs index shows 1 runs awaiting approval, Temporal 3; "
+            assert got.note == ("the runs index shows 1 run awaiting approval, Temporal 3; "
                                 "`plangate index rebuild` writes the index again from Temporal")
             assert {c.run_id for c in got.cards} == set(waiting)  # every card still
             page = cards_page(got, queue, "c" * 43, datetime.now(UTC), "erin", Links())

@@ -8,6 +8,7 @@ import sys
 
 from plangate.cli.command import EXIT_NOT_SUCCEEDED, EXIT_OK, Command, api, index_world
 from plangate.plans.visible import visible
+from plangate.plans.words import many
 from plangate.world.settings import Settings
 
 
@@ -26,12 +27,13 @@ async def _rebuild(args: argparse.Namespace, settings: Settings) -> int:
         got = await rebuild(plangate.client, world, settings.temporal.task_queue)
     finally:
         await world.close()
-    print(visible(f"plangate: the runs index of {settings.temporal.task_queue}: {got.written} "
-                  f"runs written from Temporal, {got.deleted} rows of runs it no longer lists "
-                  "deleted"))
+    print(visible(f"plangate: the runs index of {settings.temporal.task_queue}: "
+                  f"{many(got.written, 'run')} written from Temporal, {many(got.deleted, 'row')} "
+                  "of runs it no longer lists deleted"))
     if got.unanswered:
-        print(visible(f"plangate: {len(got.unanswered)} runs awaiting approval did not answer "
-                      f"(their cards are not in the index): {', '.join(got.unanswered[:20])}"),
+        print(visible(f"plangate: {many(len(got.unanswered), 'run')} awaiting approval did not "
+                      "answer (their cards are not in the index): "
+                      f"{', '.join(got.unanswered[:20])}"),
               file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
     return EXIT_OK

@@ -23,6 +23,7 @@ from temporalio.client import Client
 
 from plangate.client import listings, pending
 from plangate.client.listings import Listed
+from plangate.plans.words import many
 from plangate.records.cards import CardsMemo, trusted
 from plangate.records.report import RunStatus
 from plangate.world import run_index
@@ -50,7 +51,7 @@ async def cards(client: Client, world: World, queue: str, page_size: int
             return f"the runs index could not be read ({first_line(e)})", None
         counted = (await client.count_workflows(pending.plan_runs_awaiting(queue))).count
         if counted != len(rows):
-            return (f"the runs index shows {len(rows)} runs awaiting approval, Temporal "
+            return (f"the runs index shows {many(len(rows), 'run')} awaiting approval, Temporal "
                     f"{counted}; {REBUILD}"), rows
         found = await guarded
     finally:
@@ -97,8 +98,8 @@ async def runs(client: Client, world: World, queue: str, status: RunStatus | Non
         counted = (await client.count_workflows(
             listings.runs_query(queue, status, plan_runs_only=True, since=since))).count
         if counted != mine:
-            return (f"the runs index holds {mine} runs{_in(status)}{_since(since)}, Temporal "
-                    f"{counted}; {REBUILD}")
+            return (f"the runs index holds {many(mine, 'run')}{_in(status)}{_since(since)}, "
+                    f"Temporal {counted}; {REBUILD}")
         others = await team
     finally:
         team.cancel()
