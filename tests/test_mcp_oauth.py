@@ -34,7 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from plangate.dev._stack import free_port
 from plangate.errors import ConfigurationError
 from plangate.mcp.clients import MEMO, Clients
-from plangate.mcp.oauth.keys import IssuerKeys
+from plangate.mcp.oauth.keys import IssuerKeys, IssuerUnreachable
 from plangate.mcp.oauth.settings import OAuthSettings
 from plangate.mcp.oauth.verify import JwtVerifier, TokenRefused
 from plangate.records.signing import SigningKey
@@ -159,9 +159,10 @@ def forged(claims: dict[str, Any], header: dict[str, Any]) -> str:
 async def test_tokens_the_resource_server_refuses_and_what_it_says(
         issuers, stack, settings, tmp_path):
     ours, theirs = issuers
-    key = SigningKey.generate("ops-agent-sub")
+    key, bot = SigningKey.generate("ops-agent-sub"), SigningKey.generate("bot-sub")
     env = server_env(stack, settings, "unused")
-    async with oauth_server(env, ours, f"ops-agent:ops-agent:{key.text()}", tmp_path) as srv:
+    listed = f"ops-agent:ops-agent:{key.text()},bot:support-bot:{bot.text()}"
+    async with oauth_server(env, ours, listed, tmp_path) as srv:
         meta = f'resource_metadata="{srv.metadata}"'
         async with httpx2.AsyncClient(timeout=30) as http:
             # RFC 9728: the metadata document, to anyone, at the path and the bare well-known
@@ -211,7 +212,21 @@ async def test_tokens_the_resource_server_refuses_and_what_it_says(
             assert stranger.status_code == 403 and stranger.json() == {
                 "error": "access_denied",
                 "error_description": "client 'stranger' is not a client of this server"}
-            assert (await post(good)).status_code == 200
+            opened = await post(good)
+            assert opened.status_code == 200
+            # the session is the client's: another client's token is told there is none; a
+            # new token of the same client goes on in it
+            ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+
+            async def in_session(token: str) -> int:
+                resp = await http.post(srv.url, json=ping, headers={
+                    **ACCEPT, "Authorization": f"Bearer {token}",
+                    "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                    "Mcp-Protocol-Version": "2025-06-18"})
+                return resp.status_code
+
+            assert await in_session(ours.token("support-bot", aud=srv.resource)) == 404
+            assert await in_session(ours.token("ops-agent", aud=srv.resource)) == 200
 
             # the issuer restarted with a new key (a rotation): read its keys again, unasked
             ours.stop()
@@ -226,8 +241,8 @@ async def test_tokens_the_resource_server_refuses_and_what_it_says(
                 ours.process = rotated.process
         log = srv.log.read_text()
     assert log.splitlines()[0].endswith(
-        f"; clients: OAuth 2.1 tokens of {ours.url} for {srv.resource}: 1 client, each its own "
-        "identity")
+        f"; clients: OAuth 2.1 tokens of {ours.url} for {srv.resource}: 2 clients, each its "
+        "own identity")
     for why in tokens:
         assert f"401 invalid_token: {why}" in log
     assert "403 insufficient_scope: the token lacks the scope plangate.mcp (client 'ops-agent')" \
@@ -405,3 +420,36 @@ def test_a_server_whose_oauth_settings_cannot_be_used_does_not_start():
     assert "mcp: PLANGATE_MCP_OAUTH_RESOURCE is not set (PLANGATE_MCP_OAUTH_ISSUER is)" in \
         done.stderr
     assert "plangate mcp: http" not in done.stdout
+
+
+async def test_an_issuer_that_does_not_answer_is_not_asked_once_a_request():
+    """Keys never read: every request is told at once (503) for 5 s after a failed read, then
+    the issuer is asked again; a key set past its hour whose issuer does not answer stays in
+    use."""
+    asked: list[str] = []
+    now = [0.0]
+    down = [True]
+
+    async def fetch(url: str) -> Any:
+        asked.append(url)
+        if down[0]:
+            raise httpx2.ConnectError("connection refused")
+        if url.endswith("/jwks"):
+            return {"keys": [{"kty": "EC", "kid": "e1", "crv": "P-256", "x": "x", "y": "y"}]}
+        return {"issuer": "https://id.example", "jwks_uri": "https://id.example/jwks"}
+
+    keys = IssuerKeys("https://id.example", fetch=fetch, clock=lambda: now[0])
+    for _ in range(3):
+        with pytest.raises(IssuerUnreachable) as e:
+            await keys.key("e1")
+    assert str(e.value) == (
+        "https://id.example's keys cannot be read: no metadata for issuer https://id.example: "
+        "https://id.example/.well-known/oauth-authorization-server: ConnectError: connection "
+        "refused; https://id.example/.well-known/openid-configuration: ConnectError: connection "
+        "refused (asked again 5 s after it failed)")
+    assert len(asked) == 2  # one read: its two metadata URLs, then nothing for 5 s
+    now[0], down[0] = 5.0, False
+    assert await keys.key("e1") is not None and keys.reads == 1
+    now[0], down[0] = 5.0 + 3601, True
+    assert await keys.key("e1") is not None  # stale, the issuer down: kept
+    assert keys.reads == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,10 +21,12 @@ import httpx2
 from plangate.errors import PlangateError
 
 REFETCHES_PER_MINUTE = 6
+RETRY_AFTER_S = 5.0  # after a failed read, the issuer is not asked again for this long
 MAX_AGE_S = 3600.0  # a key set older than this is read again before use
 ASYMMETRIC = frozenset({"RSA", "EC", "OKP"})
 
 Fetch = Callable[[str], Awaitable[Any]]
+log = logging.getLogger(__name__)
 
 
 class IssuerUnreachable(PlangateError):
@@ -70,22 +73,28 @@ class IssuerKeys:
         self._jwks_uri: str | None = None
         self._keys: dict[str | None, dict[str, Any]] = {}
         self._read_at: float | None = None
+        self._retry_at = float("-inf")
+        self._failed = ""
         self._refetches: collections.deque[float] = collections.deque()
         self._lock = asyncio.Lock()
         self.reads = 0  # how many times the key set was read
 
     async def key(self, kid: str | None) -> dict[str, Any] | None:
         """The JWK of ``kid`` (None: the key set's one key, where it has one), or None where
-        the issuer does not publish it, even after reading its key set again."""
+        the issuer does not publish it, even after reading its key set again.
+        ``IssuerUnreachable`` where the keys were never read, or a key unknown here could not
+        be looked up; a key set past its age whose issuer does not answer is kept in use."""
         async with self._lock:
             now = self._clock()
-            stale = self._read_at is None or now - self._read_at > MAX_AGE_S
-            try:
-                if stale or (self._find(kid) is None and self._may_refetch(now)):
+            if self._read_at is None:
+                await self._read(now)
+            elif now - self._read_at > MAX_AGE_S:
+                try:
                     await self._read(now)
-            except httpx2.HTTPError as e:
-                raise IssuerUnreachable(
-                    f"{self.issuer}'s keys: {type(e).__name__}: {e}") from None
+                except IssuerUnreachable as e:
+                    log.warning("%s; the keys read before stay in use", e)
+            elif self._find(kid) is None and self._may_refetch(now):
+                await self._read(now)
             return self._find(kid)
 
     def _find(self, kid: str | None) -> dict[str, Any] | None:
@@ -102,12 +111,23 @@ class IssuerKeys:
         return True
 
     async def _read(self, now: float) -> None:
-        if self._jwks_uri is None:
-            self._jwks_uri = await self._discover()
-        jwks = await self._fetch(self._jwks_uri)
-        found = jwks.get("keys") if isinstance(jwks, dict) else None
-        if not isinstance(found, list):
-            raise IssuerUnreachable(f"{self._jwks_uri} is not a JWK set")
+        """Read the key set; a failure is not tried again for ``RETRY_AFTER_S`` (requests
+        meanwhile are told at once), so an issuer that is down is not asked once a request."""
+        if now < self._retry_at:
+            raise IssuerUnreachable(f"{self._failed} (asked again {RETRY_AFTER_S:.0f} s after "
+                                    "it failed)")
+        try:
+            if self._jwks_uri is None:
+                self._jwks_uri = await self._discover()
+            jwks = await self._fetch(self._jwks_uri)
+            found = jwks.get("keys") if isinstance(jwks, dict) else None
+            if not isinstance(found, list):
+                raise IssuerUnreachable(f"{self._jwks_uri} is not a JWK set")
+        except (IssuerUnreachable, httpx2.HTTPError) as e:
+            self._retry_at = now + RETRY_AFTER_S
+            why = str(e) if isinstance(e, IssuerUnreachable) else f"{type(e).__name__}: {e}"
+            self._failed = f"{self.issuer}'s keys cannot be read: {why}"
+            raise IssuerUnreachable(self._failed) from None
         self._keys = {
             k.get("kid"): k for k in found
             if isinstance(k, dict) and k.get("kty") in ASYMMETRIC and k.get("use", "sig") == "sig"
@@ -120,8 +140,11 @@ class IssuerKeys:
         for url in metadata_urls(self.issuer):
             try:
                 meta = await self._fetch(url)
-            except (IssuerUnreachable, httpx2.HTTPError) as e:
-                why.append(str(e) or type(e).__name__)
+            except IssuerUnreachable as e:
+                why.append(str(e))
+                continue
+            except httpx2.HTTPError as e:
+                why.append(f"{url}: {type(e).__name__}: {e}")
                 continue
             if not isinstance(meta, dict):
                 why.append(f"{url} is not a metadata document")
