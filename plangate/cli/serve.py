@@ -132,7 +132,8 @@ CODEC_SERVER = Command(
 def _mcp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http", action="store_true",
                    help="serve streamable HTTP at /mcp instead of stdio (PLANGATE_MCP_TOKENS: "
-                        "a bearer token per client; PLANGATE_MCP_TOKEN: one)")
+                        "a bearer token per client; PLANGATE_MCP_TOKEN: one; "
+                        "PLANGATE_MCP_OAUTH_ISSUER: OAuth 2.1 tokens of that issuer)")
     p.add_argument("--host", default="127.0.0.1",
                    help="with --http: the address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=port, default=8766,

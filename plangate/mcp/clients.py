@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plangate.errors import ConfigurationError, PlangateError
 from plangate.plans.words import many
@@ -33,6 +33,9 @@ from plangate.records.signing import SigningKey
 from plangate.servers.tokens import weakness
 from plangate.world.settings.keys import signing_keys
 from plangate.world.settings.parse import at_least
+
+if TYPE_CHECKING:
+    from plangate.mcp.oauth.settings import OAuthSettings
 
 TOKENS_VAR = "PLANGATE_MCP_TOKENS"
 TOKEN_VAR = "PLANGATE_MCP_TOKEN"
@@ -78,18 +81,18 @@ class RunsLimited(PlangateError):
     """This client started as many runs as the server allows a minute."""
 
 
-def _entries(raw: str) -> Iterable[tuple[str, str]]:
+def entries(raw: str, var: str = TOKENS_VAR) -> Iterable[tuple[str, str]]:
     """``(where, entry)``: the variable's comma-separated entries, or a file's lines."""
     path = Path(raw.strip()).expanduser()
     if "," not in raw and ":" not in raw.strip() and path.is_file():
         for i, line in enumerate(path.read_text().splitlines(), 1):
             line = line.split("#", 1)[0].strip()
             if line:
-                yield f"{TOKENS_VAR} file {path} line {i}", line
+                yield f"{var} file {path} line {i}", line
         return
     for i, entry in enumerate(raw.split(","), 1):
         if entry.strip():
-            yield f"{TOKENS_VAR} entry {i}", entry.strip()
+            yield f"{var} entry {i}", entry.strip()
 
 
 def parse_tokens(raw: str, server_key: SigningKey | None) -> dict[str, McpClient]:
@@ -98,7 +101,7 @@ def parse_tokens(raw: str, server_key: SigningKey | None) -> dict[str, McpClient
     found: dict[str, McpClient] = {}
     names: set[str] = set()
     given: list[McpClient] = []
-    for where, entry in _entries(raw):
+    for where, entry in entries(raw):
         name, _, rest = entry.partition(":")
         token, _, key_text = rest.partition(":")
         name, token = name.strip(), token.strip()
@@ -116,18 +119,18 @@ def parse_tokens(raw: str, server_key: SigningKey | None) -> dict[str, McpClient
         found[token] = McpClient(name, keys[0] if keys else server_key)
         if keys:
             given.append(found[token])
-    _one_key_each(given)
+    one_key_each(given)
     return found
 
 
-def _one_key_each(clients: Iterable[McpClient]) -> None:
+def one_key_each(clients: Iterable[McpClient], var: str = TOKENS_VAR) -> None:
     """A key given to two clients would make them one principal to the worker: refused.
     (Clients given none share the server's, as its own clients.)"""
     by_key: dict[str, str] = {}
     for c in clients:
         if c.submitter in by_key:
             raise ConfigurationError(
-                f"{TOKENS_VAR}: clients {by_key[c.submitter]} and {c.name} submit with one key "
+                f"{var}: clients {by_key[c.submitter]} and {c.name} submit with one key "
                 f"({c.submitter}), so one principal; give each client a submitter key of its own"
             )
         by_key[str(c.submitter)] = c.name
@@ -135,11 +138,13 @@ def _one_key_each(clients: Iterable[McpClient]) -> None:
 
 @dataclass(frozen=True)
 class Clients:
-    """The clients a server knows: by bearer token over HTTP, the one client over stdio."""
+    """The clients a server knows: by bearer token (or by OAuth token, ``oauth``) over HTTP,
+    the one client over stdio."""
 
     scheme: str  # one line for the start-up message, naming no secret
     _by_token: Mapping[str, McpClient] = field(default_factory=dict, repr=False)
     stdio: McpClient | None = None
+    oauth: OAuthSettings | None = None
 
     @classmethod
     def over_stdio(cls, server_key: SigningKey | None) -> Clients:
@@ -148,11 +153,21 @@ class Clients:
 
     @classmethod
     def over_http(cls, env: Mapping[str, str], server_key: SigningKey | None) -> Clients:
-        many, one = env.get(TOKENS_VAR, "").strip(), env.get(TOKEN_VAR, "").strip()
-        if many and one:
+        from plangate.mcp.oauth.settings import ISSUER_VAR, OAuthSettings
+
+        listed, one = env.get(TOKENS_VAR, "").strip(), env.get(TOKEN_VAR, "").strip()
+        if listed and one:
             raise ConfigurationError(f"set {TOKENS_VAR} or {TOKEN_VAR}, not both")
-        if many:
-            by_token = parse_tokens(many, server_key)
+        oauth = OAuthSettings.from_env(env, server_key)
+        if oauth is not None:
+            if listed or one:
+                raise ConfigurationError(f"set {ISSUER_VAR} (OAuth) or {TOKENS_VAR} / "
+                                         f"{TOKEN_VAR} (static tokens), not both")
+            return cls(f"OAuth 2.1 tokens of {oauth.issuer} for {oauth.resource}: "
+                       f"{many(len(oauth.by_client_id), 'client')}, each its own identity",
+                       oauth=oauth)
+        if listed:
+            by_token = parse_tokens(listed, server_key)
             if not by_token:
                 raise ConfigurationError(f"{TOKENS_VAR} names no client")
             return cls(f"bearer tokens ({TOKENS_VAR}): {len(by_token)} clients, each its own "
@@ -169,6 +184,11 @@ class Clients:
     @property
     def tokens(self) -> bool:
         return bool(self._by_token)
+
+    @property
+    def guarded(self) -> bool:
+        """Whether every HTTP request must carry a credential (a token, or an OAuth token)."""
+        return self.tokens or self.oauth is not None
 
     def of_token(self, token: str) -> McpClient | None:
         """The client holding ``token``: every token compared in constant time, whichever

@@ -7,6 +7,9 @@ is bound, as the codec server decides it:
   constant time), on any address, and acts as the client its token names
   (``plangate.mcp.clients``): per request, so a session id another client learnt acts as
   that other client, never as the session's first;
+- with ``PLANGATE_MCP_OAUTH_ISSUER`` (and its resource and clients) set, an OAuth 2.1 resource
+  server instead: every request carries a JWT of that issuer for this server, acting as the
+  client the deployment lists for it (``plangate.mcp.oauth``);
 - without one, only a loopback address, and only when told so (``--insecure-local``): every
   process that reaches the server is one client.
 
@@ -81,7 +84,7 @@ def clients_of(settings: Settings, env: Mapping[str, str], host: str, insecure_l
         clients = Clients.over_http(env, settings.identity.submitter_key)
     except ConfigurationError as e:
         raise McpServerRefused(f"mcp: {e}") from None
-    if not clients.tokens:
+    if not clients.guarded:
         why = refusal(None, host, insecure_local)
         if why is not None:
             raise McpServerRefused(why.replace(TOKEN_VAR, TOKENS_VAR))
@@ -100,7 +103,11 @@ async def serve_http(
     app: ASGIApp = build_server(settings, clients=clients, **options).streamable_http_app(
         streamable_http_path=PATH, host=host
     )
-    if clients.tokens:
+    if clients.oauth is not None:
+        from plangate.mcp.oauth.guard import OAuthGuard
+
+        app = OAuthGuard(app, clients.oauth)
+    elif clients.tokens:
         app = BearerOnly(app, clients)
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
