@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import os
 import re
 import socket
 import threading
@@ -26,6 +27,7 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from aiosmtpd.controller import Controller
 
+from plangate.cli import main
 from plangate.client.api import Plangate
 from plangate.errors import ConfigurationError
 from plangate.servers.notify.loop import Deliveries
@@ -44,7 +46,7 @@ from plangate.testing import running_worker, scheduled
 from plangate.world import deliveries
 from plangate.world.clients import World
 from tests.harness import approver_key
-from tests.test_approval_page import put_once_approved, request, unique
+from tests.test_approval_page import put_once_approved, request, ui_process, unique, waiting
 from tests.test_approvals import events, sent
 
 SECRET = b"8f742231b10e8888abcd99yyyzzz85a5"
@@ -349,3 +351,48 @@ def test_the_settings_are_checked_and_the_secrets_never_shown():
                              "erin"}, "'erin' is not USERID:APPROVER")):
         with pytest.raises(ConfigurationError, match=re.escape(said)):
             chat_settings(bad_chat)
+
+
+def test_plangate_ui_refuses_half_given_notices_in_one_line(stack, monkeypatch, capsys):
+    for k, v in stack.env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("PLANGATE_NOTIFY_SMTP", "mail.example:25")
+    assert main(["ui"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("plangate: e-mail notices need PLANGATE_NOTIFY_SMTP") and (
+        err.count("\n") == 1), err
+    monkeypatch.delenv("PLANGATE_NOTIFY_SMTP")
+    monkeypatch.setenv("PLANGATE_CHAT_SIGNING_SECRET", "s3cr3t")
+    monkeypatch.setenv("PLANGATE_CHAT_APPROVERS", "U123:mallory")
+    assert main(["ui"]) == 2
+    err = capsys.readouterr().err
+    assert "U123 answers as 'mallory', whose key the page does not hold" in err, err
+    assert "s3cr3t" not in err and err.count("\n") == 1
+
+
+async def test_the_plangate_ui_command_sends_the_cards_its_environment_names(
+    client, settings, stack, s3, receiver, tmp_path
+):
+    bucket, key = unique("notify-cli"), unique("c") + ".txt"
+    s3.create_bucket(Bucket=bucket)
+    log = tmp_path / "ui.log"
+    async with running_worker(client, settings) as h:
+        env = {**os.environ, **stack.env(), "PLANGATE_TASK_QUEUE": h.settings.temporal.task_queue,
+               "PLANGATE_NOTIFY_WEBHOOK": receiver.url,
+               "PLANGATE_UI_URL": "https://approve.example/"}
+        api = Plangate(client, h.settings)
+        async with ui_process(env, log) as url:
+            # no chat settings: no callback route (nothing there for a stranger to call)
+            body = click_body("{}", "U123")
+            status, _ = await asyncio.to_thread(post, url + "chat/actions", body, signed(body))
+            assert status == 404
+            run_id = await api.start(put_once_approved("publish", bucket, key, "figures"))
+            digest = (await waiting(api, run_id, 1)).record.digest
+
+            async def posted() -> bool:
+                return bool(receiver.about(digest))
+            await until(posted, "the card POSTed to the webhook")
+            (hooked,) = receiver.about(digest)
+            assert "https://approve.example/card?run=" in hooked["text"], hooked["text"]
+            await api.cancel(run_id, reason="test over")
+    assert "secret-token" not in await asyncio.to_thread(log.read_text)  # the URL's token
