@@ -396,3 +396,35 @@ async def test_the_plangate_ui_command_sends_the_cards_its_environment_names(
             assert "https://approve.example/card?run=" in hooked["text"], hooked["text"]
             await api.cancel(run_id, reason="test over")
     assert "secret-token" not in await asyncio.to_thread(log.read_text)  # the URL's token
+
+
+def test_a_cards_words_cannot_link_mention_or_format_in_the_chat():
+    from datetime import UTC, datetime, timedelta
+
+    from plangate.client.pending import PendingCard
+    from plangate.plans.model import Effect
+    from plangate.records.approvals import ApprovalCard, ApprovalRecord
+    from plangate.servers.notify import message
+
+    now = datetime(2026, 12, 8, 2, 0, tzinfo=UTC)
+    card = ApprovalCard(run_id="r-1", plan_version=1, step=1, tool="s3.put", effect=Effect.MONEY,
+                        args={"bucket": "b", "key": "<!channel> <https://evil.example|ok> `x`"
+                              "\u202e*bold*", "body": "a\nb"},
+                        issued_at=now, expires_at=now + timedelta(hours=1))
+    p = PendingCard("r-1", "goal <@U999>", ApprovalRecord(
+        step=1, plan_version=1, digest=card.digest(), expires_at=card.expires_at, card=card))
+    msg = message.chat(p, "https://approve.example/card?run=r-1&step=1&digest=" + card.digest())
+    sections = [b["text"]["text"] for b in msg["blocks"] if b["type"] == "section"]
+    shown = "\n".join(sections)
+    for raw in ("<!channel>", "<https://evil", "<@U999>", "`x`", "\u202e", "a\nb"):
+        assert raw not in shown, raw
+    assert "&lt;!channel&gt;" in shown and "\\u0060x\\u0060" in shown and "\\u202e" in shown
+    assert "&lt;@U999&gt;" in shown and "effect money (irreversible)" in shown
+    # every untrusted line sits inside a code span: no *bold*, no _italic_ is rendered
+    assert all(line.startswith("`") and line.endswith("`")
+               for s in sections[:-1] for line in s.split("\n")[1:]), sections
+    assert sections[-1] == ("<https://approve.example/card?run=r-1&amp;step=1&amp;digest="
+                            f"{card.digest()}|Open the card on the approval page>")
+    mail = message.email(p, "https://approve.example/card", Email("h", 25, "p@x.org",
+                                                                  ("e@x.org",)))
+    assert "\u202e" not in mail.get_content() and "\\u202e" in mail.get_content()

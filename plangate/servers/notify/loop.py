@@ -16,6 +16,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from pydantic import ValidationError
+
 from plangate.client.pending import PendingCard
 from plangate.records.cards import CardsMemo, trusted
 from plangate.servers.notify import channels, message
@@ -76,8 +78,11 @@ class Deliveries:
         now = datetime.now(UTC)
         sent = 0
         for w in await run_index.waiting(self.world, self.deployment):
-            memo = CardsMemo(execution=w.execution, goal=w.goal,
-                             cards=run_index.CARDS.validate_json(w.cards))
+            try:
+                memo = CardsMemo(execution=w.execution, goal=w.goal,
+                                 cards=run_index.CARDS.validate_json(w.cards))
+            except ValidationError:  # not what a worker writes: no card of it is sent
+                continue
             for record in trusted(memo, w.workflow_id, w.execution) or ():
                 if record.expires_at <= now:
                     continue
