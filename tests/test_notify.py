@@ -428,3 +428,38 @@ def test_a_cards_words_cannot_link_mention_or_format_in_the_chat():
     mail = message.email(p, "https://approve.example/card", Email("h", 25, "p@x.org",
                                                                   ("e@x.org",)))
     assert "\u202e" not in mail.get_content() and "\\u202e" in mail.get_content()
+
+
+async def test_a_notice_is_claimed_by_one_process_retried_when_due_and_never_after_delivery(
+    world
+):
+    from datetime import UTC, datetime, timedelta
+
+    from plangate.world.deliveries import Notice
+
+    deployment = unique("claims")
+    n = Notice(unique("d"), "webhook", deployment, "r-1", 1,
+               datetime.now(UTC) + timedelta(hours=1))
+    # eight processes at once: one holds it
+    got = await asyncio.gather(*(deliveries.claim(world, n, 60, 3) for _ in range(8)))
+    assert sorted(got, key=str) == [0, *[None] * 7], got
+    assert await deliveries.claim(world, n, 60, 3) is None  # held: the lease
+    await deliveries.settle(world, n, "HTTP 500", 3600)
+    assert await deliveries.claim(world, n, 60, 3) is None  # failed: not due for an hour
+    pool = await world.pool()
+    async with pool.connection() as conn:  # the hour has passed
+        await conn.execute("UPDATE plangate.deliveries SET next_at = now() "
+                           "WHERE digest = %s", (n.digest,))
+    assert await deliveries.claim(world, n, 60, 3) == 1
+    await deliveries.settle(world, n, None, 0)
+    assert await deliveries.claim(world, n, 60, 10) is None  # delivered: never again
+    assert await deliveries.settled(world, deployment, 3) == {(n.digest, "webhook")}
+    (row,) = [r for r in await deliveries.of_run(world, "r-1") if r.digest == n.digest]
+    assert (row.attempts, row.last_error) == (2, "HTTP 500") and row.delivered_at
+    # out of tries: three failures, then no claim takes it
+    m = Notice(unique("d"), "email", deployment, "r-1", 1, n.expires_at)
+    for tried in range(3):
+        assert await deliveries.claim(world, m, 60, 3) == tried
+        await deliveries.settle(world, m, "SMTP 451", 0)
+    assert await deliveries.claim(world, m, 60, 3) is None
+    assert (m.digest, "email") in await deliveries.settled(world, deployment, 3)

@@ -154,6 +154,7 @@ CREATE TABLE IF NOT EXISTS plangate.deliveries (
     delivered_at timestamptz,
     PRIMARY KEY (digest, channel)
 );
+CREATE INDEX IF NOT EXISTS deliveries_owed ON plangate.deliveries (deployment, expires_at);
 CREATE TABLE IF NOT EXISTS plangate.keys (
     name text PRIMARY KEY,
     key bytea NOT NULL,

@@ -72,6 +72,18 @@ async def settle(world: World, n: Notice, error: str | None, retry_s: float) -> 
                                      "retry_s": retry_s})
 
 
+async def settled(world: World, deployment: str, most: int) -> set[tuple[str, str]]:
+    """The (digest, channel) of the deployment's notices that no claim would take again:
+    delivered, or out of tries; one query, so a pass claims only the notices still owed."""
+    pool = await world.pool()
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT digest, channel FROM plangate.deliveries WHERE deployment = %s "
+            "AND expires_at > now() AND (delivered_at IS NOT NULL OR attempts >= %s)",
+            (deployment, most))
+        return {(d, c) for d, c in await cur.fetchall()}
+
+
 @dataclass(frozen=True)
 class Delivery:
     """A notice as the table holds it."""

@@ -77,6 +77,8 @@ class Deliveries:
         """One pass: how many notices it sent."""
         now = datetime.now(UTC)
         sent = 0
+        # read before the runs: a notice settled between the two is claimed, and found settled
+        done = await deliveries.settled(self.world, self.deployment, self.notify.most)
         for w in await run_index.waiting(self.world, self.deployment):
             try:
                 memo = CardsMemo(execution=w.execution, goal=w.goal,
@@ -88,7 +90,8 @@ class Deliveries:
                     continue
                 p = PendingCard(run_id=w.workflow_id, goal=w.goal, record=record)
                 for channel, send in self.senders.items():
-                    sent += await self._deliver(p, channel, send)
+                    if (record.digest, channel) not in done:
+                        sent += await self._deliver(p, channel, send)
         return sent
 
     async def _deliver(self, p: PendingCard, channel: str, send: Send) -> int:
