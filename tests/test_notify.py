@@ -304,7 +304,17 @@ async def test_a_card_is_delivered_once_per_channel_and_answered_from_the_chat_w
                 assert (await scheduled(client, run_b)).get("s3.put", 0) == 0
                 got = s3.get_object(Bucket=bucket, Key=key_b)["Body"].read()
                 assert got == b"someone else's figures"
-                await api.cancel(run_b, reason="test over")
+
+                # -- Reject from the chat: the reason recorded names the chat's user
+                (hooked_2,) = receiver.about(second)
+                body = click_body(button(hooked_2), "U123", "plangate_reject")
+                status, said = await click(url, body, signed(body))
+                assert status == 200 and said["ok"], said
+                rep = await asyncio.wait_for(api.result(run_b), 60)
+                assert rep.status == "halted" and rep.failure is not None
+                assert rep.failure.code == "approval_rejected"
+                assert "rejected in chat by user U123 (erin)" in rep.failure.detail
+                assert (await scheduled(client, run_b)).get("s3.put", 0) == 0
         finally:
             await world.close()
 
