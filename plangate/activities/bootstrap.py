@@ -19,6 +19,8 @@ demo systems are on).
 - ``plangate.runs_index``: each run's status and the cards it waits on, written by the worker
   as they change (``world.run_index``), read by the card list and ``plangate runs``: where to
   look, never what decides.
+- ``plangate.deliveries``: each card's notice on each channel the approval page sends it to
+  (``world.deliveries``): claimed by one page process, retried, its outcome recorded.
 - ``plangate.keys``: the deployment's own secrets (``world.keys``: the call seal's key), made
   once by the first worker and read by every worker after.
 
@@ -137,6 +139,22 @@ CREATE TABLE IF NOT EXISTS plangate.runs_index (
 );
 CREATE INDEX IF NOT EXISTS runs_index_status ON plangate.runs_index (deployment, status);
 CREATE INDEX IF NOT EXISTS runs_index_started ON plangate.runs_index (deployment, started_at);
+CREATE TABLE IF NOT EXISTS plangate.deliveries (
+    digest text NOT NULL,
+    channel text NOT NULL,
+    deployment text NOT NULL,
+    run_id text NOT NULL,
+    step integer NOT NULL,
+    expires_at timestamptz NOT NULL,
+    attempts integer NOT NULL DEFAULT 0,
+    claimed_until timestamptz NOT NULL,
+    next_at timestamptz NOT NULL DEFAULT now(),
+    last_at timestamptz,
+    last_error text,
+    delivered_at timestamptz,
+    PRIMARY KEY (digest, channel)
+);
+CREATE INDEX IF NOT EXISTS deliveries_owed ON plangate.deliveries (deployment, expires_at);
 CREATE TABLE IF NOT EXISTS plangate.keys (
     name text PRIMARY KEY,
     key bytea NOT NULL,
@@ -177,7 +195,8 @@ OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+
 # those a later plangate added: missing beside the others, the tables are an older plangate's
 LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
                           "plangate.windows_since", "plangate.submissions",
-                          "plangate.runs_index", "plangate.keys"})
+                          "plangate.runs_index", "plangate.deliveries",
+                          "plangate.keys"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"

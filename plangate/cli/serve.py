@@ -50,6 +50,7 @@ def _ui_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def _ui(args: argparse.Namespace, settings: Settings) -> int:
+    from plangate.servers.notify.settings import chat_approvers_held
     from plangate.servers.page import (
         DEFAULT_TEMPORAL_UI,
         TEMPORAL_UI_VAR,
@@ -64,10 +65,17 @@ async def _ui(args: argparse.Namespace, settings: Settings) -> int:
         temporal_ui = temporal_ui_arg(
             args.temporal_ui or os.environ.get(TEMPORAL_UI_VAR) or DEFAULT_TEMPORAL_UI)
         options = ui_options(os.environ)  # the page extra installed; a session's length
+        if options.chat is not None:
+            chat_approvers_held(options.chat, frozenset(k.name for k in keys))
     except ValueError as e:
         raise UsageError(str(e)) from None
     plangate = await api(settings)
     plangate.index = await index_world(settings)  # the card list from the runs index
+    if plangate.index is None and options.notify is not None:
+        from plangate.world.clients import World
+
+        # the notices need it: their loop says so while it does not answer, and goes on
+        plangate.index = World(settings.world)
     try:
         with listening("ui", args.host, args.port):
             return await run_ui(plangate, keys, args.host, args.port, temporal_ui, options)

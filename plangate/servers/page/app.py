@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -29,6 +29,7 @@ from plangate.records.approvals import ApprovalDecision, ApprovalReceipt
 from plangate.records.report import RunReport
 from plangate.servers.page import views
 from plangate.servers.page.answers import Answers, Given
+from plangate.servers.page.chat import ChatActions
 from plangate.servers.page.csrf import local_path, same_origin
 from plangate.servers.page.gate import Gate, Throttle
 from plangate.servers.page.sessions import Session, Sessions
@@ -63,6 +64,7 @@ class Page:
     throttle: Throttle
     links: views.Links
     answers: Answers
+    chat: ChatActions | None = None  # a chat's signed callback, where the deployment has one
 
     # -- plumbing ---------------------------------------------------------------------------
     async def call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -75,6 +77,9 @@ class Page:
         run_id = request.query_params.get("id", "")
         next_ = (f"{request.url.path}?id={quote(run_id, safe='')}"
                  if request.url.path in ("/run", "/run.json") and run_id else "/")
+        if request.url.path == "/card":  # a notice's link: the card, once logged in
+            q = request.query_params
+            next_ = "/card?" + urlencode({k: q.get(k, "") for k in ("run", "step", "digest")})
         response = HTMLResponse(views.login_page(problem, next_), 401,
                                 headers={"WWW-Authenticate": 'Cookie realm="plangate ui"'})
         if clear:
@@ -146,6 +151,26 @@ class Page:
             return Response(visible_json(rep.model_dump_json(indent=2)),
                             media_type="application/json; charset=utf-8")
         return HTMLResponse(views.run_page(rep, self.links, s.csrf))
+
+    async def card(self, request: Request) -> Response:
+        """One card, as a notice links it (``/card?run=&step=&digest=``): read from its run
+        (``published_card``), with Approve and Reject; a card no longer waiting says why
+        (409)."""
+        s = self.session(request)
+        q = request.query_params
+        run_id, step, digest = q.get("run", ""), q.get("step", ""), q.get("digest", "")
+        if not (0 < len(run_id) <= 1000 and step.isdigit() and len(step) <= 9
+                and _DIGEST.match(digest)):
+            raise refused(400, "Which card?", "Give the card as ?run=RUN&step=N&digest=HEX.", s)
+        await self.own_run(run_id, "Not found", s)
+        try:
+            shown = await self.call(self.api.published_card(run_id, int(step), digest))
+        except (AnswerRefused, RunEnded) as e:
+            raise refused(409, "No longer waiting", str(e), s) from None
+        except UnknownRun as e:
+            raise refused(404, "Not found", str(e), s) from None
+        return HTMLResponse(views.one_card_page(shown, s.csrf, datetime.now(UTC), s.name,
+                                                self.links))
 
     async def log_in(self, request: Request) -> Response:
         """A token tried: heard only when the client's address is not throttled; to the page
@@ -258,9 +283,13 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 def application(page: Page) -> Starlette:
     static = StaticFiles(packages=[("plangate.servers.page", "static")])
-    return Starlette(routes=[
+    # the one route without a session: its proof is the chat platform's signature (``chat``)
+    chat = [] if page.chat is None else [
+        Route("/chat/actions", _guarded(page.chat), methods=["POST"])]
+    return Starlette(routes=[*chat,
         Route("/", _guarded(page.cards), methods=["GET"]),
         Route("/run", _guarded(page.run), methods=["GET"]),
+        Route("/card", _guarded(page.card), methods=["GET"]),
         Route("/run.json", _guarded(page.run), methods=["GET"]),
         Route("/login", _guarded(page.log_in), methods=["POST"]),
         Route("/logout", _guarded(page.log_out), methods=["POST"]),

@@ -1,5 +1,6 @@
 """What ``plangate ui`` is given before it serves: the approvers' keys, the Temporal Web UI's
-address, how long a session lasts, and whether the ``page`` extra is installed. Imports no web
+address, how long a session lasts, where cards are sent and whose chat clicks are taken
+(``servers.notify.settings``), and whether the ``page`` extra is installed. Imports no web
 framework, so a missing extra is said in one line before anything loads it."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from urllib.parse import urlsplit
 
 from plangate.errors import ConfigurationError
 from plangate.records.signing import SigningKey
+from plangate.servers.notify.settings import Chat, Notify, chat_settings, notify_settings
 from plangate.world.settings import APPROVER_KEY_VAR, TEMPORAL_UI_VAR, Identity
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
@@ -25,6 +27,8 @@ EXTRA = ("starlette", "uvicorn", "jinja2")  # the modules of the ``page`` extra
 class PageOptions:
     session_s: float = DEFAULT_SESSION_S  # from login; then the login form again
     clock: Callable[[], float] = time.monotonic  # the sessions' (a test's own, to expire one)
+    notify: Notify | None = None  # where each card is sent (PLANGATE_NOTIFY_*)
+    chat: Chat | None = None  # a chat's signed callback (PLANGATE_CHAT_*)
 
 
 def ui_keys(identity: Identity) -> tuple[SigningKey, ...]:
@@ -56,9 +60,10 @@ def ui_options(env: Mapping[str, str]) -> PageOptions:
     if missing is not None:
         raise ConfigurationError(f"ui: the approval page's web server is not installed "
                                  f"({missing} is missing): pip install 'plangate[page]'")
+    notify, chat = notify_settings(env), chat_settings(env)
     raw = env.get(SESSION_VAR, "").strip()
     if not raw:
-        return PageOptions()
+        return PageOptions(notify=notify, chat=chat)
     try:
         seconds = float(raw)
     except ValueError:
@@ -66,4 +71,4 @@ def ui_options(env: Mapping[str, str]) -> PageOptions:
     if not 0 < seconds <= 30 * 86400:
         raise ConfigurationError(f"{SESSION_VAR}={raw!r}: a session's length must be a "
                                  "number of seconds above 0 and at most 30 days")
-    return PageOptions(session_s=seconds)
+    return PageOptions(session_s=seconds, notify=notify, chat=chat)

@@ -21,8 +21,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plangate.client.api import Plangate
 from plangate.records.signing import SigningKey
+from plangate.servers.notify.loop import Deliveries
+from plangate.servers.notify.settings import chat_approvers_held
 from plangate.servers.page.answers import Answers
 from plangate.servers.page.app import Page, application
+from plangate.servers.page.chat import ChatActions
 from plangate.servers.page.gate import Gate, Throttle
 from plangate.servers.page.options import (
     DEFAULT_HOST,
@@ -33,7 +36,8 @@ from plangate.servers.page.options import (
 from plangate.servers.page.sessions import Sessions
 from plangate.servers.page.views import Links
 
-ROUTES = frozenset({"/", "/login", "/logout", "/answer", "/run", "/run.json",
+ROUTES = frozenset({"/", "/login", "/logout", "/answer", "/run", "/run.json", "/card",
+                    "/chat/actions",
                     "/static/page.css", "/static/page.js"})
 _METHODS = frozenset({"GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH"})
 _HEADERS = [(k.encode(), v.encode()) for k, v in (
@@ -121,10 +125,18 @@ async def serving(
 ) -> AsyncIterator[str]:
     """The page for the people whose ``keys`` it holds, served on this event loop until the
     block ends; yields its URL. ``port`` 0: a free port. ``OSError`` when the address cannot be
-    listened on. ``temporal_ui``: the Temporal Web UI's address, for the runs' links."""
+    listened on. ``temporal_ui``: the Temporal Web UI's address, for the runs' links.
+    ``options.notify``: each card is sent to its channels by a loop beside the page, which needs
+    the deployment's Postgres (``api.index``: ``ValueError`` without it)."""
     options = options or PageOptions()
+    if options.notify is not None and api.index is None:
+        raise ValueError("notices need the deployment's Postgres (PLANGATE_DATABASE_URL): they "
+                         "are claimed and recorded in plangate.deliveries")
+    if options.chat is not None:  # each chat user answers as a key held here
+        chat_approvers_held(options.chat, frozenset(k.name for k in keys))
+    chat = None if options.chat is None else ChatActions(api, options.chat)
     page = Page(api, Gate(keys), Sessions(options.session_s, options.clock), throttle or Throttle(),
-                Links(temporal_ui, api.settings.temporal.namespace), Answers(api))
+                Links(temporal_ui, api.settings.temporal.namespace), Answers(api), chat)
     quiet = logging.getLogger("uvicorn")
     quiet.handlers[:] = [_Templates(logging.WARNING)]
     quiet.propagate = False
@@ -135,6 +147,7 @@ async def serving(
         timeout_keep_alive=5, timeout_graceful_shutdown=5,
     ))
     task = asyncio.create_task(server.serve(sockets=[sock]))
+    notices: asyncio.Task[None] | None = None  # the delivery loop, where cards are sent
     try:
         while not server.started:
             if task.done():
@@ -143,8 +156,16 @@ async def serving(
             await asyncio.sleep(0.02)
         bound = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
-        yield f"http://{shown}:{bound}/"
+        url = f"http://{shown}:{bound}/"
+        if options.notify is not None and api.index is not None:
+            loop = Deliveries(api.index, api.settings.temporal.task_queue, options.notify, url)
+            notices = asyncio.create_task(loop.run())
+        yield url
     finally:
+        if notices is not None:
+            notices.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await notices
         server.should_exit = True
         await task
         sock.close()
@@ -160,6 +181,13 @@ async def run_ui(api: Plangate, keys: Sequence[SigningKey], host: str, port: int
         print(f"plangate ui: serving {url} (cards of task queue {s.task_queue} in namespace "
               f"{s.namespace}) for {names}; each logs in with their key's login "
               "token (plangate key show FILE)", flush=True)
+        o = options or PageOptions()
+        if o.notify is not None:
+            print(f"plangate ui: sends each card by {' and '.join(o.notify.channels)}, linking "
+                  f"{o.notify.ui_url or url}", flush=True)
+        if o.chat is not None:
+            print(f"plangate ui: takes signed chat clicks at {url}chat/actions from "
+                  f"{len(o.chat.approvers)} listed users", flush=True)
         if host not in ("127.0.0.1", "localhost", "::1"):
             print(f"plangate ui: warning: listening on {host} over plain HTTP: the token and "
                   "the session cross the network in clear; put a TLS proxy in front",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,12 +22,12 @@ from plangate.plans.visible import visible
 from plangate.records.report import RunReport
 from plangate.servers.page.answers import Given
 from plangate.servers.page.options import DEFAULT_TEMPORAL_UI
+from plangate.servers.page.target import target
 
 REFRESH_S = 20  # the cards are fetched again this often (a half-typed reason is kept)
 # the cards one page shows: 10,000 cards made a 25 MB page that took seconds to render (and
 # again at each refresh); a person answers the soonest to expire first, the rest on later pages
 CARDS_SHOWN = 100
-_TARGETS = ("target", "table", "account_id", "invoice_id", "sub_id", "ticket_id", "to")
 
 
 def t(value: object) -> Markup:
@@ -83,14 +83,6 @@ class Links:
                 f"/workflows/{quote(run_id, safe='')}")
 
 
-def target(args: Mapping[str, Any]) -> str | None:
-    """The object a call acts on, where its arguments name one plainly."""
-    bucket, key = args.get("bucket"), args.get("key")
-    if isinstance(bucket, str) and isinstance(key, str):
-        return f"s3://{bucket}/{key}"
-    return next((args[n] for n in _TARGETS if isinstance(args.get(n), str)), None)
-
-
 _env = Environment(loader=PackageLoader("plangate.servers.page"),
                    autoescape=select_autoescape(default=True), trim_blocks=True,
                    lstrip_blocks=True)
@@ -105,6 +97,11 @@ def render(template: str, **values: Any) -> str:
 
 def card_html(pending: PendingCard, csrf: str, now: datetime, links: Links | None = None) -> str:
     return render("card.html", p=pending, csrf=csrf, now=now, links=links or Links())
+
+
+def one_card_page(pending: PendingCard, csrf: str, now: datetime, by: str, links: Links) -> str:
+    """One card, as a notice's link shows it, with its answers."""
+    return render("one_card.html", p=pending, csrf=csrf, now=now, by=by, links=links)
 
 
 def login_page(problem: str | None = None, next_: str = "/") -> str:
