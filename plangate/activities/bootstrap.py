@@ -21,6 +21,8 @@ demo systems are on).
   look, never what decides.
 - ``plangate.keys``: the deployment's own secrets (``world.keys``: the call seal's key), made
   once by the first worker and read by every worker after.
+- ``plangate.receipts``: the signed receipt of each ledgered effect (``world.receipts``),
+  written by the tool's activity as the call concludes.
 
 A worker creates them when it starts (``ensure_schema``), unless its role may not: then
 ``plangate setup`` creates them once, as their owner, and the worker, started with
@@ -142,6 +144,14 @@ CREATE TABLE IF NOT EXISTS plangate.keys (
     key bytea NOT NULL,
     made_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS plangate.receipts (
+    idempotency_key text PRIMARY KEY,
+    run_id text NOT NULL,
+    state text NOT NULL,
+    receipt text NOT NULL,
+    made_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS receipts_run ON plangate.receipts (run_id);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
@@ -177,7 +187,7 @@ OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+
 # those a later plangate added: missing beside the others, the tables are an older plangate's
 LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
                           "plangate.windows_since", "plangate.submissions",
-                          "plangate.runs_index", "plangate.keys"})
+                          "plangate.runs_index", "plangate.keys", "plangate.receipts"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"
