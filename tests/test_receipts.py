@@ -272,6 +272,27 @@ async def test_a_receipt_that_cannot_be_written_fails_no_call(
     assert [r["state"] for r in (await effect_rows(pg, run_id)).values()] == ["done"]
 
 
+async def test_a_refused_effect_has_its_receipt_with_the_refusals_code(
+    deployed: Deployment, pg: Any, s3: Any
+) -> None:
+    """S3 refuses the put (the object is there, the call said only if absent): the ledger row
+    is failed, and so is the receipt, with the code the run's report names."""
+    d = deployed
+    key = f"taken-{uuid.uuid4().hex[:6]}.txt"
+    s3.put_object(Bucket=d.bucket, Key=key, Body=b"first")
+    rep = await d.h.run({"goal": "put once", "budget": {"replans_max": 0}, "steps": [
+        {"n": 1, "tool": "s3.put",
+         "args": {"bucket": d.bucket, "key": key, "body": "second", "if_none_match": "*"}}]})
+    assert rep.failure is not None, rep.status
+    (row,) = (await effect_rows(pg, rep.run_id)).values()
+    stored = await receipt_rows(pg, rep.run_id)
+    receipt = verify_receipt(stored[row["idempotency_key"]], KEY.public).receipt
+    assert (receipt["outcome"]["state"], receipt["outcome"]["error"]) == (
+        row["state"], rep.failure.code) == ("failed", rep.failure.code)
+    assert receipt["outcome"]["result_sha256"] is None
+    assert s3.get_object(Bucket=d.bucket, Key=key)["Body"].read() == b"first"
+
+
 async def test_the_mcp_answer_carries_a_receipt_that_verifies(
     deployed: Deployment, stack: Any, pg: Any
 ) -> None:

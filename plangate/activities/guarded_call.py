@@ -271,7 +271,7 @@ async def conclude(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling, ent
         after, kept = await asyncio.gather(read_after(s.probes, s.spec, call, refs), closing)
         word = "recorded" if kept else "owed"
         receipt = await receipted(s, facts(s, call, proof, ruling, entered, acted, after),
-                                  acted.output)
+                                  acted.output, try_now=kept)
     else:
         after = await read_after(s.probes, s.spec, call, refs)
     return ToolResult(
@@ -296,15 +296,17 @@ def facts(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling, entered: Ent
 
 
 async def receipted(s: Setting, f: receipting.Facts, output: dict[str, JsonValue] | None,
-                    error: ToolError | None = None) -> dict[str, JsonValue] | None:
-    """The call's receipt, signed and kept (bookkeeping: never fails the call); None where
-    this worker has no receipt key."""
+                    error: ToolError | None = None, *, try_now: bool = True
+                    ) -> dict[str, JsonValue] | None:
+    """The call's receipt, signed and kept (bookkeeping: never fails the call; ``try_now``
+    False: owed at once, the outcome's row just was); None where this worker has no receipt
+    key."""
     key = s.policy.receipt_key
     if key is None:
         return None
     state = effects.outcome_state(error).value
     receipt = receipting.make(key, f, state, output, error)
-    await receipting.keep(s.world, f, receipt, state)
+    await receipting.keep(s.world, f, receipt, state, try_now)
     return receipt
 
 
@@ -407,10 +409,10 @@ async def run_guarded(
     except Exception as e:
         error = classify(e, spec.name)
         if entered is not None and entered.opened and not concluding:
-            await effects.close_effect(world, spec, call.idempotency_key, None, error)
+            kept = await effects.close_effect(world, spec, call.idempotency_key, None, error)
             if proof is not None and ruling is not None:
                 await receipted(s, facts(s, call, proof, ruling, entered, None, None), None,
-                                error)
+                                error, try_now=kept)
         metrics.tool_call(spec.name, error.status)
         if error.code != UNEXPECTED:  # handled as designed: one line, the code once
             log.warning("%s step %d %s (attempt %d): %s", call.step.run_id, call.step.n,

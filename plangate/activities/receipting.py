@@ -4,8 +4,8 @@ back), none taken from the request's word. Signed with the worker's receipt key
 (``PLANGATE_RECEIPT_KEY``); without one, no receipt is made.
 
 Kept in ``plangate.receipts`` (``world.receipts``) as bookkeeping: one try, then owed to
-Postgres (``world.owed``); a receipt that cannot be written never fails the call nor changes
-what it reports.
+Postgres (``world.owed``; at once where the call's outcome was just owed: Postgres is away); a
+receipt that cannot be written never fails the call nor changes what it reports.
 """
 
 from __future__ import annotations
@@ -127,15 +127,21 @@ def make(key: SigningKey, f: Facts, state: str, output: dict[str, JsonValue] | N
     })
 
 
-async def keep(world: World, f: Facts, receipt: dict[str, JsonValue], state: str) -> None:
-    """The receipt in ``plangate.receipts``: one try, then owed; a row that will not go in is
-    logged. Nothing here raises."""
+async def keep(world: World, f: Facts, receipt: dict[str, JsonValue], state: str,
+               try_now: bool = True) -> None:
+    """The receipt in ``plangate.receipts``: one try, then owed (``try_now`` False: owed at
+    once, Postgres just failed the call's outcome); a row that will not go in is logged.
+    Nothing here raises."""
     key = f.call.idempotency_key
+    what = f"the receipt of {f.spec.name} {key}"
 
     async def write() -> None:
         await stored.write(world, key, f.run_id, state, receipt)
 
+    if not try_now:
+        owed.owed(world).owe(what, write)
+        return
     try:
-        await owed.written(world, f"the receipt of {f.spec.name} {key}", write, KEEP_TRY_S)
+        await owed.written(world, what, write, KEEP_TRY_S)
     except Exception:  # not an outage: a row that will not go in; the call stands
-        log.warning("the receipt of %s (%s) was not written", f.spec.name, key, exc_info=True)
+        log.warning("%s was not written", what, exc_info=True)
