@@ -64,8 +64,9 @@ def seen(results: Iterable[tuple[str, dict[str, JsonValue], str, JsonValue]]
 def sign(key: SigningKey, fields: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """``fields`` with the signer named (its key's name, public key and fingerprint) and signed."""
     body: dict[str, JsonValue] = json.loads(canonical(fields))  # signed as a reader will read it
-    body["signer"] = {"name": key.name, "public_key": base64.b64encode(key.public).decode(),
-                      "fingerprint": fingerprint(key.public)}
+    public = key.public
+    body["signer"] = {"name": key.name, "public_key": base64.b64encode(public).decode(),
+                      "fingerprint": fingerprint(public)}
     body[SIGNATURE] = key.sign(DOMAIN, body)
     return body
 
