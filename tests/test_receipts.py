@@ -15,7 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,26 @@ from plangate.activities.tool_activity import tool_activities
 from plangate.cli import main
 from plangate.client.api import Plangate
 from plangate.demo.schema import Account, seed_account
+from plangate.plans.model import Effect
 from plangate.records.calls import ToolCall, ToolResult
-from plangate.records.receipts import ReceiptProblem, line, sha256_of, verify_receipt
-from plangate.records.report import Phase, RunReport
+from plangate.records.receipts import (
+    DOMAIN,
+    ReceiptProblem,
+    line,
+    sha256_of,
+    sign,
+    verify_receipt,
+)
+from plangate.records.report import (
+    RECEIPTS_BUDGET,
+    Phase,
+    RunReport,
+    StepReport,
+    StepTimings,
+)
 from plangate.records.signing import SigningKey
 from plangate.testing import Harness, ended, running_worker
+from plangate.workflows import bookkeeping
 from plangate.world.clients import World
 from plangate.world.settings import Settings
 from tests.mcp_client import http_server, server_env
@@ -340,6 +355,30 @@ async def test_receipt_usage_errors_name_what_is_wrong(
     assert code == 2 and "receipt verify: name one FILE of receipts" in err
     code, _, err = await run("a-run", "--public-key", KEY.public_entry())
     assert code == 2 and "--public-key is for `receipt verify FILE`" in err
+    # no --public-key: the public half of this process's PLANGATE_RECEIPT_KEY
+    signed = line(sign(KEY, {"receipt": DOMAIN, "effect": "k", "call": {}, "outcome": {}}))
+    monkeypatch.setenv("PLANGATE_RECEIPT_KEY", KEY.text())
+    code, out, _ = await run("verify", "-", stdin=f"{signed}\n")
+    assert code == 0 and out.startswith("line 1: verified: k: "), out
+
+
+def test_a_reports_receipts_stop_at_their_budget() -> None:
+    """Past 64 KiB of receipts a run's report keeps each step's ledger key, not its receipt
+    (``plangate receipt RUN`` has every one)."""
+    report = RunReport(run_id="r", goal="g")
+    receipt = sign(KEY, {"receipt": DOMAIN, "pad": "x" * 1000})
+    size = len(json.dumps(receipt, separators=(",", ":"), ensure_ascii=False).encode())
+    steps = []
+    for n in range(1, 100):
+        rep = StepReport(n=n, tool="s3.put", plan_version=1, effect=Effect.WRITE,
+                         timings=StepTimings(plan_made_at=datetime.now(UTC)))
+        bookkeeping.record_ledger(rep, f"key-{n}", "recorded")
+        bookkeeping.record_receipt(report, rep, receipt)
+        steps.append(rep)
+    kept = [s.n for s in steps if s.ledger is not None and s.ledger.receipt is not None]
+    assert kept == list(range(1, RECEIPTS_BUDGET // size + 1)) and 30 < len(kept) < 99
+    assert [s.ledger.key for s in steps if s.ledger] == [f"key-{n}" for n in range(1, 100)]
+    assert report.metrics.receipt_bytes == len(kept) * size
 
 
 async def test_a_teams_guarded_activity_gets_its_receipt(
