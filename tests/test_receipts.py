@@ -184,6 +184,8 @@ async def test_a_receipt_per_effect_equal_to_the_ledger_and_the_report_verified_
     assert [(r["probe"], r["outcome"], r["observed"]) for r in put["before"]["results"]] == [
         (r.condition.probe, r.outcome.value, r.observed) for r in at_call[-1].results]
     assert put["before"]["results"][0]["observed"] == {"absent": True}
+    assert [r["args_sha256"] for r in put["before"]["results"]] == [
+        sha256_of(r.condition.args) for r in at_call[-1].results]
     # the credit's read after the act: its post check as reported, then the put's first read
     # (fused with it: the next step's conditions ride on the same read)
     post = [c for c in rep.steps[0].checks if c.phase is Phase.POST]

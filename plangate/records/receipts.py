@@ -29,7 +29,8 @@ from plangate.records.signing import KEY_BYTES, SigningKey, fingerprint, verify
 
 DOMAIN = "plangate/receipt/v1"
 SIGNATURE = "signature"
-# an observed value kept whole up to this many bytes of canonical JSON; past it, its digest
+# a probe's arguments or observed value kept whole up to this many bytes of canonical JSON;
+# past it, its digest alone
 OBSERVED_MAX = 512
 
 
@@ -46,18 +47,23 @@ def sha256_of(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode()).hexdigest()
 
 
+def _small(value: JsonValue) -> tuple[JsonValue, str]:
+    """A value whole when its canonical JSON is small (``OBSERVED_MAX``), else None; and its
+    SHA-256 always (a probe's arguments may hold a whole body to compare)."""
+    data = canonical(value).encode()
+    return (value if len(data) <= OBSERVED_MAX else None), hashlib.sha256(data).hexdigest()
+
+
 def seen(results: Iterable[tuple[str, dict[str, JsonValue], str, JsonValue]]
          ) -> list[dict[str, JsonValue]]:
     """What a read saw, condition by condition (probe, its arguments, its outcome, what it
-    observed): the observed value whole when small, its digest always."""
+    observed): the arguments and the observed value whole when small, their digests always."""
     out: list[dict[str, JsonValue]] = []
     for probe, args, outcome, observed in results:
-        text = canonical(observed)
-        out.append({
-            "probe": probe, "args": args, "outcome": outcome,
-            "observed": observed if len(text.encode()) <= OBSERVED_MAX else None,
-            "observed_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        })
+        kept_args, args_sha256 = _small(args)
+        kept, observed_sha256 = _small(observed)
+        out.append({"probe": probe, "args": kept_args, "args_sha256": args_sha256,
+                    "outcome": outcome, "observed": kept, "observed_sha256": observed_sha256})
     return out
 
 
