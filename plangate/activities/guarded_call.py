@@ -289,7 +289,8 @@ def facts(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling, entered: Ent
         spec=s.spec, call=call, run_id=activity.info().workflow_id or "",
         args_sha256=effects.args_sha256(call.step.args),
         approvers=receipting.approvers_of(call, s.policy.approver_map, proof.proven.approvers),
-        bundle=proof.bundle, decision=ruling.decision or (gate.decided if gate else None),
+        bundle=proof.bundle, configured=s.policy.policy_bundle,
+        decision=ruling.decision or (gate.decided if gate else None),
         before=entered.checked, after=after,
         started_at=acted.started if acted else None, finished_at=acted.finished if acted else None,
     )

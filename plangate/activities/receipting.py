@@ -43,7 +43,8 @@ class Facts:
     run_id: str  # the workflow Temporal says the call is of (the ledger row's)
     args_sha256: str
     approvers: tuple[str, ...]  # those whose proofs verified for this very call
-    bundle: Bundle | None
+    bundle: Bundle | None  # the Cedar bundle in force (None: no Cedar policies)
+    configured: str | None  # else the bundle this worker is configured with, if any
     decision: Decision | None
     before: ProbeReport | None
     after: ProbeReport | None
@@ -72,7 +73,7 @@ def _read(report: ProbeReport | None) -> dict[str, JsonValue] | None:
 def _policy(f: Facts) -> dict[str, JsonValue]:
     d = f.decision
     return {
-        "bundle": f.bundle.bundle if f.bundle is not None else f.call.policy_bundle,
+        "bundle": f.bundle.bundle if f.bundle is not None else f.configured,
         "digest": f.bundle.digest if f.bundle is not None else None,
         "mode": f.bundle.mode if f.bundle is not None else None,
         "decision": None if d is None else {
