@@ -15,6 +15,7 @@ VERIFY = "verify"
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
+    p.usage = "%(prog)s RUN\n       %(prog)s verify FILE [--public-key KEY|FILE]"
     p.add_argument("what", nargs="+", metavar="RUN | verify FILE",
                    help="a run id (its workflow id): its receipts; or `verify FILE`: check "
                         "a file of receipts (- reads stdin)")
