@@ -64,15 +64,21 @@ _EXPORTS = {
     "NoApproverKey": "plangate.client.errors",
     "NoWorkerAnswered": "plangate.client.errors",
     "SearchAttributesMissing": "plangate.client.errors",
+    # signed receipts of a run's effects: exported, and verified offline
+    "receipts_of_run": "plangate.client.receipts",
+    "verify_receipt": "plangate.records.receipts",
+    "verify_receipts": "plangate.records.receipts",
+    "ReceiptProblem": "plangate.records.receipts",
 }
 
 __all__ = [
     "CODES", "AnswerRefused", "CallContext", "ConfigurationError", "Contract", "Effect",
     "NoApproverKey", "NoRecord", "NoWorkerAnswered", "PlanError", "Plangate", "PlangateError",
-    "ProbeArgs", "ProbeContext", "Reader", "Reads", "Registry", "RunEnded", "RunError",
+    "ProbeArgs", "ProbeContext", "Reader", "Reads", "ReceiptProblem", "Registry", "RunEnded",
+    "RunError",
     "RunIdInUse", "SearchAttributesMissing", "ServiceUnreachable", "Settings", "Term",
     "ToolArgs", "ToolError", "UnknownRun", "Verdict", "World", "WorldSettings", "Writes", "probe",
-    "tool",
+    "receipts_of_run", "tool", "verify_receipt", "verify_receipts",
 ]
 
 if TYPE_CHECKING:
@@ -88,6 +94,7 @@ if TYPE_CHECKING:
         SearchAttributesMissing,
         UnknownRun,
     )
+    from plangate.client.receipts import receipts_of_run
     from plangate.errors import ConfigurationError, PlangateError, RunError, ServiceUnreachable
     from plangate.plans.catalogue import Contract, Reader, Term
     from plangate.plans.load import PlanError
@@ -95,6 +102,7 @@ if TYPE_CHECKING:
     from plangate.plans.scope import Reads, Writes
     from plangate.probes.registry import NoRecord, ProbeArgs, ProbeContext, Verdict, probe
     from plangate.records.codes import CODES
+    from plangate.records.receipts import ReceiptProblem, verify_receipt, verify_receipts
     from plangate.world.clients import World
     from plangate.world.errors import ToolError
     from plangate.world.settings import Settings, WorldSettings

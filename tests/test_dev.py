@@ -19,6 +19,8 @@ import pytest
 from plangate.client.api import Plangate
 from plangate.client.connection import connect
 from plangate.dev.run import run_dev
+from plangate.records.receipts import line, verify_receipt
+from plangate.records.signing import SigningKey
 from plangate.testing import s3_client, scheduled, scrape
 from plangate.world.settings import Settings
 
@@ -35,6 +37,8 @@ EXPORTED = (
     # its local approver: the worker lists the public key, a shell signs with the key file
     "PLANGATE_APPROVERS",
     "PLANGATE_APPROVER_KEY",
+    # the worker's receipt key (a file in its state directory)
+    "PLANGATE_RECEIPT_KEY",
     # where its Temporal Web UI is (plangate ui links runs there: its port may have moved)
     "PLANGATE_TEMPORAL_UI",
 )
@@ -62,6 +66,7 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
     monkeypatch.delenv("PLANGATE_APPROVERS")
     monkeypatch.delenv("PLANGATE_APPROVER_KEY")
     monkeypatch.delenv("PLANGATE_APPROVE_EFFECTS")
+    monkeypatch.delenv("PLANGATE_RECEIPT_KEY", raising=False)
     environ_before = dict(os.environ)
     out = io.StringIO()
     stop = asyncio.Event()
@@ -151,6 +156,14 @@ async def test_run_dev_serves_plangates_worker_and_leaves_the_environment(
         rep = await handle.result()
         assert rep.status == "succeeded" and rep.approvals[0].answer is not None
         assert rep.approvals[0].answer.by == api.approver_key().name
+        # its effect's receipt, signed by the key the exports name (made in the state dir)
+        receipt_key = Path(exports["PLANGATE_RECEIPT_KEY"])
+        assert receipt_key == (state_dir / "receipt.key").resolve()
+        assert stat.S_IMODE(os.stat(receipt_key).st_mode) == 0o600
+        (step,) = rep.steps
+        assert step.ledger is not None and step.ledger.receipt is not None
+        verify_receipt(line(step.ledger.receipt),
+                       SigningKey.parse(await asyncio.to_thread(receipt_key.read_text)).public)
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 60) == 0

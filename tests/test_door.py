@@ -143,8 +143,9 @@ async def door(client: Client, settings: Settings, s3: Any, role: str,
     agent = SigningKey.generate("agent")
     policies = tmp_path_factory.mktemp("door-policies")
     (policies / "base.cedar").write_text(PERMIT_ALL)
+    # receipts signed: a stranger's call must not get one made (plangate.receipts unchanged)
     deployed = replace(settings, policy=replace(
-        settings.policy, policies=policies,
+        settings.policy, policies=policies, receipt_key=SigningKey.generate("door-worker"),
         submitters=(Submitter(agent.name, agent.public, (role,)),)))
     aid, bucket = f"acct_{tag}", f"door-{tag}"
     world = World(deployed.world)

@@ -36,6 +36,7 @@ from plangate.world.settings import (
 
 ROOT = Path(__file__).resolve().parents[1]
 APPROVER, SUBMITTER = SigningKey.generate("erin"), SigningKey.generate("agent")
+RECEIPTS = SigningKey.generate("worker")
 SECRETS = ("sk-model-secret-0001", "temporal-key-secret-0002", "codec-token-secret-0003")
 AES = base64.b64encode(b"k" * 32).decode()
 
@@ -65,6 +66,7 @@ PARTS: dict[type[Any], dict[str, str]] = {
         "PLANGATE_POLICY_BUNDLE": "p-1", "PLANGATE_APPROVERS": APPROVER.public_entry(),
         "PLANGATE_SUBMITTERS": f"{SUBMITTER.public_entry()}:dana",
         "PLANGATE_POLICIES": "/etc/plangate/policies", "PLANGATE_POLICY_MODE": "shadow",
+        "PLANGATE_RECEIPT_KEY": RECEIPTS.text(),
     },
     RunSettings: {
         "PLANGATE_HISTORY_EVENTS": "500", "PLANGATE_HISTORY_BYTES": "100000",
@@ -110,7 +112,9 @@ def test_the_whole_is_its_parts_parsed_once():
     )
     assert whole.identity.submitter_key == SUBMITTER
     shown = repr(whole)
-    assert not [s for s in (*SECRETS, AES, APPROVER.text(), SUBMITTER.text()) if s in shown]
+    assert whole.policy.receipt_key == RECEIPTS
+    assert not [s for s in (*SECRETS, AES, APPROVER.text(), SUBMITTER.text(), RECEIPTS.text())
+                if s in shown]
 
 
 @pytest.mark.parametrize(("var", "value"), [
@@ -138,6 +142,7 @@ def test_the_whole_is_its_parts_parsed_once():
     ("PLANGATE_METRICS_ADDRESS", "localhost:9464"),
     ("PLANGATE_ENCRYPTION_KEYS", "k1"),
     ("PLANGATE_APPROVER_KEY", "/nonexistent/erin.key"),
+    ("PLANGATE_RECEIPT_KEY", "/nonexistent/worker.key"),
     # an id of its own: the keys are made at import, and each xdist worker collects alike
     pytest.param("PLANGATE_SUBMITTER_KEY", f"{SUBMITTER.text()},{APPROVER.text()}",
                  id="PLANGATE_SUBMITTER_KEY-two keys"),

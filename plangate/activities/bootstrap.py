@@ -23,6 +23,8 @@ demo systems are on).
   (``world.deliveries``): claimed by one page process, retried, its outcome recorded.
 - ``plangate.keys``: the deployment's own secrets (``world.keys``: the call seal's key), made
   once by the first worker and read by every worker after.
+- ``plangate.receipts``: the signed receipt of each ledgered effect (``world.receipts``),
+  written by the tool's activity as the call concludes.
 
 A worker creates them when it starts (``ensure_schema``), unless its role may not: then
 ``plangate setup`` creates them once, as their owner, and the worker, started with
@@ -160,6 +162,14 @@ CREATE TABLE IF NOT EXISTS plangate.keys (
     key bytea NOT NULL,
     made_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS plangate.receipts (
+    idempotency_key text PRIMARY KEY,
+    run_id text NOT NULL,
+    state text NOT NULL,
+    receipt text NOT NULL,
+    made_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS receipts_run ON plangate.receipts (run_id);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
@@ -196,7 +206,7 @@ OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+
 LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
                           "plangate.windows_since", "plangate.submissions",
                           "plangate.runs_index", "plangate.deliveries",
-                          "plangate.keys"})
+                          "plangate.keys", "plangate.receipts"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"

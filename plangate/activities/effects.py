@@ -192,13 +192,15 @@ async def close_effect(
     """The outcome, once the tool returned or raised. The tool may have acted: nothing here
     fails the call; a row left ``intent`` is read back or halted the next time its key comes.
     False: the outcome is owed, not written yet."""
+    detail = "" if error is None else error.detail
+    return await _settle(world, spec, key, outcome_state(error), output, detail)
+
+
+def outcome_state(error: ToolError | None) -> ledger.State:
+    """The ledger's state of a call that returned (None) or raised ``error``."""
     if error is None:
-        state, detail = ledger.State.DONE, ""
-    elif error.may_have_acted:
-        state, detail = ledger.State.UNKNOWN, error.detail
-    else:
-        state, detail = ledger.State.FAILED, error.detail
-    return await _settle(world, spec, key, state, output, detail)
+        return ledger.State.DONE
+    return ledger.State.UNKNOWN if error.may_have_acted else ledger.State.FAILED
 
 
 async def _settle(

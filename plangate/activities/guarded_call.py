@@ -13,13 +13,15 @@ Stages, each returning what it found, run in order by ``run_guarded``:
    the check at the call read alongside it where not read first: ``Entered``;
 5. ``hold``: the check at the call holds, the instant before the act;
 6. ``act``: the tool: ``Acted``;
-7. ``conclude``: the outcome's row and the read after: the ``ToolResult``.
+7. ``conclude``: the outcome's row and the read after, then the effect's signed receipt
+   (``receipting``): the ``ToolResult``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, JsonValue
 from temporalio import activity
 
-from plangate.activities import effects, metrics, policing, workspace
+from plangate.activities import effects, metrics, policing, receipting, workspace
 from plangate.activities.call_checks import (
     UNEXPECTED,
     Proven,
@@ -49,7 +51,9 @@ from plangate.plans.model import Condition
 from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolResult
 from plangate.records.policy import Decision
 from plangate.world import ledger
+from plangate.world import receipts as stored_receipts
 from plangate.world.clients import World
+from plangate.world.errors import ToolError
 from plangate.world.policies import Bundle
 from plangate.world.settings import PolicySettings
 from plangate.world.spans import span
@@ -253,35 +257,85 @@ async def act(s: Setting, call: ToolCall, proof: Proof, entered: Entered) -> Act
                 ledger.reset(token)
 
 
-async def conclude(s: Setting, call: ToolCall, entered: Entered, acted: Acted) -> ToolResult:
-    """The run files written, the outcome's row (written while the read after is made)."""
+async def conclude(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling, entered: Entered,
+                   acted: Acted) -> ToolResult:
+    """The run files written, the outcome's row (written while the read after is made), then
+    the effect's receipt (it holds the read after)."""
     if acted.ctx.files.written:  # a file in the run's directory: a write, whatever the effect
         await effects.record_local_writes(s.world, s.spec, call, acted.ctx.files)
     refs = reader_refs(s.spec, acted.output)
     word = ""  # the outcome's row: "recorded", or "owed" (Postgres away: later)
+    receipt = None
     if entered.opened:
         closing = effects.close_effect(s.world, s.spec, call.idempotency_key, acted.output)
         after, kept = await asyncio.gather(read_after(s.probes, s.spec, call, refs), closing)
         word = "recorded" if kept else "owed"
+        receipt = await receipted(s, facts(s, call, proof, ruling, entered, acted, after),
+                                  acted.output, try_now=kept)
     else:
         after = await read_after(s.probes, s.spec, call, refs)
     return ToolResult(
         output=acted.output, started_at=acted.started, finished_at=acted.finished,
         attempt=activity.info().attempt, refs=refs, checked=entered.checked, after=after,
-        ledger=word,
+        ledger=word, receipt=receipt,
     )
+
+
+def facts(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling, entered: Entered,
+          acted: Acted | None, after: ProbeReport | None) -> receipting.Facts:
+    """What the worker verified, decided, read and got back of a ledgered call."""
+    gate = ruling.gate
+    return receipting.Facts(
+        spec=s.spec, call=call, run_id=activity.info().workflow_id or "",
+        args_sha256=effects.args_sha256(call.step.args),
+        approvers=receipting.approvers_of(call, s.policy.approver_map, proof.proven.approvers),
+        bundle=proof.bundle, configured=s.policy.policy_bundle,
+        decision=ruling.decision or (gate.decided if gate else None),
+        before=entered.checked, after=after,
+        started_at=acted.started if acted else None, finished_at=acted.finished if acted else None,
+    )
+
+
+async def receipted(s: Setting, f: receipting.Facts, output: dict[str, JsonValue] | None,
+                    error: ToolError | None = None, *, try_now: bool = True
+                    ) -> dict[str, JsonValue] | None:
+    """The call's receipt, signed and kept (bookkeeping: never fails the call; ``try_now``
+    False: owed at once, the outcome's row just was); None where this worker has no receipt
+    key."""
+    key = s.policy.receipt_key
+    if key is None:
+        return None
+    state = effects.outcome_state(error).value
+    receipt = receipting.make(key, f, state, output, error)
+    await receipting.keep(s.world, f, receipt, state, try_now)
+    return receipt
 
 
 async def answered(s: Setting, call: ToolCall, found: effects.Answered) -> ToolResult:
     """A key the ledger has done: its answer, the tool not called. The read after is made as
-    after any call (the post conditions judge the world, never the ledger)."""
+    after any call (the post conditions judge the world, never the ledger); the effect's
+    receipt is the one made when it was done (none is made again)."""
     e = found.entry
     refs = reader_refs(s.spec, found.output)
-    after = await read_after(s.probes, s.spec, call, refs)
+    after, receipt = await asyncio.gather(read_after(s.probes, s.spec, call, refs),
+                                          receipt_of(s, call.idempotency_key))
     return ToolResult(
         output=found.output, started_at=e.intent_at, finished_at=e.outcome_at or e.intent_at,
         attempt=activity.info().attempt, refs=refs, after=after, ledger="answered",
+        receipt=receipt,
     )
+
+
+async def receipt_of(s: Setting, key: str) -> dict[str, JsonValue] | None:
+    """The receipt kept for ``key``, if this worker signs receipts and one was written."""
+    if s.policy.receipt_key is None:
+        return None
+    try:
+        text = await stored_receipts.of_key(s.world, key)
+    except Exception:  # bookkeeping: an answer never waits on nor fails for its receipt
+        log.warning("the receipt of %s could not be read", key, exc_info=True)
+        return None
+    return None if text is None else dict(json.loads(text))
 
 
 async def read(probes: ProbeActivities, call: ToolCall, conds: list[Condition],
@@ -330,6 +384,8 @@ async def run_guarded(
     function's own heartbeats are the call's from then on."""
     s = Setting(spec, world, policy, probes, book)
     beat = asyncio.create_task(heartbeat())
+    proof: Proof | None = None
+    ruling: Ruling | None = None
     entered: Entered | None = None
     acting = concluding = False
     try:
@@ -345,7 +401,7 @@ async def run_guarded(
             await stopped(beat)
         acted = await act(s, call, proof, entered)
         concluding = True
-        result = await conclude(s, call, entered, acted)
+        result = await conclude(s, call, proof, ruling, entered, acted)
     except asyncio.CancelledError:
         if entered is not None and entered.opened and not acting:  # certainly nothing done
             await asyncio.shield(effects.abandon(world, spec, call.idempotency_key,
@@ -354,7 +410,10 @@ async def run_guarded(
     except Exception as e:
         error = classify(e, spec.name)
         if entered is not None and entered.opened and not concluding:
-            await effects.close_effect(world, spec, call.idempotency_key, None, error)
+            kept = await effects.close_effect(world, spec, call.idempotency_key, None, error)
+            if proof is not None and ruling is not None:
+                await receipted(s, facts(s, call, proof, ruling, entered, None, None), None,
+                                error, try_now=kept)
         metrics.tool_call(spec.name, error.status)
         if error.code != UNEXPECTED:  # handled as designed: one line, the code once
             log.warning("%s step %d %s (attempt %d): %s", call.step.run_id, call.step.n,

@@ -37,6 +37,7 @@ from plangate.cli import (
     keys,
     plans,
     policy,
+    receipts,
     report,
     runs,
     serve,
@@ -78,7 +79,7 @@ COMMANDS: tuple[Command, ...] = (
     plans.CHECK, runs.RUN, answers.APPROVE, answers.REJECT, keys.KEY, runs.STATUS, runs.WATCH,
     runs.RUNS, index.INDEX, runs.CANCEL, plans.PLAN, report.REPORT, serve.UI, workers.WORKER,
     serve.CODEC_SERVER, workers.SETUP, report.LEDGER, serve.MCP, embedded.DEV, embedded.DEMO,
-    policy.POLICY,
+    policy.POLICY, receipts.RECEIPT,
 )
 
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 def _print(key: SigningKey) -> int:
     print(f"public: {key.public_entry()}")
     print("# list it in the worker's PLANGATE_APPROVERS (an approver) or, with :PRINCIPAL|..., "
-          "in PLANGATE_SUBMITTERS (a submitter)")
+          "in PLANGATE_SUBMITTERS (a submitter); a worker's receipt key (PLANGATE_RECEIPT_KEY): "
+          "`plangate receipt verify FILE --public-key` takes this line")
     print(f"login token (the approval page; a secret too): {key.login_token()}")
     return EXIT_OK
 
@@ -56,8 +57,9 @@ async def _new(args: argparse.Namespace, settings: Settings) -> int:
     except KeyProblem as e:
         raise UsageError(str(e)) from None
     path = _write_new(args.output or f"{args.name}.key", key.text() + "\n")
-    print(f"# {path}: the secret key of {key.name} (PLANGATE_APPROVER_KEY or "
-          "PLANGATE_SUBMITTER_KEY); never share it", file=sys.stderr)
+    print(f"# {path}: the secret key of {key.name} (PLANGATE_APPROVER_KEY, "
+          "PLANGATE_SUBMITTER_KEY or a worker's PLANGATE_RECEIPT_KEY); never share it",
+          file=sys.stderr)
     return _print(key)
 
 
@@ -81,8 +83,8 @@ async def _show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 KEY = Command(
-    "key", help="make or show a signing key: an approver's (PLANGATE_APPROVER_KEY) or a "
-    "submitter's (PLANGATE_SUBMITTER_KEY)",
+    "key", help="make or show a signing key: an approver's (PLANGATE_APPROVER_KEY), a "
+    "submitter's (PLANGATE_SUBMITTER_KEY) or a worker's receipt key (PLANGATE_RECEIPT_KEY)",
     description="Make a signing key (an approver's or a submitter's) in a file only you can "
                 "read, or show the public line and login token of one.",
     subcommands=(

@@ -40,6 +40,7 @@ from plangate.world.settings import (
     APPROVERS_VAR,
     DEMO_SYSTEMS_VAR,
     ENCRYPTION_KEYS_VAR,
+    RECEIPT_KEY_VAR,
     TEMPORAL_UI_VAR,
     Settings,
     TemporalSettings,
@@ -59,22 +60,37 @@ KEPT = ("kept across restarts: Temporal's runs, Postgres's tables, and S3's buck
         "(saved when plangate dev stops: Ctrl-C or a closed terminal, not a kill)")
 
 
+def _key_file(path: Path, name: str) -> SigningKey:
+    """The key in ``path``, made there once (only the user can read it)."""
+    if path.exists():
+        return SigningKey.parse(path.read_text(), str(path))
+    key = SigningKey.generate(name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key.text() + "\n")
+    return key
+
+
 def local_approver(state_dir: Path) -> dict[str, str]:
     """The quick start's approver: a key of the user running ``plangate dev``, made once in
     its state directory (only the user can read it). Its worker lists the public key; the
     shells that take the exports sign answers with the file. Variables already set win."""
     path = state_dir / "approver.key"
-    if path.exists():
-        key = SigningKey.parse(path.read_text(), str(path))
-    else:
-        key = SigningKey.generate(_user())
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(key.text() + "\n")
+    key = _key_file(path, _user())
     return {
         APPROVERS_VAR: os.environ.get(APPROVERS_VAR) or key.public_entry(),
         APPROVER_KEY_VAR: os.environ.get(APPROVER_KEY_VAR) or str(path.resolve()),
     }
+
+
+def local_receipt_key(state_dir: Path) -> dict[str, str]:
+    """The dev worker's receipt key (``plangate.records.receipts``), made once in its state
+    directory: its public line is ``plangate key show`` of the file. A variable already set
+    wins."""
+    path = state_dir / "receipt.key"
+    if not os.environ.get(RECEIPT_KEY_VAR):
+        _key_file(path, "plangate-dev-worker")
+    return {RECEIPT_KEY_VAR: os.environ.get(RECEIPT_KEY_VAR) or str(path.resolve())}
 
 
 def _user() -> str:
@@ -143,6 +159,7 @@ async def run_dev(
         env = stack.env()
         env[DEMO_SYSTEMS_VAR] = os.environ.get(DEMO_SYSTEMS_VAR) or "1"
         env.update(local_approver(Path(stack.state_dir)))
+        env.update(local_receipt_key(Path(stack.state_dir)))
         if stack.ui_url:  # where it is, for the approval page's links (8233, unless moved)
             env[TEMPORAL_UI_VAR] = stack.ui_url
         for name, value in env.items():

@@ -186,7 +186,8 @@ def pending_card(rep: RunReport) -> dict[str, Any] | None:
 
 def outcome(rep: RunReport) -> dict[str, Any]:
     """The call's answer: its run and tool, the run's status, the step's state and result,
-    and the card it waits on (the exact call a person is asked to approve)."""
+    the card it waits on (the exact call a person is asked to approve), and the effect's
+    signed receipt."""
     step = _step(rep)
     return {
         "run_id": rep.run_id,
@@ -198,6 +199,8 @@ def outcome(rep: RunReport) -> dict[str, Any]:
         "reason": (not_replanned(rep, step) or step.reason) if step else "",
         "failure": None if rep.failure is None else json.loads(rep.failure.model_dump_json()),
         "awaiting": pending_card(rep),
+        # the effect's signed receipt (``plangate receipt verify``), where the worker signs them
+        "receipt": step.ledger.receipt if step and step.ledger else None,
     }
 
 

@@ -120,10 +120,12 @@ class ToolResult(Model):
     # answer is the ledger's: the tool was not called; "owed", the effect is made and its
     # outcome's row waits for Postgres (``world.owed``). "": a read, not recorded.
     ledger: str = ""
+    # The effect's signed receipt (``records.receipts``), where the worker signs receipts.
+    receipt: dict[str, JsonValue] | None = None
 
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _lean(handler(self), ("refs", "checked", "after", "ledger"))
+        return _lean(handler(self), ("refs", "checked", "after", "ledger", "receipt"))
 
 
 _EMPTY: tuple[object, ...] = (None, False, "", [], {})

@@ -142,6 +142,7 @@ class StepTimings(Model):
 
 PREVIEW_BYTES = 16 * 1024  # of one tool result, in the report and the replan request
 RESULTS_BUDGET = 128 * 1024  # of results kept whole or previewed, across one run's report
+RECEIPTS_BUDGET = 64 * 1024  # of receipts kept in one run's report (all are in Postgres)
 
 
 class ResultDigest(Model):
@@ -196,11 +197,15 @@ class LedgerLink(Model):
     """The effect ledger's row of a step's call (``plangate ledger RUN``): its idempotency key,
     and whether the answer came from the ledger (the key was done already; not called);
     ``owed``: the call's outcome was not written when it returned (Postgres away), the worker
-    writes it when Postgres answers (until then the row reads ``intent``)."""
+    writes it when Postgres answers (until then the row reads ``intent``); ``receipt``: the
+    effect's signed receipt, where the worker signs them."""
 
     key: str
     answered: bool = False
     owed: bool = False
+    # the effect's signed receipt (``records.receipts``), while the run's report has room for
+    # it (``RECEIPTS_BUDGET``); ``plangate receipt RUN`` exports every one
+    receipt: dict[str, JsonValue] | None = None
 
 
 class StepReport(Model):
@@ -291,6 +296,7 @@ class Metrics(Model):
     probe_ms: float = 0.0
     probes_run: int = 0
     result_bytes: int = 0  # of tool results kept in this report (RESULTS_BUDGET)
+    receipt_bytes: int = 0  # of receipts kept in this report (RECEIPTS_BUDGET)
     check_to_use_ms: Window = Field(default_factory=Window)  # pre-check read -> tool start
     plan_to_use_ms: Window = Field(default_factory=Window)  # plan written -> tool start
     approval_wait_ms: Window = Field(default_factory=Window)  # card issued -> answered

@@ -3,6 +3,7 @@ metrics. Deterministic (``workflow.now()``); no decisions are taken here."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from pydantic import JsonValue
@@ -12,6 +13,7 @@ from plangate.plans.model import Step
 from plangate.records.approvals import CardStatus
 from plangate.records.calls import ProbeReport, ToolResult
 from plangate.records.report import (
+    RECEIPTS_BUDGET,
     RESULTS_BUDGET,
     Answer,
     CallMark,
@@ -126,6 +128,18 @@ def record_ledger(rep: StepReport, key: str, word: str) -> None:
     """The call's row in the effect ledger, as the tool's activity said (``ToolResult.ledger``)."""
     if word:
         rep.ledger = LedgerLink(key=key, answered=word == "answered", owed=word == "owed")
+
+
+def record_receipt(report: RunReport, rep: StepReport, receipt: dict[str, JsonValue] | None
+                   ) -> None:
+    """The effect's signed receipt beside its ledger row, while the run's budget for receipts
+    lasts (each is in ``plangate.receipts`` whatever the report keeps)."""
+    if receipt is None or rep.ledger is None:
+        return
+    size = len(json.dumps(receipt, separators=(",", ":"), ensure_ascii=False).encode())
+    if report.metrics.receipt_bytes + size <= RECEIPTS_BUDGET:
+        report.metrics.receipt_bytes += size
+        rep.ledger.receipt = receipt
 
 
 def count_answer(

@@ -108,6 +108,7 @@ async def execute(
         case calls.Called(result=result):
             bookkeeping.record_call(ctx.report, s.rep, result, s.attempt)
             bookkeeping.record_ledger(s.rep, p.key, result.ledger)
+            bookkeeping.record_receipt(ctx.report, s.rep, result.receipt)
             bookkeeping.record_result(ctx.report, s.rep, result.output)
             s.set_state(StepState.VERIFYING)
             first = None

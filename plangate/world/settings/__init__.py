@@ -44,6 +44,7 @@ from plangate.world.settings.encryption import (
 )
 from plangate.world.settings.keys import (
     APPROVER_KEY_VAR,
+    RECEIPT_KEY_VAR,
     SUBMITTER_KEY_VAR,
     Identity,
     signing_keys,
@@ -106,7 +107,7 @@ __all__ = [
     "APPROVERS_VAR", "APPROVER_KEY_VAR", "APPROVE_EFFECTS_VAR", "ARTIFACTS_VAR", "CODEC_TOKEN_VAR",
     "DEMO_SYSTEMS_VAR", "ENCRYPTION_KEYS_VAR", "ENCRYPTION_KEY_BYTES", "EXTENSIONS_VAR",
     "METRICS_ADDRESS_VAR", "POLICIES_VAR", "POLICY_BUNDLE_VAR", "POLICY_MODE_VAR",
-    "SUBMITTERS_VAR", "SUBMITTER_KEY_VAR", "TEMPORAL_UI_VAR",
+    "RECEIPT_KEY_VAR", "SUBMITTERS_VAR", "SUBMITTER_KEY_VAR", "TEMPORAL_UI_VAR",
     "CatalogueSettings", "EncryptionSettings", "Identity", "ModelSettings",
     "ObservabilitySettings", "PolicySettings", "Replanner", "RunSettings", "Settings",
     "TemporalSettings", "WorldSettings", "flag", "metrics_address", "parse_duration",

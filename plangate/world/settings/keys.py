@@ -16,6 +16,8 @@ from plangate.world.settings.parse import entries
 
 APPROVER_KEY_VAR = "PLANGATE_APPROVER_KEY"
 SUBMITTER_KEY_VAR = "PLANGATE_SUBMITTER_KEY"
+# the worker's: it signs the receipt of each effect with it (``PolicySettings.receipt_key``)
+RECEIPT_KEY_VAR = "PLANGATE_RECEIPT_KEY"
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Identity:
     def from_env(cls, env: Mapping[str, str]) -> Identity:
         return cls(
             approver_keys=signing_keys(env.get(APPROVER_KEY_VAR) or "", APPROVER_KEY_VAR),
-            submitter_key=_one_key(env, SUBMITTER_KEY_VAR),
+            submitter_key=one_key(env, SUBMITTER_KEY_VAR),
         )
 
 
@@ -56,7 +58,7 @@ def signing_keys(raw: str, var: str) -> tuple[SigningKey, ...]:
     return tuple(keys)
 
 
-def _one_key(env: Mapping[str, str], var: str) -> SigningKey | None:
+def one_key(env: Mapping[str, str], var: str) -> SigningKey | None:
     keys = signing_keys(env.get(var) or "", var)
     if len(keys) > 1:
         raise ConfigurationError(f"{var}: one key, not {len(keys)}")

@@ -7,7 +7,7 @@ early what the worker would refuse."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import get_args
 
@@ -16,7 +16,8 @@ from plangate.plans.limits import MAX_WAIT_TIMEOUT_S
 from plangate.plans.model import Effect
 from plangate.records.policy import PolicyMode
 from plangate.records.proofs import Submitter
-from plangate.records.signing import NAME, public_entries
+from plangate.records.signing import NAME, SigningKey, public_entries
+from plangate.world.settings.keys import RECEIPT_KEY_VAR, one_key
 from plangate.world.settings.parse import duration, entries, stripped
 
 APPROVE_EFFECTS_VAR = "PLANGATE_APPROVE_EFFECTS"
@@ -51,6 +52,9 @@ class PolicySettings:
     policies: Path | None = None
     # shadow: every decision made and recorded, nothing refused for it
     policy_mode: PolicyMode = "enforce"
+    # the worker's key for the receipt of each ledgered effect (``records.receipts``); None:
+    # no receipts are made
+    receipt_key: SigningKey | None = field(default=None, repr=False)
 
     @property
     def approver_map(self) -> dict[str, bytes]:
@@ -82,6 +86,7 @@ class PolicySettings:
             submitters=parse_submitters(env.get(SUBMITTERS_VAR) or ""),
             policies=_directory(stripped(env, POLICIES_VAR)),
             policy_mode=_mode(stripped(env, POLICY_MODE_VAR)),
+            receipt_key=one_key(env, RECEIPT_KEY_VAR),
         )
 
 
