@@ -152,9 +152,11 @@ async def test_report_html_says_where_it_wrote(stack_env: dict[str, str],
 
 
 async def test_output_to_a_closed_pipe_ends_quietly(stack_env: dict[str, str],
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, world: Any) -> None:
     """``plangate status --json ID | head -1``: the reader leaves before the report is written;
-    the command ends quietly (exit 141, as a tool killed by SIGPIPE), no BrokenPipeError."""
+    the command ends quietly (exit 141, as a tool killed by SIGPIPE), no BrokenPipeError.
+    (``world``: plangate's tables made, as any worker makes them, so ``plangate runs`` reads
+    its index and has nothing to say on stderr whichever test ran first.)"""
     from datetime import timedelta
 
     from plangate.client.api import Plangate
@@ -196,6 +198,41 @@ async def test_output_to_a_closed_pipe_ends_quietly(stack_env: dict[str, str],
     finally:
         for r in (run_id, *more):
             await api.handle(r).terminate("test over")
+
+
+async def test_runs_before_any_worker_says_the_index_is_not_there_yet(
+        stack_env: dict[str, str], world: Any) -> None:
+    """The first hour: a deployment whose Postgres has none of plangate's tables yet (no
+    worker has started) lists its runs from Temporal, and says why in words, not Postgres's
+    error."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from plangate.client.api import Plangate
+    from plangate.world.settings import Settings
+
+    url = stack_env["PLANGATE_DATABASE_URL"]
+    fresh = f"fresh_{uuid.uuid4().hex[:8]}"
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {fresh}")  # (a name made here, not a plan's)
+    queue = f"first-hour-{uuid.uuid4().hex[:8]}"
+    env = {**stack_env, "PLANGATE_TASK_QUEUE": queue,
+           "PLANGATE_DATABASE_URL": make_conninfo(url, dbname=fresh)}
+    assert conninfo_to_dict(env["PLANGATE_DATABASE_URL"])["dbname"] == fresh
+    api = await Plangate.connect(Settings.from_env({**os.environ, **env}))
+    run_id = await api.start(PLAN)  # no worker polls this queue: it stays running
+    for _ in range(100):  # visibility lists it within a second or so
+        code, out, err = await plangate("runs", env=env)
+        if run_id in out:
+            break
+        await asyncio.sleep(0.2)
+    assert code == 0 and run_id in out, (out, err)
+    assert err == ("plangate: the runs index is not in Postgres yet (a worker, or `plangate "
+                   "setup`, makes plangate's tables): every run listed from Temporal's "
+                   "visibility\n")
+    async with await psycopg.AsyncConnection.connect(env["PLANGATE_DATABASE_URL"]) as conn:
+        cur = await conn.execute("SELECT to_regclass('plangate.runs_index')")
+        assert (await cur.fetchone()) == (None,)  # listing made no table
 
 
 async def test_cancel_of_an_ended_run_says_how_it_ended(client: Any, settings: Any,

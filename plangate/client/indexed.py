@@ -37,6 +37,15 @@ def first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
+def unread(e: BaseException) -> str:
+    """Why the index was not read, in words: a deployment whose tables nobody has made yet
+    (no worker has started: its first hour) is told so, not shown Postgres's error."""
+    if isinstance(e, psycopg.errors.UndefinedTable):
+        return ("the runs index is not in Postgres yet (a worker, or `plangate setup`, makes "
+                "plangate's tables)")
+    return f"the runs index could not be read ({first_line(e)})"
+
+
 async def cards(client: Client, world: World, queue: str, page_size: int
                 ) -> pending.Found | tuple[str, list[run_index.Waiting] | None]:
     """The cards of the runs the index shows awaiting approval, with the guarded team
@@ -48,7 +57,7 @@ async def cards(client: Client, world: World, queue: str, page_size: int
         try:
             rows = await run_index.waiting(world, queue)
         except UNREADABLE as e:
-            return f"the runs index could not be read ({first_line(e)})", None
+            return unread(e), None
         counted = (await client.count_workflows(pending.plan_runs_awaiting(queue))).count
         if counted != len(rows):
             return (f"the runs index shows {many(len(rows), 'run')} awaiting approval, Temporal "
@@ -94,7 +103,7 @@ async def runs(client: Client, world: World, queue: str, status: RunStatus | Non
             mine = len(rows) if since is None else await run_index.counted(
                 world, queue, status, since)
         except UNREADABLE as e:
-            return f"the runs index could not be read ({first_line(e)})"
+            return unread(e)
         counted = (await client.count_workflows(
             listings.runs_query(queue, status, plan_runs_only=True, since=since))).count
         if counted != mine:
