@@ -100,7 +100,8 @@ async def test_setup_is_the_owners_and_the_worker_checks_its_tables(
             missing = (r"plangate\.jobs, plangate\.loads, plangate\.effects, "
                        r"plangate\.policy_decisions, plangate\.windows, "
                        r"plangate\.windows_since, plangate\.submissions, "
-                       r"plangate\.runs_index, plangate\.keys "
+                       r"plangate\.runs_index, plangate\.keys, plangate\.grants, "
+                       r"plangate\.grant_uses "
                        r"are missing")
             with pytest.raises(SchemaNotReady, match=missing):
                 await require_schema(worker)

@@ -19,6 +19,9 @@ demo systems are on).
 - ``plangate.runs_index``: each run's status and the cards it waits on, written by the worker
   as they change (``world.run_index``), read by the card list and ``plangate runs``: where to
   look, never what decides.
+- ``plangate.grants`` and ``plangate.grant_uses``: standing grants as their approvers signed
+  them, and each call one covers (``world.grants``), written by ``plangate grant`` and the
+  worker;
 - ``plangate.keys``: the deployment's own secrets (``world.keys``: the call seal's key), made
   once by the first worker and read by every worker after.
 
@@ -142,6 +145,30 @@ CREATE TABLE IF NOT EXISTS plangate.keys (
     key bytea NOT NULL,
     made_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS plangate.grants (
+    grant_id text PRIMARY KEY,
+    tool text NOT NULL,
+    principal text NOT NULL,
+    approver text NOT NULL,
+    uses integer NOT NULL CHECK (uses > 0),
+    expires_at timestamptz NOT NULL,
+    terms jsonb NOT NULL,
+    signature text NOT NULL,
+    issued_at timestamptz NOT NULL DEFAULT now(),
+    revoked_at timestamptz,
+    revoked_by text
+);
+CREATE INDEX IF NOT EXISTS grants_tool ON plangate.grants (tool, principal);
+CREATE TABLE IF NOT EXISTS plangate.grant_uses (
+    idempotency_key text PRIMARY KEY,
+    grant_id text NOT NULL REFERENCES plangate.grants (grant_id),
+    workflow_id text NOT NULL,
+    args_sha256 text NOT NULL,
+    state text NOT NULL CHECK (state IN ('reserved', 'used')),
+    reserved_at timestamptz NOT NULL DEFAULT now(),
+    used_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS grant_uses_grant ON plangate.grant_uses (grant_id);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
@@ -177,7 +204,8 @@ OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+
 # those a later plangate added: missing beside the others, the tables are an older plangate's
 LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
                           "plangate.windows_since", "plangate.submissions",
-                          "plangate.runs_index", "plangate.keys"})
+                          "plangate.runs_index", "plangate.keys", "plangate.grants",
+                          "plangate.grant_uses"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"

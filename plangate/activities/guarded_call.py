@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+import psycopg
+from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, JsonValue
 from temporalio import activity
 
@@ -47,14 +49,17 @@ from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import CallContext, ToolSpec
 from plangate.plans.model import Condition
 from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolResult
+from plangate.records.grants import GrantSeen
 from plangate.records.policy import Decision
-from plangate.world import ledger
+from plangate.world import grants, ledger
 from plangate.world.clients import World
+from plangate.world.errors import ToolError
 from plangate.world.policies import Bundle
 from plangate.world.settings import PolicySettings
 from plangate.world.spans import span
 
 log = logging.getLogger(__name__)
+_PG_DOWN = (PoolTimeout, psycopg.OperationalError)
 # The read after a call never holds the call's answer back long: past this the workflow reads.
 AFTER_READ_TIMEOUT_S = 5.0
 
@@ -96,6 +101,7 @@ class Proof:
     proven: Proven
     args: BaseModel
     timing: Timing
+    grant: GrantSeen | None = None  # the standing grant whose use admitted the call
 
 
 class TotalsGate:
@@ -111,7 +117,8 @@ class TotalsGate:
     async def __call__(self, totals: ledger.LedgerTotals) -> None:
         given = self.proof.proven.approvers
         self.decided = self.bundle.decide(policing.request_at_call(
-            self.s.spec, self.call, self.checked, self.proof.proven.submitter, given, totals))
+            self.s.spec, self.call, self.checked, self.proof.proven.submitter, given, totals,
+            grant=self.proof.grant))
         policing.enforce(self.s.spec, self.call, self.decided, given)
 
 
@@ -157,10 +164,27 @@ async def prove(s: Setting, call: ToolCall) -> Proof:
         refuse_superseded_policy(call, s.policy.policy_bundle)
     if s.recorded:
         await effects.refuse_consumed(s.world, s.spec, call)
-    proven = refuse_unproven(s.spec, call, s.policy)
+    grant = await granted(s, call)
+    proven = refuse_unproven(s.spec, call, s.policy, granted=grant is not None)
     args = s.spec.args.model_validate(call.step.args)
     refuse_out_of_scope(s.spec, call.step.args, s.world.settings.scope)
-    return Proof(bundle, proven, args, _timing(bundle, s.recorded))
+    return Proof(bundle, proven, args, _timing(bundle, s.recorded), grant)
+
+
+async def granted(s: Setting, call: ToolCall) -> GrantSeen | None:
+    """The use of a standing grant reserved for this very call (its key, in the run Temporal
+    says it is of, with these arguments), consumed now: the grant verified again, live and
+    unrevoked (``grant_revoked``, 403, where it no longer holds). None: no use was reserved for
+    it (a card is the call's proof, or nothing is)."""
+    workflow_id = activity.info().workflow_id
+    if call.approval is not None or workflow_id is None:
+        return None
+    c = grants.Call(workflow_id, call.idempotency_key, s.spec.name, call.on_behalf_of,
+                    call.step.args, effects.args_sha256(call.step.args), s.spec)
+    try:
+        return await grants.consume(s.world, c, s.policy.approver_map)
+    except _PG_DOWN as e:  # nothing was sent: waited for, as the ledger's outage is
+        raise ToolError("system_unavailable", f"the standing grants: {e}"[:500]) from e
 
 
 def _timing(bundle: Bundle | None, recorded: bool) -> Timing:
@@ -193,7 +217,8 @@ async def decide(s: Setting, call: ToolCall, proof: Proof,
     if proof.timing is Timing.TOTALS:
         return Ruling(gate=TotalsGate(s, call, bundle, proof, checked))
     given = proof.proven.approvers
-    request = policing.request_at_call(s.spec, call, checked, proof.proven.submitter, given)
+    request = policing.request_at_call(s.spec, call, checked, proof.proven.submitter, given,
+                                       grant=proof.grant)
     recalled = bundle.recall(request) if proof.timing is Timing.NOW else None
     decided = recalled or bundle.decide(request)
     await policing.judged(s.world, s.spec, call, decided, given)

@@ -33,6 +33,7 @@ from typing import NoReturn
 from plangate.cli import (
     answers,
     embedded,
+    grants,
     index,
     keys,
     plans,
@@ -78,7 +79,7 @@ COMMANDS: tuple[Command, ...] = (
     plans.CHECK, runs.RUN, answers.APPROVE, answers.REJECT, keys.KEY, runs.STATUS, runs.WATCH,
     runs.RUNS, index.INDEX, runs.CANCEL, plans.PLAN, report.REPORT, serve.UI, workers.WORKER,
     serve.CODEC_SERVER, workers.SETUP, report.LEDGER, serve.MCP, embedded.DEV, embedded.DEMO,
-    policy.POLICY,
+    policy.POLICY, grants.GRANT,
 )
 
 

@@ -203,6 +203,14 @@ class LedgerLink(Model):
     owed: bool = False
 
 
+class GrantMark(Model):
+    """The standing grant a step's call was covered by (``records.grants``), a use of it
+    reserved for the call's key."""
+
+    id: str
+    approver: str
+
+
 class StepReport(Model):
     n: int
     tool: str
@@ -225,6 +233,7 @@ class StepReport(Model):
     transitions: list[Transition] = Field(default_factory=list)
     ledger: LedgerLink | None = None  # a write, external or money call's row in the ledger
     policy: PolicyMark | None = None  # what the deployment's Cedar policies decided of it
+    grant: GrantMark | None = None  # the standing grant that covered its call (no card)
 
 
 class FailureRecord(Model):

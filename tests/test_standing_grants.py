@@ -1,0 +1,229 @@
+"""Standing grants (issue 51): an approver's signed grant of a number of uses of one tool, for
+one principal, within argument bounds, stands for the card of each call it covers.
+
+- a grant of 5 uses of up to 50 EUR for one account: a 60 EUR credit waits for its card (no use
+  taken); 8 credits of 40 EUR started at once: exactly 5 run without a card, 3 wait for cards;
+  revoked, a grant covers no new call;
+- a grant revoked after it covered a call and before the call: refused at the call
+  (``grant_revoked``), nothing credited, the step halts;
+- a forged grant (a key the deployment does not list, a signature that is not the terms')
+  covers nothing;
+- ``grant.cover`` started standalone (a stranger): refused before anything is read.
+
+Real Temporal dev server and Postgres; credits counted in the billing table, cards in the runs'
+reports, uses in ``plangate.grant_uses``."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from psycopg import sql
+from temporalio import activity
+from temporalio.client import Client
+
+from plangate.client.api import Plangate
+from plangate.plans.model import Effect
+from plangate.records.grants import Cover, CoverRequest, GrantTerms, issue
+from plangate.records.interface import GRANT_COVER_ACTIVITY
+from plangate.records.report import RunReport, RunStatus
+from plangate.records.signing import SigningKey
+from plangate.testing import running_worker, scheduled
+from plangate.worker.assembly import activities
+from plangate.world import grants
+from plangate.world.clients import World
+from plangate.world.settings import Settings
+from tests.attacker import standalone
+from tests.conftest import APPROVER_KEYS
+from tests.test_mcp_guarded import account, credits
+from tests.test_policy_runs import CREDIT, credit_plan
+
+HOUR = timedelta(hours=1)
+
+
+@pytest.fixture
+async def principal(pg: Any) -> AsyncIterator[str]:
+    """A role the credits are made as (``on_behalf_of``); dropped afterwards."""
+    role = f"granted_{uuid.uuid4().hex[:8]}"
+    r = sql.Identifier(role)
+    await pg.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(r))
+    for grant in ("GRANT USAGE ON SCHEMA demo TO {}",
+                  "GRANT SELECT, UPDATE ON demo.customers TO {}",
+                  "GRANT SELECT, INSERT ON demo.credits TO {}",
+                  "GRANT USAGE ON ALL SEQUENCES IN SCHEMA demo TO {}"):
+        await pg.execute(sql.SQL(grant).format(r))
+    yield role
+    await pg.execute(sql.SQL("DROP OWNED BY {}").format(r))
+    await pg.execute(sql.SQL("DROP ROLE {}").format(r))
+
+
+def people(settings: Settings) -> Settings:
+    """Money waits for a person (the default of a deployment)."""
+    return replace(settings, policy=replace(settings.policy, approve_effects=(Effect.MONEY,)))
+
+
+async def uses(pg: Any, grant_id: str) -> list[tuple[str, int]]:
+    cur = await pg.execute("SELECT state, count(*) FROM plangate.grant_uses WHERE grant_id = %s "
+                           "GROUP BY state ORDER BY state", (grant_id,))
+    return [(s, int(n)) for s, n in await cur.fetchall()]
+
+
+async def settled(api: Plangate, run_id: str) -> RunReport:
+    """The run once it has ended or waits for a person (polled, bounded)."""
+    for _ in range(1200):
+        rep = await api.report(run_id)
+        if rep.status.final or rep.status is RunStatus.AWAITING_APPROVAL:
+            return rep
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} neither ended nor waited for a person")
+
+
+async def cancel_all(api: Plangate, runs: list[str]) -> None:
+    for r in runs:
+        await api.cancel(r, reason="test over")
+        await api.result(r)
+
+
+async def test_a_grant_of_five_covers_five_of_eight_and_a_revoked_one_none(
+    client: Client, settings: Settings, world: World, pg: Any, principal: str
+) -> None:
+    aid = await account(world)
+    async with running_worker(client, people(settings)) as h:
+        api = Plangate(client, h.settings)
+        grant = await api.issue_grant(CREDIT, principal, uses=5, expires_in=HOUR,
+                                      equals={"account_id": aid},
+                                      at_most={"amount_eur": "50"}, by="erin")
+        gid = grant.grant_id
+        # over the bound: its card, no use taken
+        over = await api.start(credit_plan(aid, 60.0, principal))
+        card = await api.wait_for_card(over)
+        assert card.card.args["amount_eur"] == 60.0
+        assert await uses(pg, gid) == []
+        # 8 at once: 5 covered, 3 cards
+        runs = await asyncio.gather(*(api.start(credit_plan(aid, 40.0, principal))
+                                      for _ in range(8)))
+        reports = [await settled(api, r) for r in runs]
+        ran = [r for r in reports if r.status is RunStatus.SUCCEEDED]
+        waiting = [r for r in reports if r.status is RunStatus.AWAITING_APPROVAL]
+        assert (len(ran), len(waiting)) == (5, 3)
+        assert all(r.approvals == [] and r.steps[0].grant is not None
+                   and (r.steps[0].grant.id, r.steps[0].grant.approver) == (gid, "erin")
+                   for r in ran)
+        assert all(len(r.approvals) == 1 and r.steps[0].grant is None for r in waiting)
+        assert await credits(pg, aid) == 5
+        assert await uses(pg, gid) == [("used", 5)]
+        # the 5 ledger rows are the 5 uses' keys
+        cur = await pg.execute(
+            "SELECT count(*) FROM plangate.effects e JOIN plangate.grant_uses u "
+            "ON u.idempotency_key = e.idempotency_key WHERE u.grant_id = %s "
+            "AND e.state = 'done'", (gid,))
+        assert (await cur.fetchone())[0] == 5
+        # a new grant, revoked: a covered credit gets its card, no use taken
+        fresh = await api.issue_grant(CREDIT, principal, uses=5, expires_in=HOUR,
+                                      equals={"account_id": aid},
+                                      at_most={"amount_eur": "50"}, by="erin")
+        await api.revoke_grant(fresh.grant_id, by="frank")
+        after = await api.start(credit_plan(aid, 40.0, principal))
+        assert (await api.wait_for_card(after)).card.args["amount_eur"] == 40.0
+        assert await uses(pg, fresh.grant_id) == []
+        assert await credits(pg, aid) == 5
+        listed = {g.grant.grant_id: g for g in await api.grants()}
+        assert listed[gid].used == 5 and listed[gid].revoked_at is None
+        assert listed[fresh.grant_id].revoked_by == "frank"
+        await cancel_all(api, [over, after, *(r.run_id for r in waiting)])
+    assert await credits(pg, aid) == 5
+
+
+async def test_a_grant_revoked_between_cover_and_call_is_refused_at_the_call(
+    client: Client, settings: Settings, world: World, pg: Any, principal: str
+) -> None:
+    """The grant is revoked right after ``grant.cover`` reserved its use (the real activity,
+    then the revocation): the call is refused ``grant_revoked``, nothing is credited, the step
+    halts (a new run of the plan gets a card)."""
+    aid = await account(world)
+    s = people(settings)
+    real = activities(world, s)[GRANT_COVER_ACTIVITY]
+    revoked: list[str] = []
+
+    @activity.defn(name=GRANT_COVER_ACTIVITY)
+    async def cover_then_revoke(req: CoverRequest) -> Cover:
+        got: Cover = await real(req)
+        if got.grant_id is not None:
+            await grants.revoke(world, got.grant_id, "test")
+            revoked.append(got.grant_id)
+        return got
+
+    async with running_worker(client, s, {GRANT_COVER_ACTIVITY: cover_then_revoke}) as h:
+        api = Plangate(client, h.settings)
+        grant = await api.issue_grant(CREDIT, principal, uses=2, expires_in=HOUR,
+                                      equals={"account_id": aid}, by="erin")
+        run_id = await api.start(credit_plan(aid, 40.0, principal))
+        rep = await api.result(run_id)
+    assert revoked == [grant.grant_id]
+    assert rep.status is RunStatus.HALTED and rep.failure is not None
+    assert rep.failure.code == "grant_revoked"
+    assert rep.failure.detail.startswith(
+        f"not called: grant {grant.grant_id[:12]} was revoked at ")
+    assert rep.approvals == []
+    assert await credits(pg, aid) == 0
+    assert await uses(pg, grant.grant_id) == [("reserved", 1)]
+    cur = await pg.execute("SELECT count(*) FROM plangate.effects WHERE run_id = %s", (run_id,))
+    assert (await cur.fetchone())[0] == 0
+
+
+def forged(aid: str, principal: str, key: SigningKey, approver: str) -> Any:
+    now = datetime.now(UTC).replace(microsecond=0)
+    return issue(key, GrantTerms(tool=CREDIT, principal=principal, equals={"account_id": aid},
+                                 uses=5, issued_at=now, expires_at=now + HOUR,
+                                 approver=approver))
+
+
+async def test_a_forged_grant_covers_nothing(
+    client: Client, settings: Settings, world: World, pg: Any, principal: str
+) -> None:
+    """Two grants in the table nobody listed signed: one by a key the deployment does not
+    list (mallory), one under erin's name whose signature is mallory's. Each credit gets its
+    card; neither grant gives a use."""
+    aid = await account(world)
+    mallory = SigningKey.generate("mallory")
+    unlisted = forged(aid, principal, mallory, "mallory")
+    as_erin = forged(aid, principal, SigningKey("erin", mallory.seed), "erin")
+    for g in (unlisted, as_erin):
+        assert await grants.store(world, g)
+    async with running_worker(client, people(settings)) as h:
+        api = Plangate(client, h.settings)
+        run_id = await api.start(credit_plan(aid, 10.0, principal))
+        card = await api.wait_for_card(run_id)
+        assert card.card.args["account_id"] == aid
+        await cancel_all(api, [run_id])
+    assert await credits(pg, aid) == 0
+    for g in (unlisted, as_erin):
+        assert await uses(pg, g.grant_id) == []
+    assert CREDIT not in await scheduled(client, run_id)
+
+
+async def test_grant_cover_started_standalone_is_refused(
+    client: Client, settings: Settings, world: World, pg: Any, principal: str
+) -> None:
+    """A stranger starts ``grant.cover`` with no workflow, naming a live grant's call: refused
+    ``not_permitted`` (outside a workflow) by the door, no use reserved."""
+    aid = await account(world)
+    key = APPROVER_KEYS["erin"]
+    now = datetime.now(UTC).replace(microsecond=0)
+    grant = issue(key, GrantTerms(tool=CREDIT, principal=principal, uses=1, issued_at=now,
+                                  expires_at=now + HOUR, approver="erin"))
+    await grants.store(world, grant)
+    req = CoverRequest(plan_version=1, step=1, tool=CREDIT,
+                       args={"account_id": aid, "amount_eur": 1.0}, on_behalf_of=principal,
+                       idempotency_key="x~0123456789abcdef/v1/1")
+    async with running_worker(client, people(settings)) as h:
+        got = await standalone(client, GRANT_COVER_ACTIVITY, [req],
+                               queue=h.queue,
+                               activity_id=f"stranger-{uuid.uuid4().hex[:8]}")
+    assert got.refused("started outside a workflow"), got.said()
+    assert await uses(pg, grant.grant_id) == []
