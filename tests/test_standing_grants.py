@@ -20,28 +20,34 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from psycopg import sql
+from pydantic import JsonValue
 from temporalio import activity
 from temporalio.client import Client
 
+from plangate.activities.catalogue import catalogue
+from plangate.activities.policing import call_request
 from plangate.client.api import Plangate
 from plangate.plans.model import Effect
-from plangate.records.grants import Cover, CoverRequest, GrantTerms, issue
+from plangate.records.grants import Cover, CoverRequest, GrantSeen, GrantTerms, issue
 from plangate.records.interface import GRANT_COVER_ACTIVITY
+from plangate.records.policy import Outcome
 from plangate.records.report import RunReport, RunStatus
 from plangate.records.signing import SigningKey
 from plangate.testing import running_worker, scheduled
 from plangate.worker.assembly import activities
 from plangate.world import grants
 from plangate.world.clients import World
+from plangate.world.policies import load_bundle
 from plangate.world.settings import Settings
 from tests.attacker import standalone
 from tests.conftest import APPROVER_KEYS
 from tests.test_mcp_guarded import account, credits
-from tests.test_policy_runs import CREDIT, credit_plan
+from tests.test_policy_runs import BASE, CREDIT, credit_plan, policies, with_policies
 
 HOUR = timedelta(hours=1)
 
@@ -163,7 +169,7 @@ async def test_a_grant_revoked_between_cover_and_call_is_refused_at_the_call(
         grant = await api.issue_grant(CREDIT, principal, uses=2, expires_in=HOUR,
                                       equals={"account_id": aid}, by="erin")
         run_id = await api.start(credit_plan(aid, 40.0, principal))
-        rep = await api.result(run_id)
+        rep = await settled(api, run_id)
     assert revoked == [grant.grant_id]
     assert rep.status is RunStatus.HALTED and rep.failure is not None
     assert rep.failure.code == "grant_revoked"
@@ -227,3 +233,27 @@ async def test_grant_cover_started_standalone_is_refused(
                                activity_id=f"stranger-{uuid.uuid4().hex[:8]}")
     assert got.refused("started outside a workflow"), got.said()
     assert await uses(pg, grant.grant_id) == []
+
+
+FIRST_USES = ('@id("first-uses-only")\nforbid(principal, action == Plangate::Action::"money", '
+              'resource) when { context has grant && context.grant.used >= 2 };\n')
+
+
+def test_the_policies_see_the_grant_as_context_grant(settings: Settings, tmp_path: Path) -> None:
+    """``context.grant``: absent without a grant (``has``), its uses taken before the call's
+    otherwise; a policy that allows a grant's first two uses and forbids the rest."""
+    s = with_policies(settings, policies(tmp_path, BASE, FIRST_USES))
+    known = catalogue(s.catalogue)
+    bundle = load_bundle(s.policy, s.world.scope, known)
+    args: dict[str, JsonValue] = {"account_id": "acct_1", "amount_eur": 5.0}
+
+    def decided(used: int | None) -> tuple[Outcome, tuple[str, ...]]:
+        seen = None if used is None else GrantSeen(id="a" * 64, approver="erin", uses=5,
+                                                   used=used)
+        d = bundle.decide(call_request(CREDIT, known.tools[CREDIT], Effect.MONEY, args, "p",
+                                       grant=seen))
+        return d.outcome, d.policies
+
+    assert decided(None) == (Outcome.PERMIT, ("base",))
+    assert decided(1) == (Outcome.PERMIT, ("base",))
+    assert decided(2) == (Outcome.FORBID, ("first-uses-only",))
