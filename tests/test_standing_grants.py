@@ -31,6 +31,7 @@ from temporalio.client import Client
 
 from plangate.activities.catalogue import catalogue
 from plangate.activities.policing import call_request
+from plangate.cli.commands import main
 from plangate.client.api import Plangate
 from plangate.plans.model import Effect
 from plangate.records.grants import Cover, CoverRequest, GrantSeen, GrantTerms, issue
@@ -257,3 +258,67 @@ def test_the_policies_see_the_grant_as_context_grant(settings: Settings, tmp_pat
     assert decided(None) == (Outcome.PERMIT, ("base",))
     assert decided(1) == (Outcome.PERMIT, ("base",))
     assert decided(2) == (Outcome.FORBID, ("first-uses-only",))
+
+
+async def grant_rows(pg: Any) -> int:
+    return int((await (await pg.execute("SELECT count(*) FROM plangate.grants")).fetchone())[0])
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--tool", "billing.nope", "--uses", "5", "--expires-in", "8h"],
+     "grant issue: 'billing.nope' is not a tool of this deployment's catalogue"),
+    (["--tool", CREDIT, "--arg", "account=acct_1", "--uses", "5", "--expires-in", "8h"],
+     "grant issue: --arg account: billing.issue_credit takes no argument account (it takes "
+     "account_id, amount_eur)"),
+    (["--tool", CREDIT, "--at-most", "amount_eur=fifty", "--uses", "5", "--expires-in", "8h"],
+     "grant issue: --at-most amount_eur=fifty: 'fifty' is not a number"),
+    (["--tool", CREDIT, "--uses", "0", "--expires-in", "8h"],
+     "grant issue: --uses 0: a grant has 1 to 10000 uses"),
+    (["--tool", CREDIT, "--uses", "5", "--expires-in", "8 hours"],
+     "grant issue: --expires-in '8 hours' is not a duration such as 30m, 8h or 7d"),
+    (["--tool", CREDIT, "--uses", "5", "--expires-in", "91d"],
+     "grant issue: --expires-in: a grant stands more than 0 s and at most 90 days"),
+])
+async def test_grant_issue_of_bad_terms_is_one_line_exit_2_nothing_written(
+    stack: Any, settings: Settings, world: World, pg: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str,
+) -> None:
+    for k, v in stack.env().items():
+        monkeypatch.setenv(k, v)
+    before = await grant_rows(pg)
+    full = ["grant", "issue", "--principal", "payer", *argv]
+    assert await asyncio.to_thread(main, full) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"plangate: {said}"]
+    assert await grant_rows(pg) == before
+
+
+async def test_grant_issue_list_revoke_from_the_cli(
+    stack: Any, settings: Settings, world: World, pg: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for k, v in stack.env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("PLANGATE_APPROVER_KEY", APPROVER_KEYS["frank"].text())
+    who = f"payer_{uuid.uuid4().hex[:6]}"
+    assert await asyncio.to_thread(main, [
+        "grant", "issue", "--tool", CREDIT, "--principal", who, "--arg", "account_id=acct_1",
+        "--at-most", "amount_eur=50", "--uses", "5", "--expires-in", "8h"]) == 0
+    out = capsys.readouterr().out.strip()
+    gid = out.split()[2].rstrip(":")
+    assert out == (f"plangate: grant {gid}: {CREDIT} for {who} where account_id=acct_1, "
+                   f"amount_eur<=50: 5 use(s) until {out.split(' until ')[1]}")
+    cur = await pg.execute("SELECT tool, principal, approver, uses, revoked_at FROM "
+                           "plangate.grants WHERE grant_id = %s", (gid,))
+    assert await cur.fetchone() == (CREDIT, who, "frank", 5, None)
+    assert await asyncio.to_thread(main, ["grant", "list", "--live"]) == 0
+    assert f"{gid}  0/5 used  live  {CREDIT} for {who}" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["grant", "revoke", gid, "--by", "frank"]) == 0
+    assert capsys.readouterr().out.startswith(f"plangate: grant {gid} revoked at ")
+    cur = await pg.execute("SELECT revoked_by FROM plangate.grants WHERE grant_id = %s "
+                           "AND revoked_at IS NOT NULL", (gid,))
+    assert await cur.fetchone() == ("frank",)
+    assert await asyncio.to_thread(main, ["grant", "list", "--live"]) == 0
+    assert gid not in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["grant", "revoke", "f" * 64]) == 2
+    assert capsys.readouterr().err.strip() == f"plangate: grant revoke: no grant {'f' * 64}"
