@@ -124,12 +124,12 @@ async def test_a_grant_of_five_covers_five_of_eight_and_a_revoked_one_none(
         assert all(len(r.approvals) == 1 and r.steps[0].grant is None for r in waiting)
         assert await credits(pg, aid) == 5
         assert await uses(pg, gid) == [("used", 5)]
-        # the 5 ledger rows are the 5 uses' keys
+        # the 5 ledger rows are the 5 uses' keys, the grant's approver on each
         cur = await pg.execute(
-            "SELECT count(*) FROM plangate.effects e JOIN plangate.grant_uses u "
-            "ON u.idempotency_key = e.idempotency_key WHERE u.grant_id = %s "
-            "AND e.state = 'done'", (gid,))
-        assert (await cur.fetchone())[0] == 5
+            "SELECT e.approver, e.card_digest, count(*) FROM plangate.effects e "
+            "JOIN plangate.grant_uses u ON u.idempotency_key = e.idempotency_key "
+            "WHERE u.grant_id = %s AND e.state = 'done' GROUP BY 1, 2", (gid,))
+        assert await cur.fetchall() == [("erin", None, 5)]
         # a new grant, revoked: a covered credit gets its card, no use taken
         fresh = await api.issue_grant(CREDIT, principal, uses=5, expires_in=HOUR,
                                       equals={"account_id": aid},

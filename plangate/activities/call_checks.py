@@ -134,10 +134,7 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings,
         if call.submission is not None:
             submitter = call.submission.submitter
             submitter_key = policy.submitter_map[submitter].public
-    need = call.approval_required or needs_approval(
-        said=False, effect=spec.effect, approve_effects=policy.approve_effects,
-        tool_says=spec.approval, replanned=call.step.plan_version > 1,
-    )
+    need = needs_person(spec, call, policy)
     if not need and call.approval is None:
         return Proven(submitter)
     if granted and call.approval is None:
@@ -151,6 +148,14 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings,
         raise ToolError("approval_missing", f"not called: {why}")
     return Proven(submitter, 0 if why is not None else distinct_approvers(
         call.approval, policy.approver_map))
+
+
+def needs_person(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings) -> bool:
+    """The call waits for a person: the workflow's word, or what this worker derives itself."""
+    return call.approval_required or needs_approval(
+        said=False, effect=spec.effect, approve_effects=policy.approve_effects,
+        tool_says=spec.approval, replanned=call.step.plan_version > 1,
+    )
 
 
 def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:

@@ -39,6 +39,7 @@ from plangate.activities.call_checks import (
     bounded,
     classify,
     heartbeat,
+    needs_person,
     reader_refs,
     refuse_out_of_scope,
     refuse_superseded_policy,
@@ -175,9 +176,11 @@ async def granted(s: Setting, call: ToolCall) -> GrantSeen | None:
     """The use of a standing grant reserved for this very call (its key, in the run Temporal
     says it is of, with these arguments), consumed now: the grant verified again, live and
     unrevoked (``grant_revoked``, 403, where it no longer holds). None: no use was reserved for
-    it (a card is the call's proof, or nothing is)."""
+    it (a card is the call's proof, or nothing is). Asked only of a call that needs a person
+    and carries no card: no other call pays a read of the grants."""
     workflow_id = activity.info().workflow_id
-    if call.approval is not None or workflow_id is None:
+    if call.approval is not None or workflow_id is None or not needs_person(
+            s.spec, call, s.policy):
         return None
     c = grants.Call(workflow_id, call.idempotency_key, s.spec.name, call.on_behalf_of,
                     call.step.args, effects.args_sha256(call.step.args), s.spec)
@@ -232,6 +235,7 @@ async def enter_ledger(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling,
     gate = ruling.gate
     opening = asyncio.ensure_future(effects.open_effect(
         s.world, s.probes, s.spec, call, activity.info().workflow_id or "", gate=gate,
+        granted_by=proof.grant.approver if proof.grant is not None else None,
     )) if s.recorded else None  # a ledgered tool runs only for a workflow
     failed: BaseException | None = None
     try:
