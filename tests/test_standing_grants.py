@@ -16,6 +16,7 @@ reports, uses in ``plangate.grant_uses``."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -39,6 +40,7 @@ from plangate.records.interface import GRANT_COVER_ACTIVITY
 from plangate.records.policy import Outcome
 from plangate.records.report import RunReport, RunStatus
 from plangate.records.signing import SigningKey
+from plangate.servers.page.server import serving
 from plangate.testing import running_worker, scheduled
 from plangate.worker.assembly import activities
 from plangate.world import grants
@@ -47,6 +49,7 @@ from plangate.world.policies import load_bundle
 from plangate.world.settings import Settings
 from tests.attacker import standalone
 from tests.conftest import APPROVER_KEYS
+from tests.test_approval_page import request
 from tests.test_mcp_guarded import account, credits
 from tests.test_policy_runs import BASE, CREDIT, credit_plan, policies, with_policies
 
@@ -322,3 +325,63 @@ async def test_grant_issue_list_revoke_from_the_cli(
     assert gid not in capsys.readouterr().out
     assert await asyncio.to_thread(main, ["grant", "revoke", "f" * 64]) == 2
     assert capsys.readouterr().err.strip() == f"plangate: grant revoke: no grant {'f' * 64}"
+
+
+async def test_the_page_lists_the_grants_and_revokes_one_by_its_form_only(
+    client: Client, settings: Settings, world: World, pg: Any,
+) -> None:
+    """The approval page's grants: none shown nor revoked without a session; a revoke form
+    without the session's CSRF token, or from another site, refused with nothing revoked; the
+    page's own form revokes, recorded under the session's person."""
+    key = APPROVER_KEYS["erin"]
+    now = datetime.now(UTC).replace(microsecond=0)
+    grant = issue(key, GrantTerms(tool=CREDIT, principal=f"p_{uuid.uuid4().hex[:6]}", uses=3,
+                                  issued_at=now, expires_at=now + HOUR, approver="erin"))
+    await grants.store(world, grant)
+    gid = grant.grant_id
+
+    async def revoked_by() -> Any:
+        cur = await pg.execute("SELECT revoked_by FROM plangate.grants WHERE grant_id = %s",
+                               (gid,))
+        return (await cur.fetchone())[0]
+
+    async def get(url: str, session: dict[str, str] | None = None) -> tuple[int, str]:
+        status, _, body = await asyncio.to_thread(request, url, headers=session)
+        return status, body
+
+    async def post(url: str, form: dict[str, str], headers: dict[str, str] | None = None
+                   ) -> tuple[int, str]:
+        status, _, body = await asyncio.to_thread(request, url, "POST", form, headers)
+        return status, body
+
+    api = Plangate(client, settings)
+    async with serving(api, [key], port=0) as url:
+        status, body = await get(url + "grants")
+        assert status == 401 and gid[:12] not in body and 'name="token"' in body
+        assert (await post(url + "grants/revoke", {"grant_id": gid, "csrf": "x" * 43}))[0] == 401
+        status, headers, _ = await asyncio.to_thread(request, url + "login", "POST",
+                                                     {"token": key.login_token()})
+        assert status == 303
+        session = {"Cookie": "; ".join(c.split(";", 1)[0]
+                                       for c in headers.get_all("Set-Cookie") or [])}
+        status, body = await get(url + "grants", session)
+        assert status == 200 and f'data-grant="{gid}"' in body
+        assert f'<input type="hidden" name="grant_id" value="{gid}"><button>Revoke' in body
+        found = re.search(r'name="csrf" value="([^"]+)"', body)
+        assert found is not None
+        csrf = found.group(1)
+        form = {"grant_id": gid, "csrf": "x" * 43}
+        status, body = await post(url + "grants/revoke", form, session)
+        assert status == 403 and "CSRF token is not this session" in body
+        status, _ = await post(url + "grants/revoke", {**form, "csrf": csrf},
+                               {**session, "Origin": "http://evil.example"})
+        assert status == 403
+        assert await revoked_by() is None
+        status, body = await post(url + "grants/revoke", {**form, "csrf": csrf}, session)
+        assert status == 200 and f"grant {gid} revoked at " in body and "by erin" in body
+        assert await revoked_by() == "erin"
+        status, body = await get(url + "grants", session)
+        assert "revoked <time" in body and "Revoke</button>" not in body.split(gid[:12])[1]
+        status, body = await post(url + "grants/revoke", {"grant_id": "f" * 64, "csrf": csrf},
+                                  session)
+        assert status == 404 and f"no grant {'f' * 64}" in body
