@@ -28,6 +28,8 @@ from plangate.records import signing
 GRANT = "plangate/grant/v1"  # the signature's domain: a grant's is never an approval's
 MAX_USES = 10_000
 MAX_TTL = timedelta(days=90)  # a standing grant stands at most this long
+# the issuer's clock and Postgres's may differ this much: a grant just issued covers at once
+CLOCK_SKEW = timedelta(minutes=5)
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 _PRINCIPAL = r"^[A-Za-z_][A-Za-z0-9_.@\-]{0,62}$"
 _ID = r"^[0-9a-f]{64}$"
@@ -108,7 +110,7 @@ def terms_refusal(t: GrantTerms, tool: str, principal: str | None, info: Moves |
         return f"the grant is of {t.tool}, not {tool}"
     if t.principal != principal:
         return f"the grant is for {t.principal}, the run acts for {principal or 'nobody'}"
-    if not t.issued_at <= now < t.expires_at:
+    if not t.issued_at - CLOCK_SKEW <= now < t.expires_at:
         return f"the grant is valid from {t.issued_at.isoformat()} to {t.expires_at.isoformat()}"
     for name, value in t.equals.items():
         got = args.get(name)
