@@ -65,7 +65,8 @@ exit codes:
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run, a
        --digest that is not 64 hexadecimal digits;
-       approve or reject without an approver key; ui without PLANGATE_APPROVER_KEY, or on
+       approve or reject without an approver key; grant issue of bad terms or without an
+       approver key, grant revoke of an unknown id; ui without PLANGATE_APPROVER_KEY, or on
        an address it cannot listen on;
        dev on a state directory another plangate dev runs on;
        codec-server without a strong PLANGATE_CODEC_TOKEN, unless on loopback with
