@@ -34,6 +34,7 @@ from plangate.activities.catalogue import catalogue
 from plangate.activities.policing import call_request
 from plangate.cli.commands import main
 from plangate.client.api import Plangate
+from plangate.client.view import summary
 from plangate.plans.model import Effect
 from plangate.records.grants import Cover, CoverRequest, GrantSeen, GrantTerms, issue
 from plangate.records.interface import GRANT_COVER_ACTIVITY
@@ -125,6 +126,9 @@ async def test_a_grant_of_five_covers_five_of_eight_and_a_revoked_one_none(
                    and (r.steps[0].grant.id, r.steps[0].grant.approver) == (gid, "erin")
                    for r in ran)
         assert all(len(r.approvals) == 1 and r.steps[0].grant is None for r in waiting)
+        assert summary(ran[0]).splitlines()[1:3] == [
+            f"  v1 step 1 {CREDIT}: DONE",
+            f"    no card: covered by standing grant {gid[:12]} of erin"]
         assert await credits(pg, aid) == 5
         assert await uses(pg, gid) == [("used", 5)]
         # the 5 ledger rows are the 5 uses' keys, the grant's approver on each
