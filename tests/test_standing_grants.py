@@ -31,11 +31,13 @@ from temporalio import activity
 from temporalio.client import Client
 
 from plangate.activities.catalogue import catalogue
+from plangate.activities.effects import args_sha256
 from plangate.activities.policing import call_request
 from plangate.cli.commands import main
 from plangate.client.api import Plangate
 from plangate.client.view import summary
 from plangate.plans.model import Effect
+from plangate.records import keys
 from plangate.records.grants import Cover, CoverRequest, GrantSeen, GrantTerms, issue
 from plangate.records.interface import GRANT_COVER_ACTIVITY
 from plangate.records.policy import Outcome
@@ -389,3 +391,35 @@ async def test_the_page_lists_the_grants_and_revokes_one_by_its_form_only(
         status, body = await post(url + "grants/revoke", {"grant_id": "f" * 64, "csrf": csrf},
                                   session)
         assert status == 404 and f"no grant {'f' * 64}" in body
+
+
+async def test_a_grant_never_covers_a_run_its_approver_submitted(
+    settings: Settings, world: World, pg: Any
+) -> None:
+    """As a submitter never approves its own run: erin's grant covers no call of a run erin
+    submitted, by name or under another name with erin's key; frank's run, one use."""
+    erin = APPROVER_KEYS["erin"]
+    now = datetime.now(UTC).replace(microsecond=0)
+    principal = f"p_{uuid.uuid4().hex[:6]}"
+    grant = issue(erin, GrantTerms(tool=CREDIT, principal=principal, uses=5, issued_at=now,
+                                   expires_at=now + HOUR, approver="erin"))
+    await grants.store(world, grant)
+    info = catalogue(settings.catalogue).tools[CREDIT]
+    args: dict[str, JsonValue] = {"account_id": "acct_1", "amount_eur": 5.0}
+
+    def call(submitter: str, key: bytes) -> grants.Call:
+        run = f"plan-{uuid.uuid4().hex[:8]}"
+        return grants.Call(run, keys.idempotency_key(run, "0123456789abcdef", "v1/1"), CREDIT,
+                           principal, args, args_sha256(args), info, submitter, key)
+
+    approvers = settings.policy.approver_map
+    for who in (call("erin", erin.public), call("erin-bot", erin.public)):
+        with pytest.raises(grants.NotCovered) as refused:
+            await grants.reserve(world, who, approvers)
+        assert str(refused.value) == ("the grant's approver erin submitted this run: a "
+                                      "submitter never approves its own run")
+    assert await uses(pg, grant.grant_id) == []
+    frank = APPROVER_KEYS["frank"]
+    got, gid = await grants.reserve(world, call("frank", frank.public), approvers)
+    assert (got, gid) == (grant, grant.grant_id)
+    assert await uses(pg, gid) == [("reserved", 1)]

@@ -45,8 +45,10 @@ class GrantActivities:
         info = catalogue(self.cat).tools.get(req.tool)
         if info is None:
             return Cover(why=f"{req.tool} is not in this worker's catalogue")
+        submitter = self.policy.submitter_map.get(req.submitter or "")
         call = grants.Call(workflow_id, req.idempotency_key, req.tool, req.on_behalf_of,
-                           req.args, args_sha256(req.args), info)
+                           req.args, args_sha256(req.args), info, req.submitter,
+                           submitter.public if submitter is not None else None)
         try:
             grant, grant_id = await asyncio.wait_for(
                 grants.reserve(self.world, call, self.policy.approver_map), TRY_S)

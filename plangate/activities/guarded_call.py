@@ -182,8 +182,13 @@ async def granted(s: Setting, call: ToolCall) -> GrantSeen | None:
     if call.approval is not None or workflow_id is None or not needs_person(
             s.spec, call, s.policy):
         return None
+    # the run's submitter as the submission names it (verified next, by ``refuse_unproven``)
+    sub = call.submission
+    submitter = s.policy.submitter_map.get(sub.submitter) if s.policy.submitters and sub else None
     c = grants.Call(workflow_id, call.idempotency_key, s.spec.name, call.on_behalf_of,
-                    call.step.args, effects.args_sha256(call.step.args), s.spec)
+                    call.step.args, effects.args_sha256(call.step.args), s.spec,
+                    submitter.name if submitter is not None else None,
+                    submitter.public if submitter is not None else None)
     try:
         return await grants.consume(s.world, c, s.policy.approver_map)
     except _PG_DOWN as e:  # nothing was sent: waited for, as the ledger's outage is

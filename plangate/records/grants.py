@@ -102,6 +102,19 @@ def signature_refusal(grant: Grant, approvers: Mapping[str, bytes]) -> str | Non
     return None
 
 
+def self_granted(t: GrantTerms, approvers: Mapping[str, bytes], submitter: str | None,
+                 submitter_key: bytes | None) -> str | None:
+    """Why the grant does not count for a run its approver submitted (by name, or by key), as
+    a submitter never approves its own run; else None."""
+    if submitter is None:
+        return None
+    key = approvers.get(t.approver)
+    if t.approver == submitter or (key is not None and key == submitter_key):
+        return (f"the grant's approver {t.approver} submitted this run: a submitter never "
+                "approves its own run")
+    return None
+
+
 def terms_refusal(t: GrantTerms, tool: str, principal: str | None, info: Moves | None,
                   args: Mapping[str, JsonValue], now: datetime) -> str | None:
     """Why a call of ``tool`` for ``principal`` with its fully bound ``args`` is outside
@@ -154,6 +167,7 @@ class CoverRequest(Model):
     args: dict[str, JsonValue]  # fully bound, as the call will carry them
     on_behalf_of: str | None = None
     idempotency_key: str
+    submitter: str | None = None  # the run's verified submitter: never its own grant's user
 
 
 class Cover(Model):

@@ -29,7 +29,8 @@ async def covered(s: StepScope, p: Prepared) -> GrantMark | None:
     if not workflow.patched(GRANTS_PATCH):
         return None
     req = CoverRequest(plan_version=ctx.version, step=s.n, tool=s.step.tool, args=p.args,
-                       on_behalf_of=ctx.on_behalf_of, idempotency_key=p.key)
+                       on_behalf_of=ctx.on_behalf_of, idempotency_key=p.key,
+                       submitter=ctx.submission.submitter if ctx.submission else None)
     try:
         got: Cover = await workflow.execute_local_activity(
             GRANT_COVER_ACTIVITY, req, result_type=Cover,

@@ -23,7 +23,14 @@ from psycopg.types.json import Jsonb
 from pydantic import JsonValue
 
 from plangate.plans.amounts import Moves
-from plangate.records.grants import Grant, GrantSeen, GrantTerms, signature_refusal, terms_refusal
+from plangate.records.grants import (
+    Grant,
+    GrantSeen,
+    GrantTerms,
+    self_granted,
+    signature_refusal,
+    terms_refusal,
+)
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
 
@@ -96,12 +103,24 @@ class Call:
     args: Mapping[str, JsonValue]
     args_sha256: str
     info: Moves | None
+    submitter: str | None = None  # who submitted the run (verified), and their key
+    submitter_key: bytes | None = None
 
 
 async def _now(conn: psycopg.AsyncConnection[Any]) -> datetime:
     row = await (await conn.execute("SELECT now()")).fetchone()
     assert row is not None
     return row[0]  # type: ignore[no-any-return]  # psycopg's rows are untyped tuples
+
+
+def _refusal(grant: Grant, call: Call, approvers: Mapping[str, bytes], now: datetime
+             ) -> str | None:
+    """Why ``grant`` does not cover ``call`` now: not an approver's of this deployment, the
+    call outside its terms, or its approver the run's submitter."""
+    t = grant.terms
+    return (signature_refusal(grant, approvers)
+            or terms_refusal(t, call.tool, call.principal, call.info, call.args, now)
+            or self_granted(t, approvers, call.submitter, call.submitter_key))
 
 
 async def reserve(world: World, call: Call, approvers: Mapping[str, bytes]) -> tuple[Grant, str]:
@@ -139,8 +158,7 @@ async def _take(conn: psycopg.AsyncConnection[Any], call: Call, grant_id: str,
     if row is None or row[2] is not None or not row[3]:
         return f"grant {grant_id[:12]} was revoked or expired"
     grant = Grant(terms=GrantTerms.model_validate(row[0]), signature=row[1])
-    why = signature_refusal(grant, approvers) or terms_refusal(
-        grant.terms, call.tool, call.principal, call.info, call.args, await _now(conn))
+    why = _refusal(grant, call, approvers, await _now(conn))
     if why is not None or grant.grant_id != grant_id:
         return why or f"grant {grant_id[:12]}: its terms are not its id's"
     mine = await (await conn.execute(sql.SQL(
@@ -190,8 +208,7 @@ async def consume(world: World, call: Call, approvers: Mapping[str, bytes]) -> G
             raise ToolError("grant_revoked", f"not called: grant {grant_id[:12]} expired before "
                             "this call", {"grant_id": grant_id})
         grant = Grant(terms=GrantTerms.model_validate(row[0]), signature=row[1])
-        why = signature_refusal(grant, approvers) or terms_refusal(
-            grant.terms, call.tool, call.principal, call.info, call.args, await _now(conn))
+        why = _refusal(grant, call, approvers, await _now(conn))
         if why is None and use[2] != call.args_sha256:
             why = "the call's arguments are not those the grant's use was reserved for"
         if why is not None:
