@@ -92,7 +92,7 @@ async def test_every_name_the_interface_declares_is_what_the_workers_register(cl
         interface.DECIDE_ACTIVITY: "decide",
         interface.PROBE_ACTIVITY: "evaluate", interface.PROPOSE_ACTIVITY: "propose",
         interface.REVIEW_ACTIVITY: "review", interface.WINDOWS_ACTIVITY: "record",
-        interface.INDEX_ACTIVITY: "record"}
+        interface.INDEX_ACTIVITY: "record", interface.GRANT_COVER_ACTIVITY: "cover"}
     types = {w.__temporal_workflow_definition.name  # type: ignore[attr-defined]
              for w in worker.config(active_config=True)["workflows"]}
     assert types == {interface.PLAN_RUN, interface.REPLAN_WORKFLOW}

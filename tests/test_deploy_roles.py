@@ -101,7 +101,7 @@ async def test_setup_is_the_owners_and_the_worker_checks_its_tables(
                        r"plangate\.policy_decisions, plangate\.windows, "
                        r"plangate\.windows_since, plangate\.submissions, "
                        r"plangate\.runs_index, plangate\.deliveries, plangate\.keys, "
-                       r"plangate\.receipts "
+                       r"plangate\.receipts, plangate\.grants, plangate\.grant_uses "
                        r"are missing")
             with pytest.raises(SchemaNotReady, match=missing):
                 await require_schema(worker)

@@ -284,6 +284,11 @@ def worker_args(d: Deployment, name: str) -> list[Any]:
         # the victim's row in the runs index, said to be succeeded
         "index.record": {"status": "succeeded", "goal": "x", "cards": [],
                          "started_at": "2026-01-01T00:00:00Z", "seq": 1 << 40},
+        # a standing grant's use asked for a credit of the stranger's, under the victim's key
+        "grant.cover": {"plan_version": 1, "step": 1, "tool": "billing.issue_credit",
+                        "args": {"account_id": "acct_x", "amount_eur": 1},
+                        "on_behalf_of": d.principal,
+                        "idempotency_key": call["idempotency_key"]},
     }[name]]
 
 

@@ -21,6 +21,9 @@ demo systems are on).
   look, never what decides.
 - ``plangate.deliveries``: each card's notice on each channel the approval page sends it to
   (``world.deliveries``): claimed by one page process, retried, its outcome recorded.
+- ``plangate.grants`` and ``plangate.grant_uses``: standing grants as their approvers signed
+  them, and each call one covers (``world.grants``), written by ``plangate grant`` and the
+  worker;
 - ``plangate.keys``: the deployment's own secrets (``world.keys``: the call seal's key), made
   once by the first worker and read by every worker after.
 - ``plangate.receipts``: the signed receipt of each ledgered effect (``world.receipts``),
@@ -170,6 +173,30 @@ CREATE TABLE IF NOT EXISTS plangate.receipts (
     made_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS receipts_run ON plangate.receipts (run_id);
+CREATE TABLE IF NOT EXISTS plangate.grants (
+    grant_id text PRIMARY KEY,
+    tool text NOT NULL,
+    principal text NOT NULL,
+    approver text NOT NULL,
+    uses integer NOT NULL CHECK (uses > 0),
+    expires_at timestamptz NOT NULL,
+    terms jsonb NOT NULL,
+    signature text NOT NULL,
+    issued_at timestamptz NOT NULL DEFAULT now(),
+    revoked_at timestamptz,
+    revoked_by text
+);
+CREATE INDEX IF NOT EXISTS grants_tool ON plangate.grants (tool, principal);
+CREATE TABLE IF NOT EXISTS plangate.grant_uses (
+    idempotency_key text PRIMARY KEY,
+    grant_id text NOT NULL REFERENCES plangate.grants (grant_id),
+    workflow_id text NOT NULL,
+    args_sha256 text NOT NULL,
+    state text NOT NULL CHECK (state IN ('reserved', 'used')),
+    reserved_at timestamptz NOT NULL DEFAULT now(),
+    used_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS grant_uses_grant ON plangate.grant_uses (grant_id);
 """
 
 # Databases from before jobs had owners: the column, the keys that scope job ids by owner (one
@@ -206,7 +233,8 @@ OWN_TABLES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\S+
 LATER_TABLES = frozenset({"plangate.effects", "plangate.policy_decisions", "plangate.windows",
                           "plangate.windows_since", "plangate.submissions",
                           "plangate.runs_index", "plangate.deliveries",
-                          "plangate.keys", "plangate.receipts"})
+                          "plangate.keys", "plangate.receipts", "plangate.grants",
+                          "plangate.grant_uses"})
 
 # Two workers bootstrapping at once must not race on CREATE SCHEMA / CREATE TABLE.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('plangate.schema'))"

@@ -110,14 +110,17 @@ def run_of_call() -> str:
     return info.workflow_id or info.activity_id
 
 
-def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings) -> Proven:
+def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings,
+                    granted: bool = False) -> Proven:
     """What protects the call, decided here, where it acts, from this worker's own policy and
     catalogue, whatever the workflow says: a deployment that lists submitters acts only for a
     run one of them signed, as a principal that submitter may use (403 ``not_permitted``); a
     call that waits for a person (the plan's word, passed on, or the tool's, the deployment's,
     or a re-planned money or external step) acts only on a card that is this very call, with
     an approval signed by an approver the deployment knows now (403 ``approval_missing``).
-    A grant a call carries without needing one is verified too, and counts only if it holds."""
+    A grant a call carries without needing one is verified too, and counts only if it holds.
+    ``granted``: a standing grant's use reserved for this very call was consumed
+    (``world.grants``): it stands for one approver's approval."""
     workflow_id = run_of_call()
     submitter: str | None = None
     submitter_key: bytes | None = None
@@ -131,12 +134,11 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings)
         if call.submission is not None:
             submitter = call.submission.submitter
             submitter_key = policy.submitter_map[submitter].public
-    need = call.approval_required or needs_approval(
-        said=False, effect=spec.effect, approve_effects=policy.approve_effects,
-        tool_says=spec.approval, replanned=call.step.plan_version > 1,
-    )
+    need = needs_person(spec, call, policy)
     if not need and call.approval is None:
         return Proven(submitter)
+    if granted and call.approval is None:
+        return Proven(submitter, 1)
     why = grant_refusal(
         call.approval, policy.approver_map, run_id=workflow_id, step=call.step.n,
         plan_version=call.step.plan_version, tool=spec.name, args=call.step.args,
@@ -146,6 +148,14 @@ def refuse_unproven(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings)
         raise ToolError("approval_missing", f"not called: {why}")
     return Proven(submitter, 0 if why is not None else distinct_approvers(
         call.approval, policy.approver_map))
+
+
+def needs_person(spec: ToolSpec[Any], call: ToolCall, policy: PolicySettings) -> bool:
+    """The call waits for a person: the workflow's word, or what this worker derives itself."""
+    return call.approval_required or needs_approval(
+        said=False, effect=spec.effect, approve_effects=policy.approve_effects,
+        tool_says=spec.approval, replanned=call.step.plan_version > 1,
+    )
 
 
 def refuse_out_of_scope(spec: ToolSpec[Any], args: dict[str, JsonValue], scope: Scope) -> None:

@@ -56,9 +56,12 @@ def args_sha256(args: dict[str, JsonValue]) -> str:
 
 
 
-def intent_of(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> ledger.Intent:
+def intent_of(spec: ToolSpec[Any], call: ToolCall, run_id: str,
+              granted_by: str | None = None) -> ledger.Intent:
     """The row a call's intent writes: the run Temporal says the call is of (``run_id``), and
-    what the activity was handed and verified, never a plan's description of it."""
+    what the activity was handed and verified, never a plan's description of it.
+    ``granted_by``: the approver of the standing grant whose use admitted it (its row in
+    ``plangate.grant_uses`` holds the grant, under the same key)."""
     grant = call.approval
     return ledger.Intent(
         key=call.idempotency_key, run_id=run_id, step=call.step.n,
@@ -66,7 +69,7 @@ def intent_of(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> ledger.Intent
         args_sha256=args_sha256(call.step.args), effect=spec.effect.value,
         principal=call.on_behalf_of, amount=moved(spec, call.step.args),
         card_digest=grant.digest if grant is not None else None,
-        approver=grant.proof.approver if grant is not None else None,
+        approver=grant.proof.approver if grant is not None else granted_by,
         resource=resource_of(spec, call),
     )
 
@@ -112,13 +115,13 @@ def refuse_foreign_key(spec: ToolSpec[Any], call: ToolCall, run_id: str) -> None
 
 async def open_effect(
     world: World, probes: ProbeActivities, spec: ToolSpec[Any], call: ToolCall, run_id: str,
-    gate: ledger.Gate | None = None,
+    gate: ledger.Gate | None = None, granted_by: str | None = None,
 ) -> Answered | None:
     """None: the intent is recorded and the tool may act. ``Answered``: it must not.
     ``run_id``: the workflow Temporal says the call is of. ``gate``: a new call is admitted
     by it first, against the principal's running totals (``ledger.begin``)."""
     refuse_foreign_key(spec, call, run_id)
-    begun = await ledger.begin(world, intent_of(spec, call, run_id), gate)
+    begun = await ledger.begin(world, intent_of(spec, call, run_id, granted_by), gate)
     if begun.fresh or begun.entry is None:
         return None
     entry = begun.entry

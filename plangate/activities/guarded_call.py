@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+import psycopg
+from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, JsonValue
 from temporalio import activity
 
@@ -39,6 +41,7 @@ from plangate.activities.call_checks import (
     bounded,
     classify,
     heartbeat,
+    needs_person,
     reader_refs,
     refuse_out_of_scope,
     refuse_superseded_policy,
@@ -49,8 +52,9 @@ from plangate.activities.probe_activity import ProbeActivities
 from plangate.activities.tools.registry import CallContext, ToolSpec
 from plangate.plans.model import Condition
 from plangate.records.calls import ProbeReport, ProbeRequest, ToolCall, ToolResult
+from plangate.records.grants import GrantSeen
 from plangate.records.policy import Decision
-from plangate.world import ledger
+from plangate.world import grants, ledger
 from plangate.world import receipts as stored_receipts
 from plangate.world.clients import World
 from plangate.world.errors import ToolError
@@ -59,6 +63,7 @@ from plangate.world.settings import PolicySettings
 from plangate.world.spans import span
 
 log = logging.getLogger(__name__)
+_PG_DOWN = (PoolTimeout, psycopg.OperationalError)
 # The read after a call never holds the call's answer back long: past this the workflow reads.
 AFTER_READ_TIMEOUT_S = 5.0
 
@@ -100,6 +105,7 @@ class Proof:
     proven: Proven
     args: BaseModel
     timing: Timing
+    grant: GrantSeen | None = None  # the standing grant whose use admitted the call
 
 
 class TotalsGate:
@@ -115,7 +121,8 @@ class TotalsGate:
     async def __call__(self, totals: ledger.LedgerTotals) -> None:
         given = self.proof.proven.approvers
         self.decided = self.bundle.decide(policing.request_at_call(
-            self.s.spec, self.call, self.checked, self.proof.proven.submitter, given, totals))
+            self.s.spec, self.call, self.checked, self.proof.proven.submitter, given, totals,
+            grant=self.proof.grant))
         policing.enforce(self.s.spec, self.call, self.decided, given)
 
 
@@ -161,10 +168,34 @@ async def prove(s: Setting, call: ToolCall) -> Proof:
         refuse_superseded_policy(call, s.policy.policy_bundle)
     if s.recorded:
         await effects.refuse_consumed(s.world, s.spec, call)
-    proven = refuse_unproven(s.spec, call, s.policy)
+    grant = await granted(s, call)
+    proven = refuse_unproven(s.spec, call, s.policy, granted=grant is not None)
     args = s.spec.args.model_validate(call.step.args)
     refuse_out_of_scope(s.spec, call.step.args, s.world.settings.scope)
-    return Proof(bundle, proven, args, _timing(bundle, s.recorded))
+    return Proof(bundle, proven, args, _timing(bundle, s.recorded), grant)
+
+
+async def granted(s: Setting, call: ToolCall) -> GrantSeen | None:
+    """The use of a standing grant reserved for this very call (its key, in the run Temporal
+    says it is of, with these arguments), consumed now: the grant verified again, live and
+    unrevoked (``grant_revoked``, 403, where it no longer holds). None: no use was reserved for
+    it (a card is the call's proof, or nothing is). Asked only of a call that needs a person
+    and carries no card: no other call pays a read of the grants."""
+    workflow_id = activity.info().workflow_id
+    if call.approval is not None or workflow_id is None or not needs_person(
+            s.spec, call, s.policy):
+        return None
+    # the run's submitter as the submission names it (verified next, by ``refuse_unproven``)
+    sub = call.submission
+    submitter = s.policy.submitter_map.get(sub.submitter) if s.policy.submitters and sub else None
+    c = grants.Call(workflow_id, call.idempotency_key, s.spec.name, call.on_behalf_of,
+                    call.step.args, effects.args_sha256(call.step.args), s.spec,
+                    submitter.name if submitter is not None else None,
+                    submitter.public if submitter is not None else None)
+    try:
+        return await grants.consume(s.world, c, s.policy.approver_map)
+    except _PG_DOWN as e:  # nothing was sent: waited for, as the ledger's outage is
+        raise ToolError("system_unavailable", f"the standing grants: {e}"[:500]) from e
 
 
 def _timing(bundle: Bundle | None, recorded: bool) -> Timing:
@@ -197,7 +228,8 @@ async def decide(s: Setting, call: ToolCall, proof: Proof,
     if proof.timing is Timing.TOTALS:
         return Ruling(gate=TotalsGate(s, call, bundle, proof, checked))
     given = proof.proven.approvers
-    request = policing.request_at_call(s.spec, call, checked, proof.proven.submitter, given)
+    request = policing.request_at_call(s.spec, call, checked, proof.proven.submitter, given,
+                                       grant=proof.grant)
     recalled = bundle.recall(request) if proof.timing is Timing.NOW else None
     decided = recalled or bundle.decide(request)
     await policing.judged(s.world, s.spec, call, decided, given)
@@ -211,6 +243,7 @@ async def enter_ledger(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling,
     gate = ruling.gate
     opening = asyncio.ensure_future(effects.open_effect(
         s.world, s.probes, s.spec, call, activity.info().workflow_id or "", gate=gate,
+        granted_by=proof.grant.approver if proof.grant is not None else None,
     )) if s.recorded else None  # a ledgered tool runs only for a workflow
     failed: BaseException | None = None
     try:
@@ -289,7 +322,7 @@ def facts(s: Setting, call: ToolCall, proof: Proof, ruling: Ruling, entered: Ent
         spec=s.spec, call=call, run_id=activity.info().workflow_id or "",
         args_sha256=effects.args_sha256(call.step.args),
         approvers=receipting.approvers_of(call, s.policy.approver_map, proof.proven.approvers),
-        bundle=proof.bundle, configured=s.policy.policy_bundle,
+        bundle=proof.bundle, configured=s.policy.policy_bundle, grant=proof.grant,
         decision=ruling.decision or (gate.decided if gate else None),
         before=entered.checked, after=after,
         started_at=acted.started if acted else None, finished_at=acted.finished if acted else None,

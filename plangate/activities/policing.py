@@ -38,6 +38,7 @@ from plangate.plans.model import Effect
 from plangate.plans.scope import Scope
 from plangate.plans.words import many
 from plangate.records.calls import ProbeReport, ToolCall
+from plangate.records.grants import GrantSeen
 from plangate.records.policy import Decision, PolicyRequest, Totals
 from plangate.world import decisions, ledger
 from plangate.world.clients import World
@@ -117,7 +118,7 @@ def call_request(
     tool: str, info: ToolInfo | None, effect: Effect, args: Mapping[str, JsonValue],
     principal: str | None, *, now: datetime | None = None, submitter: str | None = None,
     approvals: int = 0, observed: dict[str, JsonValue] | None = None, totals: Totals | None = None,
-    approval_asked: bool = False,
+    approval_asked: bool = False, grant: GrantSeen | None = None,
 ) -> PolicyRequest:
     """What a decision about a call reads: its tool, effect, arguments, what they name and
     move, its principal and now (the same before the call and at it); the rest is what the
@@ -129,21 +130,23 @@ def call_request(
         amount_cents=0 if amount is None else cents(amount), observed=observed or {},
         now=now or datetime.now(UTC), approvals=approvals,
         totals=Totals() if totals is None else totals, approval_asked=approval_asked,
+        grant=grant,
     )
 
 
 def request_at_call(
     spec: ToolSpec[Any], call: ToolCall, checked: ProbeReport | None, submitter: str | None,
-    approvals: int, totals: ledger.LedgerTotals | None = None,
+    approvals: int, totals: ledger.LedgerTotals | None = None, grant: GrantSeen | None = None,
 ) -> PolicyRequest:
-    """What the policies may read of this call, as the activity knows it."""
+    """What the policies may read of this call, as the activity knows it (``grant``: the
+    standing grant whose use admitted it)."""
     return call_request(
         spec.name, spec, spec.effect, call.step.args, call.on_behalf_of,
         submitter=submitter, approvals=approvals,
         observed=None if checked is None else {r.condition.key(): r.observed
                                                for r in checked.results},
         totals=None if totals is None else totals.in_cents(),
-        approval_asked=call.approval_required,
+        approval_asked=call.approval_required, grant=grant,
     )
 
 

@@ -21,6 +21,7 @@ from plangate.activities.tools.registry import ToolSpec
 from plangate.plans.amounts import moved
 from plangate.records import receipts
 from plangate.records.calls import ProbeReport, ToolCall
+from plangate.records.grants import GrantSeen
 from plangate.records.policy import Decision
 from plangate.records.signing import SigningKey
 from plangate.world import owed
@@ -43,6 +44,7 @@ class Facts:
     run_id: str  # the workflow Temporal says the call is of (the ledger row's)
     args_sha256: str
     approvers: tuple[str, ...]  # those whose proofs verified for this very call
+    grant: GrantSeen | None  # the standing grant whose use admitted the call, verified again
     bundle: Bundle | None  # the Cedar bundle in force (None: no Cedar policies)
     configured: str | None  # else the bundle this worker is configured with, if any
     decision: Decision | None
@@ -117,7 +119,10 @@ def make(key: SigningKey, f: Facts, state: str, output: dict[str, JsonValue] | N
         "approval": {
             "card_digest": call.approval.digest if call.approval is not None else None,
             "approvers": list(f.approvers),
-            "grant": None,
+            "grant": None if f.grant is None else {
+                "id": f.grant.id, "approver": f.grant.approver, "uses": f.grant.uses,
+                "used_before": f.grant.used,
+            },
         },
         "policy": _policy(f),
         "before": _read(f.before),

@@ -33,6 +33,7 @@ from typing import NoReturn
 from plangate.cli import (
     answers,
     embedded,
+    grants,
     index,
     keys,
     plans,
@@ -65,7 +66,8 @@ exit codes:
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run, a
        --digest that is not 64 hexadecimal digits;
-       approve or reject without an approver key; ui without PLANGATE_APPROVER_KEY, or on
+       approve or reject without an approver key; grant issue of bad terms or without an
+       approver key, grant revoke of an unknown id; ui without PLANGATE_APPROVER_KEY, or on
        an address it cannot listen on;
        dev on a state directory another plangate dev runs on;
        codec-server without a strong PLANGATE_CODEC_TOKEN, unless on loopback with
@@ -79,7 +81,7 @@ COMMANDS: tuple[Command, ...] = (
     plans.CHECK, runs.RUN, answers.APPROVE, answers.REJECT, keys.KEY, runs.STATUS, runs.WATCH,
     runs.RUNS, index.INDEX, runs.CANCEL, plans.PLAN, report.REPORT, serve.UI, workers.WORKER,
     serve.CODEC_SERVER, workers.SETUP, report.LEDGER, serve.MCP, embedded.DEV, embedded.DEMO,
-    policy.POLICY, receipts.RECEIPT,
+    policy.POLICY, receipts.RECEIPT, grants.GRANT,
 )
 
 

@@ -22,6 +22,7 @@ runs it)::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -47,9 +48,11 @@ if TYPE_CHECKING:
     from plangate.client.pending import PendingApprovals, PendingCard
     from plangate.client.reports import ended_report
     from plangate.plans.model import Plan
+    from plangate.records.grants import Grant
     from plangate.records.signing import SigningKey
     from plangate.replanner.planner import Draft
     from plangate.world.clients import World
+    from plangate.world.grants import Listed as ListedGrant
 
 __all__ = ["Listed", "PendingApprovals", "PendingCard", "Plangate", "ended_report", "runs_query"]
 
@@ -353,6 +356,56 @@ class Plangate:
         registered = wanted is None or await self.search_attributes_registered()
         return RunsListing(
             await listings.runs(self.client, queue, registered, wanted, limit), 0, note)
+
+    # -- standing grants ----------------------------------------------------------------------
+    async def issue_grant(
+        self, tool: str, principal: str, *, uses: int, expires_in: timedelta,
+        equals: Mapping[str, str | int | bool] | None = None,
+        at_most: Mapping[str, str] | None = None, prefix: Mapping[str, str] | None = None,
+        by: str = "", note: str = "",
+    ) -> Grant:
+        """A standing grant (``records.grants``), signed with the approver key ``by`` of this
+        process (``PLANGATE_APPROVER_KEY``) and kept in the deployment's Postgres: calls of
+        ``tool`` for ``principal`` whose arguments keep within ``equals`` (a value),
+        ``at_most`` (a number, the tool's amount in its whole units) and ``prefix`` run
+        without a card, ``uses`` times, for ``expires_in``. ``BadGrant``: nothing written."""
+        from plangate.client import grants
+
+        key = self.approver_key(by)
+        t = grants.terms(self.settings.catalogue, key, tool=tool, principal=principal,
+                         equals=equals or {}, at_most=at_most or {}, prefix=prefix or {},
+                         uses=uses, expires_in=expires_in, note=note)
+        async with self._world() as world:
+            return await grants.issued(world, key, t)
+
+    async def grants(self, *, live_only: bool = False) -> list[ListedGrant]:
+        """The deployment's standing grants, newest first, with the uses each has given."""
+        from plangate.world import grants
+
+        async with self._world() as world:
+            return await grants.listed(world, live_only=live_only)
+
+    async def revoke_grant(self, grant_id: str, by: str = "") -> datetime:
+        """The grant revoked now (it admits no further call, a call it covered and not yet
+        made included); its revocation's time. ``BadGrant`` where there is no such grant."""
+        from plangate.client import grants
+
+        async with self._world() as world:
+            return await grants.revoked(world, grant_id, by or "api")
+
+    @contextlib.asynccontextmanager
+    async def _world(self) -> AsyncIterator[World]:
+        """The deployment's Postgres: ``index`` where given, else one opened for the call."""
+        if self.index is not None:
+            yield self.index
+            return
+        from plangate.world.clients import World
+
+        world = World(self.settings.world)
+        try:
+            yield world
+        finally:
+            await world.close()
 
     async def pending_approvals(self) -> PendingApprovals:
         """The approval cards waiting for a person across the open runs of this task queue,

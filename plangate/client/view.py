@@ -242,6 +242,9 @@ def summary(rep: RunReport) -> str:
     for s in rep.steps:
         reason = f" [{answer_words(rep, s)}]" if s.answer else ""
         lines.append(f"  v{s.plan_version} step {s.n} {s.tool}: {s.state.value}{reason}")
+        if s.grant is not None:
+            lines.append(f"    no card: covered by standing grant {s.grant.id[:12]} of "
+                         f"{s.grant.approver}")
     lines += outcome_lines(rep)
     lines += card_lines(rep)
     return "\n".join(visible(line) for line in lines)

@@ -40,6 +40,9 @@ CODES: dict[str, Code] = {
     # the approval the call carries was consumed by another effect (the effect ledger): an
     # approval pays once
     "approval_consumed": Code(403, False, "the approval was consumed by another effect"),
+    # the standing grant whose use was reserved for the call was revoked or expired before it,
+    # or no longer covers it (``world.grants``): nothing was sent; the step halts
+    "grant_revoked": Code(403, False, "the standing grant that covered the call no longer holds"),
     # a team's activity marked to run only under plangate's guard (``plangate.temporal.guarded``)
     # and no guard admitted the call: a worker without PlangatePlugin registers it
     "guard_missing": Code(403, False, "the activity runs only for a call plangate's guard "

@@ -33,12 +33,14 @@ PROPOSE_ACTIVITY = "replanner.propose"  # local: the re-planner asked for a plan
 REVIEW_ACTIVITY = "replanner.review"  # local: a proposed plan checked and its guards resolved
 WINDOWS_ACTIVITY = "windows.record"  # local: an ended run's windows kept in Postgres
 INDEX_ACTIVITY = "index.record"  # local: a run's status and pending cards in the runs index
+GRANT_COVER_ACTIVITY = "grant.cover"  # local: a standing grant covers a call (a use reserved)
 CATALOGUE_ACTIVITY = "plangate.catalogue"  # a worker's catalogue announced; never scheduled
 # a standalone activity (no workflow): one read tool's call over MCP, guarded by the worker
 READ_CALL_ACTIVITY = "plangate.read_call"
 # the catalogue's is registered on its own poller
 WORKER_ACTIVITIES = (GUARD_ACTIVITY, APPROVERS_ACTIVITY, DECIDE_ACTIVITY, PROBE_ACTIVITY,
-                     PROPOSE_ACTIVITY, REVIEW_ACTIVITY, WINDOWS_ACTIVITY, INDEX_ACTIVITY)
+                     PROPOSE_ACTIVITY, REVIEW_ACTIVITY, WINDOWS_ACTIVITY, INDEX_ACTIVITY,
+                     GRANT_COVER_ACTIVITY)
 
 # plangate.temporal's local activities, on a team's worker (``PlangatePlugin``)
 TEAM_CHECK_ACTIVITY = "plangate.guard.check"  # the guards of a call, decided and read

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field, JsonValue
 from plangate.plans._base import Model
 from plangate.plans.guards import PolicyMark
 from plangate.plans.model import Effect
+from plangate.records.grants import GrantSeen
 
 _FROZEN = ConfigDict(frozen=True, defer_build=True, extra="forbid")
 # how a Cedar bundle's name begins (then the digest's first 16 hex): never a label's
@@ -77,6 +78,8 @@ class PolicyRequest(Model):
     # the plan, the tool or a re-plan asks for a person (``plans.guards.needs_approval`` beside
     # the deployment's approve-effects)
     approval_asked: bool = False
+    # the standing grant whose use admitted the call (``context.grant``; None: no grant)
+    grant: GrantSeen | None = None
 
 
 class Outcome(StrEnum):

@@ -208,6 +208,14 @@ class LedgerLink(Model):
     receipt: dict[str, JsonValue] | None = None
 
 
+class GrantMark(Model):
+    """The standing grant a step's call was covered by (``records.grants``), a use of it
+    reserved for the call's key."""
+
+    id: str
+    approver: str
+
+
 class StepReport(Model):
     n: int
     tool: str
@@ -230,6 +238,7 @@ class StepReport(Model):
     transitions: list[Transition] = Field(default_factory=list)
     ledger: LedgerLink | None = None  # a write, external or money call's row in the ledger
     policy: PolicyMark | None = None  # what the deployment's Cedar policies decided of it
+    grant: GrantMark | None = None  # the standing grant that covered its call (no card)
 
 
 class FailureRecord(Model):

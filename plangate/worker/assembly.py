@@ -38,6 +38,7 @@ from plangate.activities.bootstrap import ensure_schema
 from plangate.activities.call_checks import as_application_error
 from plangate.activities.catalogue import announced, catalogue
 from plangate.activities.extensions import ExtensionError, Registry, registry_for
+from plangate.activities.grant_cover import GrantActivities
 from plangate.activities.guarding import GuardActivities
 from plangate.activities.policing import PolicyBook
 from plangate.activities.probe_activity import ProbeActivities
@@ -49,6 +50,7 @@ from plangate.records.interface import (
     APPROVERS_ACTIVITY,
     CATALOGUE_ACTIVITY,
     DECIDE_ACTIVITY,
+    GRANT_COVER_ACTIVITY,
     GUARD_ACTIVITY,
     INDEX_ACTIVITY,
     PROBE_ACTIVITY,
@@ -100,6 +102,7 @@ def activities(world: World, settings: Settings) -> dict[str, Callable[..., Any]
         REVIEW_ACTIVITY: ReviewActivities(cat, world.settings, policy, book).review,
         WINDOWS_ACTIVITY: WindowsActivities(world, settings.temporal.task_queue).record,
         INDEX_ACTIVITY: IndexActivities(world, settings.temporal.task_queue).record,
+        GRANT_COVER_ACTIVITY: GrantActivities(world, cat, policy).cover,
         # a read over MCP answered without a run (plangate mcp's fast path)
         READ_CALL_ACTIVITY: ReadActivities(world, cat, policy, settings.runs, book).read_call,
     }

@@ -7,7 +7,8 @@ Who may call what, and what is verified:
 
 - ``plangate.read_call``: anyone, standalone only (``plangate mcp``'s read): no workflow; the
   rest it derives itself (``activities.reading``).
-- ``guard.*``, ``probe.evaluate``, ``replanner.*``, ``windows.record``, ``index.record``:
+- ``guard.*``, ``probe.evaluate``, ``replanner.*``, ``windows.record``, ``index.record``,
+  ``grant.cover``:
   plangate's own workflows: a local activity, so run by this worker for a workflow task it
   took.
 - every tool: a plangate run of this deployment: a workflow's call, sealed

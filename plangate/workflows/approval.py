@@ -14,7 +14,7 @@ from temporalio import workflow
 from plangate.records.approvals import ApprovalCard, ApprovalRecord, CardStatus
 from plangate.records.report import Phase, StepState
 from plangate.records.run import Parked, ParkedAt
-from plangate.workflows import bookkeeping, cards, metrics, summaries
+from plangate.workflows import bookkeeping, cards, granting, metrics, summaries
 from plangate.workflows.probing import check_before
 from plangate.workflows.router import Kind, route
 from plangate.workflows.step import (
@@ -34,8 +34,14 @@ async def approve(
     """The call, approved, with the version its last read observed and the proof of the
     approval; or why not. If what the probes observe changed since the card, the approval no
     longer matches: a new card. ``resume``: the card an earlier run of the chain issued is
-    waiting still."""
+    waiting still. A standing grant that covers the call stands for the card: the call goes,
+    no card published (``granting``)."""
     first = resume.cards if resume is not None else 0
+    if checked is not None:  # a standing grant in place of a card
+        p = s.carry_version(base, checked)
+        s.rep.grant = await granting.covered(s, p)
+        if s.rep.grant is not None:
+            return p
     desk: cards.Desk[Held, Attempt] = _StepDesk(s, base)
     # a chain resumed at its card: first < options.APPROVAL_CARDS, the card is waited for
     taken = await cards.take(desk, checked if checked is not None else _waiting_card(s), first)

@@ -341,6 +341,41 @@ async def bound_decided(b: Bench) -> RunReport:
         return await ended(handle)
 
 
+async def granted(b: Bench) -> RunReport:
+    """Issue 51: a credit that waits for a person (money), covered by a standing grant of
+    bench's: ``grant.cover`` reserves a use (``plangate-standing-grants``), no card is
+    published, the call consumes the use and credits once."""
+    from datetime import timedelta
+
+    from psycopg import sql
+
+    from plangate.demo.schema import Account, seed_account
+    from plangate.plans.model import Effect
+
+    people = replace(b.settings, policy=replace(b.settings.policy,
+                                                approve_effects=(Effect.MONEY,)))
+    aid = f"acct_{uuid.uuid4().hex[:8]}"
+    await seed_account(b.world, Account(aid, f"ar@{aid}.example", status="closed"))
+    role = f"payer_{uuid.uuid4().hex[:8]}"
+    async with await psycopg.AsyncConnection.connect(b.database_url, autocommit=True) as c:
+        r = sql.Identifier(role)
+        await c.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(r))
+        for grant in ("GRANT USAGE ON SCHEMA demo TO {}",
+                      "GRANT SELECT, UPDATE ON demo.customers TO {}",
+                      "GRANT SELECT, INSERT ON demo.credits TO {}",
+                      "GRANT USAGE ON ALL SEQUENCES IN SCHEMA demo TO {}"):
+            await c.execute(sql.SQL(grant).format(r))
+    plan = {"goal": f"credit {aid}", "on_behalf_of": role, "budget": {"replans_max": 0},
+            "steps": [{"n": 1, "tool": "billing.issue_credit",
+                       "args": {"account_id": aid, "amount_eur": 20.0}}]}
+    async with running_worker(b.client, people) as h:
+        api = Plangate(b.client, h.settings)
+        await api.issue_grant("billing.issue_credit", role, uses=1, by="bench",
+                              expires_in=timedelta(hours=1), equals={"account_id": aid},
+                              at_most={"amount_eur": "50"})
+        return await h.run(plan)
+
+
 async def voided_at_failure(b: Bench) -> RunReport:
     """Step 1 fails; step 2, after it, is VOID at once, so step 3, which waits for step 2 to
     establish its pre condition, stops waiting."""
@@ -429,6 +464,9 @@ SCENARIOS: dict[str, Scenario] = {
     # issue 50: the run's row in the runs index written as it begins, as its card is published
     # and answered, and as it ends (``index.record`` markers, the ``plangate-runs-index`` patch)
     "runs_indexed": approved,
+    # issue 51: a credit covered by a standing grant (``grant.cover``, the
+    # ``plangate-standing-grants`` patch): no card
+    "granted": granted,
 }
 
 

@@ -24,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 from temporalio.service import RPCError
 
 from plangate.client.api import AnswerRefused, Plangate, RunEnded, UnknownRun
+from plangate.client.grants import BadGrant
 from plangate.plans.visible import visible_json
 from plangate.records.approvals import ApprovalDecision, ApprovalReceipt
 from plangate.records.report import RunReport
@@ -246,6 +247,31 @@ class Page:
                                                at=receipt.at, became=became, links=self.links))
 
 
+    async def grants(self, request: Request) -> Response:
+        """The standing grants, each live one with its revoke button."""
+        s = self.session(request)
+        listed = await self.call(self.api.grants())
+        return HTMLResponse(views.grants_page(listed, s.csrf, s.name, datetime.now(UTC)))
+
+    async def revoke(self, request: Request) -> Response:
+        """A grant revoked by the person the session names (recorded as its revoker)."""
+        s = self.session(request)
+        form = await self.form(request)  # from this site only
+        if not s.csrf_matches(form.get("csrf", "")):
+            raise _csrf_refusal(s)
+        grant_id = form.get("grant_id", "")
+        if not _DIGEST.match(grant_id):
+            raise refused(400, "Bad form", "The grant's id is missing or malformed.", s)
+        try:
+            at = await self.call(self.api.revoke_grant(grant_id, by=s.name))
+        except BadGrant as e:
+            raise refused(404, "Not found", str(e), s) from None
+        stamp = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return HTMLResponse(views.outcome_page(
+            True, "Revoked", f"grant {grant_id} revoked at {stamp} by {s.name}: it covers no "
+            "further call.", s.csrf))
+
+
 def _session_cookie(response: Response, value: str, max_age: int) -> None:
     """Only this site's own requests carry it (SameSite=Strict); no script reads it."""
     response.headers.append("set-cookie", f"{SESSION_COOKIE}={value}; Path=/; HttpOnly; "
@@ -294,5 +320,7 @@ def application(page: Page) -> Starlette:
         Route("/login", _guarded(page.log_in), methods=["POST"]),
         Route("/logout", _guarded(page.log_out), methods=["POST"]),
         Route("/answer", _guarded(page.answer), methods=["POST"]),
+        Route("/grants", _guarded(page.grants), methods=["GET"]),
+        Route("/grants/revoke", _guarded(page.revoke), methods=["POST"]),
         Mount("/static", static, name="static"),
     ], exception_handlers={404: _not_found, 405: _not_found})

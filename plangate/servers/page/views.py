@@ -23,6 +23,7 @@ from plangate.records.report import RunReport
 from plangate.servers.page.answers import Given
 from plangate.servers.page.options import DEFAULT_TEMPORAL_UI
 from plangate.servers.page.target import target
+from plangate.world.grants import Listed as ListedGrant
 
 REFRESH_S = 20  # the cards are fetched again this often (a half-typed reason is kept)
 # the cards one page shows: 10,000 cards made a 25 MB page that took seconds to render (and
@@ -129,6 +130,11 @@ def outcome_page(accepted: bool, headline: str, detail: str, csrf: str | None = 
     """``after``: what became of an answer (``run_id``, ``at``, ``became``, ``links``)."""
     return render("outcome.html", accepted=accepted, headline=headline, detail=detail,
                   csrf=csrf, **after)
+
+
+def grants_page(grants: Sequence[ListedGrant], csrf: str, by: str, now: datetime) -> str:
+    """The deployment's standing grants, each live one with its revoke form."""
+    return render("grants.html", grants=grants, csrf=csrf, by=by, now=now)
 
 
 def run_page(rep: RunReport, links: Links, csrf: str) -> str:

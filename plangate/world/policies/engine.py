@@ -234,6 +234,9 @@ def _context(bundle: Bundle, r: PolicyRequest) -> dict[str, Any]:
         "approvals": long(r.approvals),
         "totals": {k: long(v) for k, v in r.totals.model_dump().items()},
         "approval_asked": r.approval_asked,
+        **({} if r.grant is None else {"grant": {
+            "id": r.grant.id, "approver": r.grant.approver, "uses": long(r.grant.uses),
+            "used": long(r.grant.used)}}),
     }
 
 
