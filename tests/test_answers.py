@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType, TimeoutType
 
 from plangate.records.calls import ToolCall, ToolResult
-from plangate.testing import attempts, running_worker, scheduled
+from plangate.testing import attempts, history_events, running_worker, scheduled
+from tests.heartbeat import BEAT_S, beating
 
 
 def job_step(n: int, job: str, state: str = "done", **extra: Any) -> dict[str, Any]:
@@ -132,7 +135,8 @@ class NoAnswer:
 
 
 async def test_a_timed_out_external_step_halts(client, settings):
-    # Costs the 30 s heartbeat timeout in real time: timeouts are what is under test.
+    # Costs the worker's heartbeat timeout in real time (10 s: PLANGATE_TOOL_HEARTBEAT_TIMEOUT):
+    # timeouts are what is under test.
     tool = NoAnswer()
     plan = {"goal": "notify the vendor", "steps": [
         {"n": 1, "tool": "warehouse.run_sql", "effect": "external",
@@ -140,10 +144,20 @@ async def test_a_timed_out_external_step_halts(client, settings):
         {"n": 2, "tool": "warehouse.run_sql", "depends_on": [1],
          "args": {"statement": "select_one"}},
     ]}
-    async with running_worker(client, settings, {"warehouse.run_sql": tool.run}) as h:
+    async with running_worker(client, beating(settings), {"warehouse.run_sql": tool.run}) as h:
         rep = await h.run(plan)
     assert rep.status == "halted" and tool.calls == 1
     assert rep.failure is not None and rep.failure.code == "outcome_unknown"
     assert "timed out" in rep.failure.detail
     assert (await scheduled(client, rep.run_id))["warehouse.run_sql"] == 1
     assert rep.steps[1].state == "VOID"
+    # the worker's heartbeat timeout was the call's, and it is what ended the call
+    events = await history_events(client, rep.run_id)
+    (call,) = [e.activity_task_scheduled_event_attributes for e in events
+               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+               and e.activity_task_scheduled_event_attributes.activity_type.name
+               == "warehouse.run_sql"]
+    assert call.heartbeat_timeout.ToTimedelta() == timedelta(seconds=BEAT_S)
+    (timed_out,) = [e.activity_task_timed_out_event_attributes for e in events
+                    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT]
+    assert timed_out.failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT

@@ -18,6 +18,7 @@ from tests.crash_harness import (
     object_versions,
     put_plan,
 )
+from tests.heartbeat import BEAT_ENV
 
 # the first kill waits for a credit in flight (its account's row held by the harness): that
 # one's outcome is read back by idempotency key (absent: its transaction died with the worker)
@@ -28,7 +29,8 @@ CONFIG = CrashConfig(
 
 async def test_worker_killed_mid_run_leaves_every_effect_once(client, settings, stack, s3,
                                                               tmp_path):
-    harness = CrashHarness(client, settings, stack.env(), tmp_path)
+    # the killed worker's calls time out at the worker's heartbeat timeout (10 s here)
+    harness = CrashHarness(client, settings, {**stack.env(), **BEAT_ENV}, tmp_path)
     result = await harness.run(CONFIG, s3)
     report = "\n".join(result.lines())
     print(report)

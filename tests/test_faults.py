@@ -29,12 +29,13 @@ from plangate.testing import ended, history_events, running_worker, scheduled
 from tests.crash_harness import CrashHarness, credit_in_flight
 from tests.fault_harness import PauseConfig, _backends, _transactions, pause_run
 from tests.fault_points import through_proxy
+from tests.heartbeat import BEAT_ENV, BEAT_S
 
 
 async def test_a_paused_worker_wakes_after_its_credit_was_done_elsewhere(
     client, settings, stack, s3, tmp_path
 ):
-    harness = CrashHarness(client, settings, stack.env(), tmp_path)
+    harness = CrashHarness(client, settings, {**stack.env(), **BEAT_ENV}, tmp_path)
     out = await pause_run(harness, PauseConfig(), s3)
     result = out.crash
     report = "\n".join(result.lines()) + (
@@ -43,8 +44,8 @@ async def test_a_paused_worker_wakes_after_its_credit_was_done_elsewhere(
         f"{out.paused_s:.1f} s; credits by the paused transactions: {out.late_credits}")
     print(report)
     assert out.held and out.xids, report
-    # the pause outlasted the heartbeat timeout, and the runs ended while it lasted
-    assert out.paused_s > 30, report
+    # the pause outlasted the workers' heartbeat timeout, and the runs ended while it lasted
+    assert out.paused_s > BEAT_S, report
     assert not result.unfinished and all(r.status.final for r in result.reports.values()), report
     # the paused credit's call timed out; its outcome was read back by key (absent: the paused
     # transaction never committed) and the credit was made by the second worker

@@ -41,6 +41,7 @@ from plangate.testing import ended, running_worker
 from plangate.world.clients import World
 from plangate.world.settings import PolicySettings, Settings
 from tests.crash_harness import WorkerProcess
+from tests.heartbeat import BEAT_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = "tests.ledger_tools"
@@ -316,7 +317,8 @@ async def test_a_worker_killed_between_a_payment_and_its_outcome(
     queue = f"ledger-kill-{uuid.uuid4().hex[:8]}"
     s = ledgered(settings)
     s = replace(s, temporal=replace(s.temporal, task_queue=queue))
-    env = {**os.environ, **stack.env(), "PLANGATE_EXTENSIONS": EXTENSION,
+    # the killed worker's calls time out at the worker's heartbeat timeout (10 s here)
+    env = {**os.environ, **stack.env(), **BEAT_ENV, "PLANGATE_EXTENSIONS": EXTENSION,
            "PLANGATE_TASK_QUEUE": queue, "PLANGATE_APPROVE_EFFECTS": "money"}
     api = Plangate(client, s)
     blind, keyed = account(), account()

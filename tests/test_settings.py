@@ -70,7 +70,7 @@ PARTS: dict[type[Any], dict[str, str]] = {
     },
     RunSettings: {
         "PLANGATE_HISTORY_EVENTS": "500", "PLANGATE_HISTORY_BYTES": "100000",
-        "PLANGATE_OUTAGE_PATIENCE": "1m",
+        "PLANGATE_OUTAGE_PATIENCE": "1m", "PLANGATE_TOOL_HEARTBEAT_TIMEOUT": "12s",
     },
     ObservabilitySettings: {
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://otel:4318/v1/traces",
@@ -137,6 +137,10 @@ def test_the_whole_is_its_parts_parsed_once():
     ("PLANGATE_HISTORY_EVENTS", "1_000_000_000_000"),
     ("PLANGATE_HISTORY_BYTES", "104857600"),
     ("PLANGATE_OUTAGE_PATIENCE", "8d"),
+    # a tool's heartbeat timeout: 5 s to 10 minutes (its call's start-to-close)
+    ("PLANGATE_TOOL_HEARTBEAT_TIMEOUT", "4s"),
+    ("PLANGATE_TOOL_HEARTBEAT_TIMEOUT", "11m"),
+    ("PLANGATE_TOOL_HEARTBEAT_TIMEOUT", "soon"),
     ("PLANGATE_APPROVAL_TTL", "8d"),
     ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://otel"),
     ("PLANGATE_METRICS_ADDRESS", "localhost:9464"),

@@ -148,6 +148,7 @@ def resolve(
     out = derive(req, cat, policy, cedar, kept).model_copy(update={
         "outage_patience_s": runs.outage_patience_s,
         "history": HistoryBound(events=runs.history_events, bytes=runs.history_bytes),
+        "tool_heartbeat_s": runs.tool_heartbeat_s,
     })
     if out.refusal is None and req.version == 1:
         problems = plan_problems(req.plan, cat, world)

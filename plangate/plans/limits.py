@@ -63,6 +63,14 @@ MAX_HISTORY_BYTES = 50 * MIB
 so a bound above it would never make a run continue as new. The deployment sets the bound
 (``PLANGATE_HISTORY_EVENTS``, ``PLANGATE_HISTORY_BYTES``); a run's input may only ask for less."""
 
+TOOL_HEARTBEAT_S = 30.0
+MIN_TOOL_HEARTBEAT_S = 5.0
+MAX_TOOL_HEARTBEAT_S = 600.0
+"""A tool activity's heartbeat timeout: how long its call may go silent before Temporal takes
+the worker for lost. The deployment sets it (``PLANGATE_TOOL_HEARTBEAT_TIMEOUT``, 30 s), never
+a run's input; a tool beats every second, sent at most every 2 s, so 5 s leaves two beats; the
+call's start-to-close is 10 minutes, past which a heartbeat timeout would never fire first."""
+
 
 MIN_INTEGER, MAX_INTEGER = -(2**63), 2**63 - 1
 """Every integer in a plan (a step number, a count, a version, any argument value) is a signed

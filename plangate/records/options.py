@@ -11,6 +11,7 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
+from plangate.plans.limits import TOOL_HEARTBEAT_S
 from plangate.plans.model import Effect
 
 PROBE_ATTEMPTS = 3
@@ -45,7 +46,11 @@ PROBE = ActivityOptions(
 )
 
 
-def tool_options(effect: Effect) -> ActivityOptions:
+def tool_options(
+    effect: Effect, heartbeat: timedelta = timedelta(seconds=TOOL_HEARTBEAT_S),
+) -> ActivityOptions:
+    """``heartbeat``: the deployment's (``PLANGATE_TOOL_HEARTBEAT_TIMEOUT``, from the worker
+    with the run's guards)."""
     # An unknown outcome of a money or external step must reach a person, not a blind retry:
     # those are attempted once by Temporal, and retried (probes first) only by the workflow.
     attempts = 1 if effect.outcome_must_be_known else TOOL_ATTEMPTS
@@ -59,7 +64,7 @@ def tool_options(effect: Effect) -> ActivityOptions:
     )
     return ActivityOptions(
         start_to_close_timeout=timedelta(minutes=10),
-        heartbeat_timeout=timedelta(seconds=30),
+        heartbeat_timeout=heartbeat,
         retry_policy=policy,
         # a cancelled run waits for a call in flight to stop, then reads what it really did
         cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

@@ -149,6 +149,9 @@ class Resolved(Model):
     # by a worker before them, whose runs took the input's)
     outage_patience_s: float | None = None
     history: HistoryBound | None = None
+    # the deployment's heartbeat timeout of a tool's call, never the input's (None: said by a
+    # worker before it: 30 s)
+    tool_heartbeat_s: float | None = None
     # the run's idempotency keys begin with a digest of its whole workflow id
     # (``records.keys``); False: said by a worker before them, whose runs keep the old keys
     whole_id_keys: bool = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
@@ -88,8 +89,11 @@ async def probe(req: ProbeRequest, summary: str) -> ProbeAnswer:
     return Probed(report)
 
 
-async def call_tool(tool: str, call: ToolCall, effect: Effect, summary: str) -> CallAnswer:
-    opts = options.tool_options(effect)
+async def call_tool(
+    tool: str, call: ToolCall, effect: Effect, summary: str, heartbeat: timedelta,
+) -> CallAnswer:
+    """The tool's activity; ``heartbeat``: the worker's timeout (``VersionContext``)."""
+    opts = options.tool_options(effect, heartbeat)
     try:
         result: ToolResult = await workflow.execute_activity(
             tool,

@@ -10,6 +10,7 @@ from temporalio import workflow
 
 from plangate.plans import bindings
 from plangate.plans.guards import GuardedPlan, StepGuard, conditions_for
+from plangate.plans.limits import TOOL_HEARTBEAT_S
 from plangate.plans.model import Condition, Plan, Step
 from plangate.records import keys
 from plangate.records.proofs import Submission
@@ -62,6 +63,8 @@ class VersionContext:
     history: HistoryBound = field(default_factory=HistoryBound)
     # how long a step waits for a system that does not answer before it halts
     outage_patience: timedelta = timedelta(minutes=15)
+    # how long a tool's call may go without a heartbeat: the worker's (``guarding.limited``)
+    tool_heartbeat: timedelta = timedelta(seconds=TOOL_HEARTBEAT_S)
     # who submitted the run, signed (handed to every tool call: the principal is re-checked)
     submission: Submission | None = None
     # the history reached half its bound: steps stop at their next safe point (``Parked``)

@@ -47,7 +47,7 @@ async def execute(
     )
     try:
         summary = summaries.tool(s.n, ctx.version, s.step.tool, p.args)
-        answer = await calls.call_tool(s.step.tool, call, s.effect, summary)
+        answer = await calls.call_tool(s.step.tool, call, s.effect, summary, ctx.tool_heartbeat)
     except asyncio.CancelledError:
         # the run was cancelled while the call was in flight (and has ended: the activity waits
         # for its cancellation to complete): what really happened, read by probes

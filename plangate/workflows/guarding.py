@@ -1,7 +1,7 @@
 """A plan version's guards are the worker's own (``guard.resolve``, a local activity that also
 makes the first steps' first reads), never the input's, and so are the run's limits (outage
-patience, history bound: the input may ask for less); and a run whose input plangate cannot
-have made, or whose guards refuse it, acts on nothing."""
+patience, history bound: the input may ask for less; a tool's heartbeat timeout); and a run
+whose input plangate cannot have made, or whose guards refuse it, acts on nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 
 from plangate.plans.guards import GuardedPlan
-from plangate.plans.limits import MAX_HISTORY_BYTES, MAX_HISTORY_EVENTS, MAX_OUTAGE_PATIENCE_S
+from plangate.plans.limits import (
+    MAX_HISTORY_BYTES,
+    MAX_HISTORY_EVENTS,
+    MAX_OUTAGE_PATIENCE_S,
+    MAX_TOOL_HEARTBEAT_S,
+    MIN_TOOL_HEARTBEAT_S,
+)
 from plangate.plans.model import Plan
 from plangate.records import options
 from plangate.records.codes import CODES
@@ -61,7 +67,11 @@ def limited(ctx: VersionContext, resolved: Resolved) -> VersionContext:
     if resolved.outage_patience_s is not None:
         worker = min(MAX_OUTAGE_PATIENCE_S, resolved.outage_patience_s)
         waits = min(waits, timedelta(seconds=worker))
-    return replace(ctx, history=history, outage_patience=waits)
+    beat = ctx.tool_heartbeat
+    if resolved.tool_heartbeat_s is not None:  # the worker's alone: the input has none
+        beat = timedelta(seconds=min(MAX_TOOL_HEARTBEAT_S,
+                                     max(MIN_TOOL_HEARTBEAT_S, resolved.tool_heartbeat_s)))
+    return replace(ctx, history=history, outage_patience=waits, tool_heartbeat=beat)
 
 
 async def resolve(plan: Plan, version: int, ctx: VersionContext, *, first_run: bool) -> Resolved:

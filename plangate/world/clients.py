@@ -27,9 +27,10 @@ _S3_CONFIG: dict[str, Any] = {"connect_timeout": 3, "read_timeout": 20,
 PG_CONNECT_TIMEOUT_S = 3.0
 # A transaction of the worker's that goes quiet this long is ended by Postgres. A worker paused
 # in the middle of one (a GC pause, a VM migration, SIGSTOP) would otherwise hold its locks until
-# it woke, and the retry on another worker (after the 30 s heartbeat timeout: records.options),
-# or that worker's start (the schema's DDL), would wait behind them. Well inside the heartbeat
-# timeout; no tool waits between statements (a load reads its file before its transaction).
+# it woke, and the retry on another worker (after the tool's heartbeat timeout, 30 s unless
+# PLANGATE_TOOL_HEARTBEAT_TIMEOUT says otherwise), or that worker's start (the schema's DDL),
+# would wait behind them. Well inside the default heartbeat timeout; no tool waits between
+# statements (a load reads its file before its transaction).
 PG_IDLE_IN_TRANSACTION = "10s"
 
 C = TypeVar("C")

@@ -2,7 +2,9 @@
 continues as new, and how long a step waits for a system that does not answer. A client puts
 its own in the run's input; the worker's guards (``guard.resolve``) hand the workflow the
 worker's, and the run takes the smaller of each: an input (anyone's raw start) may ask for
-less, never more. Neither exceeds what plangate allows at all (``plans.limits``)."""
+less, never more. Neither exceeds what plangate allows at all (``plans.limits``). And how long
+a tool's call may go without a heartbeat (``PLANGATE_TOOL_HEARTBEAT_TIMEOUT``): the worker's
+alone, never the input's (it is not a limit a start could shorten)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from plangate.errors import ConfigurationError
-from plangate.plans.limits import MAX_HISTORY_BYTES, MAX_HISTORY_EVENTS, MAX_OUTAGE_PATIENCE_S
+from plangate.plans.limits import (
+    MAX_HISTORY_BYTES,
+    MAX_HISTORY_EVENTS,
+    MAX_OUTAGE_PATIENCE_S,
+    MAX_TOOL_HEARTBEAT_S,
+    MIN_TOOL_HEARTBEAT_S,
+    TOOL_HEARTBEAT_S,
+)
 from plangate.world.settings.parse import at_least, duration
 
 
@@ -27,6 +36,9 @@ class RunSettings:
     history_bytes: int = 10 * 1024 * 1024
     # how long a step waits for a system that does not answer before it halts
     outage_patience_s: float = 900.0
+    # how long a tool activity may go without a heartbeat before Temporal takes it for lost
+    # and tries it again (or, once-only effects, ends the call unknown: records.options)
+    tool_heartbeat_s: float = TOOL_HEARTBEAT_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RunSettings:
@@ -37,4 +49,10 @@ class RunSettings:
         _at_most("PLANGATE_HISTORY_EVENTS", events, MAX_HISTORY_EVENTS, f"{MAX_HISTORY_EVENTS:,}")
         _at_most("PLANGATE_HISTORY_BYTES", size, MAX_HISTORY_BYTES, f"{MAX_HISTORY_BYTES:,}")
         _at_most("PLANGATE_OUTAGE_PATIENCE", patience, MAX_OUTAGE_PATIENCE_S, "7d")
-        return cls(history_events=events, history_bytes=size, outage_patience_s=patience)
+        beat = duration(env, "PLANGATE_TOOL_HEARTBEAT_TIMEOUT", "30s")
+        if not MIN_TOOL_HEARTBEAT_S <= beat <= MAX_TOOL_HEARTBEAT_S:
+            raise ConfigurationError(
+                f"PLANGATE_TOOL_HEARTBEAT_TIMEOUT must be between 5s and 10m, not {beat:g}s"
+            )
+        return cls(history_events=events, history_bytes=size, outage_patience_s=patience,
+                   tool_heartbeat_s=beat)
