@@ -202,6 +202,7 @@ class SoakConfig:
     steps: int = 4  # two credits and two S3 puts a plan
     fault_every: int = 1  # one point in this many (a point: an activity's run, before or after)
     slack: int = 40  # how far ahead of the least-met point another may go
+    max_faults: int | None = None  # then no more (the test's bound on its own length)
     short_s: tuple[float, float] = (0.1, 1.5)  # a blip: within the tries
     long_s: tuple[float, float] = (12.0, 20.0)  # a partition longer than the tries
     long_share: float = 0.1
@@ -229,6 +230,8 @@ class Drawn:
 
     def __call__(self, name: str, when: When, busy: frozenset[str]) -> Fault | None:
         if name not in POINTS_OF_A_RUN:
+            return None
+        if self.cfg.max_faults is not None and sum(self.coverage.values()) >= self.cfg.max_faults:
             return None
         self.seen += 1
         if self.seen % self.cfg.fault_every:
