@@ -34,6 +34,7 @@ from plangate.activities.catalogue import catalogue
 from plangate.activities.effects import args_sha256
 from plangate.activities.policing import call_request
 from plangate.cli.commands import main
+from plangate.cli.grants import state
 from plangate.client.api import Plangate
 from plangate.client.view import summary
 from plangate.plans.model import Effect
@@ -166,6 +167,10 @@ async def test_a_grant_of_five_covers_five_of_eight_and_a_revoked_one_none(
         listed = {g.grant.grant_id: g for g in await api.grants()}
         assert listed[gid].used == 5 and listed[gid].revoked_at is None
         assert listed[fresh.grant_id].revoked_by == "frank"
+        now = datetime.now(UTC)  # as plangate grant list says them
+        assert state(listed[gid], now) == "used up"
+        assert state(listed[gid], now + 2 * HOUR) == "expired"
+        assert state(listed[fresh.grant_id], now).startswith("revoked ")
         await cancel_all(api, [over, after, *(r.run_id for r in waiting)])
     assert await credits(pg, aid) == 5
 
@@ -331,7 +336,7 @@ async def test_grant_issue_list_revoke_from_the_cli(
     out = capsys.readouterr().out.strip()
     gid = out.split()[2].rstrip(":")
     assert out == (f"plangate: grant {gid}: {CREDIT} for {who} where account_id=acct_1, "
-                   f"amount_eur<=50: 5 use(s) until {out.split(' until ')[1]}")
+                   f"amount_eur<=50: 5 uses until {out.split(' until ')[1]}")
     cur = await pg.execute("SELECT tool, principal, approver, uses, revoked_at FROM "
                            "plangate.grants WHERE grant_id = %s", (gid,))
     assert await cur.fetchone() == (CREDIT, who, "frank", 5, None)

@@ -6,14 +6,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from plangate.cli.command import EXIT_OK, Command, UsageError
+from plangate.cli.runs import whoami
 from plangate.plans.visible import visible
 from plangate.world.settings import Settings
 
 if TYPE_CHECKING:
     from plangate.world.clients import World
+    from plangate.world.grants import Listed
 
 
 def _value(text: str) -> str | int | bool:
@@ -50,12 +53,20 @@ async def _list(args: argparse.Namespace, settings: Settings) -> int:
 
     async with _world(settings) as world:
         got = await listed(world, live_only=args.live)
+    now = datetime.now(UTC)
     for g in got:
-        state = (f"revoked {g.revoked_at.isoformat()} by {g.revoked_by}"
-                 if g.revoked_at is not None else "live")
-        print(visible(f"{g.grant.grant_id}  {g.used}/{g.grant.terms.uses} used  {state}  "
-                      f"{g.grant.terms.words()}"))
+        print(visible(f"{g.grant.grant_id}  {g.used}/{g.grant.terms.uses} used  "
+                      f"{state(g, now)}  {g.grant.terms.words()}"))
     return EXIT_OK
+
+
+def state(g: Listed, now: datetime) -> str:
+    """A listed grant's state in words: revoked (when, by whom), expired, used up, or live."""
+    if g.revoked_at is not None:
+        return f"revoked {g.revoked_at.isoformat()} by {g.revoked_by}"
+    if g.grant.terms.expires_at <= now:
+        return "expired"
+    return "used up" if g.used >= g.grant.terms.uses else "live"
 
 
 async def _revoke(args: argparse.Namespace, settings: Settings) -> int:
@@ -63,7 +74,7 @@ async def _revoke(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         async with _world(settings) as world:
-            at = await revoked(world, args.grant_id, args.by or "cli")
+            at = await revoked(world, args.grant_id, args.by or whoami() or "cli")
     except BadGrant as e:
         raise UsageError(f"grant revoke: {e}") from None
     print(visible(f"plangate: grant {args.grant_id} revoked at {at.isoformat()}: it admits "
@@ -108,7 +119,8 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 
 def _revoke_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("grant_id", help="the grant's id (64 hexadecimal digits, as list prints it)")
-    p.add_argument("--by", default="", help="who revokes it (recorded with it)")
+    p.add_argument("--by", default="",
+                   help="who revokes it, recorded with it (default: your login name)")
 
 
 GRANT = Command(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from plangate.cli.command import EXIT_NOT_SUCCEEDED, EXIT_OK, Command, UsageError
+from plangate.plans.words import many
 from plangate.world.settings import RECEIPT_KEY_VAR, Settings
 
 VERIFY = "verify"
@@ -106,7 +107,7 @@ def _verify(file: str, given: str | None, settings: Settings) -> int:
         print(f"plangate: receipt verify: {bad} of {good + bad} receipts do not verify under "
               f"the key {key}", file=sys.stderr)
         return EXIT_NOT_SUCCEEDED
-    print(f"# {good} receipts verified under the key {key}")
+    print(f"# {many(good, 'receipt')} verified under the key {key}")
     return EXIT_OK
 
 

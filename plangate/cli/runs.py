@@ -201,7 +201,8 @@ RUNS = Command(
 )
 
 
-def _whoami() -> str:
+def whoami() -> str:
+    """The login name (a cancel's or a revoke's recorded requester by default); empty if none."""
     import getpass
 
     try:
@@ -213,7 +214,7 @@ def _whoami() -> str:
 def _cancel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="the run id (its workflow id), as run and runs print it")
     p.add_argument("--reason", default="", help="why: recorded in the run's report")
-    p.add_argument("--as", dest="requester", default=_whoami(), metavar="NAME",
+    p.add_argument("--as", dest="requester", default=whoami(), metavar="NAME",
                    help="who asks (default: the user running the command)")
 
 

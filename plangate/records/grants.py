@@ -23,6 +23,7 @@ from pydantic import ConfigDict, Field, JsonValue, StringConstraints
 
 from plangate.plans._base import Model
 from plangate.plans.amounts import Moves, moved
+from plangate.plans.words import many
 from plangate.records import signing
 
 GRANT = "plangate/grant/v1"  # the signature's domain: a grant's is never an approval's
@@ -67,7 +68,7 @@ class GrantTerms(Model):
         bounds += [f"{k}<={v}" for k, v in sorted(self.at_most.items())]
         bounds += [f"{k}^={v}" for k, v in sorted(self.prefix.items())]
         where = f" where {', '.join(bounds)}" if bounds else ""
-        return (f"{self.tool} for {self.principal}{where}: {self.uses} use(s) until "
+        return (f"{self.tool} for {self.principal}{where}: {many(self.uses, 'use')} until "
                 f"{self.expires_at.isoformat()} (granted by {self.approver})")
 
 

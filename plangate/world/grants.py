@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from pydantic import JsonValue
 
 from plangate.plans.amounts import Moves
+from plangate.plans.words import many
 from plangate.records.grants import (
     Grant,
     GrantSeen,
@@ -173,7 +174,8 @@ async def _take(conn: psycopg.AsyncConnection[Any], call: Call, grant_id: str,
     counted = await (await conn.execute(sql.SQL(
         "SELECT count(*) FROM {} WHERE grant_id = %s").format(USES), (grant_id,))).fetchone()
     if counted is None or int(counted[0]) >= grant.terms.uses:
-        return f"grant {grant_id[:12]}: its {grant.terms.uses} use(s) are taken"
+        return (f"grant {grant_id[:12]}: no use left ({many(grant.terms.uses, 'use')}, "
+                "all taken)")
     await conn.execute(sql.SQL(
         "INSERT INTO {} (idempotency_key, grant_id, workflow_id, args_sha256, state) "
         "VALUES (%s, %s, %s, %s, 'reserved') ON CONFLICT (idempotency_key) DO UPDATE SET "
