@@ -22,7 +22,7 @@ import collections
 import hmac
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,28 +98,44 @@ def entries(raw: str, var: str = TOKENS_VAR) -> Iterable[tuple[str, str]]:
 def parse_tokens(raw: str, server_key: SigningKey | None) -> dict[str, McpClient]:
     """Bearer token -> client, from ``PLANGATE_MCP_TOKENS``. Errors name the entry, never a
     token or a key."""
-    found: dict[str, McpClient] = {}
-    names: set[str] = set()
-    given: list[McpClient] = []
-    for where, entry in entries(raw):
-        name, _, rest = entry.partition(":")
-        token, _, key_text = rest.partition(":")
-        name, token = name.strip(), token.strip()
-        if not name or not token:
-            raise ConfigurationError(f"{where}: not CLIENT:TOKEN[:SUBMITTER_KEY]")
-        if name in names:
-            raise ConfigurationError(f"{where}: a second client named {name}")
-        if token in found:
-            raise ConfigurationError(f"{where}: {name} has the token of {found[token].name}")
+
+    def strong(where: str, name: str, token: str) -> None:
         weak = weakness(f"{where} (the token of {name})", token)
         if weak is not None:
             raise ConfigurationError(weak)
+
+    return named_clients(raw, TOKENS_VAR, server_key, form="CLIENT:TOKEN[:SUBMITTER_KEY]",
+                         noun="token", check=strong)
+
+
+def named_clients(raw: str, var: str, server_key: SigningKey | None, *, form: str, noun: str,
+                  check: Callable[[str, str, str], None] | None = None
+                  ) -> dict[str, McpClient]:
+    """``NAME:IDENT[:SUBMITTER_KEY]`` entries of ``var`` (IDENT a bearer token, or an OAuth
+    client id): IDENT -> client, each name and IDENT once, each given key one client's
+    (``one_key_each``); a client given no key submits with ``server_key``. ``check`` may
+    refuse an IDENT (a weak token)."""
+    found: dict[str, McpClient] = {}
+    names: set[str] = set()
+    given: list[McpClient] = []
+    for where, entry in entries(raw, var):
+        name, _, rest = entry.partition(":")
+        ident, _, key_text = rest.partition(":")
+        name, ident = name.strip(), ident.strip()
+        if not name or not ident:
+            raise ConfigurationError(f"{where}: not {form}")
+        if name in names:
+            raise ConfigurationError(f"{where}: a second client named {name}")
+        if ident in found:
+            raise ConfigurationError(f"{where}: {name} has the {noun} of {found[ident].name}")
+        if check is not None:
+            check(where, name, ident)
         keys = signing_keys(key_text.strip(), where) if key_text.strip() else ()
         names.add(name)
-        found[token] = McpClient(name, keys[0] if keys else server_key)
+        found[ident] = McpClient(name, keys[0] if keys else server_key)
         if keys:
-            given.append(found[token])
-    one_key_each(given)
+            given.append(found[ident])
+    one_key_each(given, var)
     return found
 
 

@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from plangate.errors import ConfigurationError
-from plangate.mcp.clients import McpClient, entries, one_key_each
+from plangate.mcp.clients import McpClient, named_clients
 from plangate.records.signing import SigningKey
 from plangate.servers.tokens import is_loopback
-from plangate.world.settings.keys import signing_keys
 
 ISSUER_VAR = "PLANGATE_MCP_OAUTH_ISSUER"
 RESOURCE_VAR = "PLANGATE_MCP_OAUTH_RESOURCE"
@@ -107,26 +106,8 @@ def _scopes(raw: str) -> tuple[str, ...]:
 
 def parse_clients(raw: str, server_key: SigningKey | None) -> dict[str, McpClient]:
     """Client id -> client, from ``PLANGATE_MCP_OAUTH_CLIENTS``."""
-    found: dict[str, McpClient] = {}
-    names: set[str] = set()
-    given: list[McpClient] = []
-    for where, entry in entries(raw, CLIENTS_VAR):
-        name, _, rest = entry.partition(":")
-        client_id, _, key_text = rest.partition(":")
-        name, client_id = name.strip(), client_id.strip()
-        if not name or not client_id:
-            raise ConfigurationError(f"{where}: not NAME:CLIENT_ID[:SUBMITTER_KEY]")
-        if name in names:
-            raise ConfigurationError(f"{where}: a second client named {name}")
-        if client_id in found:
-            raise ConfigurationError(
-                f"{where}: {name} has the client id of {found[client_id].name}")
-        keys = signing_keys(key_text.strip(), where) if key_text.strip() else ()
-        names.add(name)
-        found[client_id] = McpClient(name, keys[0] if keys else server_key)
-        if keys:
-            given.append(found[client_id])
+    found = named_clients(raw, CLIENTS_VAR, server_key, form="NAME:CLIENT_ID[:SUBMITTER_KEY]",
+                          noun="client id")
     if not found:
         raise ConfigurationError(f"{CLIENTS_VAR} names no client")
-    one_key_each(given, CLIENTS_VAR)
     return found
