@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import sysconfig
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 import pytest_asyncio
+from psycopg import sql
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -181,6 +183,23 @@ async def world(settings: Settings) -> AsyncIterator[World]:
         yield w
     finally:
         await w.close()
+
+
+@pytest.fixture
+async def principal(pg: psycopg.AsyncConnection[tuple[Any, ...]]) -> AsyncIterator[str]:
+    """A role credits are made as (a plan's ``on_behalf_of``), with what
+    ``billing.issue_credit`` needs; dropped afterwards."""
+    role = f"payer_{uuid.uuid4().hex[:8]}"
+    r = sql.Identifier(role)
+    await pg.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(r))
+    for grant in ("GRANT USAGE ON SCHEMA demo TO {}",
+                  "GRANT SELECT, UPDATE ON demo.customers TO {}",
+                  "GRANT SELECT, INSERT ON demo.credits TO {}",
+                  "GRANT USAGE ON ALL SEQUENCES IN SCHEMA demo TO {}"):
+        await pg.execute(sql.SQL(grant).format(r))
+    yield role
+    await pg.execute(sql.SQL("DROP OWNED BY {}").format(r))
+    await pg.execute(sql.SQL("DROP ROLE {}").format(r))
 
 
 @pytest_asyncio.fixture(loop_scope="session")

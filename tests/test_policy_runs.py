@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from psycopg import sql
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -194,23 +193,6 @@ async def test_a_versions_steps_are_decided_in_one_cedar_call_and_their_calls_ta
 
 
 MakeRole = Callable[[], Awaitable[str]]
-
-
-@pytest.fixture
-async def principal(pg: Any) -> AsyncIterator[str]:
-    """A role the credits are made as (``on_behalf_of``), with what ``billing.issue_credit``
-    needs; dropped afterwards."""
-    role = f"payer_{uuid.uuid4().hex[:8]}"
-    r = sql.Identifier(role)
-    await pg.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(r))
-    for grant in ("GRANT USAGE ON SCHEMA demo TO {}",
-                  "GRANT SELECT, UPDATE ON demo.customers TO {}",
-                  "GRANT SELECT, INSERT ON demo.credits TO {}",
-                  "GRANT USAGE ON ALL SEQUENCES IN SCHEMA demo TO {}"):
-        await pg.execute(sql.SQL(grant).format(r))
-    yield role
-    await pg.execute(sql.SQL("DROP OWNED BY {}").format(r))
-    await pg.execute(sql.SQL("DROP ROLE {}").format(r))
 
 
 async def test_an_hourly_limit_holds_for_runs_started_at_once(

@@ -18,14 +18,12 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from psycopg import sql
 from pydantic import JsonValue
 from temporalio import activity
 from temporalio.client import Client
@@ -60,22 +58,6 @@ from tests.test_policy_runs import BASE, CREDIT, credit_plan, policies, with_pol
 
 HOUR = timedelta(hours=1)
 RECEIPTS = SigningKey.generate("grant-receipts")
-
-
-@pytest.fixture
-async def principal(pg: Any) -> AsyncIterator[str]:
-    """A role the credits are made as (``on_behalf_of``); dropped afterwards."""
-    role = f"granted_{uuid.uuid4().hex[:8]}"
-    r = sql.Identifier(role)
-    await pg.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(r))
-    for grant in ("GRANT USAGE ON SCHEMA demo TO {}",
-                  "GRANT SELECT, UPDATE ON demo.customers TO {}",
-                  "GRANT SELECT, INSERT ON demo.credits TO {}",
-                  "GRANT USAGE ON ALL SEQUENCES IN SCHEMA demo TO {}"):
-        await pg.execute(sql.SQL(grant).format(r))
-    yield role
-    await pg.execute(sql.SQL("DROP OWNED BY {}").format(r))
-    await pg.execute(sql.SQL("DROP ROLE {}").format(r))
 
 
 def people(settings: Settings) -> Settings:
